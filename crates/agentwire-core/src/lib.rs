@@ -1,0 +1,92 @@
+//! Shared sans-IO vocabulary for the agentwire protocol crates.
+//!
+//! Every protocol role in agentwire (the chopsticks `Controller` and `Agent`, and the roles
+//! of the other protocols) is a [`Machine`]: a state machine that takes input through
+//! `handle_*` calls with the current time passed in, and gives output through
+//! [`Machine::poll_output`] and [`Machine::poll_timeout`]. It never opens a socket or reads a
+//! clock, so the same code runs under the tokio transport (`agentwire-tokio`), under the
+//! in-memory [`sim`] harness with simulated time, or in your own event loop.
+//!
+//! This crate holds what the roles share:
+//!
+//! | item | what it is |
+//! |---|---|
+//! | [`ConnId`] | a connection id assigned by the driver, never reused |
+//! | [`Frame`] / [`FrameBuf`] | inbound (borrowed) and outbound (`Bytes`-backed) message bodies |
+//! | [`CloseCode`] | WebSocket close codes, an open newtype with named consts |
+//! | [`Output`] / [`Outbox`] | what a machine asks its driver to do, and the queue that holds it |
+//! | [`PeerInfo`] | remote address, request path, headers and subprotocol of a connection |
+//! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
+//! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
+//! | [`sim`] (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
+//!
+//! # A run loop
+//!
+//! A driver is a loop around the contract written on [`Machine`]: feed input, drain output,
+//! sleep until `poll_timeout`. The smallest possible one:
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Outbox, Output, PeerInfo};
+//!
+//! /// Replies "pong" to "ping".
+//! #[derive(Default)]
+//! struct PingPong { out: Outbox<()> }
+//!
+//! impl Machine for PingPong {
+//!     type Event = ();
+//!     fn handle_connect(&mut self, _: ConnId, _: &PeerInfo, _: Instant) {}
+//!     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, _: Instant) {
+//!         if frame == Frame::Text("ping") {
+//!             self.out.send(conn, FrameBuf::text("pong"));
+//!         }
+//!     }
+//!     fn handle_disconnect(&mut self, _: ConnId, _: Instant) {}
+//!     fn handle_timeout(&mut self, _: Instant) {}
+//!     fn poll_timeout(&self) -> Option<Instant> { None }
+//!     fn poll_output(&mut self) -> Option<Output<()>> { self.out.pop() }
+//! }
+//!
+//! # #[allow(clippy::disallowed_methods)]
+//! let now = Instant::now(); // a real driver reads its clock here, and only here
+//! let mut m = PingPong::default();
+//! let conn = ConnId::new(1);
+//! m.handle_connect(conn, &PeerInfo::new(None), now);
+//! m.handle_frame(conn, Frame::Text("ping"), now);
+//! while let Some(out) = m.poll_output() {
+//!     if let Output::Send { frame, .. } = out {
+//!         assert_eq!(frame.as_text(), Some("pong")); // a real driver writes it to the socket
+//!     }
+//! }
+//! assert_eq!(m.poll_timeout(), None); // nothing to wake up for
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `uuid` (default): `UuidV4Ids`, random UUID v4 ids.
+//! - `sim`: the [`sim`] module (test harness and timer-contract checker).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod close;
+mod conn;
+mod frame;
+mod id;
+mod machine;
+mod output;
+mod peer;
+mod time;
+
+#[cfg(feature = "sim")]
+pub mod sim;
+
+pub use close::CloseCode;
+pub use conn::ConnId;
+pub use frame::{Frame, FrameBuf, Utf8Bytes};
+#[cfg(feature = "uuid")]
+pub use id::UuidV4Ids;
+pub use id::{Id128, IdGen, SequentialIds};
+pub use machine::Machine;
+pub use output::{Outbox, Output};
+pub use peer::PeerInfo;
+pub use time::{Monotonic, TimerSet};

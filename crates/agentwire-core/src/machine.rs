@@ -1,0 +1,74 @@
+//! The one trait every protocol role implements.
+
+use std::time::Instant;
+
+use crate::{ConnId, Frame, Output, PeerInfo};
+
+/// A sans-IO protocol role: input goes in through `handle_*`, output comes out of `poll_*`.
+///
+/// A machine never opens a socket, spawns a task, sleeps or reads a clock. The driver (the
+/// tokio transport, the [`sim`](crate::sim) harness, or your own loop) feeds it frames and
+/// time and carries its outputs. Server roles own every connection (like quinn's
+/// `Endpoint`); client roles own one connection at a time and keep their state across
+/// reconnects.
+///
+/// # The four kinds of method
+///
+/// - `handle_*`: input from the network or from time. They return `()`.
+/// - `poll_*`: output. Call them after every mutation.
+/// - commands: inherent methods named with verbs (`request`, `publish`, ...) that return
+///   `Result<Id, CommandError>` at once; their outcome arrives later as an event.
+/// - getters: nouns or `is_*`, no side effects.
+///
+/// # Contract
+///
+/// Every implementation keeps these rules, and every crate's tests check them (the timer
+/// rules through [`sim::check_timer_contract`](crate::sim::check_timer_contract)):
+///
+/// 1. **Drain after mutating.** After any `&mut self` call (a `handle_*` or a command), the
+///    driver calls [`poll_output`](Self::poll_output) until it returns `None`, then reads
+///    [`poll_timeout`](Self::poll_timeout). Several calls before a drain are allowed:
+///    outputs are queued in order.
+/// 2. **Peer input never panics and never fails the call.** Malformed, oversize, out-of-order
+///    or hostile frames become outputs: the spec's error reply and/or a
+///    [`Output::Close`], plus a protocol-violation event. Input for an unknown
+///    [`ConnId`] is a no-op.
+/// 3. **`handle_timeout` is idempotent.** Calling it before the deadline that
+///    `poll_timeout` returned is a no-op; calling it twice with the same `now` does
+///    nothing the second time.
+/// 4. **`poll_timeout` moves forward.** After `handle_timeout(t)`, `poll_timeout()` returns
+///    `None` or a time later than `t`, so a driver cannot busy-loop.
+/// 5. **Time going backwards is clamped.** A `now` earlier than one already seen is treated
+///    as the latest time seen (see [`Monotonic`](crate::Monotonic)).
+/// 6. **Determinism.** The same inputs give the same outputs in the same order: ids come
+///    from an injected [`IdGen`](crate::IdGen) and no output path iterates a hash map.
+/// 7. **Every connection ends once.** The driver calls
+///    [`handle_disconnect`](Self::handle_disconnect) exactly once for every connection it
+///    reported with `handle_connect`, however it ended, including after the machine's own
+///    [`Output::Close`]. Outputs addressed to a connection that has ended are dropped by the
+///    driver.
+pub trait Machine {
+    /// Protocol-specific events for the application (agent registered, request completed, ...).
+    type Event;
+
+    /// A connection opened (server: an accepted upgrade; client: a successful connect).
+    ///
+    /// `peer` carries the remote address, path, headers and subprotocol of the upgrade.
+    fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant);
+
+    /// A complete WebSocket message arrived on `conn`. Never panics (contract rule 2).
+    fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant);
+
+    /// Connection `conn` ended (closed by either side, or failed). Called once per connection.
+    fn handle_disconnect(&mut self, conn: ConnId, now: Instant);
+
+    /// Time has reached (or passed) the deadline from `poll_timeout`. Idempotent; an early
+    /// call is a no-op.
+    fn handle_timeout(&mut self, now: Instant);
+
+    /// The next time `handle_timeout` must be called, if any.
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// The next queued output, if any. Drain until `None` after every mutation.
+    fn poll_output(&mut self) -> Option<Output<Self::Event>>;
+}

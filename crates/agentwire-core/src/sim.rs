@@ -1,0 +1,877 @@
+//! In-memory simulation: one server machine, N client machines, simulated time.
+//!
+//! [`Sim`] carries every `Send` output to the other side's `handle_frame`, jumps simulated
+//! time to the earliest deadline or delivery, can add latency and loss, and fails on
+//! livelock (a bounded number of steps per run) and on a broken timer contract. "Raw"
+//! peers (no machine; frames injected by the test, replies recorded) exercise a server
+//! with hostile or legacy input.
+//!
+//! [`check_timer_contract`] drives one machine through an arbitrary input sequence and checks
+//! the timer rules of the [`Machine`] contract; every crate runs it under proptest.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use crate::{CloseCode, ConnId, FrameBuf, Machine, Output, PeerInfo};
+
+/// Knobs of a simulation.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SimConfig {
+    /// One-way delay of every frame and close. Default: zero.
+    pub latency: Duration,
+    /// Probability, per thousand, that a frame is lost (closes are never lost). Default: 0.
+    pub loss_per_mille: u16,
+    /// Seed of the loss generator. Default: 1.
+    pub seed: u64,
+    /// Steps one `run_*` call may take before it reports livelock. Default: 1,000,000.
+    pub max_steps: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            latency: Duration::ZERO,
+            loss_per_mille: 0,
+            seed: 1,
+            max_steps: 1_000_000,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Sets the one-way latency.
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Sets the frame loss probability in per mille (clamped to 1000).
+    pub fn with_loss_per_mille(mut self, loss: u16) -> Self {
+        self.loss_per_mille = loss.min(1000);
+        self
+    }
+
+    /// Sets the random seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets the step bound.
+    pub fn with_max_steps(mut self, max_steps: usize) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
+}
+
+/// Why a simulation run stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SimError {
+    /// More than `max_steps` steps without reaching the target time: a livelock.
+    Livelock {
+        /// Steps taken.
+        steps: usize,
+    },
+    /// A machine's `poll_timeout` did not move past `now` after `handle_timeout(now)`.
+    TimerStuck {
+        /// Which machine: `"server"` or `"client N"`.
+        machine: String,
+    },
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Livelock { steps } => write!(f, "livelock: {steps} steps without settling"),
+            SimError::TimerStuck { machine } => write!(
+                f,
+                "{machine}: poll_timeout did not move past now after handle_timeout"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+#[derive(Debug, Clone, Copy)]
+enum Link {
+    Client { idx: usize, conn: ConnId },
+    Raw { idx: usize },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Dest {
+    Server(ConnId),
+    Client(usize, ConnId),
+    Raw(usize, ConnId),
+}
+
+#[derive(Debug)]
+enum Payload {
+    Frame(FrameBuf),
+    Close(CloseCode, String),
+}
+
+struct ClientSlot<C: Machine> {
+    machine: C,
+    /// (client-side conn, server-side conn) while connected.
+    link: Option<(ConnId, ConnId)>,
+    events: Vec<C::Event>,
+    addr: SocketAddr,
+}
+
+/// A raw peer: the test sends frames by hand and reads what the server sent back.
+#[derive(Debug, Default)]
+struct RawSlot {
+    server_conn: Option<ConnId>,
+    received: Vec<FrameBuf>,
+    closed: Option<(CloseCode, String)>,
+}
+
+/// A server machine and N client machines joined by simulated links.
+pub struct Sim<S: Machine, C: Machine> {
+    server: S,
+    clients: Vec<ClientSlot<C>>,
+    raws: Vec<RawSlot>,
+    links: BTreeMap<ConnId, Link>,
+    in_flight: BTreeMap<(Instant, u64), (Dest, Payload)>,
+    server_events: Vec<S::Event>,
+    now: Instant,
+    seq: u64,
+    next_conn: u64,
+    rng: u64,
+    cfg: SimConfig,
+    lost: usize,
+}
+
+impl<S: Machine, C: Machine> Sim<S, C> {
+    /// A simulation of `server` starting at `start`, with no clients yet.
+    pub fn new(server: S, start: Instant, cfg: SimConfig) -> Self {
+        let rng = cfg.seed;
+        Self {
+            server,
+            clients: Vec::new(),
+            raws: Vec::new(),
+            links: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            server_events: Vec::new(),
+            now: start,
+            seq: 0,
+            next_conn: 1,
+            rng,
+            cfg,
+            lost: 0,
+        }
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The server machine (read-only).
+    pub fn server(&self) -> &S {
+        &self.server
+    }
+
+    /// Client `idx` (read-only).
+    pub fn client(&self, idx: usize) -> &C {
+        &self.clients[idx].machine
+    }
+
+    /// Number of frames lost so far.
+    pub fn lost_frames(&self) -> usize {
+        self.lost
+    }
+
+    /// Runs a command on the server at the current time, then routes its outputs.
+    pub fn call_server<R>(&mut self, f: impl FnOnce(&mut S, Instant) -> R) -> R {
+        let r = f(&mut self.server, self.now);
+        self.flush();
+        r
+    }
+
+    /// Runs a command on client `idx` at the current time, then routes its outputs.
+    pub fn call_client<R>(&mut self, idx: usize, f: impl FnOnce(&mut C, Instant) -> R) -> R {
+        let r = f(&mut self.clients[idx].machine, self.now);
+        self.flush();
+        r
+    }
+
+    /// Takes the server's events so far.
+    pub fn take_server_events(&mut self) -> Vec<S::Event> {
+        std::mem::take(&mut self.server_events)
+    }
+
+    /// Takes client `idx`'s events so far.
+    pub fn take_client_events(&mut self, idx: usize) -> Vec<C::Event> {
+        std::mem::take(&mut self.clients[idx].events)
+    }
+
+    /// Adds a client machine (not yet connected); returns its index. Each client gets its
+    /// own remote address `127.0.0.1:(40000 + index)`.
+    pub fn add_client(&mut self, machine: C) -> usize {
+        let idx = self.clients.len();
+        let port = 40_000u16.wrapping_add(idx as u16);
+        self.add_client_at(machine, SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    }
+
+    /// Adds a client machine whose connections come from `addr` (for per-IP limits).
+    pub fn add_client_at(&mut self, machine: C, addr: SocketAddr) -> usize {
+        self.clients.push(ClientSlot {
+            machine,
+            link: None,
+            events: Vec::new(),
+            addr,
+        });
+        self.clients.len() - 1
+    }
+
+    fn alloc_conn(&mut self) -> ConnId {
+        let c = ConnId::new(self.next_conn);
+        self.next_conn += 1;
+        c
+    }
+
+    /// Connects client `idx` (a no-op if it already is). Both machines see `handle_connect`.
+    pub fn connect(&mut self, idx: usize) {
+        let peer = PeerInfo::new(Some(self.clients[idx].addr));
+        self.connect_with(idx, peer);
+    }
+
+    /// Connects client `idx`, presenting `peer` to the server.
+    pub fn connect_with(&mut self, idx: usize, peer: PeerInfo) {
+        if self.clients[idx].link.is_some() {
+            return;
+        }
+        let sconn = self.alloc_conn();
+        let cconn = self.alloc_conn();
+        self.links.insert(sconn, Link::Client { idx, conn: cconn });
+        self.clients[idx].link = Some((cconn, sconn));
+        let now = self.now;
+        self.server.handle_connect(sconn, &peer, now);
+        let server_side = PeerInfo::new(None).with_path(peer.path.clone());
+        self.clients[idx]
+            .machine
+            .handle_connect(cconn, &server_side, now);
+        self.flush();
+    }
+
+    /// Whether client `idx` is connected.
+    pub fn is_connected(&self, idx: usize) -> bool {
+        self.clients[idx].link.is_some()
+    }
+
+    /// The server-side connection id of client `idx`, while connected.
+    pub fn server_conn_of(&self, idx: usize) -> Option<ConnId> {
+        self.clients[idx].link.map(|(_, s)| s)
+    }
+
+    /// Drops client `idx`'s connection abruptly (a network failure): both sides see
+    /// `handle_disconnect` now; frames in flight are lost.
+    pub fn disconnect(&mut self, idx: usize) {
+        let Some((cconn, sconn)) = self.clients[idx].link.take() else {
+            return;
+        };
+        self.links.remove(&sconn);
+        let now = self.now;
+        self.server.handle_disconnect(sconn, now);
+        self.clients[idx].machine.handle_disconnect(cconn, now);
+        self.flush();
+    }
+
+    /// Opens a raw connection presenting `peer`; returns its index.
+    pub fn connect_raw(&mut self, peer: PeerInfo) -> usize {
+        let sconn = self.alloc_conn();
+        let idx = self.raws.len();
+        self.raws.push(RawSlot {
+            server_conn: Some(sconn),
+            ..RawSlot::default()
+        });
+        self.links.insert(sconn, Link::Raw { idx });
+        let now = self.now;
+        self.server.handle_connect(sconn, &peer, now);
+        self.flush();
+        idx
+    }
+
+    /// The server-side connection id of raw peer `idx`, while open.
+    pub fn raw_conn(&self, idx: usize) -> Option<ConnId> {
+        self.raws[idx].server_conn
+    }
+
+    /// Sends `frame` from raw peer `idx` (after the configured latency; never lost).
+    pub fn raw_send(&mut self, idx: usize, frame: FrameBuf) {
+        if let Some(sconn) = self.raws[idx].server_conn {
+            self.schedule(Dest::Server(sconn), Payload::Frame(frame), false);
+        }
+    }
+
+    /// Frames raw peer `idx` has received so far.
+    pub fn raw_received(&self, idx: usize) -> &[FrameBuf] {
+        &self.raws[idx].received
+    }
+
+    /// Takes the frames raw peer `idx` has received so far.
+    pub fn raw_take(&mut self, idx: usize) -> Vec<FrameBuf> {
+        std::mem::take(&mut self.raws[idx].received)
+    }
+
+    /// The close code and reason the server sent raw peer `idx`, if it closed it.
+    pub fn raw_closed(&self, idx: usize) -> Option<(CloseCode, &str)> {
+        self.raws[idx]
+            .closed
+            .as_ref()
+            .map(|(c, r)| (*c, r.as_str()))
+    }
+
+    /// Whether raw peer `idx` is still connected.
+    pub fn raw_is_open(&self, idx: usize) -> bool {
+        self.raws[idx].server_conn.is_some()
+    }
+
+    /// Drops raw peer `idx`'s connection; the server sees `handle_disconnect` now.
+    pub fn raw_disconnect(&mut self, idx: usize) {
+        if let Some(sconn) = self.raws[idx].server_conn.take() {
+            self.links.remove(&sconn);
+            let now = self.now;
+            self.server.handle_disconnect(sconn, now);
+            self.flush();
+        }
+    }
+
+    fn rand_per_mille(&mut self) -> u16 {
+        // splitmix64: deterministic for a given seed, well mixed even for small seeds.
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z % 1000) as u16
+    }
+
+    fn schedule(&mut self, dest: Dest, payload: Payload, lossy: bool) {
+        if lossy && self.cfg.loss_per_mille > 0 && self.rand_per_mille() < self.cfg.loss_per_mille {
+            self.lost += 1;
+            return;
+        }
+        let at = self.now + self.cfg.latency;
+        self.seq += 1;
+        self.in_flight.insert((at, self.seq), (dest, payload));
+    }
+
+    /// Routes every queued output of every machine until all are drained.
+    pub fn flush(&mut self) {
+        loop {
+            let mut progressed = false;
+            while let Some(out) = self.server.poll_output() {
+                progressed = true;
+                self.route_server(out);
+            }
+            for idx in 0..self.clients.len() {
+                while let Some(out) = self.clients[idx].machine.poll_output() {
+                    progressed = true;
+                    self.route_client(idx, out);
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn route_server(&mut self, out: Output<S::Event>) {
+        match out {
+            Output::Event(e) => self.server_events.push(e),
+            Output::Send { conn, frame } => match self.links.get(&conn).copied() {
+                Some(Link::Client { idx, conn: cconn }) => {
+                    self.schedule(Dest::Client(idx, cconn), Payload::Frame(frame), true)
+                }
+                Some(Link::Raw { idx }) => {
+                    self.schedule(Dest::Raw(idx, conn), Payload::Frame(frame), false)
+                }
+                None => {}
+            },
+            Output::Close { conn, code, reason } => {
+                let Some(link) = self.links.remove(&conn) else {
+                    return;
+                };
+                let dest = match link {
+                    Link::Client { idx, conn: cconn } => Dest::Client(idx, cconn),
+                    Link::Raw { idx } => {
+                        self.raws[idx].server_conn = None;
+                        Dest::Raw(idx, conn)
+                    }
+                };
+                self.schedule(dest, Payload::Close(code, reason.into_owned()), false);
+                let now = self.now;
+                self.server.handle_disconnect(conn, now);
+            }
+        }
+    }
+
+    fn route_client(&mut self, idx: usize, out: Output<C::Event>) {
+        let link = self.clients[idx].link;
+        match out {
+            Output::Event(e) => self.clients[idx].events.push(e),
+            Output::Send { conn, frame } => {
+                if let Some((cconn, sconn)) = link {
+                    if cconn == conn {
+                        self.schedule(Dest::Server(sconn), Payload::Frame(frame), true);
+                    }
+                }
+            }
+            Output::Close { conn, code, reason } => {
+                if let Some((cconn, sconn)) = link {
+                    if cconn == conn {
+                        self.clients[idx].link = None;
+                        self.schedule(
+                            Dest::Server(sconn),
+                            Payload::Close(code, reason.into_owned()),
+                            false,
+                        );
+                        let now = self.now;
+                        self.clients[idx].machine.handle_disconnect(cconn, now);
+                    }
+                }
+            }
+        }
+    }
+
+    fn deliver(&mut self, dest: Dest, payload: Payload) {
+        let now = self.now;
+        match (dest, payload) {
+            (Dest::Server(sconn), Payload::Frame(f)) => {
+                if self.links.contains_key(&sconn) {
+                    self.server.handle_frame(sconn, f.as_frame(), now);
+                }
+            }
+            (Dest::Server(sconn), Payload::Close(..)) => {
+                if let Some(link) = self.links.remove(&sconn) {
+                    if let Link::Raw { idx } = link {
+                        self.raws[idx].server_conn = None;
+                    }
+                    self.server.handle_disconnect(sconn, now);
+                }
+            }
+            (Dest::Client(idx, cconn), payload) => {
+                if self.clients[idx].link.map(|(c, _)| c) != Some(cconn) {
+                    return;
+                }
+                match payload {
+                    Payload::Frame(f) => {
+                        self.clients[idx]
+                            .machine
+                            .handle_frame(cconn, f.as_frame(), now)
+                    }
+                    Payload::Close(..) => {
+                        self.clients[idx].link = None;
+                        self.clients[idx].machine.handle_disconnect(cconn, now);
+                    }
+                }
+            }
+            (Dest::Raw(idx, _), Payload::Frame(f)) => self.raws[idx].received.push(f),
+            (Dest::Raw(idx, _), Payload::Close(code, reason)) => {
+                self.raws[idx].closed = Some((code, reason));
+            }
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        let mut due = self.in_flight.keys().next().map(|(t, _)| *t);
+        let timers = std::iter::once(self.server.poll_timeout())
+            .chain(self.clients.iter().map(|c| c.machine.poll_timeout()))
+            .flatten();
+        for t in timers {
+            due = Some(due.map_or(t, |d| d.min(t)));
+        }
+        due
+    }
+
+    /// One step at the current time: deliver the earliest due frame, else fire due timers.
+    /// Returns whether anything was due.
+    fn step_now(&mut self) -> Result<bool, SimError> {
+        let now = self.now;
+        if let Some(entry) = self.in_flight.first_entry() {
+            if entry.key().0 <= now {
+                let (dest, payload) = entry.remove();
+                self.deliver(dest, payload);
+                self.flush();
+                return Ok(true);
+            }
+        }
+        let mut fired = false;
+        if self.server.poll_timeout().is_some_and(|t| t <= now) {
+            fired = true;
+            self.server.handle_timeout(now);
+            if self.server.poll_timeout().is_some_and(|t| t <= now) {
+                return Err(SimError::TimerStuck {
+                    machine: "server".into(),
+                });
+            }
+        }
+        for idx in 0..self.clients.len() {
+            let m = &mut self.clients[idx].machine;
+            if m.poll_timeout().is_some_and(|t| t <= now) {
+                fired = true;
+                m.handle_timeout(now);
+                if m.poll_timeout().is_some_and(|t| t <= now) {
+                    return Err(SimError::TimerStuck {
+                        machine: format!("client {idx}"),
+                    });
+                }
+            }
+        }
+        self.flush();
+        Ok(fired)
+    }
+
+    /// Runs every delivery and timer up to `now + d`, then sets the clock to `now + d`.
+    pub fn try_run_for(&mut self, d: Duration) -> Result<usize, SimError> {
+        let deadline = self.now + d;
+        self.flush();
+        let mut steps = 0;
+        while let Some(t) = self.next_due() {
+            if t > deadline {
+                break;
+            }
+            self.now = self.now.max(t);
+            steps += 1;
+            if steps > self.cfg.max_steps {
+                return Err(SimError::Livelock { steps });
+            }
+            self.step_now()?;
+        }
+        self.now = deadline;
+        Ok(steps)
+    }
+
+    /// [`try_run_for`](Self::try_run_for), panicking on livelock or a stuck timer.
+    pub fn run_for(&mut self, d: Duration) -> usize {
+        match self.try_run_for(d) {
+            Ok(steps) => steps,
+            Err(e) => panic!("simulation failed: {e}"),
+        }
+    }
+
+    /// Delivers everything in flight (time advances only as far as deliveries need, firing
+    /// timers due on the way) and stops when nothing is in flight or due. Fails after
+    /// `max_steps` steps.
+    pub fn run_bounded(&mut self, max_steps: usize) -> Result<usize, SimError> {
+        self.flush();
+        let mut steps = 0;
+        loop {
+            let Some(t) = self.next_due() else { break };
+            if t > self.now && self.in_flight.is_empty() {
+                break;
+            }
+            self.now = self.now.max(t);
+            steps += 1;
+            if steps > max_steps {
+                return Err(SimError::Livelock { steps });
+            }
+            self.step_now()?;
+        }
+        Ok(steps)
+    }
+
+    /// [`run_bounded`](Self::run_bounded) with the configured step bound, panicking on failure.
+    pub fn settle(&mut self) -> usize {
+        let max = self.cfg.max_steps;
+        match self.run_bounded(max) {
+            Ok(steps) => steps,
+            Err(e) => panic!("simulation failed: {e}"),
+        }
+    }
+}
+
+/// One input of [`check_timer_contract`].
+#[derive(Debug, Clone)]
+pub enum TimerInput {
+    /// Open a new connection (ids are never reused).
+    Connect,
+    /// A frame on the `n % open`-th connection ever opened (closed ones included: must be a no-op).
+    Frame(usize, FrameBuf),
+    /// Disconnect the `n % open`-th connection ever opened (again: must be a no-op).
+    Disconnect(usize),
+    /// Advance the driver's clock.
+    Advance(Duration),
+    /// Move the driver's clock backwards (the machine must clamp).
+    Rewind(Duration),
+    /// Call `handle_timeout(now)` whatever `poll_timeout` says.
+    Timeout,
+    /// Jump to `poll_timeout()` (if any) and call `handle_timeout` there.
+    FireDue,
+}
+
+/// Drives `m` through `inputs` and checks the timer rules of the [`Machine`] contract:
+///
+/// - after `handle_timeout(t)`, `poll_timeout()` is `None` or later than the latest time seen;
+/// - a second `handle_timeout` at the same time produces no output and leaves
+///   `poll_timeout` unchanged (idempotent);
+/// - `handle_timeout` before the deadline produces no output and leaves `poll_timeout`
+///   unchanged (an early call is a no-op), also when time went backwards.
+///
+/// Outputs are drained after every input. Returns a description of the first violation.
+pub fn check_timer_contract<M: Machine>(
+    m: &mut M,
+    start: Instant,
+    inputs: &[TimerInput],
+) -> Result<(), String> {
+    let mut driver_now = start;
+    let mut latest = start;
+    let mut conns: Vec<ConnId> = Vec::new();
+    let drain = |m: &mut M| {
+        let mut n = 0usize;
+        while m.poll_output().is_some() {
+            n += 1;
+        }
+        n
+    };
+    for (i, input) in inputs.iter().enumerate() {
+        match input {
+            TimerInput::Connect => {
+                let conn = ConnId::new(conns.len() as u64 + 1);
+                conns.push(conn);
+                let port = 50_000u16.wrapping_add(conns.len() as u16);
+                let peer = PeerInfo::new(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port))));
+                m.handle_connect(conn, &peer, driver_now);
+            }
+            TimerInput::Frame(n, f) => {
+                if !conns.is_empty() {
+                    m.handle_frame(conns[n % conns.len()], f.as_frame(), driver_now);
+                }
+            }
+            TimerInput::Disconnect(n) => {
+                if !conns.is_empty() {
+                    m.handle_disconnect(conns[n % conns.len()], driver_now);
+                }
+            }
+            TimerInput::Advance(d) => {
+                driver_now += *d;
+                latest = latest.max(driver_now);
+            }
+            TimerInput::Rewind(d) => {
+                driver_now = driver_now.checked_sub(*d).unwrap_or(driver_now);
+            }
+            TimerInput::Timeout | TimerInput::FireDue => {
+                drain(m);
+                if matches!(input, TimerInput::FireDue) {
+                    if let Some(t) = m.poll_timeout() {
+                        driver_now = driver_now.max(t);
+                        latest = latest.max(driver_now);
+                    }
+                }
+                let before = m.poll_timeout();
+                m.handle_timeout(driver_now);
+                let produced = drain(m);
+                let after = m.poll_timeout();
+                if let Some(d) = before {
+                    if d > latest && (produced > 0 || after != before) {
+                        return Err(format!(
+                            "input {i}: early handle_timeout (deadline {:?} after now) was not a no-op: {produced} outputs, poll_timeout {:?} -> {:?}",
+                            d - latest, before.map(|b| b - start), after.map(|a| a - start)
+                        ));
+                    }
+                }
+                if let Some(a) = after {
+                    if a <= latest {
+                        return Err(format!(
+                            "input {i}: poll_timeout {:?} did not move past now {:?} after handle_timeout",
+                            a - start,
+                            latest - start
+                        ));
+                    }
+                }
+                m.handle_timeout(driver_now);
+                let again = drain(m);
+                if again > 0 || m.poll_timeout() != after {
+                    return Err(format!(
+                        "input {i}: handle_timeout is not idempotent: second call gave {again} outputs"
+                    ));
+                }
+            }
+        }
+        drain(m);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Frame, Monotonic, Outbox, TimerSet};
+
+    /// Echoes every frame; sends "tick" to every connection every second.
+    #[derive(Default)]
+    struct Echo {
+        out: Outbox<String>,
+        conns: Vec<ConnId>,
+        timers: TimerSet<u8>,
+        clock: Monotonic,
+    }
+
+    impl Machine for Echo {
+        type Event = String;
+        fn handle_connect(&mut self, conn: ConnId, _: &PeerInfo, now: Instant) {
+            let now = self.clock.observe(now);
+            self.conns.push(conn);
+            self.timers.set(0, now + Duration::from_secs(1));
+        }
+        fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
+            self.clock.observe(now);
+            if let Frame::Text(t) = frame {
+                self.out.event(format!("{conn:?}:{t}"));
+                if t != "tick" {
+                    self.out.send(conn, FrameBuf::text(t.to_owned()));
+                }
+            }
+        }
+        fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+            self.clock.observe(now);
+            self.conns.retain(|c| *c != conn);
+            self.out.event(format!("{conn:?}:gone"));
+        }
+        fn handle_timeout(&mut self, now: Instant) {
+            let now = self.clock.observe(now);
+            while self.timers.pop_expired(now).is_some() {
+                for c in &self.conns {
+                    self.out.send(*c, FrameBuf::text("tick"));
+                }
+                if !self.conns.is_empty() {
+                    self.timers.set(0, now + Duration::from_secs(1));
+                }
+            }
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            self.timers.next_deadline()
+        }
+        fn poll_output(&mut self) -> Option<Output<String>> {
+            self.out.pop()
+        }
+    }
+
+    /// A broken machine whose deadline never moves.
+    struct Stuck(Instant);
+    impl Machine for Stuck {
+        type Event = ();
+        fn handle_connect(&mut self, _: ConnId, _: &PeerInfo, _: Instant) {}
+        fn handle_frame(&mut self, _: ConnId, _: Frame<'_>, _: Instant) {}
+        fn handle_disconnect(&mut self, _: ConnId, _: Instant) {}
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            Some(self.0)
+        }
+        fn poll_output(&mut self) -> Option<Output<()>> {
+            None
+        }
+    }
+
+    #[allow(clippy::disallowed_methods)] // the one base time of a test
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
+    #[test]
+    fn frames_flow_both_ways_with_latency() {
+        let start = t0();
+        let cfg = SimConfig::default().with_latency(Duration::from_millis(10));
+        let mut sim: Sim<Echo, Echo> = Sim::new(Echo::default(), start, cfg);
+        let a = sim.add_client(Echo::default());
+        sim.connect(a);
+        sim.call_client(a, |m, _| {
+            let c = m.conns[0];
+            m.out.send(c, FrameBuf::text("hi"));
+        });
+        sim.run_for(Duration::from_millis(15));
+        assert_eq!(sim.take_server_events().len(), 1);
+        assert!(sim.take_client_events(a).is_empty(), "echo not back yet");
+        sim.run_for(Duration::from_millis(10));
+        let ev = sim.take_client_events(a);
+        assert_eq!(ev.len(), 1);
+        assert!(ev[0].ends_with(":hi"));
+    }
+
+    #[test]
+    fn timers_fire_and_disconnect_reaches_both_sides() {
+        let mut sim: Sim<Echo, Echo> = Sim::new(Echo::default(), t0(), SimConfig::default());
+        let a = sim.add_client(Echo::default());
+        sim.connect(a);
+        sim.run_for(Duration::from_millis(3500));
+        let ticks = sim
+            .take_client_events(a)
+            .iter()
+            .filter(|e| e.ends_with(":tick"))
+            .count();
+        assert_eq!(ticks, 3);
+        sim.disconnect(a);
+        assert!(!sim.is_connected(a));
+        assert!(sim
+            .take_server_events()
+            .iter()
+            .any(|e| e.ends_with(":gone")));
+    }
+
+    #[test]
+    fn raw_peer_sees_server_frames_and_close() {
+        let mut sim: Sim<Echo, Echo> = Sim::new(Echo::default(), t0(), SimConfig::default());
+        let r = sim.connect_raw(PeerInfo::new(None));
+        sim.raw_send(r, FrameBuf::text("x"));
+        sim.settle();
+        assert_eq!(sim.raw_received(r)[0].as_text(), Some("x"));
+        let conn = sim.raw_conn(r).expect("open");
+        sim.call_server(|m, _| m.out.close(conn, CloseCode::POLICY, "bye"));
+        sim.settle();
+        assert_eq!(sim.raw_closed(r), Some((CloseCode::POLICY, "bye")));
+        assert!(!sim.raw_is_open(r));
+    }
+
+    #[test]
+    fn loss_drops_frames_deterministically() {
+        let run = |seed| {
+            let cfg = SimConfig::default()
+                .with_loss_per_mille(500)
+                .with_seed(seed);
+            let mut sim: Sim<Echo, Echo> = Sim::new(Echo::default(), t0(), cfg);
+            let a = sim.add_client(Echo::default());
+            sim.connect(a);
+            sim.run_for(Duration::from_secs(100));
+            sim.lost_frames()
+        };
+        let lost = run(7);
+        assert!(lost > 10 && lost < 90, "{lost}");
+        assert_eq!(lost, run(7));
+    }
+
+    #[test]
+    fn stuck_timer_is_reported_not_spun() {
+        let start = t0();
+        let mut sim: Sim<Stuck, Echo> = Sim::new(Stuck(start), start, SimConfig::default());
+        let err = sim.try_run_for(Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(err, SimError::TimerStuck { .. }));
+        let mut m = Stuck(start);
+        assert!(check_timer_contract(&mut m, start, &[TimerInput::Timeout]).is_err());
+    }
+
+    #[test]
+    fn echo_keeps_the_timer_contract() {
+        let start = t0();
+        let inputs = vec![
+            TimerInput::Connect,
+            TimerInput::Timeout,
+            TimerInput::Advance(Duration::from_millis(400)),
+            TimerInput::Rewind(Duration::from_secs(3)),
+            TimerInput::Timeout,
+            TimerInput::FireDue,
+            TimerInput::Frame(0, FrameBuf::text("a")),
+            TimerInput::Disconnect(0),
+            TimerInput::FireDue,
+            TimerInput::Frame(0, FrameBuf::text("late")),
+        ];
+        check_timer_contract(&mut Echo::default(), start, &inputs).expect("contract");
+    }
+}

@@ -1,0 +1,19 @@
+//! agentwire: WebSocket agent protocols as sans-IO Rust crates, plus a tokio transport.
+//!
+//! This facade re-exports each crate behind a feature (all on by default):
+//!
+//! | module | crate | feature |
+//! |---|---|---|
+//! | [`core`] | `agentwire-core` | always |
+//! | `chopsticks` | `chopsticks-proto` | `chopsticks` |
+//! | `tokio` | `agentwire-tokio` | `tokio` |
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub use agentwire_core as core;
+
+#[cfg(feature = "chopsticks")]
+pub use chopsticks_proto as chopsticks;
+
+#[cfg(feature = "tokio")]
+pub use agentwire_tokio as tokio;
