@@ -107,7 +107,7 @@ enum Link {
 enum Dest {
     Server(ConnId),
     Client(usize, ConnId),
-    Raw(usize, ConnId),
+    Raw(usize),
 }
 
 #[derive(Debug)]
@@ -392,7 +392,7 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                     self.schedule(Dest::Client(idx, cconn), Payload::Frame(frame), true)
                 }
                 Some(Link::Raw { idx }) => {
-                    self.schedule(Dest::Raw(idx, conn), Payload::Frame(frame), false)
+                    self.schedule(Dest::Raw(idx), Payload::Frame(frame), false)
                 }
                 None => {}
             },
@@ -404,7 +404,7 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                     Link::Client { idx, conn: cconn } => Dest::Client(idx, cconn),
                     Link::Raw { idx } => {
                         self.raws[idx].server_conn = None;
-                        Dest::Raw(idx, conn)
+                        Dest::Raw(idx)
                     }
                 };
                 self.schedule(dest, Payload::Close(code, reason.into_owned()), false);
@@ -474,8 +474,8 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                     }
                 }
             }
-            (Dest::Raw(idx, _), Payload::Frame(f)) => self.raws[idx].received.push(f),
-            (Dest::Raw(idx, _), Payload::Close(code, reason)) => {
+            (Dest::Raw(idx), Payload::Frame(f)) => self.raws[idx].received.push(f),
+            (Dest::Raw(idx), Payload::Close(code, reason)) => {
                 self.raws[idx].closed = Some((code, reason));
             }
         }

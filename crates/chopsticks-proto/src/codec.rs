@@ -1,0 +1,160 @@
+//! Decoding and encoding of whole WebSocket message bodies.
+
+use agentwire_core::{Frame, FrameBuf};
+use serde::Serialize;
+
+use crate::error::DecodeError;
+use crate::message::{AgentMessage, ControllerMessage, Probe};
+
+/// Decodes one body of at most `max_len` bytes, checking the size before parsing.
+///
+/// Text frames are parsed with `from_str` (no second UTF-8 pass); binary frames must hold
+/// UTF-8 JSON, as the real controller accepts them.
+fn decode_probe<T>(frame: Frame<'_>, max_len: usize) -> Result<T, DecodeError>
+where
+    for<'de> Probe<T>: serde::Deserialize<'de>,
+{
+    let len = frame.len();
+    if len > max_len {
+        return Err(DecodeError::TooLarge { len, max: max_len });
+    }
+    let text = match frame {
+        Frame::Text(t) => t,
+        Frame::Binary(b) => std::str::from_utf8(b).map_err(|_| DecodeError::NotUtf8)?,
+    };
+    match serde_json::from_str::<Probe<T>>(text) {
+        Ok(Probe::Message(m)) => Ok(m),
+        Ok(Probe::UnknownType) => Err(DecodeError::UnknownType),
+        Ok(Probe::NotAnObject) => Err(DecodeError::NotAnObject),
+        Err(e) if e.is_data() => Err(DecodeError::InvalidFields(e)),
+        Err(e) => Err(DecodeError::InvalidJson(e)),
+    }
+}
+
+fn encode_into<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
+    // Writing to a Vec cannot fail, and every message type has string keys only, so
+    // serialization cannot fail either.
+    let _ = serde_json::to_writer(out, msg);
+}
+
+impl AgentMessage {
+    /// Decodes an agent → controller message from one WebSocket message body.
+    ///
+    /// Never panics. Checks `max_len` before parsing.
+    pub fn decode(frame: Frame<'_>, max_len: usize) -> Result<Self, DecodeError> {
+        decode_probe(frame, max_len)
+    }
+
+    /// Appends the JSON encoding to `out` (a caller-owned, reusable buffer).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        encode_into(self, out);
+    }
+
+    /// Encodes into a text frame, using `scratch` as the encode buffer.
+    pub fn to_frame(&self, scratch: &mut Vec<u8>) -> FrameBuf {
+        scratch.clear();
+        self.encode(scratch);
+        text_frame(scratch)
+    }
+}
+
+impl ControllerMessage {
+    /// Decodes a controller → agent message from one WebSocket message body.
+    ///
+    /// Never panics. Checks `max_len` before parsing.
+    pub fn decode(frame: Frame<'_>, max_len: usize) -> Result<Self, DecodeError> {
+        decode_probe(frame, max_len)
+    }
+
+    /// Appends the JSON encoding to `out` (a caller-owned, reusable buffer).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        encode_into(self, out);
+    }
+
+    /// Encodes into a text frame, using `scratch` as the encode buffer.
+    pub fn to_frame(&self, scratch: &mut Vec<u8>) -> FrameBuf {
+        scratch.clear();
+        self.encode(scratch);
+        text_frame(scratch)
+    }
+}
+
+fn text_frame(json: &[u8]) -> FrameBuf {
+    // serde_json writes UTF-8 only; the fallback is never taken.
+    FrameBuf::text_from_slice(json).unwrap_or_else(|| FrameBuf::binary(json.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Hello;
+
+    #[test]
+    fn type_may_come_last() {
+        let m = AgentMessage::decode(
+            Frame::Text(r#"{"agentId":"a","guildIds":["g"],"type":"guilds"}"#),
+            1000,
+        )
+        .expect("decode");
+        match m {
+            AgentMessage::Guilds(g) => {
+                assert_eq!(g.guild_ids, ["g"]);
+                assert_eq!(g.agent_id.as_deref(), Some("a"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn version_aliases_are_accepted_and_encode_writes_protocol_version() {
+        for key in [
+            "protocolVersion",
+            "protocol_version",
+            "protocolversion",
+            "version",
+        ] {
+            let body = format!(r#"{{"type":"hello","{key}":"1.0.0","agentId":"a"}}"#);
+            let Ok(AgentMessage::Hello(h)) = AgentMessage::decode(Frame::Text(&body), 1000) else {
+                panic!("{key}");
+            };
+            assert_eq!(h.protocol_version.as_deref(), Some("1.0.0"), "{key}");
+            let mut out = Vec::new();
+            AgentMessage::Hello(h).encode(&mut out);
+            let s = String::from_utf8(out).expect("utf8");
+            assert!(s.contains(r#""protocolVersion":"1.0.0""#), "{s}");
+        }
+    }
+
+    #[test]
+    fn error_kinds_are_distinct() {
+        let d = |s: &str| AgentMessage::decode(Frame::Text(s), 64);
+        assert!(matches!(d("{"), Err(DecodeError::InvalidJson(_))));
+        assert!(matches!(d("[1,2]"), Err(DecodeError::NotAnObject)));
+        assert!(matches!(
+            d(r#"{"type":"nope"}"#),
+            Err(DecodeError::UnknownType)
+        ));
+        assert!(matches!(d(r#"{"type":7}"#), Err(DecodeError::UnknownType)));
+        assert!(matches!(d(r#"{"a":1}"#), Err(DecodeError::UnknownType)));
+        assert!(matches!(
+            d(r#"{"type":"guilds","guildIds":3}"#),
+            Err(DecodeError::InvalidFields(_))
+        ));
+        assert!(matches!(
+            AgentMessage::decode(Frame::Binary(&[0xff, 0x00]), 64),
+            Err(DecodeError::NotUtf8)
+        ));
+        let big = "x".repeat(65);
+        assert!(matches!(
+            d(&big),
+            Err(DecodeError::TooLarge { len: 65, max: 64 })
+        ));
+    }
+
+    #[test]
+    fn binary_frames_carry_json_too() {
+        let m = AgentMessage::decode(Frame::Binary(br#"{"type":"guilds","guildIds":[]}"#), 100);
+        assert!(matches!(m, Ok(AgentMessage::Guilds(_))));
+        let _unused: Option<Hello> = None;
+    }
+}

@@ -1,0 +1,151 @@
+//! Error types: decode errors, protocol errors and command errors.
+
+use agentwire_core::CloseCode;
+
+/// Why one message body could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The body is larger than the configured limit; nothing was parsed.
+    #[error("frame too large: {len} bytes, limit {max}")]
+    TooLarge {
+        /// Body length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A binary frame that is not UTF-8.
+    #[error("frame is not valid UTF-8")]
+    NotUtf8,
+    /// Not JSON (syntax error, truncation, nesting beyond 128 levels).
+    #[error("invalid JSON: {0}")]
+    InvalidJson(#[source] serde_json::Error),
+    /// Valid JSON that is not an object.
+    #[error("message is not a JSON object")]
+    NotAnObject,
+    /// An object whose `type` is missing, not a string, or not one this sender sends.
+    #[error("unknown message type")]
+    UnknownType,
+    /// A known type whose fields are missing or of the wrong type.
+    #[error("invalid message fields: {0}")]
+    InvalidFields(#[source] serde_json::Error),
+}
+
+impl DecodeError {
+    /// The `error` message text the controller answers with, per INTEROP.md; `None` where
+    /// the spec says the message is ignored silently (invalid fields).
+    pub fn reply_text(&self) -> Option<&'static str> {
+        match self {
+            Self::TooLarge { .. } => Some("Frame too large"),
+            Self::NotUtf8 | Self::InvalidJson(_) => Some("Invalid JSON"),
+            Self::NotAnObject | Self::UnknownType => Some("Unknown message type"),
+            Self::InvalidFields(_) => None,
+        }
+    }
+}
+
+/// A rule of the protocol that a peer broke, reported in `ProtocolViolation` events.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The body did not decode.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// `hello` without a protocol version.
+    #[error("hello without protocolVersion")]
+    MissingVersion,
+    /// `hello` with a version outside the supported set.
+    #[error("incompatible protocol version {0}")]
+    IncompatibleVersion(String),
+    /// Wrong or missing runner secret.
+    #[error("unauthorized runner secret")]
+    Unauthorized,
+    /// `hello` without `agentId` (ignored).
+    #[error("hello without agentId")]
+    MissingAgentId,
+    /// No valid `hello` before the deadline.
+    #[error("no hello before the deadline")]
+    HelloRequired,
+    /// A message other than `hello` before the connection registered.
+    #[error("{0} before hello")]
+    BeforeHello(&'static str),
+    /// More messages per second than allowed; the excess is dropped.
+    #[error("rate limit exceeded")]
+    RateLimited,
+    /// A `resp` from an agent for a request that went to another agent.
+    #[error("resp for request {id} from the wrong agent")]
+    WrongResponder {
+        /// The request id.
+        id: String,
+    },
+    /// A `released` for a session bound to another agent.
+    #[error("released from an agent that is not bound to the session")]
+    NotBound,
+    /// Too many connections from one IP address.
+    #[error("too many connections from one address")]
+    TooManyConnectionsPerIp,
+    /// Too many connections in total.
+    #[error("server full")]
+    ServerFull,
+    /// A collection limit was reached (guilds, sessions, pending requests).
+    #[error("limit reached: {0}")]
+    Limit(&'static str),
+    /// No message or pong within the stale-agent window.
+    #[error("agent stale")]
+    Stale,
+}
+
+impl ProtocolError {
+    /// The close code and reason the controller closes with, if this error closes.
+    pub fn close(&self) -> Option<(CloseCode, &'static str)> {
+        match self {
+            Self::MissingVersion => Some((CloseCode::POLICY, "Missing protocol version")),
+            Self::IncompatibleVersion(_) => {
+                Some((CloseCode::POLICY, "Incompatible protocol version"))
+            }
+            Self::Unauthorized => Some((CloseCode::POLICY, "Unauthorized")),
+            Self::HelloRequired => Some((CloseCode::POLICY, "hello-required")),
+            Self::TooManyConnectionsPerIp => Some((CloseCode::POLICY, "too-many-connections")),
+            Self::ServerFull => Some((CloseCode::POLICY, "server-full")),
+            Self::Decode(DecodeError::UnknownType | DecodeError::NotAnObject) => {
+                Some((CloseCode::POLICY, "protocol-error"))
+            }
+            Self::BeforeHello(_) => None,
+            _ => None,
+        }
+    }
+}
+
+/// Why a command (a call such as `Controller::request`) was refused at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// No live agent with that id (`agent-offline`).
+    #[error("agent-offline")]
+    AgentOffline,
+    /// No agent lists the guild (`no-agents-in-guild`).
+    #[error("no-agents-in-guild")]
+    NoAgentsInGuild,
+    /// Agents list the guild, but none is ready and idle (`no-free-agents`).
+    #[error("no-free-agents")]
+    NoFreeAgents,
+    /// Too many requests pending for that agent.
+    #[error("too many pending requests")]
+    TooManyPending,
+    /// The client is not connected.
+    #[error("not connected")]
+    NotConnected,
+}
+
+impl CommandError {
+    /// The error string used on the wire and in events for this refusal.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::AgentOffline => "agent-offline",
+            Self::NoAgentsInGuild => "no-agents-in-guild",
+            Self::NoFreeAgents => "no-free-agents",
+            Self::TooManyPending => "too-many-pending",
+            Self::NotConnected => "not-connected",
+        }
+    }
+}

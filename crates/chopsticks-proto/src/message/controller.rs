@@ -1,0 +1,90 @@
+//! Controller → agent messages: `req`, `error`.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::raw::RawJson;
+use super::tagged::Tagged;
+
+/// A message the controller sends to an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ControllerMessage {
+    /// An RPC request; the agent must answer with a `resp` carrying the same `id`.
+    Req(Req),
+    /// A protocol error notice (the connection may be closed after it).
+    Error(ErrorMessage),
+}
+
+/// `req`: an RPC-style command to an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Req {
+    /// Request id (a UUID) that the `resp` echoes.
+    pub id: String,
+    /// Operation name (`play`, `pause`, `queue`, ...).
+    pub op: String,
+    /// Operation payload (kept as raw JSON; `null` when missing).
+    #[serde(default)]
+    pub data: RawJson,
+    /// Target agent.
+    pub agent_id: String,
+}
+
+/// `error`: a human-readable protocol error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorMessage {
+    /// The error text, e.g. `"Incompatible protocol version 0.9.0. Controller expects 1.0.0."`.
+    pub error: String,
+}
+
+impl ErrorMessage {
+    /// An error message with `text`.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { error: text.into() }
+    }
+}
+
+/// The `type` values the controller sends.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ControllerTag {
+    Req,
+    Error,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Tagged<'de> for ControllerMessage {
+    type Tag = ControllerTag;
+
+    fn decode_variant<D: Deserializer<'de>>(
+        tag: ControllerTag,
+        d: D,
+    ) -> Result<Option<Self>, D::Error> {
+        Ok(Some(match tag {
+            ControllerTag::Req => Self::Req(Req::deserialize(d)?),
+            ControllerTag::Error => Self::Error(ErrorMessage::deserialize(d)?),
+            ControllerTag::Other => return Ok(None),
+        }))
+    }
+}
+
+impl<'de> Deserialize<'de> for ControllerMessage {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match super::Probe::<Self>::deserialize(d)? {
+            super::Probe::Message(m) => Ok(m),
+            super::Probe::UnknownType => Err(serde::de::Error::custom("unknown message type")),
+            super::Probe::NotAnObject => Err(serde::de::Error::custom("expected a JSON object")),
+        }
+    }
+}
+
+impl ControllerMessage {
+    /// The wire `type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Req(_) => "req",
+            Self::Error(_) => "error",
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Wire types: one enum per sender, exact field names of the spec.
+//!
+//! - [`AgentMessage`]: agent → controller (`hello`, `guilds`, `event`, `resp`).
+//! - [`ControllerMessage`]: controller → agent (`req`, `error`).
+//!
+//! Optionality follows the spec's notation: `field?` is an `Option` omitted when `None`;
+//! `T | null` is an `Option` written as `null`. Unknown fields are ignored on decode
+//! (the real agent adds `agentId` and `runnerId` to every message).
+
+mod agent;
+mod controller;
+mod raw;
+mod tagged;
+
+pub use agent::{Add, AgentMessage, Event, Guilds, Hello, Released, Resp, SessionKind};
+pub use controller::{ControllerMessage, ErrorMessage, Req};
+pub use raw::RawJson;
+pub(crate) use tagged::Probe;
+
+/// The protocol version this crate speaks and writes in `hello`.
+pub const PROTOCOL_VERSION: &str = "1.0.0";
