@@ -12,6 +12,35 @@ impl Id128 {
         self.to_string()
     }
 
+    /// Parses the hyphenated (or plain 32-hex-digit) UUID form, any case; `None` otherwise.
+    ///
+    /// Machines key pending requests by `Id128` and parse the id a reply carries, so a
+    /// lookup costs no string allocation.
+    pub fn parse(s: &str) -> Option<Self> {
+        let bytes = s.as_bytes();
+        let hyphenated = bytes.len() == 36;
+        if !hyphenated && bytes.len() != 32 {
+            return None;
+        }
+        let mut v: u128 = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            if hyphenated && matches!(i, 8 | 13 | 18 | 23) {
+                if b != b'-' {
+                    return None;
+                }
+                continue;
+            }
+            let d = match b {
+                b'0'..=b'9' => b - b'0',
+                b'a'..=b'f' => b - b'a' + 10,
+                b'A'..=b'F' => b - b'A' + 10,
+                _ => return None,
+            };
+            v = (v << 4) | u128::from(d);
+        }
+        Some(Self(v))
+    }
+
     /// The lowest 32 bits as 8 hex digits (short ids such as `sub_1a2b3c4d`).
     pub fn short_hex(self) -> String {
         format!("{:08x}", self.0 as u32)
@@ -145,6 +174,33 @@ mod tests {
         assert_ne!(a, b);
         let parsed = uuid::Uuid::parse_str(&a.to_string()).expect("uuid");
         assert_eq!(parsed.get_version_num(), 4);
+    }
+
+    #[test]
+    fn parse_round_trips_display() {
+        let mut g = SequentialIds::new(77);
+        for _ in 0..3 {
+            let id = g.next_id();
+            assert_eq!(Id128::parse(&id.to_string()), Some(id));
+            assert_eq!(Id128::parse(&id.to_string().to_uppercase()), Some(id));
+        }
+        assert_eq!(
+            Id128::parse("a1b2c3d4-e5f6-7890-abcd-ef1234567890").map(|i| i.to_string()),
+            Some("a1b2c3d4-e5f6-7890-abcd-ef1234567890".to_string())
+        );
+        assert_eq!(
+            Id128::parse("a1b2c3d4e5f67890abcdef1234567890").map(|i| i.to_string()),
+            Some("a1b2c3d4-e5f6-7890-abcd-ef1234567890".to_string())
+        );
+        for bad in [
+            "",
+            "xyz",
+            "a1b2c3d4-e5f6-7890-abcd-ef123456789g",
+            "a1b2c3d4+e5f6-7890-abcd-ef1234567890",
+            "é1b2c3d4-e5f6-7890-abcd-ef123456789",
+        ] {
+            assert_eq!(Id128::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]
