@@ -140,7 +140,7 @@ pub enum FrameBuf {
 impl FrameBuf {
     /// A text frame from an owned string (no copy).
     pub fn text(s: impl Into<String>) -> Self {
-        FrameBuf::Text(Utf8Bytes::from(s.into()))
+        Self::Text(Utf8Bytes::from(s.into()))
     }
 
     /// A text frame copied from an encoder's scratch buffer; `None` if it is not UTF-8.
@@ -149,35 +149,35 @@ impl FrameBuf {
     pub fn text_from_slice(buf: &[u8]) -> Option<Self> {
         std::str::from_utf8(buf)
             .ok()
-            .map(|s| FrameBuf::Text(Utf8Bytes::copy_from_str(s)))
+            .map(|s| Self::Text(Utf8Bytes::copy_from_str(s)))
     }
 
     /// A binary frame.
     pub fn binary(b: impl Into<Bytes>) -> Self {
-        FrameBuf::Binary(b.into())
+        Self::Binary(b.into())
     }
 
     /// Borrows this buffer as an inbound [`Frame`] (used by in-memory drivers).
     pub fn as_frame(&self) -> Frame<'_> {
         match self {
-            FrameBuf::Text(t) => Frame::Text(t.as_str()),
-            FrameBuf::Binary(b) => Frame::Binary(b),
+            Self::Text(t) => Frame::Text(t.as_str()),
+            Self::Binary(b) => Frame::Binary(b),
         }
     }
 
     /// The body as bytes.
     pub fn as_bytes(&self) -> &[u8] {
         match self {
-            FrameBuf::Text(t) => t.as_bytes(),
-            FrameBuf::Binary(b) => b,
+            Self::Text(t) => t.as_bytes(),
+            Self::Binary(b) => b,
         }
     }
 
     /// The text, if this is a text frame.
     pub fn as_text(&self) -> Option<&str> {
         match self {
-            FrameBuf::Text(t) => Some(t.as_str()),
-            FrameBuf::Binary(_) => None,
+            Self::Text(t) => Some(t.as_str()),
+            Self::Binary(_) => None,
         }
     }
 

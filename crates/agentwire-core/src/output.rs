@@ -35,15 +35,15 @@ impl<E> Output<E> {
     /// The connection this output is addressed to, if any.
     pub fn conn(&self) -> Option<ConnId> {
         match self {
-            Output::Send { conn, .. } | Output::Close { conn, .. } => Some(*conn),
-            Output::Event(_) => None,
+            Self::Send { conn, .. } | Self::Close { conn, .. } => Some(*conn),
+            Self::Event(_) => None,
         }
     }
 
     /// The event, if this is one.
     pub fn into_event(self) -> Option<E> {
         match self {
-            Output::Event(e) => Some(e),
+            Self::Event(e) => Some(e),
             _ => None,
         }
     }

@@ -86,8 +86,8 @@ pub enum SimError {
 impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SimError::Livelock { steps } => write!(f, "livelock: {steps} steps without settling"),
-            SimError::TimerStuck { machine } => write!(
+            Self::Livelock { steps } => write!(f, "livelock: {steps} steps without settling"),
+            Self::TimerStuck { machine } => write!(
                 f,
                 "{machine}: poll_timeout did not move past now after handle_timeout"
             ),
@@ -564,8 +564,7 @@ impl<S: Machine, C: Machine> Sim<S, C> {
     pub fn run_bounded(&mut self, max_steps: usize) -> Result<usize, SimError> {
         self.flush();
         let mut steps = 0;
-        loop {
-            let Some(t) = self.next_due() else { break };
+        while let Some(t) = self.next_due() {
             if t > self.now && self.in_flight.is_empty() {
                 break;
             }

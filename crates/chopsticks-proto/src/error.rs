@@ -105,12 +105,12 @@ impl ProtocolError {
             }
             Self::Unauthorized => Some((CloseCode::POLICY, "Unauthorized")),
             Self::HelloRequired => Some((CloseCode::POLICY, "hello-required")),
+            Self::Stale => Some((CloseCode::POLICY, "stale")),
             Self::TooManyConnectionsPerIp => Some((CloseCode::POLICY, "too-many-connections")),
             Self::ServerFull => Some((CloseCode::POLICY, "server-full")),
             Self::Decode(DecodeError::UnknownType | DecodeError::NotAnObject) => {
                 Some((CloseCode::POLICY, "protocol-error"))
             }
-            Self::BeforeHello(_) => None,
             _ => None,
         }
     }

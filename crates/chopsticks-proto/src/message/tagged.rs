@@ -48,7 +48,7 @@ struct FirstKey;
 impl<'de> DeserializeSeed<'de> for FirstKey {
     type Value = Option<String>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
-        d.deserialize_str(FirstKey)
+        d.deserialize_str(Self)
     }
 }
 
@@ -130,10 +130,15 @@ impl<'de, T: Tagged<'de>> Visitor<'de> for ProbeVisitor<T> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 return Ok(Probe::UnknownType);
             };
+            // `&mut map`: a catch-all tag decodes nothing, and the rest of the object must
+            // still be consumed, or the parser would see its next `,` as a syntax error.
             return Ok(
-                match T::decode_variant(tag, MapAccessDeserializer::new(map))? {
+                match T::decode_variant(tag, MapAccessDeserializer::new(&mut map))? {
                     Some(m) => Probe::Message(m),
-                    None => Probe::UnknownType,
+                    None => {
+                        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                        Probe::UnknownType
+                    }
                 },
             );
         };

@@ -1,0 +1,398 @@
+//! Limits and server/client configuration, with documented defaults.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_core::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use crate::{Backoff, UpgradeHook};
+
+/// Per-connection limits and timers, shared by [`ServerConfig`] and [`ClientConfig`].
+///
+/// Every field bounds memory or time that a peer could otherwise make grow. Defaults:
+///
+/// | field | default | why |
+/// |---|---|---|
+/// | `max_message_size` | 1 MiB | tungstenite's 64 MiB lets one peer pin 64 MiB |
+/// | `max_frame_size` | 1 MiB | same, per frame (tungstenite: 16 MiB) |
+/// | `read_buffer_size` | 8 KiB | tungstenite's 128 KiB is allocated for every idle connection |
+/// | `write_buffer_size` | 64 KiB | frames are batched up to this before a write; the flush writes the rest |
+/// | `max_write_buffer_size` | 4 MiB | bounds tungstenite's write buffer; the largest frame you can send |
+/// | `send_queue_frames` | 256 | frames queued per connection before it counts as a slow reader |
+/// | `send_queue_bytes` | 8 MiB | bytes queued per connection before it counts as a slow reader |
+/// | `slow_reader_close` | 1013 | close code for a connection whose queue overflowed (1008 also fits) |
+/// | `ping_interval` | 15 s | WebSocket ping period (`None`: no pings, no pong timeout) |
+/// | `pong_timeout` | 30 s | silence (no pong, no data) after which the connection is closed with 1008 |
+/// | `handshake_timeout` | 10 s | TCP accept (or connect) to finished upgrade, TLS included |
+/// | `max_header_bytes` | 16 KiB | request bytes read during the upgrade before the socket is dropped |
+/// | `close_timeout` | 5 s | how long a close frame may take to go out, and the peer to answer it |
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest inbound message; a larger one closes the connection with 1009. Default: 1 MiB.
+    pub max_message_size: usize,
+    /// Largest inbound frame payload; a larger one closes with 1009. Default: 1 MiB.
+    pub max_frame_size: usize,
+    /// tungstenite's read buffer, allocated per connection. Default: 8 KiB.
+    pub read_buffer_size: usize,
+    /// Outbound bytes buffered before tungstenite writes to the socket. Default: 64 KiB.
+    pub write_buffer_size: usize,
+    /// Hard cap of tungstenite's write buffer (buffered + one frame). Default: 4 MiB.
+    pub max_write_buffer_size: usize,
+    /// Frames that may wait in one connection's send queue. Default: 256.
+    pub send_queue_frames: usize,
+    /// Bytes that may wait in one connection's send queue. Default: 8 MiB.
+    ///
+    /// A single frame larger than this is still accepted into an empty queue.
+    pub send_queue_bytes: usize,
+    /// Close code sent to a connection whose send queue overflowed. Default: 1013
+    /// (try again later); 1008 (policy) is the other usual choice.
+    pub slow_reader_close: CloseCode,
+    /// WebSocket ping period; `None` disables pings and the pong timeout. Default: 15 s.
+    pub ping_interval: Option<Duration>,
+    /// With pings on: close the connection with 1008 "pong timeout" after this long without
+    /// a pong or any other inbound message. Default: 30 s.
+    pub pong_timeout: Duration,
+    /// Time allowed from TCP accept/connect to a finished upgrade (TLS included). Default: 10 s.
+    pub handshake_timeout: Duration,
+    /// Bytes a client may send during the upgrade (request line + headers). Default: 16 KiB.
+    pub max_header_bytes: usize,
+    /// Time allowed for sending a close frame and for the peer's reply. Default: 5 s.
+    pub close_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_message_size: 1 << 20,
+            max_frame_size: 1 << 20,
+            read_buffer_size: 8 << 10,
+            write_buffer_size: 64 << 10,
+            max_write_buffer_size: 4 << 20,
+            send_queue_frames: 256,
+            send_queue_bytes: 8 << 20,
+            slow_reader_close: CloseCode::TRY_AGAIN_LATER,
+            ping_interval: Some(Duration::from_secs(15)),
+            pong_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 << 10,
+            close_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl fmt::Debug for Limits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limits")
+            .field("max_message_size", &self.max_message_size)
+            .field("max_frame_size", &self.max_frame_size)
+            .field("read_buffer_size", &self.read_buffer_size)
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("max_write_buffer_size", &self.max_write_buffer_size)
+            .field("send_queue_frames", &self.send_queue_frames)
+            .field("send_queue_bytes", &self.send_queue_bytes)
+            .field("slow_reader_close", &self.slow_reader_close)
+            .field("ping_interval", &self.ping_interval)
+            .field("pong_timeout", &self.pong_timeout)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_header_bytes", &self.max_header_bytes)
+            .field("close_timeout", &self.close_timeout)
+            .finish()
+    }
+}
+
+impl Limits {
+    /// Sets [`max_message_size`](Self::max_message_size).
+    pub fn with_max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes;
+        self
+    }
+
+    /// Sets [`max_frame_size`](Self::max_frame_size).
+    pub fn with_max_frame_size(mut self, bytes: usize) -> Self {
+        self.max_frame_size = bytes;
+        self
+    }
+
+    /// Sets [`read_buffer_size`](Self::read_buffer_size).
+    pub fn with_read_buffer_size(mut self, bytes: usize) -> Self {
+        self.read_buffer_size = bytes;
+        self
+    }
+
+    /// Sets [`write_buffer_size`](Self::write_buffer_size).
+    pub fn with_write_buffer_size(mut self, bytes: usize) -> Self {
+        self.write_buffer_size = bytes;
+        self
+    }
+
+    /// Sets [`max_write_buffer_size`](Self::max_write_buffer_size).
+    pub fn with_max_write_buffer_size(mut self, bytes: usize) -> Self {
+        self.max_write_buffer_size = bytes;
+        self
+    }
+
+    /// Sets [`send_queue_frames`](Self::send_queue_frames) (at least 1).
+    pub fn with_send_queue_frames(mut self, frames: usize) -> Self {
+        self.send_queue_frames = frames.max(1);
+        self
+    }
+
+    /// Sets [`send_queue_bytes`](Self::send_queue_bytes).
+    pub fn with_send_queue_bytes(mut self, bytes: usize) -> Self {
+        self.send_queue_bytes = bytes;
+        self
+    }
+
+    /// Sets [`slow_reader_close`](Self::slow_reader_close).
+    pub fn with_slow_reader_close(mut self, code: CloseCode) -> Self {
+        self.slow_reader_close = code;
+        self
+    }
+
+    /// Sets [`ping_interval`](Self::ping_interval).
+    pub fn with_ping_interval(mut self, every: Option<Duration>) -> Self {
+        self.ping_interval = every;
+        self
+    }
+
+    /// Sets [`pong_timeout`](Self::pong_timeout).
+    pub fn with_pong_timeout(mut self, timeout: Duration) -> Self {
+        self.pong_timeout = timeout;
+        self
+    }
+
+    /// Sets [`handshake_timeout`](Self::handshake_timeout).
+    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Sets [`max_header_bytes`](Self::max_header_bytes).
+    pub fn with_max_header_bytes(mut self, bytes: usize) -> Self {
+        self.max_header_bytes = bytes;
+        self
+    }
+
+    /// Sets [`close_timeout`](Self::close_timeout).
+    pub fn with_close_timeout(mut self, timeout: Duration) -> Self {
+        self.close_timeout = timeout;
+        self
+    }
+
+    /// The tungstenite configuration these limits imply.
+    pub fn websocket_config(&self) -> WebSocketConfig {
+        WebSocketConfig::default()
+            .read_buffer_size(self.read_buffer_size)
+            .write_buffer_size(self.write_buffer_size)
+            .max_write_buffer_size(self.max_write_buffer_size)
+            .max_message_size(Some(self.max_message_size))
+            .max_frame_size(Some(self.max_frame_size))
+    }
+}
+
+/// Configuration of a [`Server`](crate::Server).
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Per-connection limits.
+    pub limits: Limits,
+    /// Open connections (upgrades in progress included) beyond which new upgrades are
+    /// answered with HTTP 503 before the upgrade. Default: 10 000.
+    pub max_connections: usize,
+    /// TCP connections still in the TLS/upgrade handshake beyond which new ones are dropped
+    /// at once. Each one is bounded by `handshake_timeout` and `max_header_bytes`.
+    /// Default: 4096.
+    pub max_pending_handshakes: usize,
+    /// Capacity of the machine-event channel ([`Events`](crate::Events)); when it is full
+    /// the driver waits (backpressure). Default: 1024.
+    pub event_capacity: usize,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) hook: Option<Arc<dyn UpgradeHook>>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            max_connections: 10_000,
+            max_pending_handshakes: 4096,
+            event_capacity: 1024,
+            tls: None,
+            hook: None,
+        }
+    }
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("limits", &self.limits)
+            .field("max_connections", &self.max_connections)
+            .field("max_pending_handshakes", &self.max_pending_handshakes)
+            .field("event_capacity", &self.event_capacity)
+            .field("tls", &self.tls.is_some())
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
+}
+
+impl ServerConfig {
+    /// Sets the per-connection limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets [`max_connections`](Self::max_connections).
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+
+    /// Sets [`max_pending_handshakes`](Self::max_pending_handshakes).
+    pub fn with_max_pending_handshakes(mut self, n: usize) -> Self {
+        self.max_pending_handshakes = n;
+        self
+    }
+
+    /// Sets [`event_capacity`](Self::event_capacity) (at least 1).
+    pub fn with_event_capacity(mut self, n: usize) -> Self {
+        self.event_capacity = n.max(1);
+        self
+    }
+
+    /// Serves `wss://`: every accepted socket does a TLS handshake first.
+    ///
+    /// See [`tls::server_config`](crate::tls::server_config) to build one from PEM.
+    pub fn with_tls(mut self, tls: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Installs the upgrade hook that accepts or rejects each upgrade request.
+    pub fn with_hook(mut self, hook: impl UpgradeHook) -> Self {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Whether TLS is configured.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+}
+
+/// Configuration of a [`Client`](crate::Client).
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// Per-connection limits (`max_header_bytes` is not used by the client).
+    pub limits: Limits,
+    /// Delays between reconnect attempts.
+    pub backoff: Backoff,
+    /// Whether to reconnect after the socket ends or an attempt fails. When `false`, the
+    /// driver stops after the first socket ends (or the first attempt fails). Default: `true`.
+    pub reconnect: bool,
+    /// Capacity of the machine-event channel. Default: 1024.
+    pub event_capacity: usize,
+    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) subprotocols: Vec<String>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            backoff: Backoff::default(),
+            reconnect: true,
+            event_capacity: 1024,
+            tls: None,
+            headers: Vec::new(),
+            subprotocols: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("limits", &self.limits)
+            .field("backoff", &self.backoff)
+            .field("reconnect", &self.reconnect)
+            .field("event_capacity", &self.event_capacity)
+            .field("tls", &self.tls.is_some())
+            .field("headers", &self.headers.len())
+            .field("subprotocols", &self.subprotocols)
+            .finish()
+    }
+}
+
+impl ClientConfig {
+    /// Sets the per-connection limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the reconnect backoff.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets [`reconnect`](Self::reconnect).
+    pub fn with_reconnect(mut self, reconnect: bool) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
+
+    /// Sets [`event_capacity`](Self::event_capacity) (at least 1).
+    pub fn with_event_capacity(mut self, n: usize) -> Self {
+        self.event_capacity = n.max(1);
+        self
+    }
+
+    /// The rustls configuration for `wss://` URLs. Default (`None`): the Mozilla roots
+    /// from `webpki-roots`, with the ring provider.
+    ///
+    /// See [`tls::client_config_trusting`](crate::tls::client_config_trusting) to trust a
+    /// private CA.
+    pub fn with_tls(mut self, tls: Arc<rustls::ClientConfig>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Adds a request header to every upgrade (e.g. `Authorization`).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Offers a subprotocol in `Sec-WebSocket-Protocol` (in the order added).
+    pub fn with_subprotocol(mut self, proto: impl Into<String>) -> Self {
+        self.subprotocols.push(proto.into());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let l = Limits::default();
+        assert_eq!(l.max_message_size, 1 << 20);
+        assert_eq!(l.read_buffer_size, 8 * 1024);
+        assert_eq!(l.slow_reader_close, CloseCode::TRY_AGAIN_LATER);
+        assert_eq!(l.max_header_bytes, 16 * 1024);
+        let ws = l.websocket_config();
+        assert_eq!(ws.max_message_size, Some(1 << 20));
+        assert_eq!(ws.read_buffer_size, 8 * 1024);
+        assert!(ws.max_write_buffer_size > ws.write_buffer_size + l.max_message_size);
+        assert!(ClientConfig::default().reconnect);
+    }
+}

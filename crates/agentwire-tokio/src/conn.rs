@@ -1,0 +1,497 @@
+//! One socket: a reader task and a writer task, joined to the owner task by channels.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentwire_core::{CloseCode, ConnId, FrameBuf};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::WebSocketStream;
+use tracing::Instrument;
+
+use crate::clock;
+use crate::config::Limits;
+
+/// What reader tasks tell the owner task.
+pub(crate) enum Inbound {
+    /// A text or binary message arrived.
+    Frame(ConnId, Message),
+    /// The socket is done reading; the owner calls `handle_disconnect`.
+    Ended(ConnId),
+}
+
+/// What the owner task tells a writer task.
+pub(crate) enum Cmd {
+    /// Send a text or binary message.
+    Frame(Message),
+    /// Send a close frame after the frames already queued, then stop.
+    Close(CloseFrame),
+}
+
+/// One reserved connection slot of a server; released on drop.
+pub(crate) struct ConnSlot(Arc<AtomicUsize>);
+
+impl ConnSlot {
+    /// Takes a slot if fewer than `max` are taken.
+    pub(crate) fn reserve(count: &Arc<AtomicUsize>, max: usize) -> Option<Self> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(Arc::clone(count)))
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Why a frame could not be queued.
+pub(crate) enum SendError {
+    /// The queue is over its frame or byte bound: a slow reader.
+    Slow,
+}
+
+/// The owner task's end of one connection.
+pub(crate) struct ConnTx {
+    queue: mpsc::Sender<Cmd>,
+    queued_bytes: Arc<AtomicUsize>,
+    kill: Option<oneshot::Sender<CloseFrame>>,
+    reader: tokio::task::AbortHandle,
+    writer: Option<JoinHandle<()>>,
+    closing: bool,
+    _slot: Option<ConnSlot>,
+}
+
+impl ConnTx {
+    /// Queues a frame; dropped silently once the connection is closing or its writer stopped.
+    pub(crate) fn send(&mut self, frame: FrameBuf, max_bytes: usize) -> Result<(), SendError> {
+        if self.closing {
+            return Ok(());
+        }
+        let Some(msg) = to_message(frame) else {
+            return Ok(());
+        };
+        let len = msg.len();
+        let before = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > max_bytes {
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            return Err(SendError::Slow);
+        }
+        match self.queue.try_send(Cmd::Frame(msg)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+                match e {
+                    mpsc::error::TrySendError::Full(_) => Err(SendError::Slow),
+                    mpsc::error::TrySendError::Closed(_) => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// Queues a close frame after the frames already queued; later sends are dropped.
+    pub(crate) fn close(&mut self, frame: CloseFrame) -> Result<(), SendError> {
+        if self.closing {
+            return Ok(());
+        }
+        self.closing = true;
+        match self.queue.try_send(Cmd::Close(frame)) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(SendError::Slow),
+        }
+    }
+
+    /// Ends the connection now: the reader is aborted, the queue is dropped, and the writer
+    /// tries to send `frame` within `close_timeout`. Returns the writer's handle.
+    pub(crate) fn kill(mut self, frame: CloseFrame) -> Option<JoinHandle<()>> {
+        self.reader.abort();
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(frame);
+        }
+        self.writer.take()
+    }
+
+    /// The reader has ended: aborts the writer and returns its handle (to await, if the
+    /// caller must know the socket is gone).
+    pub(crate) fn ended(mut self) -> Option<JoinHandle<()>> {
+        let writer = self.writer.take();
+        if let Some(w) = &writer {
+            w.abort();
+        }
+        writer
+    }
+}
+
+impl Drop for ConnTx {
+    fn drop(&mut self) {
+        self.reader.abort();
+        if let Some(w) = self.writer.take() {
+            w.abort();
+        }
+    }
+}
+
+/// Converts a machine frame to a tungstenite message (no copy).
+pub(crate) fn to_message(frame: FrameBuf) -> Option<Message> {
+    match frame {
+        FrameBuf::Binary(b) => Some(Message::Binary(b)),
+        FrameBuf::Text(t) => match tungstenite::Utf8Bytes::try_from(t.into_bytes()) {
+            Ok(u) => Some(Message::Text(u)),
+            Err(e) => {
+                tracing::warn!(error = %e, "dropping a text frame that is not UTF-8");
+                None
+            }
+        },
+    }
+}
+
+/// A close frame with `reason` cut to 123 bytes at a character boundary.
+pub(crate) fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
+    let code = if code.is_sendable() {
+        code
+    } else {
+        CloseCode::NORMAL
+    };
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    CloseFrame {
+        code: code.0.into(),
+        reason: reason[..end].to_owned().into(),
+    }
+}
+
+/// When the socket last received anything; read by the writer's pong timeout.
+struct Liveness {
+    base: Instant,
+    last_nanos: AtomicU64,
+}
+
+impl Liveness {
+    fn new() -> Self {
+        Self {
+            base: clock::now(),
+            last_nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let d = clock::now().saturating_duration_since(self.base);
+        self.last_nanos.store(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn last(&self) -> Instant {
+        self.base + Duration::from_nanos(self.last_nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// Timers and bounds the two tasks need.
+#[derive(Clone, Copy)]
+struct TaskLimits {
+    ping_interval: Option<Duration>,
+    pong_timeout: Duration,
+    close_timeout: Duration,
+}
+
+/// Spawns the reader and writer tasks of an upgraded socket, inside `span`.
+pub(crate) fn spawn<S>(
+    conn: ConnId,
+    ws: WebSocketStream<S>,
+    limits: &Limits,
+    inbound: mpsc::Sender<Inbound>,
+    slot: Option<ConnSlot>,
+    span: tracing::Span,
+) -> ConnTx
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sink, stream) = ws.split();
+    let (queue_tx, queue_rx) = mpsc::channel(limits.send_queue_frames.max(1));
+    let (kill_tx, kill_rx) = oneshot::channel();
+    let (err_tx, err_rx) = oneshot::channel();
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    let queued_bytes = Arc::new(AtomicUsize::new(0));
+    let live = Arc::new(Liveness::new());
+    let t = TaskLimits {
+        ping_interval: limits.ping_interval,
+        pong_timeout: limits.pong_timeout,
+        close_timeout: limits.close_timeout,
+    };
+    let writer = tokio::spawn(
+        Writer {
+            sink,
+            queue: queue_rx,
+            queued_bytes: Arc::clone(&queued_bytes),
+            live: Arc::clone(&live),
+            limits: t,
+        }
+        .run(kill_rx, err_rx, done_tx)
+        .instrument(span.clone()),
+    );
+    let reader = tokio::spawn(
+        read_loop(conn, stream, inbound, live, err_tx, done_rx, t).instrument(span),
+    );
+    ConnTx {
+        queue: queue_tx,
+        queued_bytes,
+        kill: Some(kill_tx),
+        reader: reader.abort_handle(),
+        writer: Some(writer),
+        closing: false,
+        _slot: slot,
+    }
+}
+
+/// Waits for a one-shot signal once; afterwards (or if the sender is gone) per `on_drop`.
+async fn signal<T>(slot: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
+    match slot.as_mut() {
+        Some(rx) => {
+            let v = rx.await.ok();
+            *slot = None;
+            v
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until `at`, or forever when `None`.
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(clock::to_tokio(at)).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The close frame to send after a read error, if the error is the peer's fault.
+fn error_close(e: &tungstenite::Error) -> Option<CloseFrame> {
+    match e {
+        tungstenite::Error::Capacity(_) => Some(close_frame(CloseCode::TOO_BIG, "message too big")),
+        tungstenite::Error::Utf8(_) => Some(close_frame(CloseCode::INVALID_PAYLOAD, "invalid utf-8")),
+        tungstenite::Error::Protocol(_) => {
+            Some(close_frame(CloseCode::PROTOCOL_ERROR, "protocol error"))
+        }
+        _ => None,
+    }
+}
+
+/// Reads messages and hands text/binary ones to the owner; reports `Ended` once.
+async fn read_loop<S>(
+    conn: ConnId,
+    mut stream: SplitStream<WebSocketStream<S>>,
+    inbound: mpsc::Sender<Inbound>,
+    live: Arc<Liveness>,
+    err_tx: oneshot::Sender<CloseFrame>,
+    done_rx: oneshot::Receiver<()>,
+    t: TaskLimits,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut writer_done = Some(done_rx);
+    let mut deadline: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            msg = stream.next() => match msg {
+                Some(Ok(msg)) => {
+                    live.touch();
+                    if matches!(msg, Message::Text(_) | Message::Binary(_))
+                        && inbound.send(Inbound::Frame(conn, msg)).await.is_err()
+                    {
+                        break;
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "read failed");
+                    if let Some(frame) = error_close(&e) {
+                        if err_tx.send(frame).is_ok() {
+                            // Let the writer send the close frame (bounded by its own timeout).
+                            let wait = t.close_timeout.saturating_mul(2);
+                            let _ = tokio::time::timeout(wait, signal(&mut writer_done)).await;
+                        }
+                    }
+                    break;
+                }
+                None => break,
+            },
+            _ = signal(&mut writer_done) => {
+                // The writer stopped (sent a close, or failed): wait a little for the peer's
+                // close reply, then end.
+                deadline = Some(clock::now() + t.close_timeout);
+            }
+            () = sleep_until_opt(deadline) => {
+                tracing::debug!("peer did not answer the close in time");
+                break;
+            }
+        }
+    }
+    let _ = inbound.send(Inbound::Ended(conn)).await;
+}
+
+/// What one writer step decided.
+enum Step {
+    Continue,
+    Close(CloseFrame),
+    Stop,
+}
+
+/// The writer task's state.
+struct Writer<S> {
+    sink: SplitSink<WebSocketStream<S>, Message>,
+    queue: mpsc::Receiver<Cmd>,
+    queued_bytes: Arc<AtomicUsize>,
+    live: Arc<Liveness>,
+    limits: TaskLimits,
+}
+
+impl<S> Writer<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    async fn run(
+        mut self,
+        kill: oneshot::Receiver<CloseFrame>,
+        err: oneshot::Receiver<CloseFrame>,
+        _done: oneshot::Sender<()>,
+    ) {
+        let mut kill = Some(kill);
+        let mut err = Some(err);
+        let mut ticker = self.limits.ping_interval.map(|every| {
+            let mut i = tokio::time::interval_at(clock::to_tokio(clock::now() + every), every);
+            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            i
+        });
+        let mut watchdog = self
+            .limits
+            .ping_interval
+            .map(|_| self.live.last() + self.limits.pong_timeout);
+        let close = loop {
+            tokio::select! {
+                biased;
+                k = signal(&mut kill) => {
+                    // Killed (slow reader) or forgotten by the owner: free the queue now.
+                    self.queue.close();
+                    while self.queue.try_recv().is_ok() {}
+                    break k;
+                }
+                Some(frame) = signal(&mut err) => break Some(frame),
+                step = self.step(&mut ticker, &mut watchdog) => match step {
+                    Step::Continue => {}
+                    Step::Close(frame) => break Some(frame),
+                    Step::Stop => break None,
+                },
+            }
+        };
+        if let Some(frame) = close {
+            let send = self.sink.send(Message::Close(Some(frame)));
+            if tokio::time::timeout(self.limits.close_timeout, send).await.is_err() {
+                tracing::debug!("close frame not sent in time");
+            }
+        }
+    }
+
+    /// Waits for queued frames (feeds them all, then flushes once), a ping tick, or the
+    /// pong deadline.
+    async fn step(
+        &mut self,
+        ticker: &mut Option<tokio::time::Interval>,
+        watchdog: &mut Option<Instant>,
+    ) -> Step {
+        tokio::select! {
+            cmd = self.queue.recv() => match cmd {
+                None => Step::Stop,
+                Some(Cmd::Close(frame)) => Step::Close(frame),
+                Some(Cmd::Frame(msg)) => self.write_batch(msg).await,
+            },
+            _ = tick(ticker) => {
+                if self.sink.send(Message::Ping(Default::default())).await.is_err() {
+                    return Step::Stop;
+                }
+                Step::Continue
+            }
+            () = sleep_until_opt(*watchdog) => {
+                let due = self.live.last() + self.limits.pong_timeout;
+                if clock::now() >= due {
+                    tracing::debug!("pong timeout");
+                    return Step::Close(close_frame(CloseCode::POLICY, "pong timeout"));
+                }
+                *watchdog = Some(due);
+                Step::Continue
+            }
+        }
+    }
+
+    /// Feeds `first` and every frame already queued, then flushes once.
+    async fn write_batch(&mut self, first: Message) -> Step {
+        let mut next = Some(first);
+        let mut close = None;
+        while let Some(msg) = next.take() {
+            let len = msg.len();
+            if let Err(e) = self.sink.feed(msg).await {
+                tracing::debug!(error = %e, "write failed");
+                return Step::Stop;
+            }
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            match self.queue.try_recv() {
+                Ok(Cmd::Frame(m)) => next = Some(m),
+                Ok(Cmd::Close(f)) => close = Some(f),
+                Err(_) => {}
+            }
+        }
+        if let Err(e) = self.sink.flush().await {
+            tracing::debug!(error = %e, "flush failed");
+            return Step::Stop;
+        }
+        close.map_or(Step::Continue, Step::Close)
+    }
+}
+
+/// The next ping tick, or never without pings.
+async fn tick(ticker: &mut Option<tokio::time::Interval>) {
+    match ticker {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_reason_is_cut_at_a_char_boundary() {
+        let reason = "é".repeat(100); // 200 bytes
+        let f = close_frame(CloseCode::POLICY, &reason);
+        assert_eq!(f.reason.len(), 122);
+        assert_eq!(u16::from(f.code), 1008);
+        let f = close_frame(CloseCode::ABNORMAL, "x");
+        assert_eq!(u16::from(f.code), 1000);
+    }
+
+    #[test]
+    fn slots_are_bounded_and_released() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let a = ConnSlot::reserve(&count, 2);
+        let b = ConnSlot::reserve(&count, 2);
+        assert!(a.is_some() && b.is_some());
+        assert!(ConnSlot::reserve(&count, 2).is_none());
+        drop(a);
+        assert!(ConnSlot::reserve(&count, 2).is_some());
+        drop(b);
+        assert_eq!(count.load(Ordering::Acquire), 0);
+    }
+}

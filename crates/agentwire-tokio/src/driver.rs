@@ -1,0 +1,246 @@
+//! The owner task's state, shared by the server and client drivers: the machine, its
+//! connections, and the routing of its outputs.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+use crate::clock;
+use crate::config::Limits;
+use crate::conn::{self, close_frame, ConnSlot, ConnTx, Inbound, SendError};
+
+/// Capacity of the channel from all reader tasks to the owner task.
+const INBOUND_CAPACITY: usize = 256;
+
+/// Inbound messages handled per wake-up before outputs are drained.
+const INBOUND_BATCH: usize = 64;
+
+/// The machine and everything the owner task knows about its connections.
+pub(crate) struct Core<M: Machine> {
+    pub(crate) machine: M,
+    conns: BTreeMap<ConnId, ConnTx>,
+    next_id: u64,
+    pub(crate) limits: Limits,
+    inbound_tx: mpsc::Sender<Inbound>,
+    pub(crate) inbound_rx: mpsc::Receiver<Inbound>,
+    events: Option<mpsc::Sender<M::Event>>,
+    /// Connections that ended since the last `take_ended`, with their writer tasks.
+    ended: Vec<(ConnId, Option<JoinHandle<()>>)>,
+}
+
+impl<M: Machine> Core<M> {
+    pub(crate) fn new(machine: M, limits: Limits, events: mpsc::Sender<M::Event>) -> Self {
+        let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+        Self {
+            machine,
+            conns: BTreeMap::new(),
+            next_id: 1,
+            limits,
+            inbound_tx,
+            inbound_rx,
+            events: Some(events),
+            ended: Vec::new(),
+        }
+    }
+
+    /// Number of open connections.
+    pub(crate) fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Registers an upgraded socket: new `ConnId`, reader and writer tasks, `handle_connect`.
+    pub(crate) fn open<S>(
+        &mut self,
+        ws: WebSocketStream<S>,
+        peer: PeerInfo,
+        slot: Option<ConnSlot>,
+    ) -> ConnId
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let conn = ConnId::new(self.next_id);
+        self.next_id += 1;
+        let span = match peer.remote_addr {
+            Some(addr) => tracing::info_span!("conn", id = conn.get(), peer = %addr),
+            None => tracing::info_span!("conn", id = conn.get(), peer = "?"),
+        };
+        span.in_scope(|| tracing::debug!(path = %peer.path, "connected"));
+        let tx = conn::spawn(
+            conn,
+            ws,
+            &self.limits,
+            self.inbound_tx.clone(),
+            slot,
+            span,
+        );
+        self.conns.insert(conn, tx);
+        self.machine.handle_connect(conn, &peer, clock::now());
+        conn
+    }
+
+    /// Applies one inbound message and whatever else is already waiting (bounded batch).
+    pub(crate) fn inbound(&mut self, first: Inbound) {
+        let now = clock::now();
+        self.apply(first, now);
+        for _ in 1..INBOUND_BATCH {
+            match self.inbound_rx.try_recv() {
+                Ok(i) => self.apply(i, now),
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn apply(&mut self, input: Inbound, now: Instant) {
+        match input {
+            Inbound::Frame(conn, msg) => {
+                if !self.conns.contains_key(&conn) {
+                    return;
+                }
+                match &msg {
+                    Message::Text(t) => self.machine.handle_frame(conn, Frame::Text(t), now),
+                    Message::Binary(b) => self.machine.handle_frame(conn, Frame::Binary(b), now),
+                    _ => {}
+                }
+            }
+            Inbound::Ended(conn) => {
+                if let Some(tx) = self.conns.remove(&conn) {
+                    self.ended.push((conn, tx.ended()));
+                    self.machine.handle_disconnect(conn, now);
+                }
+            }
+        }
+    }
+
+    /// Runs a command with the machine.
+    pub(crate) fn command(&mut self, cmd: crate::handle::Command<M>) {
+        cmd(&mut self.machine, clock::now());
+    }
+
+    /// Calls `handle_timeout` with the current time.
+    pub(crate) fn timeout(&mut self) {
+        self.machine.handle_timeout(clock::now());
+    }
+
+    /// Connections that ended since the last call, with their writer tasks.
+    pub(crate) fn take_ended(&mut self) -> Vec<(ConnId, Option<JoinHandle<()>>)> {
+        std::mem::take(&mut self.ended)
+    }
+
+    /// Ends `conn` at once (slow reader, or a close that cannot be queued) and reports it.
+    fn kill(&mut self, conn: ConnId, code: CloseCode, reason: &str) {
+        if let Some(tx) = self.conns.remove(&conn) {
+            tracing::debug!(conn = conn.get(), code = code.0, reason, "closing connection now");
+            let writer = tx.kill(close_frame(code, reason));
+            self.ended.push((conn, writer));
+            self.machine.handle_disconnect(conn, clock::now());
+        }
+    }
+
+    /// Drains the machine's outputs: frames to their queues, closes to their writers,
+    /// events to the application (waiting while the event channel is full).
+    pub(crate) async fn drain(&mut self) {
+        while let Some(out) = self.machine.poll_output() {
+            match out {
+                Output::Send { conn, frame } => {
+                    let max = self.limits.send_queue_bytes;
+                    let Some(tx) = self.conns.get_mut(&conn) else {
+                        continue;
+                    };
+                    if let Err(SendError::Slow) = tx.send(frame, max) {
+                        let code = self.limits.slow_reader_close;
+                        self.kill(conn, code, "send queue full");
+                    }
+                }
+                Output::Close { conn, code, reason } => {
+                    let Some(tx) = self.conns.get_mut(&conn) else {
+                        continue;
+                    };
+                    if let Err(SendError::Slow) = tx.close(close_frame(code, &reason)) {
+                        self.kill(conn, code, &reason);
+                    }
+                }
+                Output::Event(e) => {
+                    if let Some(events) = &self.events {
+                        if events.send(e).await.is_err() {
+                            self.events = None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes every connection with `code`, waits (bounded) until each has ended, and
+    /// reports every one with `handle_disconnect`.
+    pub(crate) async fn close_all(&mut self, code: CloseCode, reason: &'static str) {
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in ids {
+            if let Some(tx) = self.conns.get_mut(&conn) {
+                if let Err(SendError::Slow) = tx.close(close_frame(code, reason)) {
+                    self.kill(conn, code, reason);
+                }
+            }
+        }
+        self.drain().await;
+        let wait = self.limits.close_timeout.saturating_mul(2);
+        let deadline = clock::to_tokio(clock::now() + wait);
+        while !self.conns.is_empty() {
+            tokio::select! {
+                Some(i) = self.inbound_rx.recv() => self.inbound(i),
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+            self.drain().await;
+        }
+        let rest: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in rest {
+            self.kill(conn, code, reason);
+        }
+        self.drain().await;
+    }
+
+    /// The machine's next deadline.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.machine.poll_timeout()
+    }
+}
+
+/// A reusable sleep that follows the machine's `poll_timeout`.
+pub(crate) struct Timer {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: Option<Instant>,
+}
+
+impl Timer {
+    pub(crate) fn new() -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep_until(clock::to_tokio(clock::now()))),
+            armed: None,
+        }
+    }
+
+    /// Points the timer at `deadline` (no-op if unchanged).
+    pub(crate) fn set(&mut self, deadline: Option<Instant>) {
+        if deadline != self.armed {
+            if let Some(at) = deadline {
+                self.sleep.as_mut().reset(clock::to_tokio(at));
+            }
+            self.armed = deadline;
+        }
+    }
+
+    /// Resolves at the deadline; never while unarmed.
+    pub(crate) async fn wait(&mut self) {
+        if self.armed.is_some() {
+            self.sleep.as_mut().await;
+            self.armed = None;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    }
+}

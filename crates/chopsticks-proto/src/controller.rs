@@ -1,0 +1,889 @@
+//! The `Controller`: the server role, owning every agent connection.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use agentwire_core::{
+    CloseCode, ConnId, Frame, Id128, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
+};
+use subtle::ConstantTimeEq;
+
+use crate::config::ControllerConfig;
+use crate::error::{CommandError, DecodeError, ProtocolError};
+use crate::event::{ControllerEvent, DropReason};
+use crate::message::{
+    Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Hello, RawJson, Released, Req, Resp,
+    SessionKind,
+};
+
+/// Error text for a `hello` without a version (INTEROP.md).
+pub const ERR_VERSION_REQUIRED: &str = "Protocol version required. Please upgrade agent.";
+/// Error text for a wrong runner secret (INTEROP.md).
+pub const ERR_UNAUTHORIZED: &str = "Unauthorized runner secret.";
+/// Error-reply string for a request whose agent went away.
+pub const AGENT_OFFLINE: &str = "agent-offline";
+/// Error string for a request that timed out.
+pub const AGENT_TIMEOUT: &str = "agent-timeout";
+
+/// One live agent in the controller's registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LiveAgent {
+    /// Agent id.
+    pub agent_id: String,
+    /// The connection it is live on.
+    pub conn: ConnId,
+    /// Discord bot user id.
+    pub bot_user_id: Option<String>,
+    /// Discord bot tag.
+    pub tag: Option<String>,
+    /// Whether its audio node is ready.
+    pub ready: bool,
+    /// Guilds it is in.
+    pub guild_ids: BTreeSet<String>,
+    /// Pool id.
+    pub pool_id: String,
+    /// Protocol version from its last `hello`.
+    pub protocol_version: String,
+    /// Runner id, if it sends one.
+    pub runner_id: Option<String>,
+    /// Last time a message (or a reported pong) arrived from it.
+    pub last_seen: Instant,
+    /// Requests sent to it and not answered yet.
+    pub pending: usize,
+}
+
+/// The key of a voice session: kind, guild and voice channel (`guildId:voiceChannelId`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SessionKey {
+    /// Music or assistant.
+    pub kind: SessionKind,
+    /// Guild.
+    pub guild_id: String,
+    /// Voice channel.
+    pub voice_channel_id: String,
+}
+
+impl SessionKey {
+    /// A key.
+    pub fn new(kind: SessionKind, guild_id: impl Into<String>, vc: impl Into<String>) -> Self {
+        Self {
+            kind,
+            guild_id: guild_id.into(),
+            voice_channel_id: vc.into(),
+        }
+    }
+}
+
+/// A voice session bound to an agent by an `add` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Session {
+    /// The bound agent.
+    pub agent_id: String,
+    /// Text channel from the `add` event.
+    pub text_channel_id: Option<String>,
+    /// Owner from the `add` event.
+    pub owner_user_id: Option<String>,
+}
+
+/// What a deadline is for (see [`Controller::next_timer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TimerKind {
+    /// A connection's hello-required deadline.
+    Hello(ConnId),
+    /// A registered connection's stale check.
+    Stale(ConnId),
+    /// A request's timeout.
+    Request(Id128),
+}
+
+#[derive(Debug)]
+struct ConnState {
+    ip: Option<IpAddr>,
+    /// The agent registered on this connection, once a valid hello arrived.
+    agent_id: Option<String>,
+    /// We queued a close: ignore further input until the driver reports the disconnect.
+    closing: bool,
+    window_start: Instant,
+    window_count: u32,
+}
+
+#[derive(Debug)]
+struct Pending {
+    agent_id: String,
+    conn: ConnId,
+    op: String,
+}
+
+/// The Chopsticks controller (server role): owns every agent connection.
+///
+/// It negotiates the protocol version, checks the runner secret, keeps the live-agent
+/// registry, tracks voice sessions, selects agents for guilds, sends requests and matches
+/// their responses, and enforces the limits of [`Limits`](crate::Limits). Like every
+/// agentwire machine it does no IO: feed it through [`Machine`], drain
+/// [`poll_output`](Machine::poll_output) after every call.
+///
+/// Method kinds: `handle_*` (input), `poll_*` (output), commands ([`request`](Self::request),
+/// [`select_agent`](Self::select_agent), [`touch`](Self::touch)), getters
+/// ([`agents`](Self::agents), [`sessions`](Self::sessions), ...).
+pub struct Controller {
+    cfg: ControllerConfig,
+    ids: Box<dyn IdGen>,
+    clock: Monotonic,
+    out: Outbox<ControllerEvent>,
+    scratch: Vec<u8>,
+    conns: BTreeMap<ConnId, ConnState>,
+    per_ip: BTreeMap<IpAddr, usize>,
+    agents: BTreeMap<String, LiveAgent>,
+    pending: BTreeMap<Id128, Pending>,
+    sessions: BTreeMap<SessionKey, Session>,
+    /// Per guild, the agent chosen last by rule 2 of the selection (round-robin).
+    last_pick: BTreeMap<String, String>,
+    timers: TimerSet<TimerKind>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("connections", &self.conns.len())
+            .field("agents", &self.agents.len())
+            .field("pending", &self.pending.len())
+            .field("sessions", &self.sessions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    /// A controller with `config`, taking request ids from `ids` (the transport passes
+    /// `UuidV4Ids`; tests pass `SequentialIds`).
+    pub fn new(config: ControllerConfig, ids: impl IdGen + 'static) -> Self {
+        Self {
+            cfg: config,
+            ids: Box::new(ids),
+            clock: Monotonic::new(),
+            out: Outbox::new(),
+            scratch: Vec::with_capacity(512),
+            conns: BTreeMap::new(),
+            per_ip: BTreeMap::new(),
+            agents: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            last_pick: BTreeMap::new(),
+            timers: TimerSet::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ControllerConfig {
+        &self.cfg
+    }
+
+    // ----- getters -----
+
+    /// Live agents, ordered by agent id.
+    pub fn agents(&self) -> impl Iterator<Item = &LiveAgent> {
+        self.agents.values()
+    }
+
+    /// One live agent.
+    pub fn agent(&self, agent_id: &str) -> Option<&LiveAgent> {
+        self.agents.get(agent_id)
+    }
+
+    /// Bound voice sessions, ordered by key.
+    pub fn sessions(&self) -> impl Iterator<Item = (&SessionKey, &Session)> {
+        self.sessions.iter()
+    }
+
+    /// The session bound for `key`.
+    pub fn session(&self, key: &SessionKey) -> Option<&Session> {
+        self.sessions.get(key)
+    }
+
+    /// Requests awaiting a response.
+    pub fn pending_requests(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Open connections (registered or not).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The next deadline and what it is for (for tracing).
+    pub fn next_timer(&self) -> Option<(Instant, TimerKind)> {
+        self.timers.next().map(|(t, k)| (t, *k))
+    }
+
+    // ----- commands -----
+
+    /// Sends `req{op, data}` to `agent_id`; the outcome arrives as
+    /// [`RequestCompleted`](ControllerEvent::RequestCompleted),
+    /// [`RequestFailed`](ControllerEvent::RequestFailed) or
+    /// [`RequestTimedOut`](ControllerEvent::RequestTimedOut).
+    ///
+    /// Fails at once with [`CommandError::AgentOffline`] if the agent is not live, or
+    /// [`CommandError::TooManyPending`] at the per-agent limit.
+    pub fn request(
+        &mut self,
+        agent_id: &str,
+        op: &str,
+        data: impl Into<RawJson>,
+        now: Instant,
+    ) -> Result<Id128, CommandError> {
+        let now = self.clock.observe(now);
+        let agent = self
+            .agents
+            .get_mut(agent_id)
+            .ok_or(CommandError::AgentOffline)?;
+        if agent.pending >= self.cfg.limits.max_pending_per_agent {
+            return Err(CommandError::TooManyPending);
+        }
+        agent.pending += 1;
+        let conn = agent.conn;
+        let id = self.ids.next_id();
+        let msg = ControllerMessage::Req(Req {
+            id: id.to_string(),
+            op: op.to_owned(),
+            data: data.into(),
+            agent_id: agent_id.to_owned(),
+        });
+        let frame = msg.to_frame(&mut self.scratch);
+        self.out.send(conn, frame);
+        if let ControllerMessage::Req(req) = msg {
+            let pending = Pending {
+                agent_id: req.agent_id,
+                conn,
+                op: req.op,
+            };
+            self.pending.insert(id, pending);
+        }
+        self.timers
+            .set(TimerKind::Request(id), now + self.cfg.request_timeout);
+        Ok(id)
+    }
+
+    /// Chooses the agent for a music session in (`guild_id`, `voice_channel_id`).
+    ///
+    /// The rules (INTEROP.md): the agent already bound to that session if it is live and
+    /// ready; else an idle, ready agent that lists the guild (idle = bound to no session in
+    /// that guild), taking candidates in agent-id order, round-robin per guild; else
+    /// [`CommandError::NoAgentsInGuild`] if no live agent lists the guild, or
+    /// [`CommandError::NoFreeAgents`].
+    pub fn select_agent(
+        &mut self,
+        guild_id: &str,
+        voice_channel_id: &str,
+    ) -> Result<String, CommandError> {
+        self.select_agent_for(SessionKind::Music, guild_id, voice_channel_id)
+    }
+
+    /// [`select_agent`](Self::select_agent) for a session of `kind`.
+    pub fn select_agent_for(
+        &mut self,
+        kind: SessionKind,
+        guild_id: &str,
+        voice_channel_id: &str,
+    ) -> Result<String, CommandError> {
+        let key = SessionKey::new(kind, guild_id, voice_channel_id);
+        if let Some(s) = self.sessions.get(&key) {
+            if self.agents.get(&s.agent_id).is_some_and(|a| a.ready) {
+                return Ok(s.agent_id.clone());
+            }
+        }
+        let mut any_listing = false;
+        let mut candidates: Vec<&str> = Vec::new();
+        for a in self.agents.values() {
+            if !a.guild_ids.contains(guild_id) {
+                continue;
+            }
+            any_listing = true;
+            let busy = self
+                .sessions
+                .iter()
+                .any(|(k, s)| k.guild_id == guild_id && s.agent_id == a.agent_id);
+            if a.ready && !busy {
+                candidates.push(&a.agent_id);
+            }
+        }
+        if !any_listing {
+            return Err(CommandError::NoAgentsInGuild);
+        }
+        let last = self.last_pick.get(guild_id).map(String::as_str);
+        let pick = last
+            .and_then(|l| candidates.iter().find(|c| **c > l))
+            .or_else(|| candidates.first())
+            .map(|s| (*s).to_owned())
+            .ok_or(CommandError::NoFreeAgents)?;
+        self.last_pick.insert(guild_id.to_owned(), pick.clone());
+        Ok(pick)
+    }
+
+    /// Selects an agent for (`guild_id`, `voice_channel_id`) and sends it a request; returns
+    /// the chosen agent and the request id.
+    pub fn request_for_guild(
+        &mut self,
+        guild_id: &str,
+        voice_channel_id: &str,
+        op: &str,
+        data: impl Into<RawJson>,
+        now: Instant,
+    ) -> Result<(String, Id128), CommandError> {
+        let agent = self.select_agent(guild_id, voice_channel_id)?;
+        let id = self.request(&agent, op, data, now)?;
+        Ok((agent, id))
+    }
+
+    /// Records that `conn` is alive now (for drivers that surface WebSocket pongs).
+    pub fn touch(&mut self, conn: ConnId, now: Instant) {
+        let now = self.clock.observe(now);
+        if let Some(id) = self.conns.get(&conn).and_then(|c| c.agent_id.as_ref()) {
+            if let Some(a) = self.agents.get_mut(id) {
+                a.last_seen = now;
+            }
+        }
+    }
+
+    // ----- internals -----
+
+    fn violation(&mut self, conn: ConnId, error: ProtocolError) {
+        self.out
+            .event(ControllerEvent::ProtocolViolation { conn, error });
+    }
+
+    fn send_error(&mut self, conn: ConnId, text: &str) {
+        let msg = ControllerMessage::Error(ErrorMessage::new(text));
+        let frame = msg.to_frame(&mut self.scratch);
+        self.out.send(conn, frame);
+    }
+
+    /// Sends `error{text}`, closes with the error's code and reason, and drops any agent
+    /// registered on the connection.
+    fn reject(&mut self, conn: ConnId, text: &str, error: ProtocolError, now: Instant) {
+        self.send_error(conn, text);
+        self.close_conn(conn, &error, now);
+        self.violation(conn, error);
+    }
+
+    fn close_conn(&mut self, conn: ConnId, error: &ProtocolError, _now: Instant) {
+        let (code, reason) = error
+            .close()
+            .unwrap_or((CloseCode::POLICY, "protocol-error"));
+        self.out.close(conn, code, reason);
+        let agent = match self.conns.get_mut(&conn) {
+            Some(st) => {
+                st.closing = true;
+                st.agent_id.take()
+            }
+            None => None,
+        };
+        self.timers.cancel(&TimerKind::Hello(conn));
+        self.timers.cancel(&TimerKind::Stale(conn));
+        if let Some(id) = agent {
+            let reason = match error {
+                ProtocolError::Stale => DropReason::Stale,
+                _ => DropReason::Rejected,
+            };
+            self.drop_agent_if_on(&id, conn, reason);
+        }
+    }
+
+    /// Removes `agent_id` if it is live on `conn` (not if a newer connection replaced it).
+    fn drop_agent_if_on(&mut self, agent_id: &str, conn: ConnId, reason: DropReason) {
+        if self.agents.get(agent_id).is_none_or(|a| a.conn != conn) {
+            return;
+        }
+        self.agents.remove(agent_id);
+        self.timers.cancel(&TimerKind::Stale(conn));
+        self.fail_pending_on(conn);
+        self.out.event(ControllerEvent::AgentDropped {
+            agent_id: agent_id.to_owned(),
+            reason,
+        });
+    }
+
+    /// Fails at once every request that went out on `conn`.
+    fn fail_pending_on(&mut self, conn: ConnId) {
+        let ids: Vec<Id128> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.conn == conn)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(p) = self.pending.remove(&id) {
+                self.timers.cancel(&TimerKind::Request(id));
+                if let Some(a) = self.agents.get_mut(&p.agent_id) {
+                    a.pending = a.pending.saturating_sub(1);
+                }
+                self.out.event(ControllerEvent::RequestFailed {
+                    id,
+                    agent_id: p.agent_id,
+                    op: p.op,
+                    error: AGENT_OFFLINE,
+                });
+            }
+        }
+    }
+
+    fn on_decode_error(
+        &mut self,
+        conn: ConnId,
+        registered: bool,
+        error: DecodeError,
+        now: Instant,
+    ) {
+        match error {
+            DecodeError::UnknownType | DecodeError::NotAnObject if !registered => {
+                let text = error.reply_text().unwrap_or("Unknown message type");
+                self.reject(conn, text, ProtocolError::Decode(error), now);
+            }
+            DecodeError::UnknownType | DecodeError::NotAnObject | DecodeError::InvalidFields(_) => {
+                // After hello (unknown types) or any time (bad fields): ignored, no reply.
+                self.violation(conn, ProtocolError::Decode(error));
+            }
+            _ => {
+                let text = error.reply_text().unwrap_or("Invalid JSON");
+                self.send_error(conn, text);
+                self.violation(conn, ProtocolError::Decode(error));
+            }
+        }
+    }
+
+    fn secret_matches(&self, presented: Option<&str>) -> bool {
+        match (&self.cfg.runner_secret, presented) {
+            (None, _) => true,
+            (Some(expected), Some(p)) if !expected.is_empty() && !p.is_empty() => {
+                bool::from(expected.as_bytes().ct_eq(p.as_bytes()))
+            }
+            _ => false,
+        }
+    }
+
+    fn on_hello(&mut self, conn: ConnId, hello: Hello, now: Instant) {
+        let Some(version) = hello.protocol_version.clone().filter(|v| !v.is_empty()) else {
+            self.reject(
+                conn,
+                ERR_VERSION_REQUIRED,
+                ProtocolError::MissingVersion,
+                now,
+            );
+            return;
+        };
+        if !self.cfg.supported_versions.contains(&version) {
+            let text = format!(
+                "Incompatible protocol version {version}. Controller expects {}.",
+                self.cfg.protocol_version
+            );
+            self.reject(
+                conn,
+                &text,
+                ProtocolError::IncompatibleVersion(version),
+                now,
+            );
+            return;
+        }
+        if !self.secret_matches(hello.runner_secret.as_deref()) {
+            self.reject(conn, ERR_UNAUTHORIZED, ProtocolError::Unauthorized, now);
+            return;
+        }
+        let Some(agent_id) = hello.agent_id.clone().filter(|a| !a.is_empty()) else {
+            self.violation(conn, ProtocolError::MissingAgentId);
+            return;
+        };
+        self.register(conn, agent_id, version, hello, now);
+    }
+
+    fn register(
+        &mut self,
+        conn: ConnId,
+        agent_id: String,
+        version: String,
+        hello: Hello,
+        now: Instant,
+    ) {
+        // The same connection switching agent id: the old registration ends first.
+        let previous_on_conn = self.conns.get_mut(&conn).and_then(|st| {
+            if st.agent_id.as_deref() == Some(agent_id.as_str()) {
+                None
+            } else {
+                st.agent_id.replace(agent_id.clone())
+            }
+        });
+        if let Some(prev) = previous_on_conn {
+            self.drop_agent_if_on(&prev, conn, DropReason::Rejected);
+        }
+        self.timers.cancel(&TimerKind::Hello(conn));
+
+        let mut guild_ids: BTreeSet<String> = BTreeSet::new();
+        for g in hello.guild_ids {
+            if guild_ids.len() >= self.cfg.limits.max_guilds_per_agent {
+                self.violation(conn, ProtocolError::Limit("guilds per agent"));
+                break;
+            }
+            guild_ids.insert(g);
+        }
+        let record = LiveAgent {
+            agent_id: agent_id.clone(),
+            conn,
+            bot_user_id: hello.bot_user_id,
+            tag: hello.tag,
+            ready: hello.ready,
+            guild_ids: BTreeSet::new(),
+            pool_id: hello.pool_id,
+            protocol_version: version.clone(),
+            runner_id: hello.runner_id,
+            last_seen: now,
+            pending: 0,
+        };
+
+        match self.agents.get_mut(&agent_id) {
+            Some(existing) if existing.conn == conn => {
+                let changed = existing.bot_user_id != record.bot_user_id
+                    || existing.tag != record.tag
+                    || existing.ready != record.ready
+                    || existing.pool_id != record.pool_id
+                    || existing.protocol_version != record.protocol_version
+                    || existing.runner_id != record.runner_id;
+                existing.bot_user_id = record.bot_user_id;
+                existing.tag = record.tag;
+                existing.ready = record.ready;
+                existing.pool_id = record.pool_id;
+                existing.protocol_version = record.protocol_version;
+                existing.runner_id = record.runner_id;
+                existing.last_seen = now;
+                if changed {
+                    self.out.event(ControllerEvent::AgentUpdated {
+                        agent_id: agent_id.clone(),
+                    });
+                }
+            }
+            Some(existing) => {
+                // A second socket for the same agent: the newer one wins. The old socket is
+                // closed and forgotten here, so its later disconnect cannot remove the new
+                // registration (the real controller's stale-close race).
+                let old = existing.conn;
+                let old_guilds = std::mem::take(&mut existing.guild_ids);
+                *existing = record;
+                existing.guild_ids = old_guilds;
+                if let Some(st) = self.conns.get_mut(&old) {
+                    st.agent_id = None;
+                    st.closing = true;
+                }
+                self.timers.cancel(&TimerKind::Stale(old));
+                self.timers.cancel(&TimerKind::Hello(old));
+                self.out
+                    .close(old, CloseCode::NORMAL, "replaced by a newer connection");
+                self.fail_pending_on(old);
+                self.timers
+                    .set(TimerKind::Stale(conn), now + self.cfg.stale_after);
+                self.out.event(ControllerEvent::AgentRegistered {
+                    agent_id: agent_id.clone(),
+                    conn,
+                    replaced: Some(old),
+                    protocol_version: version,
+                });
+            }
+            None => {
+                self.agents.insert(agent_id.clone(), record);
+                self.timers
+                    .set(TimerKind::Stale(conn), now + self.cfg.stale_after);
+                self.out.event(ControllerEvent::AgentRegistered {
+                    agent_id: agent_id.clone(),
+                    conn,
+                    replaced: None,
+                    protocol_version: version,
+                });
+            }
+        }
+        self.set_guilds(&agent_id, guild_ids);
+    }
+
+    /// Replaces an agent's guild set and reports the difference.
+    fn set_guilds(&mut self, agent_id: &str, new: BTreeSet<String>) {
+        let Some(agent) = self.agents.get_mut(agent_id) else {
+            return;
+        };
+        let added: Vec<String> = new.difference(&agent.guild_ids).cloned().collect();
+        let removed: Vec<String> = agent.guild_ids.difference(&new).cloned().collect();
+        agent.guild_ids = new;
+        if !added.is_empty() || !removed.is_empty() {
+            self.out.event(ControllerEvent::GuildsChanged {
+                agent_id: agent_id.to_owned(),
+                added,
+                removed,
+            });
+        }
+    }
+
+    fn on_add(&mut self, sender: String, add: Add, conn: ConnId) {
+        let key = SessionKey::new(add.kind, add.guild_id, add.voice_channel_id);
+        if !add.ok {
+            self.out.event(ControllerEvent::SessionJoinFailed {
+                agent_id: sender,
+                kind: key.kind,
+                guild_id: key.guild_id,
+                voice_channel_id: key.voice_channel_id,
+                error: add.error.unwrap_or_default(),
+            });
+            return;
+        }
+        if !self.sessions.contains_key(&key) && self.sessions.len() >= self.cfg.limits.max_sessions
+        {
+            self.violation(conn, ProtocolError::Limit("sessions"));
+            return;
+        }
+        self.sessions.insert(
+            key.clone(),
+            Session {
+                agent_id: sender.clone(),
+                text_channel_id: add.text_channel_id.clone(),
+                owner_user_id: add.owner_user_id.clone(),
+            },
+        );
+        self.out.event(ControllerEvent::SessionBound {
+            agent_id: sender,
+            kind: key.kind,
+            guild_id: key.guild_id,
+            voice_channel_id: key.voice_channel_id,
+            text_channel_id: add.text_channel_id,
+            owner_user_id: add.owner_user_id,
+        });
+    }
+
+    fn on_released(&mut self, sender: String, rel: Released, conn: ConnId) {
+        let key = SessionKey::new(rel.kind, rel.guild_id, rel.voice_channel_id);
+        match self.sessions.get(&key) {
+            Some(s) if s.agent_id == sender => {
+                self.sessions.remove(&key);
+                self.out.event(ControllerEvent::SessionReleased {
+                    agent_id: sender,
+                    kind: key.kind,
+                    guild_id: key.guild_id,
+                    voice_channel_id: key.voice_channel_id,
+                    reason: rel.reason,
+                });
+            }
+            _ => self.violation(conn, ProtocolError::NotBound),
+        }
+    }
+
+    fn on_resp(&mut self, conn: ConnId, resp: Resp) {
+        let Some(id) = Id128::parse(&resp.id) else {
+            return; // not one of ours: dropped silently
+        };
+        match self.pending.get(&id) {
+            Some(p) if p.conn == conn => {}
+            Some(_) => {
+                self.violation(conn, ProtocolError::WrongResponder { id: resp.id });
+                return;
+            }
+            None => return, // unknown or late: dropped silently
+        }
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        self.timers.cancel(&TimerKind::Request(id));
+        if let Some(a) = self.agents.get_mut(&p.agent_id) {
+            a.pending = a.pending.saturating_sub(1);
+        }
+        self.out.event(ControllerEvent::RequestCompleted {
+            id,
+            agent_id: p.agent_id,
+            op: p.op,
+            resp,
+        });
+    }
+
+    /// Counts a message against the connection's per-second budget; false = drop it.
+    fn within_rate(&mut self, conn: ConnId, now: Instant) -> bool {
+        let max = self.cfg.limits.max_messages_per_second;
+        let Some(st) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        if now.duration_since(st.window_start) >= Duration::from_secs(1) {
+            st.window_start = now;
+            st.window_count = 0;
+        }
+        st.window_count = st.window_count.saturating_add(1);
+        if st.window_count <= max {
+            return true;
+        }
+        if st.window_count == max + 1 {
+            self.violation(conn, ProtocolError::RateLimited);
+        }
+        false
+    }
+}
+
+impl Machine for Controller {
+    type Event = ControllerEvent;
+
+    /// Accepts the connection, or closes it at once with 1008 `too-many-connections` (per-IP
+    /// cap) or `server-full` (total cap). Starts the hello deadline.
+    fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.conns.contains_key(&conn) {
+            return;
+        }
+        let ip = peer.remote_addr.map(|a| a.ip());
+        let from_ip = ip.and_then(|ip| self.per_ip.get(&ip)).copied().unwrap_or(0);
+        let refusal = if from_ip >= self.cfg.limits.max_connections_per_ip {
+            Some(ProtocolError::TooManyConnectionsPerIp)
+        } else if self.conns.len() >= self.cfg.limits.max_connections {
+            Some(ProtocolError::ServerFull)
+        } else {
+            None
+        };
+        if let Some(error) = refusal {
+            if let Some((code, reason)) = error.close() {
+                self.out.close(conn, code, reason);
+            }
+            self.violation(conn, error);
+            return;
+        }
+        if let Some(ip) = ip {
+            *self.per_ip.entry(ip).or_insert(0) += 1;
+        }
+        self.conns.insert(
+            conn,
+            ConnState {
+                ip,
+                agent_id: None,
+                closing: false,
+                window_start: now,
+                window_count: 0,
+            },
+        );
+        self.timers
+            .set(TimerKind::Hello(conn), now + self.cfg.hello_timeout);
+        self.out.event(ControllerEvent::Connected {
+            conn,
+            remote: peer.remote_addr,
+        });
+    }
+
+    /// Handles one agent message. Bad input gets the reply INTEROP.md names (see the crate
+    /// docs' "Spec decisions"); nothing panics; unknown connections are ignored.
+    fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
+        let now = self.clock.observe(now);
+        let registered = match self.conns.get(&conn) {
+            Some(st) if !st.closing => st.agent_id.is_some(),
+            _ => return,
+        };
+        if !self.within_rate(conn, now) {
+            return;
+        }
+        let msg = match AgentMessage::decode(frame, self.cfg.limits.max_frame_bytes) {
+            Ok(m) => m,
+            Err(e) => return self.on_decode_error(conn, registered, e, now),
+        };
+        let sender = if registered {
+            let id = self.conns.get(&conn).and_then(|st| st.agent_id.clone());
+            if let Some(a) = id.as_ref().and_then(|id| self.agents.get_mut(id)) {
+                a.last_seen = now;
+            }
+            id
+        } else {
+            None
+        };
+        match (msg, sender) {
+            (AgentMessage::Hello(h), _) => self.on_hello(conn, h, now),
+            (AgentMessage::Guilds(g), Some(agent_id)) => {
+                let mut set = BTreeSet::new();
+                for id in g.guild_ids {
+                    if set.len() >= self.cfg.limits.max_guilds_per_agent {
+                        self.violation(conn, ProtocolError::Limit("guilds per agent"));
+                        break;
+                    }
+                    set.insert(id);
+                }
+                self.set_guilds(&agent_id, set);
+            }
+            (AgentMessage::Event(Event::Add(a)), Some(agent_id)) => self.on_add(agent_id, a, conn),
+            (AgentMessage::Event(Event::Released(r)), Some(agent_id)) => {
+                self.on_released(agent_id, r, conn)
+            }
+            (AgentMessage::Resp(r), _) => self.on_resp(conn, r),
+            (other, None) => self.violation(conn, ProtocolError::BeforeHello(other.type_name())),
+        }
+    }
+
+    /// Forgets the connection; drops its agent (failing its pending requests at once) unless
+    /// a newer connection already replaced it.
+    fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+        self.clock.observe(now);
+        let Some(st) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Some(ip) = st.ip {
+            if let Some(n) = self.per_ip.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_ip.remove(&ip);
+                }
+            }
+        }
+        self.timers.cancel(&TimerKind::Hello(conn));
+        self.timers.cancel(&TimerKind::Stale(conn));
+        if let Some(agent_id) = st.agent_id {
+            self.drop_agent_if_on(&agent_id, conn, DropReason::Disconnected);
+        }
+        self.fail_pending_on(conn);
+        self.out.event(ControllerEvent::Disconnected { conn });
+    }
+
+    /// Fires due deadlines: hello-required closes, stale-agent drops, request timeouts.
+    fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        while let Some(key) = self.timers.pop_expired(now) {
+            match key {
+                TimerKind::Hello(conn) => {
+                    let error = ProtocolError::HelloRequired;
+                    self.close_conn(conn, &error, now);
+                    self.violation(conn, error);
+                }
+                TimerKind::Stale(conn) => {
+                    let last_seen = self
+                        .conns
+                        .get(&conn)
+                        .and_then(|st| st.agent_id.as_ref())
+                        .and_then(|id| self.agents.get(id))
+                        .map(|a| a.last_seen);
+                    let Some(last_seen) = last_seen else { continue };
+                    let due = last_seen + self.cfg.stale_after;
+                    if due > now {
+                        self.timers.set(TimerKind::Stale(conn), due);
+                    } else {
+                        let error = ProtocolError::Stale;
+                        self.close_conn(conn, &error, now);
+                        self.violation(conn, error);
+                    }
+                }
+                TimerKind::Request(id) => {
+                    let Some(p) = self.pending.remove(&id) else {
+                        continue;
+                    };
+                    if let Some(a) = self.agents.get_mut(&p.agent_id) {
+                        a.pending = a.pending.saturating_sub(1);
+                    }
+                    self.out.event(ControllerEvent::RequestTimedOut {
+                        id,
+                        agent_id: p.agent_id,
+                        op: p.op,
+                    });
+                }
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    fn poll_output(&mut self) -> Option<Output<ControllerEvent>> {
+        self.out.pop()
+    }
+}
