@@ -1,0 +1,233 @@
+//! Version negotiation, runner secret, hello deadline and connection caps.
+
+mod common;
+
+use chopsticks_proto::{ControllerConfig, ControllerEvent, Limits, ProtocolError};
+use common::*;
+use serde_json::json;
+
+#[test]
+fn hello_registers_the_agent_with_every_field() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h["runnerId"] = json!("runner-7");
+    send(&mut sim, r, &h);
+    let a = sim.server().agent("a1").expect("registered").clone();
+    assert_eq!(a.bot_user_id.as_deref(), Some("bot-a1"));
+    assert_eq!(a.tag.as_deref(), Some("a1#0001"));
+    assert!(a.ready);
+    assert_eq!(a.guild_ids.iter().collect::<Vec<_>>(), ["g1"]);
+    assert_eq!(a.pool_id, "pool_a");
+    assert_eq!(a.protocol_version, "1.0.0");
+    assert_eq!(a.runner_id.as_deref(), Some("runner-7"));
+    assert_eq!(a.last_seen, sim.now());
+    assert!(received(&mut sim, r).is_empty(), "success sends nothing");
+    let regs = events(&mut sim, |e| match e {
+        ControllerEvent::AgentRegistered { agent_id, replaced, .. } => {
+            Some((agent_id.clone(), *replaced))
+        }
+        _ => None,
+    });
+    assert_eq!(regs, [("a1".to_string(), None)]);
+}
+
+#[test]
+fn version_aliases_are_accepted() {
+    for key in ["protocol_version", "protocolversion", "version"] {
+        let mut sim = sim(ControllerConfig::default());
+        let r = raw(&mut sim);
+        let mut h = hello("a1", "1.0.0");
+        let v = h.as_object_mut().expect("object").remove("protocolVersion").expect("v");
+        h[key] = v;
+        send(&mut sim, r, &h);
+        assert!(sim.server().agent("a1").is_some(), "alias {key}");
+    }
+}
+
+#[test]
+fn missing_version_gets_the_upgrade_error_and_close_1008() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h.as_object_mut().expect("object").remove("protocolVersion");
+    send(&mut sim, r, &h);
+    assert_eq!(
+        received(&mut sim, r),
+        [json!({"type":"error","error":"Protocol version required. Please upgrade agent."})]
+    );
+    assert_eq!(closed(&sim, r), Some((1008, "Missing protocol version".into())));
+    assert!(sim.server().agent("a1").is_none());
+}
+
+#[test]
+fn incompatible_version_gets_the_exact_error_and_close_1008() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    send(&mut sim, r, &hello("a1", "0.9.0"));
+    assert_eq!(
+        received(&mut sim, r),
+        [json!({"type":"error","error":"Incompatible protocol version 0.9.0. Controller expects 1.0.0."})]
+    );
+    assert_eq!(closed(&sim, r), Some((1008, "Incompatible protocol version".into())));
+    assert!(sim.server().agent("a1").is_none());
+}
+
+#[test]
+fn supported_versions_are_configurable() {
+    let cfg = ControllerConfig::default().with_supported_versions(["1.0.0", "0.9.0"]);
+    let mut sim = sim(cfg);
+    let r = raw(&mut sim);
+    send(&mut sim, r, &hello("old", "0.9.0"));
+    assert_eq!(sim.server().agent("old").map(|a| a.protocol_version.as_str()), Some("0.9.0"));
+    let r2 = raw(&mut sim);
+    send(&mut sim, r2, &hello("new", "2.0.0"));
+    assert_eq!(closed(&sim, r2).map(|c| c.0), Some(1008));
+}
+
+#[test]
+fn wrong_or_missing_runner_secret_is_unauthorized() {
+    for secret in [None, Some("nope"), Some("")] {
+        let mut sim = sim(ControllerConfig::default().with_runner_secret("s3cret"));
+        let r = raw(&mut sim);
+        let mut h = hello("a1", "1.0.0");
+        if let Some(s) = secret {
+            h["runnerSecret"] = json!(s);
+        }
+        send(&mut sim, r, &h);
+        assert_eq!(
+            received(&mut sim, r),
+            [json!({"type":"error","error":"Unauthorized runner secret."})],
+            "{secret:?}"
+        );
+        assert_eq!(closed(&sim, r), Some((1008, "Unauthorized".into())));
+        assert!(sim.server().agent("a1").is_none());
+    }
+}
+
+#[test]
+fn right_runner_secret_registers() {
+    let mut sim = sim(ControllerConfig::default().with_runner_secret("s3cret"));
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h["runnerSecret"] = json!("s3cret");
+    send(&mut sim, r, &h);
+    assert!(sim.server().agent("a1").is_some());
+}
+
+#[test]
+fn an_empty_configured_secret_never_matches() {
+    let mut sim = sim(ControllerConfig::default().with_runner_secret(""));
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h["runnerSecret"] = json!("");
+    send(&mut sim, r, &h);
+    assert_eq!(closed(&sim, r), Some((1008, "Unauthorized".into())));
+}
+
+#[test]
+fn version_is_checked_before_the_secret() {
+    let mut sim = sim(ControllerConfig::default().with_runner_secret("s3cret"));
+    let r = raw(&mut sim);
+    send(&mut sim, r, &hello("a1", "0.9.0"));
+    assert_eq!(closed(&sim, r), Some((1008, "Incompatible protocol version".into())));
+}
+
+#[test]
+fn hello_without_agent_id_is_ignored_without_reply() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h.as_object_mut().expect("object").remove("agentId");
+    send(&mut sim, r, &h);
+    assert!(received(&mut sim, r).is_empty());
+    assert!(sim.raw_is_open(r));
+    assert_eq!(sim.server().agents().count(), 0);
+    let v = events(&mut sim, |e| match e {
+        ControllerEvent::ProtocolViolation { error: ProtocolError::MissingAgentId, .. } => Some(()),
+        _ => None,
+    });
+    assert_eq!(v.len(), 1);
+}
+
+#[test]
+fn no_hello_within_8s_closes_with_hello_required() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    sim.run_for(std::time::Duration::from_millis(7_999));
+    assert!(sim.raw_is_open(r));
+    sim.run_for(std::time::Duration::from_millis(1));
+    sim.settle();
+    assert_eq!(closed(&sim, r), Some((1008, "hello-required".into())));
+    assert!(received(&mut sim, r).is_empty(), "no error message, just the close");
+}
+
+#[test]
+fn a_valid_hello_cancels_the_hello_deadline() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = registered(&mut sim, "a1", &["g1"]);
+    sim.run_for(secs(20));
+    assert!(sim.raw_is_open(r));
+}
+
+#[test]
+fn an_ignored_hello_does_not_cancel_the_deadline() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h.as_object_mut().expect("object").remove("agentId");
+    send(&mut sim, r, &h);
+    sim.run_for(secs(9));
+    assert_eq!(closed(&sim, r), Some((1008, "hello-required".into())));
+}
+
+#[test]
+fn every_hello_rechecks_the_version_and_drops_the_agent() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = registered(&mut sim, "a1", &["g1"]);
+    sim.take_server_events();
+    send(&mut sim, r, &hello("a1", "0.9.0"));
+    assert_eq!(closed(&sim, r).map(|c| c.0), Some(1008));
+    assert!(sim.server().agent("a1").is_none(), "dropped at once");
+}
+
+#[test]
+fn the_21st_connection_from_one_ip_is_closed_too_many_connections() {
+    let mut sim = sim(ControllerConfig::default());
+    let peers: Vec<usize> = (0..21).map(|i| sim.connect_raw(peer([10, 0, 0, 1], 1000 + i))).collect();
+    sim.settle();
+    for r in &peers[..20] {
+        assert!(sim.raw_is_open(*r));
+    }
+    assert_eq!(closed(&sim, peers[20]), Some((1008, "too-many-connections".into())));
+    // Another address is still welcome, and a freed slot can be reused.
+    let other = sim.connect_raw(peer([10, 0, 0, 2], 1));
+    assert!(sim.raw_is_open(other));
+    sim.raw_disconnect(peers[0]);
+    let again = sim.connect_raw(peer([10, 0, 0, 1], 5000));
+    assert!(sim.raw_is_open(again));
+}
+
+#[test]
+fn the_201st_connection_is_closed_server_full() {
+    let mut sim = sim(ControllerConfig::default());
+    let peers: Vec<usize> = (0..201u32)
+        .map(|i| sim.connect_raw(peer([10, 1, (i / 200) as u8, (i % 200) as u8], 1)))
+        .collect();
+    sim.settle();
+    assert!(sim.raw_is_open(peers[199]));
+    assert_eq!(closed(&sim, peers[200]), Some((1008, "server-full".into())));
+    assert_eq!(sim.server().connection_count(), 200);
+}
+
+#[test]
+fn connection_caps_are_configurable() {
+    let mut limits = Limits::default();
+    limits.max_connections_per_ip = 1;
+    let mut sim = sim(ControllerConfig::default().with_limits(limits));
+    let a = sim.connect_raw(peer([10, 0, 0, 1], 1));
+    let b = sim.connect_raw(peer([10, 0, 0, 1], 2));
+    sim.settle();
+    assert!(sim.raw_is_open(a));
+    assert_eq!(closed(&sim, b).map(|c| c.1), Some("too-many-connections".into()));
+}
