@@ -622,7 +622,8 @@ pub fn check_timer_contract<M: Machine>(
     inputs: &[TimerInput],
 ) -> Result<(), String> {
     let mut driver_now = start;
-    let mut latest = start;
+    // The latest time the machine has been given (what it clamps to), not the driver's clock.
+    let mut latest: Option<Instant> = None;
     let mut conns: Vec<ConnId> = Vec::new();
     let drain = |m: &mut M| {
         let mut n = 0usize;
@@ -639,21 +640,21 @@ pub fn check_timer_contract<M: Machine>(
                 let port = 50_000u16.wrapping_add(conns.len() as u16);
                 let peer = PeerInfo::new(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port))));
                 m.handle_connect(conn, &peer, driver_now);
+                latest = latest.max(Some(driver_now));
             }
             TimerInput::Frame(n, f) => {
                 if !conns.is_empty() {
                     m.handle_frame(conns[n % conns.len()], f.as_frame(), driver_now);
+                    latest = latest.max(Some(driver_now));
                 }
             }
             TimerInput::Disconnect(n) => {
                 if !conns.is_empty() {
                     m.handle_disconnect(conns[n % conns.len()], driver_now);
+                    latest = latest.max(Some(driver_now));
                 }
             }
-            TimerInput::Advance(d) => {
-                driver_now += *d;
-                latest = latest.max(driver_now);
-            }
+            TimerInput::Advance(d) => driver_now += *d,
             TimerInput::Rewind(d) => {
                 driver_now = driver_now.checked_sub(*d).unwrap_or(driver_now);
             }
@@ -662,13 +663,14 @@ pub fn check_timer_contract<M: Machine>(
                 if matches!(input, TimerInput::FireDue) {
                     if let Some(t) = m.poll_timeout() {
                         driver_now = driver_now.max(t);
-                        latest = latest.max(driver_now);
                     }
                 }
                 let before = m.poll_timeout();
                 m.handle_timeout(driver_now);
+                latest = latest.max(Some(driver_now));
                 let produced = drain(m);
                 let after = m.poll_timeout();
+                let latest = latest.unwrap_or(driver_now);
                 if let Some(d) = before {
                     if d > latest && (produced > 0 || after != before) {
                         return Err(format!(
