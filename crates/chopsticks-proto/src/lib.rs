@@ -1,4 +1,175 @@
-//! Chopsticks controller ↔ agent protocol (placeholder docs; see README).
+//! Sans-IO implementation of the Chopsticks controller ↔ agent protocol, version 1.0.0.
+//!
+//! Chopsticks connects a controller (the main Discord bot) with music and assistant agents
+//! (other bots) over one WebSocket per agent, JSON text frames. Agents announce themselves
+//! with `hello` and `guilds` (and repeat both every ~30 s); the controller sends RPC-style
+//! `req` messages that agents answer with `resp`; agents report joining and leaving voice
+//! channels with `event` messages. The spec is `specs/chopsticks.md`; what the real Node
+//! controller and agent do on the wire is `INTEROP.md` (chopsticks section).
+//!
+//! This crate never opens a socket or reads a clock: drive its machines with
+//! `agentwire-tokio`, with the in-memory `agentwire_core::sim` harness, or with your own loop.
+//!
+//! # Roles
+//!
+//! - [`Controller`] (server role): owns every agent connection. Version negotiation, runner
+//!   secret, hello deadline, connection caps, the live-agent registry, voice sessions, agent
+//!   selection, requests with timeouts.
+//! - [`Agent`] (client role): one connection at a time, surviving reconnects; `hello` +
+//!   `guilds` on connect and every 30 s; requests surface as [`AgentEvent::Request`].
+//!
+//! Wire types: [`AgentMessage`] (agent → controller: [`Hello`], [`Guilds`], [`Event`],
+//! [`Resp`]) and [`ControllerMessage`] (controller → agent: [`Req`], [`ErrorMessage`]), each
+//! with `decode` and `encode`.
+//!
+//! # A run loop
+//!
+//! The two machines talk in memory: every `Send` output of one is a `handle_frame` input of the
+//! other. A real driver does exactly this with sockets in between.
+//!
+//! ```
+//! use std::time::Instant;
+//! use agentwire_core::{ConnId, Machine, Output, PeerInfo, SequentialIds};
+//! use chopsticks_proto::{Agent, AgentConfig, AgentEvent, Controller, ControllerConfig, ControllerEvent};
+//! use serde_json::json;
+//!
+//! # #[allow(clippy::disallowed_methods)]
+//! let now = Instant::now(); // a driver's clock; the machines never read one
+//! let mut controller = Controller::new(ControllerConfig::default(), SequentialIds::new(0));
+//! let mut agent = Agent::new(AgentConfig::new("agent-1").with_guilds(["guild-1"]));
+//! let (at_controller, at_agent) = (ConnId::new(1), ConnId::new(2));
+//! controller.handle_connect(at_controller, &PeerInfo::new(None), now);
+//! agent.handle_connect(at_agent, &PeerInfo::new(None), now);
+//!
+//! // Moves frames both ways until both machines are quiet; returns their events.
+//! let mut pump = |controller: &mut Controller, agent: &mut Agent| {
+//!     let (mut c_events, mut a_events) = (Vec::new(), Vec::new());
+//!     loop {
+//!         let mut moved = false;
+//!         while let Some(out) = agent.poll_output() {
+//!             moved = true;
+//!             match out {
+//!                 Output::Send { frame, .. } => controller.handle_frame(at_controller, frame.as_frame(), now),
+//!                 Output::Event(e) => a_events.push(e),
+//!                 Output::Close { .. } => {}
+//!             }
+//!         }
+//!         while let Some(out) = controller.poll_output() {
+//!             moved = true;
+//!             match out {
+//!                 Output::Send { frame, .. } => agent.handle_frame(at_agent, frame.as_frame(), now),
+//!                 Output::Event(e) => c_events.push(e),
+//!                 Output::Close { .. } => {}
+//!             }
+//!         }
+//!         if !moved {
+//!             return (c_events, a_events);
+//!         }
+//!     }
+//! };
+//!
+//! // hello + guilds register the agent.
+//! let (events, _) = pump(&mut controller, &mut agent);
+//! assert!(matches!(events[1], ControllerEvent::AgentRegistered { .. }));
+//! assert_eq!(controller.agent("agent-1").map(|a| a.guild_ids.len()), Some(1));
+//!
+//! // The controller picks an agent for a guild and sends it a request...
+//! let chosen = controller.select_agent("guild-1", "voice-1").unwrap();
+//! let id = controller.request(&chosen, "status", json!({"guildId": "guild-1"}), now).unwrap();
+//! let (_, agent_events) = pump(&mut controller, &mut agent);
+//! let AgentEvent::Request(req) = &agent_events[0] else { panic!() };
+//!
+//! // ...the application answers through the agent, and the controller completes it.
+//! agent.respond_ok(req.id.clone(), json!({"playing": false}), now).unwrap();
+//! let (events, _) = pump(&mut controller, &mut agent);
+//! let ControllerEvent::RequestCompleted { id: done, resp, .. } = &events[0] else { panic!() };
+//! assert_eq!(*done, id);
+//! assert_eq!(resp.result(), Ok(r#"{"playing":false}"#));
+//!
+//! // Nothing else is due until the agent's 30 s heartbeat.
+//! assert!(agent.poll_timeout().is_some_and(|t| t > now));
+//! ```
+//!
+//! # Method kinds
+//!
+//! `handle_*` feed input (frames, connects, disconnects, time); `poll_output` and
+//! `poll_timeout` give output and must be drained after every mutation; commands are verbs
+//! ([`Controller::request`], [`Controller::select_agent`], [`Agent::respond`],
+//! [`Agent::send_add`], ...) that return at once, with outcomes arriving later as events
+//! ([`ControllerEvent`], [`AgentEvent`]); getters are nouns ([`Controller::agents`],
+//! [`Controller::sessions`]).
+//!
+//! # Limits
+//!
+//! | limit | default | on excess |
+//! |---|---|---|
+//! | [`Limits::max_frame_bytes`] | 65,536 B | `error "Frame too large"`, frame dropped, socket open |
+//! | [`Limits::max_connections_per_ip`] | 20 | close 1008 `too-many-connections` |
+//! | [`Limits::max_connections`] | 200 | close 1008 `server-full` |
+//! | [`Limits::max_messages_per_second`] | 100 per connection | excess dropped silently |
+//! | [`Limits::max_pending_per_agent`] | 256 | `request` → [`CommandError::TooManyPending`] |
+//! | [`Limits::max_guilds_per_agent`] | 10,000 | list truncated, violation event |
+//! | [`Limits::max_sessions`] | 10,000 | `add` dropped, violation event |
+//! | [`ControllerConfig::hello_timeout`] | 8 s | close 1008 `hello-required` |
+//! | [`ControllerConfig::request_timeout`] | 30 s | [`ControllerEvent::RequestTimedOut`] |
+//! | [`ControllerConfig::stale_after`] | 45 s | close 1008 `stale`, agent dropped |
+//! | [`AgentConfig::heartbeat_interval`] | 30 s | — |
+//! | JSON nesting | 128 levels (serde_json) | `error "Invalid JSON"` |
+//!
+//! # Spec decisions
+//!
+//! Each choice below is pinned by the named test (in `tests/`).
+//!
+//! 1. **Version aliases.** `hello` is accepted with the version under `protocolVersion`,
+//!    `protocol_version`, `protocolversion` or `version` (first present wins, in that order);
+//!    encoding always writes `protocolVersion`. An empty version counts as missing.
+//!    (`handshake::version_aliases_are_accepted`, codec unit tests)
+//! 2. **Check order.** Every `hello` (also the periodic ones) runs: version, then runner
+//!    secret, then `agentId`. A `hello` without `agentId` that passed the first two is ignored
+//!    without reply and does not cancel the hello deadline.
+//!    (`handshake::version_is_checked_before_the_secret`, `an_ignored_hello_does_not_cancel_the_deadline`)
+//! 3. **Empty secrets never match.** A configured `Some("")` secret rejects every agent rather
+//!    than disabling the check. (`handshake::an_empty_configured_secret_never_matches`)
+//! 4. **Lenient `hello`.** Missing `ready`, `guildIds`, `poolId` decode as `false`, `[]`, `""`;
+//!    missing `botUserId`/`tag` as `null`. Unknown fields (`runnerId`, `agentId` on every
+//!    message) are ignored or kept where the type has a field for them.
+//! 5. **Binary frames** carrying UTF-8 JSON are accepted like text (the real controller
+//!    does); non-UTF-8 bytes get `error "Invalid JSON"`.
+//!    (`hostile::binary_frames_carry_json_and_binary_garbage_is_invalid_json`)
+//! 6. **"Unknown type"** covers a missing or non-string `type` and valid JSON that is not an
+//!    object: before registration `error "Unknown message type"` + close 1008
+//!    `protocol-error`; after, ignored. (`hostile::unknown_types_close_before_hello_and_are_ignored_after`)
+//! 7. **Wrong or missing fields** in a known type: ignored silently, as the spec's error table
+//!    says. (`registry::wrong_typed_fields_are_ignored_silently`)
+//! 8. **Before `hello`**, `guilds`, `event` and `resp` are ignored (no reply, no close).
+//! 9. **Rate limit**: a fixed one-second window per connection, starting at the first message
+//!    of the window; messages past 100 are dropped and reported once per window.
+//!    (`registry::more_than_100_messages_per_second_are_dropped`)
+//! 10. **A second socket for the same `agentId`** replaces the first: the old socket is closed
+//!     with 1000 `replaced by a newer connection`, requests sent on it fail at once with
+//!     `agent-offline`, and its later disconnect cannot remove the new registration.
+//!     (`registry::a_second_socket_replaces_the_first_without_the_stale_close_race`)
+//! 11. **Staleness** counts messages; WebSocket pongs are the transport's business (its own
+//!     ping/pong timeout closes dead sockets), and a driver that surfaces pongs calls
+//!     [`Controller::touch`]. A stale agent is closed with 1008 `stale`.
+//! 12. **Responses** resolve a request only from the connection the `req` went out on; a
+//!     `resp` from another agent is a violation event and the request keeps waiting;
+//!     unknown and late ids are dropped silently. (`requests::a_resp_from_another_agent_does_not_resolve_the_request`)
+//! 13. **`released` is trusted by connection**, not by the payload's `agentId`.
+//!     (`sessions::released_frees_the_session_only_from_the_bound_agent`)
+//! 14. **Selection**: "idle" means bound to no session (music or assistant) in that guild;
+//!     candidates are taken in agent-id order, round-robin per guild. Selecting does not
+//!     bind; the agent's `add` does. Sessions outlive an agent's disconnect (rule 1 skips
+//!     agents that are not live and ready). (`sessions::selection_round_robins_idle_ready_agents_in_id_order`)
+//! 15. **Request timeout** defaults to the spec's 30 s (the real controller uses 20 s).
+//! 16. **Caps**: the per-IP cap is checked before the total cap; a refused connection is
+//!     closed at once and never counted.
+//! 17. **`add.channelId`** missing decodes as `""`; [`Agent::send_add`] fills it from
+//!     `voiceChannelId`.
+//!
+//! # Feature flags
+//!
+//! - `fuzzing`: `#[doc(hidden)]` entry points for the cargo-fuzz targets in `fuzz/`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -8,11 +179,10 @@ mod config;
 mod controller;
 mod error;
 mod event;
-pub mod message;
-
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod message;
 
 pub use agent::Agent;
 pub use config::{AgentConfig, ControllerConfig, Limits};

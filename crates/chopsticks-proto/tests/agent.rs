@@ -14,7 +14,11 @@ use common::*;
 use serde_json::json;
 
 fn agent(id: &str) -> Agent {
-    Agent::new(AgentConfig::new(id).with_guilds(["g1"]).with_bot("42", "Bot#1"))
+    Agent::new(
+        AgentConfig::new(id)
+            .with_guilds(["g1"])
+            .with_bot("42", "Bot#1"),
+    )
 }
 
 fn pair(cfg: ControllerConfig, latency_ms: u64) -> CtlSim {
@@ -31,7 +35,10 @@ fn agent_says_hello_and_guilds_on_connect_and_registers() {
     let live = sim.server().agent("a1").expect("registered");
     assert_eq!(live.bot_user_id.as_deref(), Some("42"));
     assert_eq!(live.protocol_version, "1.0.0");
-    assert!(sim.take_client_events(a).iter().any(|e| matches!(e, AgentEvent::Connected { .. })));
+    assert!(sim
+        .take_client_events(a)
+        .iter()
+        .any(|e| matches!(e, AgentEvent::Connected { .. })));
 }
 
 #[test]
@@ -40,7 +47,10 @@ fn agent_heartbeats_every_30s_and_stays_registered() {
     let a = sim.add_client(agent("a1"));
     sim.connect(a);
     sim.run_for(Duration::from_secs(300));
-    assert!(sim.server().agent("a1").is_some(), "never stale with a 30 s heartbeat");
+    assert!(
+        sim.server().agent("a1").is_some(),
+        "never stale with a 30 s heartbeat"
+    );
     let conn = sim.server_conn_of(a).expect("connected");
     assert_eq!(sim.server().agent("a1").map(|l| l.conn), Some(conn));
     let last = sim.server().agent("a1").map(|l| l.last_seen).expect("live");
@@ -49,7 +59,10 @@ fn agent_heartbeats_every_30s_and_stays_registered() {
 
 #[test]
 fn heartbeat_interval_is_configurable() {
-    let mut sim = pair(ControllerConfig::default().with_stale_after(Duration::from_secs(10)), 0);
+    let mut sim = pair(
+        ControllerConfig::default().with_stale_after(Duration::from_secs(10)),
+        0,
+    );
     let cfg = AgentConfig::new("a1").with_heartbeat_interval(Duration::from_secs(5));
     let a = sim.add_client(Agent::new(cfg));
     sim.connect(a);
@@ -64,7 +77,9 @@ fn req_reaches_the_application_and_resp_completes_the_request() {
     sim.connect(a);
     sim.settle();
     sim.take_server_events();
-    let id = sim.call_server(|c, now| c.request("a1", "status", json!({"guildId":"g1"}), now)).expect("sent");
+    let id = sim
+        .call_server(|c, now| c.request("a1", "status", json!({"guildId":"g1"}), now))
+        .expect("sent");
     sim.settle();
     let reqs: Vec<_> = sim
         .take_client_events(a)
@@ -78,13 +93,18 @@ fn req_reaches_the_application_and_resp_completes_the_request() {
     assert_eq!(reqs[0].op, "status");
     assert_eq!(reqs[0].data.to_value(), json!({"guildId":"g1"}));
     let rid = reqs[0].id.clone();
-    sim.call_client(a, |m, now| m.respond_ok(rid, json!({"playing":false}), now)).expect("connected");
+    sim.call_client(a, |m, now| m.respond_ok(rid, json!({"playing":false}), now))
+        .expect("connected");
     sim.settle();
     let done = events(&mut sim, |e| match e {
         ControllerEvent::RequestCompleted { id, resp, .. } => Some((*id, resp.agent_id.clone())),
         _ => None,
     });
-    assert_eq!(done, [(id, Some("a1".to_string()))], "resp carries agentId like the real agent");
+    assert_eq!(
+        done,
+        [(id, Some("a1".to_string()))],
+        "resp carries agentId like the real agent"
+    );
 }
 
 #[test]
@@ -105,7 +125,8 @@ fn add_and_released_commands_bind_and_free_a_session() {
         error: None,
         runner_id: None,
     };
-    sim.call_client(a, |m, now| m.send_add(add, now)).expect("connected");
+    sim.call_client(a, |m, now| m.send_add(add, now))
+        .expect("connected");
     sim.settle();
     assert_eq!(sim.server().sessions().count(), 1);
     let rel = Released {
@@ -116,7 +137,8 @@ fn add_and_released_commands_bind_and_free_a_session() {
         kind: SessionKind::Music,
         runner_id: None,
     };
-    sim.call_client(a, |m, now| m.send_released(rel, now)).expect("connected");
+    sim.call_client(a, |m, now| m.send_released(rel, now))
+        .expect("connected");
     sim.settle();
     assert_eq!(sim.server().sessions().count(), 0);
 }
@@ -124,7 +146,9 @@ fn add_and_released_commands_bind_and_free_a_session() {
 #[test]
 fn controller_errors_reach_the_application() {
     let mut sim = pair(ControllerConfig::default(), 1);
-    let a = sim.add_client(Agent::new(AgentConfig::new("old").with_protocol_version("0.9.0")));
+    let a = sim.add_client(Agent::new(
+        AgentConfig::new("old").with_protocol_version("0.9.0"),
+    ));
     sim.connect(a);
     sim.settle();
     let errs: Vec<String> = sim
@@ -135,7 +159,10 @@ fn controller_errors_reach_the_application() {
             _ => None,
         })
         .collect();
-    assert_eq!(errs, ["Incompatible protocol version 0.9.0. Controller expects 1.0.0."]);
+    assert_eq!(
+        errs,
+        ["Incompatible protocol version 0.9.0. Controller expects 1.0.0."]
+    );
     assert!(!sim.is_connected(a), "closed by the controller");
 }
 
@@ -146,16 +173,25 @@ fn the_agent_survives_reconnects_and_re_registers() {
     sim.connect(a);
     sim.settle();
     let first = sim.server_conn_of(a).expect("connected");
-    sim.call_client(a, |m, now| m.set_guilds(vec!["g1".into(), "g2".into()], now));
+    sim.call_client(a, |m, now| {
+        m.set_guilds(vec!["g1".into(), "g2".into()], now)
+    });
     sim.disconnect(a);
     assert!(sim.server().agent("a1").is_none());
-    assert!(sim.call_client(a, |m, now| m.respond_ok("x", json!(null), now)).is_err(), "not connected");
+    assert!(
+        sim.call_client(a, |m, now| m.respond_ok("x", json!(null), now))
+            .is_err(),
+        "not connected"
+    );
     sim.run_for(Duration::from_secs(3));
     sim.connect(a);
     sim.settle();
     let live = sim.server().agent("a1").expect("re-registered");
     assert_ne!(live.conn, first);
-    assert!(live.guild_ids.contains("g2"), "state kept across reconnects");
+    assert!(
+        live.guild_ids.contains("g2"),
+        "state kept across reconnects"
+    );
 }
 
 #[test]
@@ -171,7 +207,11 @@ fn commands_while_disconnected_fail_without_output() {
 #[test]
 fn a_lossy_link_still_converges_with_heartbeats() {
     let simcfg = SimConfig::default().with_loss_per_mille(300).with_seed(3);
-    let mut sim: CtlSim = Sim::new(Controller::new(ControllerConfig::default(), SequentialIds::new(0)), t0(), simcfg);
+    let mut sim: CtlSim = Sim::new(
+        Controller::new(ControllerConfig::default(), SequentialIds::new(0)),
+        t0(),
+        simcfg,
+    );
     let a = sim.add_client(agent("a1"));
     // A lost hello means hello-required closes the socket; reconnect like the transport would.
     for _ in 0..12 {
@@ -180,10 +220,15 @@ fn a_lossy_link_still_converges_with_heartbeats() {
         }
         sim.run_for(Duration::from_secs(10));
     }
-    let regs = events(&mut sim, |e| matches!(e, ControllerEvent::AgentRegistered { .. }).then_some(()));
+    let regs = events(&mut sim, |e| {
+        matches!(e, ControllerEvent::AgentRegistered { .. }).then_some(())
+    });
     assert!(!regs.is_empty(), "some hello got through");
     assert!(sim.lost_frames() > 0);
     sim.disconnect(a);
-    assert!(sim.server().agent("a1").is_none(), "no stale entry left behind");
+    assert!(
+        sim.server().agent("a1").is_none(),
+        "no stale entry left behind"
+    );
     assert_eq!(sim.server().connection_count(), 0);
 }

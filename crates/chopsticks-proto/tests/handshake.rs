@@ -24,9 +24,9 @@ fn hello_registers_the_agent_with_every_field() {
     assert_eq!(a.last_seen, sim.now());
     assert!(received(&mut sim, r).is_empty(), "success sends nothing");
     let regs = events(&mut sim, |e| match e {
-        ControllerEvent::AgentRegistered { agent_id, replaced, .. } => {
-            Some((agent_id.clone(), *replaced))
-        }
+        ControllerEvent::AgentRegistered {
+            agent_id, replaced, ..
+        } => Some((agent_id.clone(), *replaced)),
         _ => None,
     });
     assert_eq!(regs, [("a1".to_string(), None)]);
@@ -38,7 +38,11 @@ fn version_aliases_are_accepted() {
         let mut sim = sim(ControllerConfig::default());
         let r = raw(&mut sim);
         let mut h = hello("a1", "1.0.0");
-        let v = h.as_object_mut().expect("object").remove("protocolVersion").expect("v");
+        let v = h
+            .as_object_mut()
+            .expect("object")
+            .remove("protocolVersion")
+            .expect("v");
         h[key] = v;
         send(&mut sim, r, &h);
         assert!(sim.server().agent("a1").is_some(), "alias {key}");
@@ -56,7 +60,10 @@ fn missing_version_gets_the_upgrade_error_and_close_1008() {
         received(&mut sim, r),
         [json!({"type":"error","error":"Protocol version required. Please upgrade agent."})]
     );
-    assert_eq!(closed(&sim, r), Some((1008, "Missing protocol version".into())));
+    assert_eq!(
+        closed(&sim, r),
+        Some((1008, "Missing protocol version".into()))
+    );
     assert!(sim.server().agent("a1").is_none());
 }
 
@@ -67,9 +74,14 @@ fn incompatible_version_gets_the_exact_error_and_close_1008() {
     send(&mut sim, r, &hello("a1", "0.9.0"));
     assert_eq!(
         received(&mut sim, r),
-        [json!({"type":"error","error":"Incompatible protocol version 0.9.0. Controller expects 1.0.0."})]
+        [
+            json!({"type":"error","error":"Incompatible protocol version 0.9.0. Controller expects 1.0.0."})
+        ]
     );
-    assert_eq!(closed(&sim, r), Some((1008, "Incompatible protocol version".into())));
+    assert_eq!(
+        closed(&sim, r),
+        Some((1008, "Incompatible protocol version".into()))
+    );
     assert!(sim.server().agent("a1").is_none());
 }
 
@@ -79,7 +91,12 @@ fn supported_versions_are_configurable() {
     let mut sim = sim(cfg);
     let r = raw(&mut sim);
     send(&mut sim, r, &hello("old", "0.9.0"));
-    assert_eq!(sim.server().agent("old").map(|a| a.protocol_version.as_str()), Some("0.9.0"));
+    assert_eq!(
+        sim.server()
+            .agent("old")
+            .map(|a| a.protocol_version.as_str()),
+        Some("0.9.0")
+    );
     let r2 = raw(&mut sim);
     send(&mut sim, r2, &hello("new", "2.0.0"));
     assert_eq!(closed(&sim, r2).map(|c| c.0), Some(1008));
@@ -130,7 +147,10 @@ fn version_is_checked_before_the_secret() {
     let mut sim = sim(ControllerConfig::default().with_runner_secret("s3cret"));
     let r = raw(&mut sim);
     send(&mut sim, r, &hello("a1", "0.9.0"));
-    assert_eq!(closed(&sim, r), Some((1008, "Incompatible protocol version".into())));
+    assert_eq!(
+        closed(&sim, r),
+        Some((1008, "Incompatible protocol version".into()))
+    );
 }
 
 #[test]
@@ -144,7 +164,10 @@ fn hello_without_agent_id_is_ignored_without_reply() {
     assert!(sim.raw_is_open(r));
     assert_eq!(sim.server().agents().count(), 0);
     let v = events(&mut sim, |e| match e {
-        ControllerEvent::ProtocolViolation { error: ProtocolError::MissingAgentId, .. } => Some(()),
+        ControllerEvent::ProtocolViolation {
+            error: ProtocolError::MissingAgentId,
+            ..
+        } => Some(()),
         _ => None,
     });
     assert_eq!(v.len(), 1);
@@ -159,7 +182,10 @@ fn no_hello_within_8s_closes_with_hello_required() {
     sim.run_for(std::time::Duration::from_millis(1));
     sim.settle();
     assert_eq!(closed(&sim, r), Some((1008, "hello-required".into())));
-    assert!(received(&mut sim, r).is_empty(), "no error message, just the close");
+    assert!(
+        received(&mut sim, r).is_empty(),
+        "no error message, just the close"
+    );
 }
 
 #[test]
@@ -194,12 +220,17 @@ fn every_hello_rechecks_the_version_and_drops_the_agent() {
 #[test]
 fn the_21st_connection_from_one_ip_is_closed_too_many_connections() {
     let mut sim = sim(ControllerConfig::default());
-    let peers: Vec<usize> = (0..21).map(|i| sim.connect_raw(peer([10, 0, 0, 1], 1000 + i))).collect();
+    let peers: Vec<usize> = (0..21)
+        .map(|i| sim.connect_raw(peer([10, 0, 0, 1], 1000 + i)))
+        .collect();
     sim.settle();
     for r in &peers[..20] {
         assert!(sim.raw_is_open(*r));
     }
-    assert_eq!(closed(&sim, peers[20]), Some((1008, "too-many-connections".into())));
+    assert_eq!(
+        closed(&sim, peers[20]),
+        Some((1008, "too-many-connections".into()))
+    );
     // Another address is still welcome, and a freed slot can be reused.
     let other = sim.connect_raw(peer([10, 0, 0, 2], 1));
     assert!(sim.raw_is_open(other));
@@ -229,5 +260,8 @@ fn connection_caps_are_configurable() {
     let b = sim.connect_raw(peer([10, 0, 0, 1], 2));
     sim.settle();
     assert!(sim.raw_is_open(a));
-    assert_eq!(closed(&sim, b).map(|c| c.1), Some("too-many-connections".into()));
+    assert_eq!(
+        closed(&sim, b).map(|c| c.1),
+        Some("too-many-connections".into())
+    );
 }

@@ -24,12 +24,17 @@ fn every_hello_re_registers_and_reports_changes() {
     assert_eq!(a.tag.as_deref(), Some("Renamed#2"));
     assert_eq!(a.last_seen, sim.now());
     let ev = sim.take_server_events();
-    assert!(ev.iter().any(|e| matches!(e, ControllerEvent::AgentUpdated { agent_id } if agent_id == "a1")));
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, ControllerEvent::AgentUpdated { agent_id } if agent_id == "a1")));
     assert!(ev.iter().any(|e| matches!(e,
         ControllerEvent::GuildsChanged { added, removed, .. } if added == &["g2"] && removed.is_empty())));
     // An identical hello is a heartbeat: no update event.
     send(&mut sim, r, &h);
-    assert!(!sim.take_server_events().iter().any(|e| matches!(e, ControllerEvent::AgentUpdated { .. })));
+    assert!(!sim
+        .take_server_events()
+        .iter()
+        .any(|e| matches!(e, ControllerEvent::AgentUpdated { .. })));
 }
 
 #[test]
@@ -37,11 +42,20 @@ fn guilds_message_replaces_the_set_and_reports_the_diff() {
     let mut sim = sim(ControllerConfig::default());
     let r = registered(&mut sim, "a1", &["g1", "g2"]);
     sim.take_server_events();
-    send(&mut sim, r, &json!({"type":"guilds","guildIds":["g2","g3"],"agentId":"a1"}));
+    send(
+        &mut sim,
+        r,
+        &json!({"type":"guilds","guildIds":["g2","g3"],"agentId":"a1"}),
+    );
     let a = sim.server().agent("a1").expect("live");
-    assert_eq!(a.guild_ids.iter().cloned().collect::<Vec<_>>(), ["g2", "g3"]);
+    assert_eq!(
+        a.guild_ids.iter().cloned().collect::<Vec<_>>(),
+        ["g2", "g3"]
+    );
     let diffs = events(&mut sim, |e| match e {
-        ControllerEvent::GuildsChanged { added, removed, .. } => Some((added.clone(), removed.clone())),
+        ControllerEvent::GuildsChanged { added, removed, .. } => {
+            Some((added.clone(), removed.clone()))
+        }
         _ => None,
     });
     assert_eq!(diffs, [(vec!["g3".to_string()], vec!["g1".to_string()])]);
@@ -62,21 +76,39 @@ fn guilds_before_hello_is_ignored() {
 fn a_second_socket_replaces_the_first_without_the_stale_close_race() {
     let mut sim = sim(ControllerConfig::default());
     let old = registered(&mut sim, "a1", &["g1"]);
-    let id = sim.call_server(|c, now| c.request("a1", "status", json!({}), now)).expect("sent");
+    let id = sim
+        .call_server(|c, now| c.request("a1", "status", json!({}), now))
+        .expect("sent");
     sim.settle();
     sim.take_server_events();
     let new = registered(&mut sim, "a1", &["g1"]);
     let new_conn = sim.raw_conn(new).expect("open");
     assert_eq!(sim.server().agent("a1").map(|a| a.conn), Some(new_conn));
-    assert_eq!(closed(&sim, old).map(|c| c.0), Some(1000), "old socket closed");
+    assert_eq!(
+        closed(&sim, old).map(|c| c.0),
+        Some(1000),
+        "old socket closed"
+    );
     let ev = sim.take_server_events();
-    assert!(ev.iter().any(|e| matches!(e, ControllerEvent::AgentRegistered { replaced: Some(_), .. })));
-    assert!(ev.iter().any(|e| matches!(e, ControllerEvent::RequestFailed { id: i, .. } if *i == id)),
-        "requests sent on the old socket fail at once");
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        ControllerEvent::AgentRegistered {
+            replaced: Some(_),
+            ..
+        }
+    )));
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, ControllerEvent::RequestFailed { id: i, .. } if *i == id)),
+        "requests sent on the old socket fail at once"
+    );
     // The old socket's close arrives late: the new registration must survive it.
     sim.raw_disconnect(old);
     assert_eq!(sim.server().agent("a1").map(|a| a.conn), Some(new_conn));
-    assert!(!sim.take_server_events().iter().any(|e| matches!(e, ControllerEvent::AgentDropped { .. })));
+    assert!(!sim
+        .take_server_events()
+        .iter()
+        .any(|e| matches!(e, ControllerEvent::AgentDropped { .. })));
 }
 
 #[test]
@@ -144,11 +176,17 @@ fn a_frame_of_exactly_64_kib_is_accepted_and_one_byte_more_is_too_large() {
     let exact = base.replace(r#""pad":"""#, &format!(r#""pad":"{}""#, "x".repeat(pad)));
     assert_eq!(exact.len(), 64 * 1024);
     send_text(&mut sim, r, &exact);
-    assert!(received(&mut sim, r).is_empty(), "exactly the limit is fine");
+    assert!(
+        received(&mut sim, r).is_empty(),
+        "exactly the limit is fine"
+    );
     let over = exact.replace(r#""pad":""#, r#""pad":"y"#);
     assert_eq!(over.len(), 64 * 1024 + 1);
     send_text(&mut sim, r, &over);
-    assert_eq!(received(&mut sim, r), [json!({"type":"error","error":"Frame too large"})]);
+    assert_eq!(
+        received(&mut sim, r),
+        [json!({"type":"error","error":"Frame too large"})]
+    );
     assert!(sim.raw_is_open(r), "socket stays open");
     assert!(sim.server().agent("a1").is_some());
 }
@@ -158,7 +196,10 @@ fn invalid_json_gets_an_error_and_the_socket_stays_open() {
     let mut sim = sim(ControllerConfig::default());
     let r = raw(&mut sim);
     send_text(&mut sim, r, "{not json");
-    assert_eq!(received(&mut sim, r), [json!({"type":"error","error":"Invalid JSON"})]);
+    assert_eq!(
+        received(&mut sim, r),
+        [json!({"type":"error","error":"Invalid JSON"})]
+    );
     assert!(sim.raw_is_open(r));
     send(&mut sim, r, &hello("a1", "1.0.0"));
     assert!(sim.server().agent("a1").is_some(), "still usable");
@@ -169,7 +210,10 @@ fn unknown_type_before_hello_closes_with_protocol_error() {
     let mut sim = sim(ControllerConfig::default());
     let r = raw(&mut sim);
     send(&mut sim, r, &json!({"type":"dance"}));
-    assert_eq!(received(&mut sim, r), [json!({"type":"error","error":"Unknown message type"})]);
+    assert_eq!(
+        received(&mut sim, r),
+        [json!({"type":"error","error":"Unknown message type"})]
+    );
     assert_eq!(closed(&sim, r), Some((1008, "protocol-error".into())));
 }
 
@@ -192,7 +236,10 @@ fn wrong_typed_fields_are_ignored_silently() {
     assert!(received(&mut sim, r).is_empty());
     assert!(sim.raw_is_open(r));
     let v = events(&mut sim, |e| match e {
-        ControllerEvent::ProtocolViolation { error: ProtocolError::Decode(_), .. } => Some(()),
+        ControllerEvent::ProtocolViolation {
+            error: ProtocolError::Decode(_),
+            ..
+        } => Some(()),
         _ => None,
     });
     assert_eq!(v.len(), 1);
@@ -204,21 +251,34 @@ fn more_than_100_messages_per_second_are_dropped() {
     let r = registered(&mut sim, "a1", &["g1"]);
     sim.run_for(secs(1)); // a fresh one-second window
     for i in 0..150 {
-        sim.raw_send(r, serde_json::to_string(&json!({"type":"guilds","guildIds":[format!("g{i}")]})).map(agentwire_core::FrameBuf::text).expect("json"));
+        sim.raw_send(
+            r,
+            serde_json::to_string(&json!({"type":"guilds","guildIds":[format!("g{i}")]}))
+                .map(agentwire_core::FrameBuf::text)
+                .expect("json"),
+        );
     }
     sim.settle();
     // The 100th message was applied, the 101st and later were dropped.
     let a = sim.server().agent("a1").expect("live");
     assert_eq!(a.guild_ids.iter().cloned().collect::<Vec<_>>(), ["g99"]);
     let limited = events(&mut sim, |e| match e {
-        ControllerEvent::ProtocolViolation { error: ProtocolError::RateLimited, .. } => Some(()),
+        ControllerEvent::ProtocolViolation {
+            error: ProtocolError::RateLimited,
+            ..
+        } => Some(()),
         _ => None,
     });
     assert_eq!(limited.len(), 1, "reported once per window");
     // The next second accepts messages again.
     sim.run_for(secs(1));
     send(&mut sim, r, &json!({"type":"guilds","guildIds":["fresh"]}));
-    assert!(sim.server().agent("a1").expect("live").guild_ids.contains("fresh"));
+    assert!(sim
+        .server()
+        .agent("a1")
+        .expect("live")
+        .guild_ids
+        .contains("fresh"));
 }
 
 #[test]
@@ -232,8 +292,15 @@ fn time_going_backwards_is_clamped() {
         use agentwire_core::Machine;
         c.handle_timeout(start + secs(9));
         c.handle_timeout(start);
-        c.handle_connect(agentwire_core::ConnId::new(999), &peer([10, 9, 9, 9], 1), start);
-        assert!(c.poll_timeout().is_some_and(|t| t > start + secs(9)), "new deadline from the clamped time");
+        c.handle_connect(
+            agentwire_core::ConnId::new(999),
+            &peer([10, 9, 9, 9], 1),
+            start,
+        );
+        assert!(
+            c.poll_timeout().is_some_and(|t| t > start + secs(9)),
+            "new deadline from the clamped time"
+        );
     });
     sim.settle();
     assert_eq!(closed(&sim, r), Some((1008, "hello-required".into())));

@@ -17,7 +17,11 @@ pub fn t0() -> Instant {
 }
 
 pub fn sim(cfg: ControllerConfig) -> CtlSim {
-    Sim::new(Controller::new(cfg, SequentialIds::new(0)), t0(), SimConfig::default())
+    Sim::new(
+        Controller::new(cfg, SequentialIds::new(0)),
+        t0(),
+        SimConfig::default(),
+    )
 }
 
 pub fn peer(ip: [u8; 4], port: u16) -> PeerInfo {
@@ -59,7 +63,10 @@ pub fn registered(sim: &mut CtlSim, agent_id: &str, guilds: &[&str]) -> usize {
     let mut h = hello(agent_id, "1.0.0");
     h["guildIds"] = json!(guilds);
     send(sim, r, &h);
-    assert!(sim.server().agent(agent_id).is_some(), "{agent_id} registered");
+    assert!(
+        sim.server().agent(agent_id).is_some(),
+        "{agent_id} registered"
+    );
     r
 }
 
@@ -72,7 +79,8 @@ pub fn received(sim: &mut CtlSim, r: usize) -> Vec<Value> {
 }
 
 pub fn closed(sim: &CtlSim, r: usize) -> Option<(u16, String)> {
-    sim.raw_closed(r).map(|(c, s): (CloseCode, &str)| (c.0, s.to_owned()))
+    sim.raw_closed(r)
+        .map(|(c, s): (CloseCode, &str)| (c.0, s.to_owned()))
 }
 
 pub fn secs(n: u64) -> Duration {

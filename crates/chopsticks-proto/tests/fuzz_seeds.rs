@@ -1,0 +1,48 @@
+//! Replays every committed fuzz seed (`fuzz/seeds/<target>/*`) through the matching
+//! `chopsticks_proto::fuzzing` function, so stable CI covers fuzz regressions without
+//! nightly or cargo-fuzz.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use chopsticks_proto::fuzzing;
+
+fn seeds_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target)
+}
+
+/// Runs `f` on every file of the target's seed directory; returns how many ran.
+fn replay(target: &str, f: fn(&[u8])) -> usize {
+    let dir = seeds_dir(target);
+    let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    paths.sort();
+    for path in &paths {
+        let data = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let name = path.display().to_string();
+        if let Err(panic) = std::panic::catch_unwind(|| f(&data)) {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            panic!("seed {name} failed: {msg}");
+        }
+    }
+    paths.len()
+}
+
+#[test]
+fn decode_agent_seeds() {
+    assert!(replay("chopsticks_decode_agent", fuzzing::decode_agent) >= 15);
+}
+
+#[test]
+fn decode_controller_seeds() {
+    assert!(replay("chopsticks_decode_controller", fuzzing::decode_controller) >= 8);
+}
