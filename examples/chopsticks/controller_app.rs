@@ -1,0 +1,242 @@
+//! The reference controller: a `Controller` machine served by agentwire-tokio, with a
+//! line-based command language and one JSON line per event.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentwire::chopsticks::{
+    Controller, ControllerConfig, ControllerEvent, DropReason, RawJson, Resp, AGENT_OFFLINE,
+    AGENT_TIMEOUT,
+};
+use agentwire::core::{Id128, UuidV4Ids};
+use agentwire::tokio::{Handle, Limits, Server, ServerConfig};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The agent answered.
+    Answered(Resp),
+    /// It failed without an answer (`agent-offline`, `agent-timeout`, a selection error).
+    Failed(String),
+}
+
+impl Outcome {
+    /// `{"ok":true,"data":...}` or `{"ok":false,"error":...}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Outcome::Answered(resp) => match resp.result() {
+                Ok(data) => json!({"ok": true, "data": serde_json::from_str::<Value>(data).unwrap_or(Value::Null)}),
+                Err(e) => json!({"ok": false, "error": e}),
+            },
+            Outcome::Failed(e) => json!({"ok": false, "error": e}),
+        }
+    }
+}
+
+type Waiters = Arc<Mutex<BTreeMap<Id128, oneshot::Sender<Outcome>>>>;
+
+/// A running controller.
+pub struct ControllerApp {
+    /// The server (for its address and shutdown).
+    pub server: Server<Controller>,
+    /// Commands to the controller machine.
+    pub handle: Handle<Controller>,
+    waiters: Waiters,
+    /// The event task; ends when the server stops.
+    pub events_task: tokio::task::JoinHandle<()>,
+}
+
+/// The transport settings of the reference controller: WebSocket ping every 15 s (as the
+/// real controller), 1 MiB transport message cap (the machine answers 64 KiB..1 MiB frames
+/// with "Frame too large"; bigger ones are closed with 1009 by the transport).
+pub fn server_config() -> ServerConfig {
+    ServerConfig::default().with_limits(Limits::default().with_ping_interval(Some(Duration::from_secs(15))))
+}
+
+/// Starts a controller on `addr`; `on_event` sees every event first.
+pub async fn start(
+    addr: &str,
+    config: ControllerConfig,
+    on_event: impl Fn(&ControllerEvent) + Send + 'static,
+) -> std::io::Result<ControllerApp> {
+    let (server, mut events) = Server::bind(addr, Controller::new(config, UuidV4Ids), server_config()).await?;
+    let waiters: Waiters = Arc::default();
+    let w = waiters.clone();
+    let events_task = tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            on_event(&ev);
+            let done = match ev {
+                ControllerEvent::RequestCompleted { id, resp, .. } => Some((id, Outcome::Answered(resp))),
+                ControllerEvent::RequestFailed { id, error, .. } => Some((id, Outcome::Failed(error.into()))),
+                ControllerEvent::RequestTimedOut { id, .. } => Some((id, Outcome::Failed(AGENT_TIMEOUT.into()))),
+                _ => None,
+            };
+            if let Some((id, outcome)) = done {
+                let tx = w.lock().ok().and_then(|mut m| m.remove(&id));
+                if let Some(tx) = tx {
+                    let _ = tx.send(outcome);
+                }
+            }
+        }
+    });
+    let handle = server.handle();
+    Ok(ControllerApp { server, handle, waiters, events_task })
+}
+
+impl ControllerApp {
+    /// The address agents connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Sends `op` to `agent_id` and waits for the outcome.
+    pub async fn request(&self, agent_id: &str, op: &str, data: Value) -> Outcome {
+        let (tx, rx) = oneshot::channel();
+        let waiters = self.waiters.clone();
+        let (agent, op_owned) = (agent_id.to_owned(), op.to_owned());
+        // The waiter is registered inside the owner task, before the req is even sent, so a
+        // fast reply cannot beat it.
+        let sent = self
+            .handle
+            .call(move |c, now| {
+                let id = c.request(&agent, &op_owned, RawJson::from_value(&data), now)?;
+                if let Ok(mut m) = waiters.lock() {
+                    m.insert(id, tx);
+                }
+                Ok::<_, agentwire::chopsticks::CommandError>(id)
+            })
+            .await;
+        match sent {
+            Err(_) => Outcome::Failed("controller-stopped".into()),
+            Ok(Err(e)) => Outcome::Failed(e.as_str().into()),
+            Ok(Ok(_)) => rx.await.unwrap_or(Outcome::Failed(AGENT_OFFLINE.into())),
+        }
+    }
+
+    /// Selects an agent for (`guild`, `vc`) by the selection rules, then sends it `play`.
+    pub async fn play(&self, guild: &str, vc: &str, query: &str) -> (Option<String>, Outcome) {
+        let (g, v) = (guild.to_owned(), vc.to_owned());
+        match self.handle.call(move |c, _| c.select_agent(&g, &v)).await {
+            Err(_) => (None, Outcome::Failed("controller-stopped".into())),
+            Ok(Err(e)) => (None, Outcome::Failed(e.as_str().into())),
+            Ok(Ok(agent)) => {
+                let data = json!({"guildId": guild, "voiceChannelId": vc, "query": query});
+                let out = self.request(&agent, "play", data).await;
+                (Some(agent), out)
+            }
+        }
+    }
+
+    /// The live agents as a JSON array.
+    pub async fn agents_json(&self) -> Value {
+        self.handle
+            .call(|c, now| {
+                c.agents()
+                    .map(|a| {
+                        json!({
+                            "agentId": a.agent_id,
+                            "botUserId": a.bot_user_id,
+                            "tag": a.tag,
+                            "ready": a.ready,
+                            "guildIds": a.guild_ids,
+                            "poolId": a.pool_id,
+                            "protocolVersion": a.protocol_version,
+                            "lastSeenMsAgo": now.saturating_duration_since(a.last_seen).as_millis() as u64,
+                            "pending": a.pending,
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map(Value::from)
+            .unwrap_or(Value::Null)
+    }
+
+    /// Runs one command line: `agents`, `req AGENT_ID OP JSON_DATA`, `play GUILD VOICE_CHANNEL QUERY`.
+    pub async fn execute(&self, line: &str) -> Value {
+        let line = line.trim();
+        let (cmd, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let rest = rest.trim();
+        match cmd {
+            "agents" => self.agents_json().await,
+            "req" => {
+                let mut parts = rest.splitn(3, char::is_whitespace);
+                let (Some(agent), Some(op)) = (parts.next(), parts.next()) else {
+                    return json!({"error": "usage: req AGENT_ID OP JSON_DATA"});
+                };
+                let data = match parts.next().map(str::trim).filter(|s| !s.is_empty()) {
+                    None => Value::Null,
+                    Some(text) => match serde_json::from_str(text) {
+                        Ok(v) => v,
+                        Err(e) => return json!({"error": format!("bad JSON_DATA: {e}")}),
+                    },
+                };
+                let mut out = self.request(agent, op, data).await.to_json();
+                out["agentId"] = json!(agent);
+                out["op"] = json!(op);
+                out
+            }
+            "play" => {
+                let mut parts = rest.splitn(3, char::is_whitespace);
+                let (Some(guild), Some(vc), Some(query)) = (parts.next(), parts.next(), parts.next()) else {
+                    return json!({"error": "usage: play GUILD VOICE_CHANNEL QUERY"});
+                };
+                let (agent, outcome) = self.play(guild, vc, query.trim()).await;
+                let mut out = outcome.to_json();
+                out["agentId"] = json!(agent);
+                out["op"] = json!("play");
+                out
+            }
+            "" => Value::Null,
+            other => json!({"error": format!("unknown command {other:?}; try: agents | req AGENT_ID OP JSON_DATA | play GUILD VOICE_CHANNEL QUERY")}),
+        }
+    }
+}
+
+/// One JSON line for an event, or `None` for events the controller example does not print.
+pub fn event_json(ev: &ControllerEvent) -> Option<Value> {
+    Some(match ev {
+        ControllerEvent::AgentRegistered { agent_id, conn, replaced, protocol_version } => json!({
+            "event": "agent_registered", "agentId": agent_id, "conn": conn.get(),
+            "replacedConn": replaced.map(|c| c.get()), "protocolVersion": protocol_version,
+        }),
+        ControllerEvent::AgentUpdated { agent_id } => json!({"event": "agent_updated", "agentId": agent_id}),
+        ControllerEvent::AgentDropped { agent_id, reason } => json!({
+            "event": "agent_dropped", "agentId": agent_id,
+            "reason": match reason { DropReason::Disconnected => "disconnected", DropReason::Stale => "stale", DropReason::Rejected => "rejected", _ => "other" },
+        }),
+        ControllerEvent::GuildsChanged { agent_id, added, removed } => json!({
+            "event": "guilds_changed", "agentId": agent_id, "added": added, "removed": removed,
+        }),
+        ControllerEvent::SessionBound { agent_id, kind, guild_id, voice_channel_id, .. } => json!({
+            "event": "session_bound", "agentId": agent_id, "kind": kind.as_str(),
+            "guildId": guild_id, "voiceChannelId": voice_channel_id,
+        }),
+        ControllerEvent::SessionJoinFailed { agent_id, kind, guild_id, voice_channel_id, error } => json!({
+            "event": "session_join_failed", "agentId": agent_id, "kind": kind.as_str(),
+            "guildId": guild_id, "voiceChannelId": voice_channel_id, "error": error,
+        }),
+        ControllerEvent::SessionReleased { agent_id, kind, guild_id, voice_channel_id, reason } => json!({
+            "event": "session_released", "agentId": agent_id, "kind": kind.as_str(),
+            "guildId": guild_id, "voiceChannelId": voice_channel_id, "reason": reason,
+        }),
+        ControllerEvent::RequestCompleted { id, agent_id, op, resp } => json!({
+            "event": "request_completed", "id": id.to_string(), "agentId": agent_id, "op": op, "ok": resp.ok,
+            "error": resp.error,
+        }),
+        ControllerEvent::RequestFailed { id, agent_id, op, error } => json!({
+            "event": "request_failed", "id": id.to_string(), "agentId": agent_id, "op": op, "error": error,
+        }),
+        ControllerEvent::RequestTimedOut { id, agent_id, op } => json!({
+            "event": "request_timed_out", "id": id.to_string(), "agentId": agent_id, "op": op, "error": AGENT_TIMEOUT,
+        }),
+        ControllerEvent::ProtocolViolation { conn, error } => json!({
+            "event": "protocol_violation", "conn": conn.get(), "error": error.to_string(),
+        }),
+        _ => return None,
+    })
+}
