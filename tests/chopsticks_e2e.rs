@@ -1,0 +1,391 @@
+//! End to end over 127.0.0.1: the reference controller and mock agents (the examples' library
+//! code) with real sockets, a raw tokio-tungstenite peer speaking 0.9.0, a slow reader, wss.
+
+#[path = "../examples/chopsticks/mod.rs"]
+mod chopsticks;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire::chopsticks::{
+    Agent, AgentConfig, AgentEvent, Controller, ControllerConfig, ControllerEvent,
+    Limits as CtlLimits, RawJson,
+};
+use agentwire::core::{CloseCode, UuidV4Ids};
+use agentwire::tokio::{tls, Client, ClientConfig, Limits, Server, ServerConfig};
+use chopsticks::controller_app::Outcome;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Every await in these tests is bounded.
+async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+fn hello(agent_id: &str, version: &str) -> String {
+    json!({"type":"hello","protocolVersion":version,"agentId":agent_id,"botUserId":null,"tag":null,
+           "ready":true,"guildIds":["g1"],"poolId":"p"})
+    .to_string()
+}
+
+/// Starts the reference controller; returns it and a channel of registered agent ids.
+async fn controller(
+    cfg: ControllerConfig,
+) -> (
+    chopsticks::controller_app::ControllerApp,
+    mpsc::UnboundedReceiver<String>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let app = chopsticks::controller_app::start("127.0.0.1:0", cfg, move |ev| {
+        if let ControllerEvent::AgentRegistered { agent_id, .. } = ev {
+            let _ = tx.send(agent_id.clone());
+        }
+    })
+    .await
+    .expect("bind");
+    (app, rx)
+}
+
+#[tokio::test]
+async fn reference_controller_and_mock_agents_play_through_the_selection_rules() {
+    let (app, mut registered) = controller(ControllerConfig::default()).await;
+    let url = format!("ws://{}", app.local_addr());
+    let a = chopsticks::agent_app::start(
+        &url,
+        AgentConfig::new("alpha").with_guilds(["g1"]),
+        true,
+        |_, _| {},
+    )
+    .expect("agent");
+    let b = chopsticks::agent_app::start(
+        &url,
+        AgentConfig::new("bravo").with_guilds(["g1", "g2"]),
+        true,
+        |_, _| {},
+    )
+    .expect("agent");
+    let mut ids = vec![
+        within("reg", registered.recv()).await.expect("id"),
+        within("reg", registered.recv()).await.expect("id"),
+    ];
+    ids.sort();
+    assert_eq!(ids, ["alpha", "bravo"]);
+
+    let agents = within("agents", app.agents_json()).await;
+    assert_eq!(agents.as_array().map(Vec::len), Some(2));
+
+    let (who, out) = within("play", app.play("g1", "vc1", "never gonna give you up")).await;
+    assert_eq!(
+        who.as_deref(),
+        Some("alpha"),
+        "round-robin starts at the lowest id"
+    );
+    let j = out.to_json();
+    assert_eq!(j["data"]["action"], "playing");
+    assert_eq!(j["data"]["track"]["author"], "Rick Astley");
+    let (who, out) = within("play", app.play("g1", "vc1", "take on me")).await;
+    assert_eq!(who.as_deref(), Some("alpha"), "existing binding wins");
+    assert_eq!(out.to_json()["data"]["action"], "queued");
+    let (who, _) = within("play", app.play("g1", "vc2", "africa")).await;
+    assert_eq!(who.as_deref(), Some("bravo"), "alpha is busy in g1");
+
+    let q = within(
+        "queue",
+        app.request("alpha", "queue", json!({"guildId":"g1"})),
+    )
+    .await
+    .to_json();
+    assert_eq!(q["data"]["length"], 1);
+    let bad = within(
+        "volume",
+        app.request("alpha", "volume", json!({"guildId":"g1","volume":999})),
+    )
+    .await;
+    assert_eq!(bad.to_json()["error"], "bad-volume");
+    assert_eq!(
+        within("ghost", app.request("ghost", "status", Value::Null)).await,
+        Outcome::Failed("agent-offline".into())
+    );
+    assert_eq!(
+        within("unknown", app.request("alpha", "teleport", json!({})))
+            .await
+            .to_json()["error"],
+        "unknown-op"
+    );
+
+    // stop → released frees the session.
+    within(
+        "stop",
+        app.request("alpha", "stop", json!({"guildId":"g1"})),
+    )
+    .await;
+    let sessions = within("sessions", app.handle.call(|c, _| c.sessions().count()))
+        .await
+        .expect("live");
+    assert_eq!(sessions, 1, "only bravo's session is left");
+
+    // The command language of the controller example.
+    let out = within(
+        "execute",
+        app.execute(r#"req bravo status {"guildId":"g1"}"#),
+    )
+    .await;
+    assert_eq!(out["ok"], true);
+    assert_eq!(out["data"]["voiceChannelId"], "vc2");
+    assert!(within("execute", app.execute("nonsense")).await["error"].is_string());
+
+    a.handle.shutdown().await;
+    b.handle.shutdown().await;
+    within("shutdown", app.server.shutdown()).await;
+}
+
+#[tokio::test]
+async fn a_raw_peer_speaking_0_9_0_gets_the_error_and_close_1008() {
+    let (app, _registered) = controller(ControllerConfig::default()).await;
+    let url = format!("ws://{}", app.local_addr());
+    let (mut ws, _) = within("connect", tokio_tungstenite::connect_async(url.as_str()))
+        .await
+        .expect("upgrade");
+    ws.send(Message::text(hello("legacy", "0.9.0")))
+        .await
+        .expect("send");
+    let mut texts = Vec::new();
+    let mut close = None;
+    while let Some(msg) = within("read", ws.next()).await {
+        match msg.expect("ws") {
+            Message::Text(t) => texts.push(serde_json::from_str::<Value>(&t).expect("json")),
+            Message::Close(f) => close = f.map(|f| (u16::from(f.code), f.reason.to_string())),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        texts,
+        [
+            json!({"type":"error","error":"Incompatible protocol version 0.9.0. Controller expects 1.0.0."})
+        ]
+    );
+    assert_eq!(
+        close,
+        Some((1008, "Incompatible protocol version".to_string()))
+    );
+    within("shutdown", app.server.shutdown()).await;
+}
+
+#[tokio::test]
+async fn an_agent_that_stops_reading_is_closed_and_others_keep_working() {
+    let mut limits = CtlLimits::default();
+    limits.max_pending_per_agent = 10_000;
+    let ctl = Controller::new(ControllerConfig::default().with_limits(limits), UuidV4Ids);
+    let transport = Limits::default()
+        .with_send_queue_frames(32)
+        .with_send_queue_bytes(512 * 1024);
+    let (server, mut events) = Server::bind(
+        "127.0.0.1:0",
+        ctl,
+        ServerConfig::default().with_limits(transport),
+    )
+    .await
+    .expect("bind");
+    let url = format!("ws://{}", server.local_addr());
+    let handle = server.handle();
+
+    // A healthy agent (real Agent machine through the transport) that answers requests.
+    let (good, mut good_events) = Client::connect(
+        &url,
+        Agent::new(AgentConfig::new("good").with_guilds(["g1"])),
+        ClientConfig::default(),
+    )
+    .expect("client");
+    let g = good.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = good_events.recv().await {
+            if let AgentEvent::Request(req) = ev {
+                let _ = g
+                    .call(move |a, now| a.respond_ok(req.id, json!("pong"), now))
+                    .await;
+            }
+        }
+    });
+    // A raw agent that registers, then never reads again.
+    let (mut slow, _) = within("connect", tokio_tungstenite::connect_async(url.as_str()))
+        .await
+        .expect("upgrade");
+    slow.send(Message::text(hello("slow", "1.0.0")))
+        .await
+        .expect("send");
+
+    let mut live = Vec::new();
+    while live.len() < 2 {
+        if let ControllerEvent::AgentRegistered { agent_id, .. } =
+            within("reg", events.recv()).await.expect("event")
+        {
+            live.push(agent_id);
+        }
+    }
+    // Flood the slow agent with 64 KiB requests (bounded: at most 2,000 of them, ~128 MiB
+    // offered in total, far beyond the socket buffers and the 512 KiB queue).
+    let big = RawJson::from_value(&json!({"blob": "x".repeat(64 * 1024)}));
+    let mut dropped = false;
+    for _ in 0..2_000 {
+        let data = big.clone();
+        let sent = within(
+            "flood",
+            handle.call(move |c, now| c.request("slow", "status", data, now)),
+        )
+        .await
+        .expect("live");
+        if sent.is_err() {
+            break; // the agent is gone
+        }
+        while let Some(ev) = events.try_recv() {
+            if matches!(ev, ControllerEvent::AgentDropped { ref agent_id, .. } if agent_id == "slow")
+            {
+                dropped = true;
+            }
+        }
+        if dropped {
+            break;
+        }
+    }
+    while !dropped {
+        if let ControllerEvent::AgentDropped { agent_id, .. } =
+            within("drop", events.recv()).await.expect("event")
+        {
+            dropped = agent_id == "slow";
+        }
+    }
+    // Its pending requests failed at once, and its queued memory is gone with it.
+    let pending_for_slow = within(
+        "pending",
+        handle.call(|c, _| c.agent("slow").map(|a| a.pending)),
+    )
+    .await
+    .expect("live");
+    assert_eq!(pending_for_slow, None);
+
+    // The healthy agent is unaffected.
+    let id = within(
+        "req",
+        handle.call(|c, now| c.request("good", "status", json!(null), now)),
+    )
+    .await
+    .expect("live")
+    .expect("sent");
+    loop {
+        if let ControllerEvent::RequestCompleted { id: done, resp, .. } =
+            within("resp", events.recv()).await.expect("event")
+        {
+            if done == id {
+                assert_eq!(resp.result(), Ok(r#""pong""#));
+                break;
+            }
+        }
+    }
+    // The slow peer, once it reads again, finds a close frame (1013 by default) or a reset.
+    let mut saw_close = None;
+    while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_secs(5), slow.next()).await {
+        match msg {
+            Ok(Message::Close(f)) => {
+                saw_close = f.map(|f| u16::from(f.code));
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    if let Some(code) = saw_close {
+        assert_eq!(code, CloseCode::TRY_AGAIN_LATER.0);
+    }
+    good.shutdown().await;
+    within("shutdown", server.shutdown()).await;
+}
+
+#[tokio::test]
+async fn agents_register_and_answer_over_wss() {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
+    let cert_pem = ck.cert.pem();
+    let key_pem = ck.signing_key.serialize_pem();
+    let server_tls =
+        tls::server_config(cert_pem.as_bytes(), key_pem.as_bytes()).expect("server tls");
+    let client_tls: Arc<_> = tls::client_config_trusting(cert_pem.as_bytes()).expect("client tls");
+
+    let ctl = Controller::new(ControllerConfig::default(), UuidV4Ids);
+    let (server, mut events) = Server::bind(
+        "127.0.0.1:0",
+        ctl,
+        ServerConfig::default().with_tls(server_tls),
+    )
+    .await
+    .expect("bind");
+    let url = format!("wss://localhost:{}/", server.local_addr().port());
+    let (agent, mut agent_events) = Client::connect(
+        &url,
+        Agent::new(AgentConfig::new("secure").with_guilds(["g1"])),
+        ClientConfig::default().with_tls(client_tls),
+    )
+    .expect("client");
+    let a = agent.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = agent_events.recv().await {
+            if let AgentEvent::Request(req) = ev {
+                let _ = a
+                    .call(move |m, now| m.respond_ok(req.id, json!({"tls": true}), now))
+                    .await;
+            }
+        }
+    });
+    loop {
+        if let ControllerEvent::AgentRegistered { agent_id, .. } =
+            within("reg", events.recv()).await.expect("event")
+        {
+            assert_eq!(agent_id, "secure");
+            break;
+        }
+    }
+    let handle = server.handle();
+    let id = within(
+        "req",
+        handle.call(|c, now| c.request("secure", "status", json!(null), now)),
+    )
+    .await
+    .expect("live")
+    .expect("sent");
+    loop {
+        if let ControllerEvent::RequestCompleted { id: done, resp, .. } =
+            within("resp", events.recv()).await.expect("event")
+        {
+            assert_eq!(done, id);
+            assert_eq!(resp.result(), Ok(r#"{"tls":true}"#));
+            break;
+        }
+    }
+    agent.shutdown().await;
+    within("shutdown", server.shutdown()).await;
+}
+
+#[tokio::test]
+async fn a_plain_ws_client_cannot_talk_to_the_wss_controller() {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
+    let server_tls = tls::server_config(
+        ck.cert.pem().as_bytes(),
+        ck.signing_key.serialize_pem().as_bytes(),
+    )
+    .expect("tls");
+    let ctl = Controller::new(ControllerConfig::default(), UuidV4Ids);
+    let (server, _events) = Server::bind(
+        "127.0.0.1:0",
+        ctl,
+        ServerConfig::default().with_tls(server_tls),
+    )
+    .await
+    .expect("bind");
+    let url = format!("ws://127.0.0.1:{}/", server.local_addr().port());
+    let res = within("connect", tokio_tungstenite::connect_async(url.as_str())).await;
+    assert!(res.is_err(), "no plaintext upgrade on a TLS port");
+    within("shutdown", server.shutdown()).await;
+}
