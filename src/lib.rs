@@ -17,3 +17,8 @@ pub use chopsticks_proto as chopsticks;
 
 #[cfg(feature = "tokio")]
 pub use agentwire_tokio as tokio;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
