@@ -196,3 +196,8 @@ pub use message::{
     Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Guilds, Hello, RawJson, Released,
     Req, Resp, SessionKind, PROTOCOL_VERSION,
 };
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
