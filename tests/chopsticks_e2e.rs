@@ -51,6 +51,30 @@ async fn controller(
     (app, rx)
 }
 
+/// Sends `status` to `agent` and waits for its completion event.
+async fn round_trip(
+    handle: &agentwire::tokio::Handle<Controller>,
+    events: &mut agentwire::tokio::Events<ControllerEvent>,
+    agent: &'static str,
+) -> agentwire::chopsticks::Resp {
+    let id = within(
+        "req",
+        handle.call(move |c, now| c.request(agent, "status", json!(null), now)),
+    )
+    .await
+    .expect("live")
+    .expect("sent");
+    loop {
+        if let ControllerEvent::RequestCompleted { id: done, resp, .. } =
+            within("resp", events.recv()).await.expect("event")
+        {
+            if done == id {
+                return resp;
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn reference_controller_and_mock_agents_play_through_the_selection_rules() {
     let (app, mut registered) = controller(ControllerConfig::default()).await;
@@ -269,23 +293,8 @@ async fn an_agent_that_stops_reading_is_closed_and_others_keep_working() {
     assert_eq!(pending_for_slow, None);
 
     // The healthy agent is unaffected.
-    let id = within(
-        "req",
-        handle.call(|c, now| c.request("good", "status", json!(null), now)),
-    )
-    .await
-    .expect("live")
-    .expect("sent");
-    loop {
-        if let ControllerEvent::RequestCompleted { id: done, resp, .. } =
-            within("resp", events.recv()).await.expect("event")
-        {
-            if done == id {
-                assert_eq!(resp.result(), Ok(r#""pong""#));
-                break;
-            }
-        }
-    }
+    let resp = round_trip(&handle, &mut events, "good").await;
+    assert_eq!(resp.result(), Ok(r#""pong""#));
     // The slow peer, once it reads again, finds a close frame (1013 by default) or a reset.
     let mut saw_close = None;
     while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_secs(5), slow.next()).await {
@@ -347,23 +356,8 @@ async fn agents_register_and_answer_over_wss() {
             break;
         }
     }
-    let handle = server.handle();
-    let id = within(
-        "req",
-        handle.call(|c, now| c.request("secure", "status", json!(null), now)),
-    )
-    .await
-    .expect("live")
-    .expect("sent");
-    loop {
-        if let ControllerEvent::RequestCompleted { id: done, resp, .. } =
-            within("resp", events.recv()).await.expect("event")
-        {
-            assert_eq!(done, id);
-            assert_eq!(resp.result(), Ok(r#"{"tls":true}"#));
-            break;
-        }
-    }
+    let resp = round_trip(&server.handle(), &mut events, "secure").await;
+    assert_eq!(resp.result(), Ok(r#"{"tls":true}"#));
     agent.shutdown().await;
     within("shutdown", server.shutdown()).await;
 }

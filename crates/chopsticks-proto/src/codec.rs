@@ -37,47 +37,34 @@ fn encode_into<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(out, msg);
 }
 
-impl AgentMessage {
-    /// Decodes an agent → controller message from one WebSocket message body.
-    ///
-    /// Never panics. Checks `max_len` before parsing.
-    pub fn decode(frame: Frame<'_>, max_len: usize) -> Result<Self, DecodeError> {
-        decode_probe(frame, max_len)
-    }
+/// `decode`, `encode` and `to_frame` for one sender's message enum.
+macro_rules! impl_codec {
+    ($ty:ident, $dir:literal) => {
+        impl $ty {
+            #[doc = concat!("Decodes a ", $dir, " message from one WebSocket message body.")]
+            ///
+            /// Never panics. Checks `max_len` before parsing.
+            pub fn decode(frame: Frame<'_>, max_len: usize) -> Result<Self, DecodeError> {
+                decode_probe(frame, max_len)
+            }
 
-    /// Appends the JSON encoding to `out` (a caller-owned, reusable buffer).
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        encode_into(self, out);
-    }
+            /// Appends the JSON encoding to `out` (a caller-owned, reusable buffer).
+            pub fn encode(&self, out: &mut Vec<u8>) {
+                encode_into(self, out);
+            }
 
-    /// Encodes into a text frame, using `scratch` as the encode buffer.
-    pub fn to_frame(&self, scratch: &mut Vec<u8>) -> FrameBuf {
-        scratch.clear();
-        self.encode(scratch);
-        text_frame(scratch)
-    }
+            /// Encodes into a text frame, using `scratch` as the encode buffer.
+            pub fn to_frame(&self, scratch: &mut Vec<u8>) -> FrameBuf {
+                scratch.clear();
+                self.encode(scratch);
+                text_frame(scratch)
+            }
+        }
+    };
 }
 
-impl ControllerMessage {
-    /// Decodes a controller → agent message from one WebSocket message body.
-    ///
-    /// Never panics. Checks `max_len` before parsing.
-    pub fn decode(frame: Frame<'_>, max_len: usize) -> Result<Self, DecodeError> {
-        decode_probe(frame, max_len)
-    }
-
-    /// Appends the JSON encoding to `out` (a caller-owned, reusable buffer).
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        encode_into(self, out);
-    }
-
-    /// Encodes into a text frame, using `scratch` as the encode buffer.
-    pub fn to_frame(&self, scratch: &mut Vec<u8>) -> FrameBuf {
-        scratch.clear();
-        self.encode(scratch);
-        text_frame(scratch)
-    }
-}
+impl_codec!(AgentMessage, "agent → controller");
+impl_codec!(ControllerMessage, "controller → agent");
 
 fn text_frame(json: &[u8]) -> FrameBuf {
     // serde_json writes UTF-8 only; the fallback is never taken.
