@@ -1,1 +1,440 @@
-fn main() {}
+//! Chopsticks benchmarks: typed decode, encode into a reused buffer, and full
+//! request/response cycles through the `Controller`, each against a baseline measured in
+//! the same group and run (absolute numbers drift on shared machines; ratios hold).
+//!
+//! Run: `cargo bench --bench chopsticks`. The ratios are printed at the end and recorded
+//! in `crates/chopsticks-proto/README.md`.
+//!
+//! `unsafe` is allowed in this file only: a `#[global_allocator]` that counts allocations
+//! must implement `GlobalAlloc`, an unsafe trait. It forwards every call to `System`
+//! unchanged and only bumps a counter; the protocol crates stay `forbid(unsafe_code)`.
+#![allow(unsafe_code)]
+#![allow(missing_docs)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agentwire_core::{ConnId, Frame, Id128, Machine, Output, PeerInfo, SequentialIds};
+use chopsticks_proto::{
+    AgentMessage, Controller, ControllerConfig, ControllerEvent, ControllerMessage, RawJson, Req,
+    Resp,
+};
+use criterion::Criterion;
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+// ---------------------------------------------------------------------------------------
+// Counting allocator
+// ---------------------------------------------------------------------------------------
+
+/// `System`, plus a count of allocations (alloc, alloc_zeroed and realloc calls).
+struct CountingAlloc;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
+// `System`'s guarantees carry over; the counter has no effect on memory.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above; `ptr` came from this allocator, i.e. from `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// Allocations made while running `f` `n` times.
+fn allocations_per_call(n: usize, mut f: impl FnMut()) -> f64 {
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..n {
+        f();
+    }
+    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    (after - before) as f64 / n as f64
+}
+
+// ---------------------------------------------------------------------------------------
+// Inputs: the spec's examples, compact, `type` first (as `JSON.stringify` writes them)
+// ---------------------------------------------------------------------------------------
+
+const HELLO: &str = r#"{"type":"hello","protocolVersion":"1.0.0","agentId":"agent1468195142467981395","botUserId":"1468195142467981395","tag":"MusicBot#1234","ready":true,"guildIds":["1445809891242414226"],"poolId":"pool_goot27"}"#;
+const REQ: &str = r#"{"type":"req","id":"a1b2c3d4-e5f6-7890-abcd-ef1234567890","op":"play","data":{"guildId":"1445809891242414226","voiceChannelId":"1445809891242414229","query":"never gonna give you up"},"agentId":"agent1468195142467981395"}"#;
+const RESP: &str = r#"{"type":"resp","id":"a1b2c3d4-e5f6-7890-abcd-ef1234567890","ok":true,"data":{"track":{"title":"Never Gonna Give You Up","author":"Rick Astley","duration":213000},"action":"playing"}}"#;
+const REQ_DATA: &str = r#"{"guildId":"1445809891242414226","voiceChannelId":"1445809891242414229","query":"never gonna give you up"}"#;
+const RESP_DATA: &str = r#"{"track":{"title":"Never Gonna Give You Up","author":"Rick Astley","duration":213000},"action":"playing"}"#;
+const AGENT_ID: &str = "agent1468195142467981395";
+const MAX: usize = 64 * 1024;
+
+fn criterion() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args()
+}
+
+// ---------------------------------------------------------------------------------------
+// chopsticks/decode/{hello,req,resp}: typed decode vs `from_slice::<Value>`
+// ---------------------------------------------------------------------------------------
+
+fn decode(c: &mut Criterion) {
+    let cases: [(&str, &str, fn(&str) -> bool); 3] = [
+        ("hello", HELLO, |s| {
+            AgentMessage::decode(Frame::Text(s), MAX).is_ok()
+        }),
+        ("req", REQ, |s| {
+            ControllerMessage::decode(Frame::Text(s), MAX).is_ok()
+        }),
+        ("resp", RESP, |s| {
+            AgentMessage::decode(Frame::Text(s), MAX).is_ok()
+        }),
+    ];
+    for (name, body, typed) in cases {
+        assert!(typed(body), "{name} decodes");
+        let mut g = c.benchmark_group(format!("chopsticks/decode/{name}"));
+        g.throughput(criterion::Throughput::Bytes(body.len() as u64));
+        g.bench_function("typed", |b| b.iter(|| typed(black_box(body))));
+        g.bench_function("serde_json_value", |b| {
+            b.iter(|| {
+                serde_json::from_slice::<serde_json::Value>(black_box(body.as_bytes())).is_ok()
+            })
+        });
+        g.finish();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// chopsticks/encode/{req,resp}: encode into a reused Vec vs `to_writer` of a plain struct
+// ---------------------------------------------------------------------------------------
+
+/// The baseline: what a hand-written derived struct costs to serialize.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlainReq<'a> {
+    #[serde(rename = "type")]
+    ty: &'static str,
+    id: &'a str,
+    op: &'a str,
+    data: &'a RawValue,
+    agent_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct PlainResp<'a> {
+    #[serde(rename = "type")]
+    ty: &'static str,
+    id: &'a str,
+    ok: bool,
+    data: &'a RawValue,
+}
+
+fn encode(c: &mut Criterion) {
+    let req_data: Box<RawValue> = RawValue::from_string(REQ_DATA.to_owned()).expect("json");
+    let resp_data: Box<RawValue> = RawValue::from_string(RESP_DATA.to_owned()).expect("json");
+    let id = "a1b2c3d4-e5f6-7890-abcd-ef1234567890";
+
+    let req = ControllerMessage::Req(Req {
+        id: id.to_owned(),
+        op: "play".to_owned(),
+        data: RawJson::from_text(REQ_DATA).expect("json"),
+        agent_id: AGENT_ID.to_owned(),
+    });
+    let plain_req = PlainReq {
+        ty: "req",
+        id,
+        op: "play",
+        data: &req_data,
+        agent_id: AGENT_ID,
+    };
+    let resp = AgentMessage::Resp(Resp::ok(id, RawJson::from_text(RESP_DATA).expect("json")));
+    let plain_resp = PlainResp {
+        ty: "resp",
+        id,
+        ok: true,
+        data: &resp_data,
+    };
+
+    // Same bytes from both, so the comparison is like for like.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    req.encode(&mut a);
+    serde_json::to_writer(&mut b, &plain_req).expect("encode");
+    assert_eq!(a, b, "req encodings differ");
+    assert_eq!(a, REQ.as_bytes());
+    a.clear();
+    b.clear();
+    resp.encode(&mut a);
+    serde_json::to_writer(&mut b, &plain_resp).expect("encode");
+    assert_eq!(a, b, "resp encodings differ");
+    assert_eq!(a, RESP.as_bytes());
+
+    // Zero allocations per encode into a warmed-up, reused buffer.
+    let mut buf = Vec::with_capacity(1024);
+    let req_allocs = allocations_per_call(10_000, || {
+        buf.clear();
+        req.encode(&mut buf);
+        black_box(&buf);
+    });
+    let resp_allocs = allocations_per_call(10_000, || {
+        buf.clear();
+        resp.encode(&mut buf);
+        black_box(&buf);
+    });
+    println!("chopsticks/encode: allocations per encode after warm-up: req {req_allocs}, resp {resp_allocs}");
+    assert_eq!(req_allocs, 0.0, "req encode allocates");
+    assert_eq!(resp_allocs, 0.0, "resp encode allocates");
+
+    let mut g = c.benchmark_group("chopsticks/encode/req");
+    g.throughput(criterion::Throughput::Bytes(REQ.len() as u64));
+    g.bench_function("typed", |bch| {
+        bch.iter(|| {
+            buf.clear();
+            black_box(&req).encode(&mut buf);
+            black_box(buf.len())
+        })
+    });
+    g.bench_function("plain_struct", |bch| {
+        bch.iter(|| {
+            buf.clear();
+            serde_json::to_writer(&mut buf, black_box(&plain_req)).expect("encode");
+            black_box(buf.len())
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("chopsticks/encode/resp");
+    g.throughput(criterion::Throughput::Bytes(RESP.len() as u64));
+    g.bench_function("typed", |bch| {
+        bch.iter(|| {
+            buf.clear();
+            black_box(&resp).encode(&mut buf);
+            black_box(buf.len())
+        })
+    });
+    g.bench_function("plain_struct", |bch| {
+        bch.iter(|| {
+            buf.clear();
+            serde_json::to_writer(&mut buf, black_box(&plain_resp)).expect("encode");
+            black_box(buf.len())
+        })
+    });
+    g.finish();
+}
+
+// ---------------------------------------------------------------------------------------
+// chopsticks/controller/request_response: full cycles through the Controller vs the bare
+// encode (req) + decode (resp) it must do anyway
+// ---------------------------------------------------------------------------------------
+
+/// One registered agent on connection 1, its `resp` frame with a 36-byte id slot to
+/// overwrite in place, and the driver's clock.
+struct Rig {
+    c: Controller,
+    conn: ConnId,
+    now: Instant,
+    resp: Vec<u8>,
+    id_at: usize,
+    data: RawJson,
+    completed: u64,
+}
+
+impl Rig {
+    fn new() -> Self {
+        #[allow(clippy::disallowed_methods)] // the bench's one base time
+        let now = Instant::now();
+        let mut c = Controller::new(ControllerConfig::default(), SequentialIds::new(0));
+        let conn = ConnId::new(1);
+        let peer = PeerInfo::new(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000))));
+        c.handle_connect(conn, &peer, now);
+        c.handle_frame(conn, Frame::Text(HELLO), now);
+        while c.poll_output().is_some() {}
+        assert!(c.agent(AGENT_ID).is_some(), "agent registered");
+        let resp = RESP.as_bytes().to_vec();
+        let id_at = RESP.find("a1b2c3d4").expect("id in resp");
+        Self {
+            c,
+            conn,
+            now,
+            resp,
+            id_at,
+            data: RawJson::from_text(REQ_DATA).expect("json"),
+            completed: 0,
+        }
+    }
+
+    /// `request` → drain (the req frame) → the agent's `resp` → drain (the completion).
+    fn cycle(&mut self) {
+        // 10 ms per cycle keeps the agent under the 100 messages/s rate limit.
+        self.now += Duration::from_millis(10);
+        let id = self
+            .c
+            .request(AGENT_ID, "play", self.data.clone(), self.now)
+            .expect("request");
+        while let Some(out) = self.c.poll_output() {
+            black_box(out);
+        }
+        write_uuid(id, &mut self.resp[self.id_at..self.id_at + 36]);
+        let body = std::str::from_utf8(&self.resp).expect("utf8");
+        self.c.handle_frame(self.conn, Frame::Text(body), self.now);
+        if self.c.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.c.handle_timeout(self.now);
+        }
+        while let Some(out) = self.c.poll_output() {
+            if let Output::Event(ControllerEvent::RequestCompleted { .. }) = out {
+                self.completed += 1;
+            }
+        }
+    }
+}
+
+/// Writes `id` in its hyphenated form into `out` (36 bytes), without allocating.
+fn write_uuid(id: Id128, out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut nibble = 0;
+    for (i, slot) in out.iter_mut().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            *slot = b'-';
+            continue;
+        }
+        let shift = 124 - 4 * nibble;
+        *slot = HEX[((id.0 >> shift) & 0xf) as usize];
+        nibble += 1;
+    }
+}
+
+fn controller(c: &mut Criterion) {
+    // Sanity: every cycle completes its request, and nothing is left pending.
+    let mut rig = Rig::new();
+    for _ in 0..1000 {
+        rig.cycle();
+    }
+    assert_eq!(rig.completed, 1000, "every request completes");
+    assert_eq!(rig.c.pending_requests(), 0);
+    let allocs = allocations_per_call(1000, || rig.cycle());
+    println!("chopsticks/controller: allocations per request/response cycle: {allocs}");
+
+    let req = ControllerMessage::Req(Req {
+        id: "00000000-0000-4000-8000-000000000001".to_owned(),
+        op: "play".to_owned(),
+        data: RawJson::from_text(REQ_DATA).expect("json"),
+        agent_id: AGENT_ID.to_owned(),
+    });
+    let mut buf = Vec::with_capacity(1024);
+
+    let mut g = c.benchmark_group("chopsticks/controller/request_response");
+    g.throughput(criterion::Throughput::Elements(1));
+    g.bench_function("controller", |b| b.iter(|| rig.cycle()));
+    g.bench_function("encode_req_decode_resp", |b| {
+        b.iter(|| {
+            buf.clear();
+            black_box(&req).encode(&mut buf);
+            black_box(AgentMessage::decode(Frame::Text(black_box(RESP)), MAX).is_ok())
+        })
+    });
+    g.finish();
+    assert_eq!(rig.c.pending_requests(), 0, "nothing left pending");
+}
+
+// ---------------------------------------------------------------------------------------
+// Ratios
+// ---------------------------------------------------------------------------------------
+
+/// The median estimate (ns) of one benchmark from criterion's output, if present.
+fn median_ns(group: &str, function: &str) -> Option<f64> {
+    let root = std::env::var_os("CRITERION_HOME")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR").map(|d| PathBuf::from(d).join("criterion"))
+        })
+        .unwrap_or_else(|| PathBuf::from("target/criterion"));
+    let dir = root.join(group.replace('/', "_")).join(function);
+    let text = std::fs::read_to_string(dir.join("new/estimates.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+/// Prints each figure as a ratio against its baseline in the same group.
+fn print_ratios() {
+    println!();
+    println!("chopsticks ratios (medians of this run)");
+    let rows: [(&str, &str, &str, &str); 6] = [
+        (
+            "chopsticks/decode/hello",
+            "typed",
+            "serde_json_value",
+            "speed-up vs Value, target >= 1.3x",
+        ),
+        (
+            "chopsticks/decode/req",
+            "typed",
+            "serde_json_value",
+            "speed-up vs Value, target >= 1.3x",
+        ),
+        (
+            "chopsticks/decode/resp",
+            "typed",
+            "serde_json_value",
+            "speed-up vs Value, target >= 1.3x",
+        ),
+        (
+            "chopsticks/encode/req",
+            "typed",
+            "plain_struct",
+            "time / plain struct's, target <= 1.1x",
+        ),
+        (
+            "chopsticks/encode/resp",
+            "typed",
+            "plain_struct",
+            "time / plain struct's, target <= 1.1x",
+        ),
+        (
+            "chopsticks/controller/request_response",
+            "controller",
+            "encode_req_decode_resp",
+            "rate / bare encode+decode rate, target >= 0.7x",
+        ),
+    ];
+    for (group, ours, base, what) in rows {
+        let (Some(o), Some(b)) = (median_ns(group, ours), median_ns(group, base)) else {
+            continue;
+        };
+        let ratio = if group.contains("/encode/") {
+            o / b
+        } else {
+            b / o
+        };
+        println!("  {group}: {ours} {o:.0} ns, {base} {b:.0} ns -> {ratio:.2}x ({what})");
+    }
+}
+
+fn main() {
+    let mut c = criterion();
+    decode(&mut c);
+    encode(&mut c);
+    controller(&mut c);
+    c.final_summary();
+    print_ratios();
+}

@@ -43,14 +43,19 @@ struct Args {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .init();
     let args = Args::parse();
     let mut cfg = AgentConfig::new(&args.agent_id)
         .with_guilds(args.guilds)
         .with_pool(args.pool)
         .with_protocol_version(args.protocol_version)
-        .with_bot(format!("bot-{}", args.agent_id), format!("{}#0001", args.agent_id));
+        .with_bot(
+            format!("bot-{}", args.agent_id),
+            format!("{}#0001", args.agent_id),
+        );
     if let Some(s) = args.secret {
         cfg = cfg.with_runner_secret(s);
     }
@@ -59,8 +64,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         AgentLog::Disconnected => eprintln!("[{id}] disconnected; reconnecting with backoff"),
         AgentLog::ControllerError(e) => eprintln!("[{id}] controller error: {e}"),
         AgentLog::Answered { op, result } => match result {
-            Ok(data) => println!("{}", serde_json::json!({"agentId": id, "op": op, "ok": true, "data": data})),
-            Err(e) => println!("{}", serde_json::json!({"agentId": id, "op": op, "ok": false, "error": e})),
+            Ok(data) => println!(
+                "{}",
+                serde_json::json!({"agentId": id, "op": op, "ok": true, "data": data})
+            ),
+            Err(e) => println!(
+                "{}",
+                serde_json::json!({"agentId": id, "op": op, "ok": false, "error": e})
+            ),
         },
     })?;
     tokio::select! {

@@ -47,7 +47,9 @@ struct Args {
 async fn main() -> std::io::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .init();
     let args = Args::parse();
     let mut cfg = ControllerConfig::default()
@@ -64,7 +66,10 @@ async fn main() -> std::io::Result<()> {
         }
     })
     .await?;
-    eprintln!("chopsticks controller listening on ws://{}", app.local_addr());
+    eprintln!(
+        "chopsticks controller listening on ws://{}",
+        app.local_addr()
+    );
     eprintln!("commands: agents | req AGENT_ID OP JSON_DATA | play GUILD VOICE_CHANNEL QUERY");
 
     let mut lines = BufReader::new(tokio::io::stdin()).lines();

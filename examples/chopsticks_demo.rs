@@ -106,8 +106,13 @@ async fn main() {
     println!("controller listening on {url}");
 
     let mut agents = Vec::new();
-    for (id, guilds) in [("agent-alpha", vec!["guild-1"]), ("agent-bravo", vec!["guild-1", "guild-2"])] {
-        let cfg = AgentConfig::new(id).with_guilds(guilds.clone()).with_bot(format!("bot-{id}"), format!("{id}#0001"));
+    for (id, guilds) in [
+        ("agent-alpha", vec!["guild-1"]),
+        ("agent-bravo", vec!["guild-1", "guild-2"]),
+    ] {
+        let cfg = AgentConfig::new(id)
+            .with_guilds(guilds.clone())
+            .with_bot(format!("bot-{id}"), format!("{id}#0001"));
         println!("starting {id} in {guilds:?}");
         let a = chopsticks::agent_app::start(&url, cfg, true, |_, _| {}).unwrap_or_else(|e| {
             eprintln!("demo: {e}");
@@ -120,18 +125,41 @@ async fn main() {
     }
 
     println!("\n> agents");
-    for a in step("agents", app.agents_json()).await.as_array().into_iter().flatten() {
-        println!("  {} guilds={} ready={} protocol={}", a["agentId"].as_str().unwrap_or("?"), a["guildIds"], a["ready"], a["protocolVersion"].as_str().unwrap_or("?"));
+    for a in step("agents", app.agents_json())
+        .await
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        println!(
+            "  {} guilds={} ready={} protocol={}",
+            a["agentId"].as_str().unwrap_or("?"),
+            a["guildIds"],
+            a["ready"],
+            a["protocolVersion"].as_str().unwrap_or("?")
+        );
     }
 
     play(&app, "guild-1", "vc-lounge", "never gonna give you up").await;
-    let first = app.handle.call(|c, _| c.select_agent("guild-1", "vc-lounge")).await.ok().and_then(Result::ok).unwrap_or_default();
+    let first = app
+        .handle
+        .call(|c, _| c.select_agent("guild-1", "vc-lounge"))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
     play(&app, "guild-1", "vc-lounge", "take on me").await;
     play(&app, "guild-1", "vc-lounge", "bohemian rhapsody").await;
     req(&app, &first, "queue", json!({"guildId": "guild-1"})).await;
     req(&app, &first, "skip", json!({"guildId": "guild-1"})).await;
     req(&app, &first, "status", json!({"guildId": "guild-1"})).await;
-    req(&app, &first, "volume", json!({"guildId": "guild-1", "volume": 250})).await;
+    req(
+        &app,
+        &first,
+        "volume",
+        json!({"guildId": "guild-1", "volume": 250}),
+    )
+    .await;
 
     println!("\n-- another voice channel in the same guild needs another agent (the first is busy there) --");
     play(&app, "guild-1", "vc-gaming", "africa").await;
@@ -146,10 +174,12 @@ async fn main() {
     req(&app, &first, "stop", json!({"guildId": "guild-1"})).await;
 
     println!("\n-- an agent speaking protocol 0.9.0 --");
-    let (mut ws, _) = step("connect", tokio_tungstenite::connect_async(url.as_str())).await.unwrap_or_else(|e| {
-        eprintln!("demo: {e}");
-        std::process::exit(1);
-    });
+    let (mut ws, _) = step("connect", tokio_tungstenite::connect_async(url.as_str()))
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("demo: {e}");
+            std::process::exit(1);
+        });
     let hello = json!({"type":"hello","protocolVersion":"0.9.0","agentId":"agent-legacy","botUserId":null,"tag":null,"ready":true,"guildIds":["guild-1"],"poolId":"default"});
     println!("  agent-legacy -> {hello}");
     let _ = ws.send(Message::text(hello.to_string())).await;
@@ -158,7 +188,11 @@ async fn main() {
         match msg {
             Message::Text(t) => println!("  agent-legacy <- {t}"),
             Message::Close(Some(f)) => {
-                println!("  agent-legacy <- close {} \"{}\"", u16::from(f.code), f.reason);
+                println!(
+                    "  agent-legacy <- close {} \"{}\"",
+                    u16::from(f.code),
+                    f.reason
+                );
                 code = Some(u16::from(f.code));
             }
             _ => {}

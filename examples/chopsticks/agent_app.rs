@@ -45,7 +45,10 @@ pub fn start(
     let agent_id = config.agent_id.clone();
     let client_cfg = ClientConfig::default()
         .with_reconnect(reconnect)
-        .with_backoff(Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).with_jitter(Duration::from_millis(500)));
+        .with_backoff(
+            Backoff::new(Duration::from_secs(1), Duration::from_secs(30))
+                .with_jitter(Duration::from_millis(500)),
+        );
     let (handle, mut events) = Client::connect(url, Agent::new(config), client_cfg)?;
     let h = handle.clone();
     let task = tokio::spawn(async move {
@@ -54,7 +57,9 @@ pub fn start(
             match ev {
                 AgentEvent::Connected { .. } => log(&agent_id, AgentLog::Connected),
                 AgentEvent::Disconnected { .. } => log(&agent_id, AgentLog::Disconnected),
-                AgentEvent::ControllerError { error } => log(&agent_id, AgentLog::ControllerError(error)),
+                AgentEvent::ControllerError { error } => {
+                    log(&agent_id, AgentLog::ControllerError(error))
+                }
                 AgentEvent::Request(req) => {
                     let data = req.data.to_value();
                     let (result, effect) = player.handle(&req.op, &data);
@@ -64,7 +69,12 @@ pub fn start(
                         .call(move |a, now| {
                             // Events first, so the controller binds the session before the reply.
                             match effect {
-                                Some(SideEffect::Joined { guild_id, voice_channel_id, text_channel_id, owner_user_id }) => {
+                                Some(SideEffect::Joined {
+                                    guild_id,
+                                    voice_channel_id,
+                                    text_channel_id,
+                                    owner_user_id,
+                                }) => {
                                     let add = Add {
                                         agent_id: me,
                                         guild_id,
@@ -79,7 +89,11 @@ pub fn start(
                                     };
                                     let _ = a.send_add(add, now);
                                 }
-                                Some(SideEffect::Left { guild_id, voice_channel_id, reason }) => {
+                                Some(SideEffect::Left {
+                                    guild_id,
+                                    voice_channel_id,
+                                    reason,
+                                }) => {
                                     let rel = Released {
                                         agent_id: me,
                                         guild_id,

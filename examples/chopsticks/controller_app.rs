@@ -29,7 +29,9 @@ impl Outcome {
     pub fn to_json(&self) -> Value {
         match self {
             Outcome::Answered(resp) => match resp.result() {
-                Ok(data) => json!({"ok": true, "data": serde_json::from_str::<Value>(data).unwrap_or(Value::Null)}),
+                Ok(data) => {
+                    json!({"ok": true, "data": serde_json::from_str::<Value>(data).unwrap_or(Value::Null)})
+                }
                 Err(e) => json!({"ok": false, "error": e}),
             },
             Outcome::Failed(e) => json!({"ok": false, "error": e}),
@@ -54,7 +56,8 @@ pub struct ControllerApp {
 /// real controller), 1 MiB transport message cap (the machine answers 64 KiB..1 MiB frames
 /// with "Frame too large"; bigger ones are closed with 1009 by the transport).
 pub fn server_config() -> ServerConfig {
-    ServerConfig::default().with_limits(Limits::default().with_ping_interval(Some(Duration::from_secs(15))))
+    ServerConfig::default()
+        .with_limits(Limits::default().with_ping_interval(Some(Duration::from_secs(15))))
 }
 
 /// Starts a controller on `addr`; `on_event` sees every event first.
@@ -63,16 +66,23 @@ pub async fn start(
     config: ControllerConfig,
     on_event: impl Fn(&ControllerEvent) + Send + 'static,
 ) -> std::io::Result<ControllerApp> {
-    let (server, mut events) = Server::bind(addr, Controller::new(config, UuidV4Ids), server_config()).await?;
+    let (server, mut events) =
+        Server::bind(addr, Controller::new(config, UuidV4Ids), server_config()).await?;
     let waiters: Waiters = Arc::default();
     let w = waiters.clone();
     let events_task = tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
             on_event(&ev);
             let done = match ev {
-                ControllerEvent::RequestCompleted { id, resp, .. } => Some((id, Outcome::Answered(resp))),
-                ControllerEvent::RequestFailed { id, error, .. } => Some((id, Outcome::Failed(error.into()))),
-                ControllerEvent::RequestTimedOut { id, .. } => Some((id, Outcome::Failed(AGENT_TIMEOUT.into()))),
+                ControllerEvent::RequestCompleted { id, resp, .. } => {
+                    Some((id, Outcome::Answered(resp)))
+                }
+                ControllerEvent::RequestFailed { id, error, .. } => {
+                    Some((id, Outcome::Failed(error.into())))
+                }
+                ControllerEvent::RequestTimedOut { id, .. } => {
+                    Some((id, Outcome::Failed(AGENT_TIMEOUT.into())))
+                }
                 _ => None,
             };
             if let Some((id, outcome)) = done {
@@ -84,7 +94,12 @@ pub async fn start(
         }
     });
     let handle = server.handle();
-    Ok(ControllerApp { server, handle, waiters, events_task })
+    Ok(ControllerApp {
+        server,
+        handle,
+        waiters,
+        events_task,
+    })
 }
 
 impl ControllerApp {
@@ -182,7 +197,9 @@ impl ControllerApp {
             }
             "play" => {
                 let mut parts = rest.splitn(3, char::is_whitespace);
-                let (Some(guild), Some(vc), Some(query)) = (parts.next(), parts.next(), parts.next()) else {
+                let (Some(guild), Some(vc), Some(query)) =
+                    (parts.next(), parts.next(), parts.next())
+                else {
                     return json!({"error": "usage: play GUILD VOICE_CHANNEL QUERY"});
                 };
                 let (agent, outcome) = self.play(guild, vc, query.trim()).await;
@@ -192,7 +209,9 @@ impl ControllerApp {
                 out
             }
             "" => Value::Null,
-            other => json!({"error": format!("unknown command {other:?}; try: agents | req AGENT_ID OP JSON_DATA | play GUILD VOICE_CHANNEL QUERY")}),
+            other => {
+                json!({"error": format!("unknown command {other:?}; try: agents | req AGENT_ID OP JSON_DATA | play GUILD VOICE_CHANNEL QUERY")})
+            }
         }
     }
 }
@@ -200,35 +219,74 @@ impl ControllerApp {
 /// One JSON line for an event, or `None` for events the controller example does not print.
 pub fn event_json(ev: &ControllerEvent) -> Option<Value> {
     Some(match ev {
-        ControllerEvent::AgentRegistered { agent_id, conn, replaced, protocol_version } => json!({
+        ControllerEvent::AgentRegistered {
+            agent_id,
+            conn,
+            replaced,
+            protocol_version,
+        } => json!({
             "event": "agent_registered", "agentId": agent_id, "conn": conn.get(),
             "replacedConn": replaced.map(|c| c.get()), "protocolVersion": protocol_version,
         }),
-        ControllerEvent::AgentUpdated { agent_id } => json!({"event": "agent_updated", "agentId": agent_id}),
+        ControllerEvent::AgentUpdated { agent_id } => {
+            json!({"event": "agent_updated", "agentId": agent_id})
+        }
         ControllerEvent::AgentDropped { agent_id, reason } => json!({
             "event": "agent_dropped", "agentId": agent_id,
             "reason": match reason { DropReason::Disconnected => "disconnected", DropReason::Stale => "stale", DropReason::Rejected => "rejected", _ => "other" },
         }),
-        ControllerEvent::GuildsChanged { agent_id, added, removed } => json!({
+        ControllerEvent::GuildsChanged {
+            agent_id,
+            added,
+            removed,
+        } => json!({
             "event": "guilds_changed", "agentId": agent_id, "added": added, "removed": removed,
         }),
-        ControllerEvent::SessionBound { agent_id, kind, guild_id, voice_channel_id, .. } => json!({
+        ControllerEvent::SessionBound {
+            agent_id,
+            kind,
+            guild_id,
+            voice_channel_id,
+            ..
+        } => json!({
             "event": "session_bound", "agentId": agent_id, "kind": kind.as_str(),
             "guildId": guild_id, "voiceChannelId": voice_channel_id,
         }),
-        ControllerEvent::SessionJoinFailed { agent_id, kind, guild_id, voice_channel_id, error } => json!({
+        ControllerEvent::SessionJoinFailed {
+            agent_id,
+            kind,
+            guild_id,
+            voice_channel_id,
+            error,
+        } => json!({
             "event": "session_join_failed", "agentId": agent_id, "kind": kind.as_str(),
             "guildId": guild_id, "voiceChannelId": voice_channel_id, "error": error,
         }),
-        ControllerEvent::SessionReleased { agent_id, kind, guild_id, voice_channel_id, reason } => json!({
+        ControllerEvent::SessionReleased {
+            agent_id,
+            kind,
+            guild_id,
+            voice_channel_id,
+            reason,
+        } => json!({
             "event": "session_released", "agentId": agent_id, "kind": kind.as_str(),
             "guildId": guild_id, "voiceChannelId": voice_channel_id, "reason": reason,
         }),
-        ControllerEvent::RequestCompleted { id, agent_id, op, resp } => json!({
+        ControllerEvent::RequestCompleted {
+            id,
+            agent_id,
+            op,
+            resp,
+        } => json!({
             "event": "request_completed", "id": id.to_string(), "agentId": agent_id, "op": op, "ok": resp.ok,
             "error": resp.error,
         }),
-        ControllerEvent::RequestFailed { id, agent_id, op, error } => json!({
+        ControllerEvent::RequestFailed {
+            id,
+            agent_id,
+            op,
+            error,
+        } => json!({
             "event": "request_failed", "id": id.to_string(), "agentId": agent_id, "op": op, "error": error,
         }),
         ControllerEvent::RequestTimedOut { id, agent_id, op } => json!({

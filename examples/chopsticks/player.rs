@@ -22,7 +22,11 @@ const CATALOG: &[(&str, &str, u64)] = &[
     ("Dancing Queen", "ABBA", 231_000),
     ("Smells Like Teen Spirit", "Nirvana", 301_000),
     ("Billie Jean", "Michael Jackson", 294_000),
-    ("Lofi Beats To Study To (10 hour mix)", "Lofi Girl", 36_000_000),
+    (
+        "Lofi Beats To Study To (10 hour mix)",
+        "Lofi Girl",
+        36_000_000,
+    ),
 ];
 
 /// One track.
@@ -85,11 +89,15 @@ pub struct MockPlayer {
 }
 
 fn str_field<'a>(data: &'a Value, key: &str) -> Option<&'a str> {
-    data.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+    data.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 fn index_field(data: &Value, key: &str) -> Option<usize> {
-    data.get(key).and_then(Value::as_u64).and_then(|i| usize::try_from(i).ok())
+    data.get(key)
+        .and_then(Value::as_u64)
+        .and_then(|i| usize::try_from(i).ok())
 }
 
 /// Finds tracks for a query: catalog matches first, else one synthesized track.
@@ -101,22 +109,34 @@ pub fn search(query: &str) -> Vec<Track> {
     let hits: Vec<Track> = CATALOG
         .iter()
         .filter(|(t, a, _)| format!("{t} {a}").to_lowercase().contains(&q))
-        .map(|(t, a, d)| Track { title: (*t).into(), author: (*a).into(), duration: *d })
+        .map(|(t, a, d)| Track {
+            title: (*t).into(),
+            author: (*a).into(),
+            duration: *d,
+        })
         .collect();
     if !hits.is_empty() {
         return hits;
     }
     // A deterministic "stream" for anything else, 2-6 minutes long.
-    let hash = q.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let hash = q.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
     let title = q
         .split_whitespace()
         .map(|w| {
             let mut c = w.chars();
-            c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default()
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
         })
         .collect::<Vec<_>>()
         .join(" ");
-    vec![Track { title, author: "Unknown Artist".into(), duration: 120_000 + hash % 240_000 }]
+    vec![Track {
+        title,
+        author: "Unknown Artist".into(),
+        duration: 120_000 + hash % 240_000,
+    }]
 }
 
 impl MockPlayer {
@@ -126,7 +146,11 @@ impl MockPlayer {
     }
 
     /// Runs one request: the reply (`Ok(data)` or `Err(error string)`) and a side effect.
-    pub fn handle(&mut self, op: &str, data: &Value) -> (Result<Value, String>, Option<SideEffect>) {
+    pub fn handle(
+        &mut self,
+        op: &str,
+        data: &Value,
+    ) -> (Result<Value, String>, Option<SideEffect>) {
         if op == "search" {
             let q = str_field(data, "query").unwrap_or("");
             let tracks: Vec<Value> = search(q).iter().take(5).map(Track::json).collect();
@@ -146,7 +170,10 @@ impl MockPlayer {
             return self.play(guild_id, data);
         }
         if op == "status" && !self.guilds.contains_key(guild_id) {
-            return (Ok(json!({"connected": false, "playing": false, "queueLength": 0})), None);
+            return (
+                Ok(json!({"connected": false, "playing": false, "queueLength": 0})),
+                None,
+            );
         }
         let Some(g) = self.guilds.get_mut(guild_id) else {
             return (Err("no-session".into()), None);
@@ -213,7 +240,9 @@ impl MockPlayer {
                 _ => Err("bad-index".into()),
             },
             "move" => match (index_field(data, "from"), index_field(data, "to")) {
-                (Some(f), Some(t)) if (1..=g.queue.len()).contains(&f) && (1..=g.queue.len()).contains(&t) => {
+                (Some(f), Some(t))
+                    if (1..=g.queue.len()).contains(&f) && (1..=g.queue.len()).contains(&t) =>
+                {
                     let track = g.queue.remove(f - 1);
                     g.queue.insert(t - 1, track);
                     Ok(json!({"moved": g.queue[t - 1].json(), "from": f, "to": t}))
@@ -221,9 +250,13 @@ impl MockPlayer {
                 _ => Err("bad-index".into()),
             },
             "swap" => match (index_field(data, "first"), index_field(data, "second")) {
-                (Some(a), Some(b)) if (1..=g.queue.len()).contains(&a) && (1..=g.queue.len()).contains(&b) => {
+                (Some(a), Some(b))
+                    if (1..=g.queue.len()).contains(&a) && (1..=g.queue.len()).contains(&b) =>
+                {
                     g.queue.swap(a - 1, b - 1);
-                    Ok(json!({"swapped": [a, b], "queue": g.queue.iter().map(Track::json).collect::<Vec<_>>()}))
+                    Ok(
+                        json!({"swapped": [a, b], "queue": g.queue.iter().map(Track::json).collect::<Vec<_>>()}),
+                    )
                 }
                 _ => Err("bad-index".into()),
             },
@@ -253,7 +286,11 @@ impl MockPlayer {
         (reply, None)
     }
 
-    fn play(&mut self, guild_id: &str, data: &Value) -> (Result<Value, String>, Option<SideEffect>) {
+    fn play(
+        &mut self,
+        guild_id: &str,
+        data: &Value,
+    ) -> (Result<Value, String>, Option<SideEffect>) {
         let Some(vc) = str_field(data, "voiceChannelId") else {
             return (Err("not-in-voice".into()), None);
         };
@@ -291,7 +328,10 @@ impl MockPlayer {
             (Err("queue-full".into()), effect)
         } else {
             g.queue.push(track.clone());
-            (Ok(json!({"track": track.json(), "action": "queued", "position": g.queue.len()})), effect)
+            (
+                Ok(json!({"track": track.json(), "action": "queued", "position": g.queue.len()})),
+                effect,
+            )
         }
     }
 }
@@ -310,10 +350,22 @@ mod tests {
         let (r, e) = p.handle("play", &d("take on me"));
         assert_eq!(r.unwrap()["action"], "queued");
         assert!(e.is_none());
-        assert_eq!(p.handle("skip", &json!({"guildId":"g"})).0.unwrap()["current"]["title"], "Take On Me");
-        assert_eq!(p.handle("volume", &json!({"guildId":"g","volume":300})).0, Err("bad-volume".into()));
-        assert!(matches!(p.handle("stop", &json!({"guildId":"g"})).1, Some(SideEffect::Left { .. })));
-        assert_eq!(p.handle("pause", &json!({"guildId":"g"})).0, Err("no-session".into()));
+        assert_eq!(
+            p.handle("skip", &json!({"guildId":"g"})).0.unwrap()["current"]["title"],
+            "Take On Me"
+        );
+        assert_eq!(
+            p.handle("volume", &json!({"guildId":"g","volume":300})).0,
+            Err("bad-volume".into())
+        );
+        assert!(matches!(
+            p.handle("stop", &json!({"guildId":"g"})).1,
+            Some(SideEffect::Left { .. })
+        ));
+        assert_eq!(
+            p.handle("pause", &json!({"guildId":"g"})).0,
+            Err("no-session".into())
+        );
         assert_eq!(p.handle("dance", &json!({})).0, Err("unknown-op".into()));
     }
 }

@@ -83,7 +83,10 @@ mod tests {
     fn jitter_is_uniform_below_the_bound_and_deterministic() {
         let b = Backoff::default();
         assert_eq!(b.delay(0, 0), Duration::from_secs(1));
-        assert_eq!(b.delay(0, 499_999_999), Duration::from_millis(1500) - Duration::from_nanos(1));
+        assert_eq!(
+            b.delay(0, 499_999_999),
+            Duration::from_millis(1500) - Duration::from_nanos(1)
+        );
         assert_eq!(b.delay(0, 500_000_000), Duration::from_secs(1));
         assert_eq!(b.delay(1, 7), b.delay(1, 7));
         assert_eq!(b.delay(2, 250_000_000), Duration::from_millis(4250));

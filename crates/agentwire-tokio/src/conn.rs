@@ -242,9 +242,8 @@ where
         .run(kill_rx, err_rx, done_tx)
         .instrument(span.clone()),
     );
-    let reader = tokio::spawn(
-        read_loop(conn, stream, inbound, live, err_tx, done_rx, t).instrument(span),
-    );
+    let reader =
+        tokio::spawn(read_loop(conn, stream, inbound, live, err_tx, done_rx, t).instrument(span));
     ConnTx {
         queue: queue_tx,
         queued_bytes,
@@ -280,7 +279,9 @@ async fn sleep_until_opt(at: Option<Instant>) {
 fn error_close(e: &tungstenite::Error) -> Option<CloseFrame> {
     match e {
         tungstenite::Error::Capacity(_) => Some(close_frame(CloseCode::TOO_BIG, "message too big")),
-        tungstenite::Error::Utf8(_) => Some(close_frame(CloseCode::INVALID_PAYLOAD, "invalid utf-8")),
+        tungstenite::Error::Utf8(_) => {
+            Some(close_frame(CloseCode::INVALID_PAYLOAD, "invalid utf-8"))
+        }
         tungstenite::Error::Protocol(_) => {
             Some(close_frame(CloseCode::PROTOCOL_ERROR, "protocol error"))
         }
@@ -396,7 +397,10 @@ where
         };
         if let Some(frame) = close {
             let send = self.sink.send(Message::Close(Some(frame)));
-            if tokio::time::timeout(self.limits.close_timeout, send).await.is_err() {
+            if tokio::time::timeout(self.limits.close_timeout, send)
+                .await
+                .is_err()
+            {
                 tracing::debug!("close frame not sent in time");
             }
         }

@@ -71,14 +71,7 @@ impl<M: Machine> Core<M> {
             None => tracing::info_span!("conn", id = conn.get(), peer = "?"),
         };
         span.in_scope(|| tracing::debug!(path = %peer.path, "connected"));
-        let tx = conn::spawn(
-            conn,
-            ws,
-            &self.limits,
-            self.inbound_tx.clone(),
-            slot,
-            span,
-        );
+        let tx = conn::spawn(conn, ws, &self.limits, self.inbound_tx.clone(), slot, span);
         self.conns.insert(conn, tx);
         self.machine.handle_connect(conn, &peer, clock::now());
         conn
@@ -135,7 +128,12 @@ impl<M: Machine> Core<M> {
     /// Ends `conn` at once (slow reader, or a close that cannot be queued) and reports it.
     fn kill(&mut self, conn: ConnId, code: CloseCode, reason: &str) {
         if let Some(tx) = self.conns.remove(&conn) {
-            tracing::debug!(conn = conn.get(), code = code.0, reason, "closing connection now");
+            tracing::debug!(
+                conn = conn.get(),
+                code = code.0,
+                reason,
+                "closing connection now"
+            );
             let writer = tx.kill(close_frame(code, reason));
             self.ended.push((conn, writer));
             self.machine.handle_disconnect(conn, clock::now());

@@ -97,7 +97,9 @@ impl<M: 'static> Handle<M> {
         self.commands.send(cmd).await.map_err(|_| Closed)?;
         rx.await.map_err(|_| Closed)
     }
+}
 
+impl<M> Handle<M> {
     /// Stops the driver gracefully and waits until it has stopped.
     ///
     /// Every open connection is closed with 1001 "going away" and reported to the machine

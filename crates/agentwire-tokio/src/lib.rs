@@ -1,1 +1,183 @@
-//! placeholder
+//! The tokio transport for agentwire: drives any sans-IO [`Machine`] over real WebSockets.
+//!
+//! A protocol crate (chopsticks, jsonrpc-bus, mcpw, ...) gives you a [`Machine`]: a state
+//! machine that takes frames and time in and gives frames, closes and events out. This
+//! crate runs it over tokio + tokio-tungstenite: a [`Server`] that owns every accepted
+//! connection, or a [`Client`] that owns one socket at a time and reconnects. It imports
+//! no protocol crate and parses no JSON; it carries [`Frame`]s and
+//! [`FrameBuf`]s, close codes and timers, and nothing else.
+//!
+//! # Shape
+//!
+//! One task owns the machine. Each socket has a reader task and a writer task, joined to
+//! the owner by bounded channels. The owner loop waits for whichever comes first: a frame
+//! or an end from a reader, a command from a [`Handle`], the machine's
+//! [`poll_timeout`](agentwire_core::Machine::poll_timeout), or shutdown. After each, it drains
+//! [`poll_output`](agentwire_core::Machine::poll_output):
+//!
+//! - `Send` goes into that connection's bounded queue without waiting. A full queue (by
+//!   frames or bytes) means a slow reader: that connection alone is closed with
+//!   [`Limits::slow_reader_close`] (1013), its queue freed at once, and the machine gets
+//!   `handle_disconnect`.
+//! - `Close` makes the writer send the close frame after the frames already queued (reason
+//!   cut to 123 bytes at a character boundary); the machine gets `handle_disconnect` once
+//!   the socket is gone.
+//! - `Event` goes to [`Events`], a bounded channel: when the application does not keep up,
+//!   the driver waits (backpressure). Drop the `Events` to discard them.
+//!
+//! Every connection the machine saw in `handle_connect` ends with exactly one
+//! `handle_disconnect`, whoever ended it. [`ConnId`]s come from a counter and are never
+//! reused; outputs for ended connections are dropped. Commands go through one generic
+//! path, [`Handle::call`], which runs a closure with `&mut M` in the owner task.
+//!
+//! The transport reads the clock in one function (tokio's clock), so tests can run
+//! with `#[tokio::test(start_paused = true)]` and the machines' time follows it.
+//!
+//! # A server
+//!
+//! ```no_run
+//! use std::time::Instant;
+//! use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Outbox, Output, PeerInfo};
+//! use agentwire_tokio::{Accept, Reject, Server, ServerConfig, UpgradeRequest};
+//!
+//! /// Echoes every message.
+//! #[derive(Default)]
+//! struct Echo { out: Outbox<()> }
+//!
+//! impl Machine for Echo {
+//!     type Event = ();
+//!     fn handle_connect(&mut self, _: ConnId, _: &PeerInfo, _: Instant) {}
+//!     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, _: Instant) {
+//!         let reply = match frame {
+//!             Frame::Text(t) => FrameBuf::text(t.to_owned()),
+//!             Frame::Binary(b) => FrameBuf::binary(b.to_vec()),
+//!         };
+//!         self.out.send(conn, reply);
+//!     }
+//!     fn handle_disconnect(&mut self, _: ConnId, _: Instant) {}
+//!     fn handle_timeout(&mut self, _: Instant) {}
+//!     fn poll_timeout(&self) -> Option<Instant> { None }
+//!     fn poll_output(&mut self) -> Option<Output<()>> { self.out.pop() }
+//! }
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! // Only upgrades that carry a token and offer `echo.v1` get through; the rest get 401/426.
+//! let hook = |req: &UpgradeRequest<'_>| {
+//!     if req.header("authorization").is_none() {
+//!         return Err(Reject::unauthorized());
+//!     }
+//!     if !req.offers("echo.v1") {
+//!         return Err(Reject::upgrade_required());
+//!     }
+//!     Ok(Accept::with_subprotocol("echo.v1"))
+//! };
+//! let config = ServerConfig::default().with_hook(hook).with_max_connections(1000);
+//! let (server, _events) = Server::bind("127.0.0.1:8080", Echo::default(), config).await?;
+//! println!("listening on ws://{}", server.local_addr());
+//! // Commands run in the task that owns the machine:
+//! let _ = server.handle().call(|_echo: &mut Echo, _now| ()).await;
+//! server.shutdown().await; // every peer gets 1001 "going away"
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! For `wss://`, build a rustls config with [`tls::server_config`] from PEM and pass it to
+//! [`ServerConfig::with_tls`].
+//!
+//! # A client
+//!
+//! ```no_run
+//! # use std::time::Instant;
+//! # use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Outbox, Output, PeerInfo};
+//! use agentwire_tokio::{Backoff, Client, ClientConfig};
+//!
+//! /// Remembers the current connection and reports every text message as an event.
+//! #[derive(Default)]
+//! struct Chat { out: Outbox<String>, conn: Option<ConnId> }
+//!
+//! impl Chat {
+//!     /// A command: send `text` if connected.
+//!     fn say(&mut self, text: &str) -> bool {
+//!         let Some(conn) = self.conn else { return false };
+//!         self.out.send(conn, FrameBuf::text(text.to_owned()));
+//!         true
+//!     }
+//! }
+//!
+//! impl Machine for Chat {
+//!     type Event = String;
+//!     fn handle_connect(&mut self, conn: ConnId, _: &PeerInfo, _: Instant) { self.conn = Some(conn); }
+//!     fn handle_frame(&mut self, _: ConnId, frame: Frame<'_>, _: Instant) {
+//!         if let Frame::Text(t) = frame { self.out.event(t.to_owned()); }
+//!     }
+//!     fn handle_disconnect(&mut self, _: ConnId, _: Instant) { self.conn = None; }
+//!     fn handle_timeout(&mut self, _: Instant) {}
+//!     fn poll_timeout(&self) -> Option<Instant> { None }
+//!     fn poll_output(&mut self) -> Option<Output<String>> { self.out.pop() }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = ClientConfig::default()
+//!     .with_header("Authorization", "Bearer secret")
+//!     .with_subprotocol("echo.v1")
+//!     .with_backoff(Backoff::default()); // 1 s, 2 s, 4 s ... 30 s, + up to 500 ms jitter
+//! let (handle, mut events) = Client::connect("wss://example.com/ws", Chat::default(), config)?;
+//! let sent = handle.call(|chat, _now| chat.say("hello")).await?;
+//! if sent {
+//!     while let Some(text) = events.recv().await {
+//!         println!("{text}");
+//!     }
+//! }
+//! handle.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Defaults, and why
+//!
+//! | setting | default | why |
+//! |---|---|---|
+//! | `TCP_NODELAY` | on (server and client) | small request/response frames must not wait 40 ms for Nagle |
+//! | writes | feed every queued frame, flush once the queue is empty | a flush per message is 5-10x slower |
+//! | [`Limits::read_buffer_size`] | 8 KiB | tungstenite's 128 KiB default is allocated per idle connection |
+//! | [`Limits::max_message_size`] / [`max_frame_size`](Limits::max_frame_size) | 1 MiB | not tungstenite's 64 MiB / 16 MiB; larger closes with 1009 |
+//! | [`Limits::write_buffer_size`] / [`max_write_buffer_size`](Limits::max_write_buffer_size) | 64 KiB / 4 MiB | batched writes, bounded buffer |
+//! | [`Limits::send_queue_frames`] / [`send_queue_bytes`](Limits::send_queue_bytes) | 256 / 8 MiB | a slow reader costs at most this, then is closed with 1013 |
+//! | [`Limits::ping_interval`] / [`pong_timeout`](Limits::pong_timeout) | 15 s / 30 s | WebSocket-level liveness; a silent peer is closed with 1008 |
+//! | [`Limits::handshake_timeout`] | 10 s | slow or idle handshakes run in their own tasks and are dropped after this |
+//! | [`Limits::max_header_bytes`] | 16 KiB | a client cannot grow the handshake buffer without bound |
+//! | [`Limits::close_timeout`] | 5 s | a close frame, and the peer's reply, may take this long |
+//! | [`ServerConfig::max_connections`] | 10 000 | beyond it new upgrades get HTTP 503 before the upgrade |
+//! | [`Backoff`] | 1 s doubling to 30 s, + 0..500 ms | reconnect storms spread out |
+//!
+//! What the transport does **not** own: protocol heartbeats (`hello`, JSON `ping`),
+//! request timeouts and version checks. Those are machine timers.
+//!
+//! [`Machine`]: agentwire_core::Machine
+//! [`Frame`]: agentwire_core::Frame
+//! [`FrameBuf`]: agentwire_core::FrameBuf
+//! [`ConnId`]: agentwire_core::ConnId
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod backoff;
+mod client;
+mod clock;
+mod config;
+mod conn;
+mod driver;
+mod error;
+mod handle;
+mod hook;
+mod server;
+mod stream;
+pub mod tls;
+
+pub use agentwire_core;
+pub use backoff::Backoff;
+pub use client::Client;
+pub use config::{ClientConfig, Limits, ServerConfig};
+pub use error::{ConfigError, TlsError};
+pub use handle::{Closed, Events, Handle};
+pub use hook::{Accept, Reject, UpgradeHook, UpgradeRequest};
+pub use server::Server;

@@ -157,7 +157,7 @@ mod tests {
 
     #[tokio::test]
     async fn cap_fails_the_read_past_the_limit_until_disarmed() {
-        let data = vec![b'x'; 100];
+        let data = [b'x'; 100];
         let mut c = Capped::new(&data[..], 60);
         let mut buf = [0u8; 50];
         assert_eq!(c.read(&mut buf).await.ok(), Some(50));

@@ -293,6 +293,13 @@ impl Controller {
                 return Ok(s.agent_id.clone());
             }
         }
+        // Agents bound to any session (music or assistant) in this guild are busy here.
+        let busy: BTreeSet<&str> = self
+            .sessions
+            .iter()
+            .filter(|(k, _)| k.guild_id == guild_id)
+            .map(|(_, s)| s.agent_id.as_str())
+            .collect();
         let mut any_listing = false;
         let mut candidates: Vec<&str> = Vec::new();
         for a in self.agents.values() {
@@ -300,11 +307,7 @@ impl Controller {
                 continue;
             }
             any_listing = true;
-            let busy = self
-                .sessions
-                .iter()
-                .any(|(k, s)| k.guild_id == guild_id && s.agent_id == a.agent_id);
-            if a.ready && !busy {
+            if a.ready && !busy.contains(a.agent_id.as_str()) {
                 candidates.push(&a.agent_id);
             }
         }

@@ -204,8 +204,13 @@ pub struct Resp {
     pub id: String,
     /// Success flag.
     pub ok: bool,
-    /// Result data when `ok` (kept as raw JSON).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Result data when `ok` (kept as raw JSON). A present `"data": null` is kept as
+    /// `Some(null)`, so that it re-encodes as sent; `None` means the field was absent.
+    #[serde(
+        default,
+        deserialize_with = "present_raw",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub data: Option<RawJson>,
     /// Error text when not `ok` (e.g. `"no-session"`, `"unknown-op"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -216,6 +221,12 @@ pub struct Resp {
     /// Sender's runner id, which the real agent adds (not in the spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_id: Option<String>,
+}
+
+/// Decodes a present field as `Some`, JSON `null` included (serde's `Option` would map
+/// `null` to `None` and lose it on re-encode).
+fn present_raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RawJson>, D::Error> {
+    RawJson::deserialize(d).map(Some)
 }
 
 impl Resp {
