@@ -383,3 +383,68 @@ async fn a_plain_ws_client_cannot_talk_to_the_wss_controller() {
     assert!(res.is_err(), "no plaintext upgrade on a TLS port");
     within("shutdown", server.shutdown()).await;
 }
+
+#[tokio::test]
+async fn a_burst_of_requests_never_wedges_the_mock_agent() {
+    // The controller side is made roomy (send queue, inbound rate) so that only the agent's
+    // own event handling is under test.
+    let mut limits = CtlLimits::default();
+    limits.max_pending_per_agent = 10_000;
+    limits.max_messages_per_second = 1_000_000;
+    let cfg = ControllerConfig::default()
+        .with_limits(limits)
+        .with_request_timeout(Duration::from_secs(3));
+    let transport =
+        ServerConfig::default().with_limits(Limits::default().with_send_queue_frames(10_000));
+    let (tx, mut registered) = mpsc::unbounded_channel();
+    let app = chopsticks::controller_app::start_with("127.0.0.1:0", cfg, transport, move |ev| {
+        if let ControllerEvent::AgentRegistered { agent_id, .. } = ev {
+            let _ = tx.send(agent_id.clone());
+        }
+    })
+    .await
+    .expect("bind");
+    let url = format!("ws://{}", app.local_addr());
+    let agent = chopsticks::agent_app::start(&url, AgentConfig::new("busy"), true, |_, _| {})
+        .expect("agent");
+    within("reg", registered.recv()).await;
+    // 3,000 requests at once: more than the agent's event channel and reply queue hold.
+    let sent = within(
+        "burst",
+        app.handle.call(|c, now| {
+            (0..3_000)
+                .filter(|_| {
+                    c.request("busy", "search", json!({"query": "africa"}), now)
+                        .is_ok()
+                })
+                .count()
+        }),
+    )
+    .await
+    .expect("live");
+    assert_eq!(sent, 3_000);
+    // Every request ends (answered, or dropped by the agent and timed out), and afterwards the
+    // agent still answers: nothing is wedged.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    loop {
+        let pending = within("pending", app.handle.call(|c, _| c.pending_requests()))
+            .await
+            .expect("live");
+        if pending == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{pending} requests never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = within(
+        "after",
+        app.request("busy", "status", json!({"guildId": "g"})),
+    )
+    .await;
+    assert_eq!(out.to_json()["ok"], true);
+    agent.handle.shutdown().await;
+    within("shutdown", app.server.shutdown()).await;
+}

@@ -50,7 +50,26 @@ pub fn start(
                 .with_jitter(Duration::from_millis(500)),
         );
     let (handle, mut events) = Client::connect(url, Agent::new(config), client_cfg)?;
+
+    // Replies go through their own task and a bounded queue: awaiting `Handle::call` in the
+    // task that reads `Events` could deadlock once the event channel is full (the driver
+    // waits for us while we wait for it). Order is kept; a full queue drops the request
+    // (the controller times it out) instead of growing without bound.
+    let (replies, mut reply_rx) = tokio::sync::mpsc::channel::<Reply>(1024);
     let h = handle.clone();
+    let me = agent_id.clone();
+    tokio::spawn(async move {
+        while let Some(reply) = reply_rx.recv().await {
+            let me = me.clone();
+            if h.call(move |a, now| reply.apply(a, &me, now))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+
     let task = tokio::spawn(async move {
         let mut player = MockPlayer::new();
         while let Some(ev) = events.recv().await {
@@ -61,66 +80,76 @@ pub fn start(
                     log(&agent_id, AgentLog::ControllerError(error))
                 }
                 AgentEvent::Request(req) => {
-                    let data = req.data.to_value();
-                    let (result, effect) = player.handle(&req.op, &data);
-                    let (id, me) = (req.id.clone(), agent_id.clone());
-                    let reply = result.clone();
-                    let sent = h
-                        .call(move |a, now| {
-                            // Events first, so the controller binds the session before the reply.
-                            match effect {
-                                Some(SideEffect::Joined {
-                                    guild_id,
-                                    voice_channel_id,
-                                    text_channel_id,
-                                    owner_user_id,
-                                }) => {
-                                    let add = Add {
-                                        agent_id: me,
-                                        guild_id,
-                                        channel_id: voice_channel_id.clone(),
-                                        voice_channel_id,
-                                        text_channel_id,
-                                        kind: SessionKind::Music,
-                                        owner_user_id,
-                                        ok: true,
-                                        error: None,
-                                        runner_id: None,
-                                    };
-                                    let _ = a.send_add(add, now);
-                                }
-                                Some(SideEffect::Left {
-                                    guild_id,
-                                    voice_channel_id,
-                                    reason,
-                                }) => {
-                                    let rel = Released {
-                                        agent_id: me,
-                                        guild_id,
-                                        voice_channel_id,
-                                        reason,
-                                        kind: SessionKind::Music,
-                                        runner_id: None,
-                                    };
-                                    let _ = a.send_released(rel, now);
-                                }
-                                None => {}
-                            }
-                            match reply {
-                                Ok(v) => a.respond_ok(id, v, now),
-                                Err(e) => a.respond_err(id, e, now),
-                            }
-                        })
-                        .await;
-                    if sent.is_err() {
-                        break;
+                    let (result, effect) = player.handle(&req.op, &req.data.to_value());
+                    let reply = Reply {
+                        id: req.id,
+                        result: result.clone(),
+                        effect,
+                    };
+                    if replies.try_send(reply).is_err() {
+                        continue; // overloaded or stopping: let the controller time it out
                     }
                     log(&agent_id, AgentLog::Answered { op: req.op, result });
                 }
-                AgentEvent::Malformed { .. } => {}
                 _ => {}
             }
         }
     });
     Ok(RunningAgent { handle, task })
+}
+
+/// One answer to send: the side effect's event first, so the controller binds (or frees) the
+/// session before it sees the reply.
+struct Reply {
+    id: String,
+    result: Result<serde_json::Value, String>,
+    effect: Option<SideEffect>,
+}
+
+impl Reply {
+    fn apply(self, a: &mut Agent, me: &str, now: std::time::Instant) {
+        match self.effect {
+            Some(SideEffect::Joined {
+                guild_id,
+                voice_channel_id,
+                text_channel_id,
+                owner_user_id,
+            }) => {
+                let add = Add {
+                    agent_id: me.to_owned(),
+                    guild_id,
+                    channel_id: voice_channel_id.clone(),
+                    voice_channel_id,
+                    text_channel_id,
+                    kind: SessionKind::Music,
+                    owner_user_id,
+                    ok: true,
+                    error: None,
+                    runner_id: None,
+                };
+                let _ = a.send_add(add, now);
+            }
+            Some(SideEffect::Left {
+                guild_id,
+                voice_channel_id,
+                reason,
+            }) => {
+                let rel = Released {
+                    agent_id: me.to_owned(),
+                    guild_id,
+                    voice_channel_id,
+                    reason,
+                    kind: SessionKind::Music,
+                    runner_id: None,
+                };
+                let _ = a.send_released(rel, now);
+            }
+            None => {}
+        }
+        // Err = disconnected meanwhile: the controller has already failed the request.
+        let _ = match self.result {
+            Ok(v) => a.respond_ok(self.id, v, now),
+            Err(e) => a.respond_err(self.id, e, now),
+        };
+    }
 }

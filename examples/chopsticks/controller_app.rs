@@ -28,13 +28,13 @@ impl Outcome {
     /// `{"ok":true,"data":...}` or `{"ok":false,"error":...}`.
     pub fn to_json(&self) -> Value {
         match self {
-            Outcome::Answered(resp) => match resp.result() {
+            Self::Answered(resp) => match resp.result() {
                 Ok(data) => {
                     json!({"ok": true, "data": serde_json::from_str::<Value>(data).unwrap_or(Value::Null)})
                 }
                 Err(e) => json!({"ok": false, "error": e}),
             },
-            Outcome::Failed(e) => json!({"ok": false, "error": e}),
+            Self::Failed(e) => json!({"ok": false, "error": e}),
         }
     }
 }
@@ -60,14 +60,24 @@ pub fn server_config() -> ServerConfig {
         .with_limits(Limits::default().with_ping_interval(Some(Duration::from_secs(15))))
 }
 
-/// Starts a controller on `addr`; `on_event` sees every event first.
+/// Starts a controller on `addr` with [`server_config`]; `on_event` sees every event first.
 pub async fn start(
     addr: &str,
     config: ControllerConfig,
     on_event: impl Fn(&ControllerEvent) + Send + 'static,
 ) -> std::io::Result<ControllerApp> {
+    start_with(addr, config, server_config(), on_event).await
+}
+
+/// [`start`] with explicit transport settings.
+pub async fn start_with(
+    addr: &str,
+    config: ControllerConfig,
+    transport: ServerConfig,
+    on_event: impl Fn(&ControllerEvent) + Send + 'static,
+) -> std::io::Result<ControllerApp> {
     let (server, mut events) =
-        Server::bind(addr, Controller::new(config, UuidV4Ids), server_config()).await?;
+        Server::bind(addr, Controller::new(config, UuidV4Ids), transport).await?;
     let waiters: Waiters = Arc::default();
     let w = waiters.clone();
     let events_task = tokio::spawn(async move {

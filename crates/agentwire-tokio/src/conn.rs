@@ -1,12 +1,13 @@
 //! One socket: a reader task and a writer task, joined to the owner task by channels.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentwire_core::{CloseCode, ConnId, FrameBuf};
 use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -22,8 +23,20 @@ use crate::config::Limits;
 pub(crate) enum Inbound {
     /// A text or binary message arrived.
     Frame(ConnId, Message),
+    /// Several text or binary messages arrived together (one channel send for a batch).
+    Frames(ConnId, Vec<Message>),
     /// The socket is done reading; the owner calls `handle_disconnect`.
     Ended(ConnId),
+}
+
+impl Inbound {
+    /// How many frames this carries (an end counts as one).
+    pub(crate) fn frames(&self) -> usize {
+        match self {
+            Self::Frames(_, msgs) => msgs.len(),
+            Self::Frame(..) | Self::Ended(_) => 1,
+        }
+    }
 }
 
 /// What the owner task tells a writer task.
@@ -227,7 +240,7 @@ where
     let queued_bytes = Arc::new(AtomicUsize::new(0));
     let live = Arc::new(Liveness::new());
     let t = TaskLimits {
-        ping_interval: limits.ping_interval,
+        ping_interval: limits.ping_interval.filter(|d| !d.is_zero()),
         pong_timeout: limits.pong_timeout,
         close_timeout: limits.close_timeout,
     };
@@ -255,7 +268,8 @@ where
     }
 }
 
-/// Waits for a one-shot signal once; afterwards (or if the sender is gone) per `on_drop`.
+/// Waits for a one-shot value once: `Some(v)` if sent, `None` if the sender was dropped;
+/// afterwards (slot emptied) it never resolves, so a `select!` branch fires only once.
 async fn signal<T>(slot: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
     match slot.as_mut() {
         Some(rx) => {
@@ -303,30 +317,54 @@ async fn read_loop<S>(
 {
     let mut writer_done = Some(done_rx);
     let mut deadline: Option<Instant> = None;
-    loop {
+    let mut batch = Batch::new(conn);
+    'outer: loop {
         tokio::select! {
-            msg = stream.next() => match msg {
-                Some(Ok(msg)) => {
-                    live.touch();
-                    if matches!(msg, Message::Text(_) | Message::Binary(_))
-                        && inbound.send(Inbound::Frame(conn, msg)).await.is_err()
-                    {
-                        break;
-                    }
-                }
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "read failed");
-                    if let Some(frame) = error_close(&e) {
-                        if err_tx.send(frame).is_ok() {
-                            // Let the writer send the close frame (bounded by its own timeout).
-                            let wait = t.close_timeout.saturating_mul(2);
-                            let _ = tokio::time::timeout(wait, signal(&mut writer_done)).await;
+            first = stream.next() => {
+                // Take this message and every one already readable, and hand them to the
+                // owner in as few channel sends as the batch bounds allow.
+                let mut next = first;
+                loop {
+                    match next {
+                        Some(Ok(msg)) => {
+                            if matches!(msg, Message::Text(_) | Message::Binary(_))
+                                && batch.push(msg)
+                                && !batch.flush(&inbound).await
+                            {
+                                break 'outer;
+                            }
+                        }
+                        Some(Err(e)) => {
+                            tracing::debug!(error = %e, "read failed");
+                            if !batch.flush(&inbound).await {
+                                break 'outer;
+                            }
+                            if let Some(frame) = error_close(&e) {
+                                if err_tx.send(frame).is_ok() {
+                                    // Let the writer send the close frame (bounded by its own
+                                    // timeout).
+                                    let wait = t.close_timeout.saturating_mul(2);
+                                    let _ =
+                                        tokio::time::timeout(wait, signal(&mut writer_done)).await;
+                                }
+                            }
+                            break 'outer;
+                        }
+                        None => {
+                            batch.flush(&inbound).await;
+                            break 'outer;
                         }
                     }
+                    match stream.next().now_or_never() {
+                        Some(m) => next = m,
+                        None => break,
+                    }
+                }
+                if !batch.flush(&inbound).await {
                     break;
                 }
-                None => break,
-            },
+                live.touch();
+            }
             _ = signal(&mut writer_done) => {
                 // The writer stopped (sent a close, or failed): wait a little for the peer's
                 // close reply, then end.
@@ -339,6 +377,59 @@ async fn read_loop<S>(
         }
     }
     let _ = inbound.send(Inbound::Ended(conn)).await;
+}
+
+/// Messages read together, on their way to the owner task.
+struct Batch {
+    conn: ConnId,
+    one: Option<Message>,
+    many: Vec<Message>,
+    bytes: usize,
+}
+
+impl Batch {
+    /// Messages per batch at most.
+    const MAX_MESSAGES: usize = 64;
+    /// Bytes per batch at most (a single larger message still travels alone).
+    const MAX_BYTES: usize = 64 << 10;
+
+    fn new(conn: ConnId) -> Self {
+        Self {
+            conn,
+            one: None,
+            many: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Adds a message; returns whether the batch is full and must be flushed now.
+    fn push(&mut self, msg: Message) -> bool {
+        self.bytes += msg.len();
+        if self.many.is_empty() && self.one.is_none() {
+            self.one = Some(msg);
+        } else {
+            if let Some(first) = self.one.take() {
+                self.many.reserve(Self::MAX_MESSAGES);
+                self.many.push(first);
+            }
+            self.many.push(msg);
+        }
+        self.bytes >= Self::MAX_BYTES || self.many.len() >= Self::MAX_MESSAGES
+    }
+
+    /// Sends what is batched (one message alone, without allocating); false if the owner
+    /// is gone.
+    async fn flush(&mut self, inbound: &mpsc::Sender<Inbound>) -> bool {
+        self.bytes = 0;
+        let input = if let Some(msg) = self.one.take() {
+            Inbound::Frame(self.conn, msg)
+        } else if !self.many.is_empty() {
+            Inbound::Frames(self.conn, std::mem::take(&mut self.many))
+        } else {
+            return true;
+        };
+        inbound.send(input).await.is_ok()
+    }
 }
 
 /// What one writer step decided.
@@ -374,10 +465,11 @@ where
             i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             i
         });
-        let mut watchdog = self
-            .limits
-            .ping_interval
-            .map(|_| self.live.last() + self.limits.pong_timeout);
+        // One timer for the pong deadline, moved forward only when it fires.
+        let mut watchdog = self.limits.ping_interval.map(|_| {
+            let due = self.live.last() + self.limits.pong_timeout;
+            Box::pin(tokio::time::sleep_until(clock::to_tokio(due)))
+        });
         let close = loop {
             tokio::select! {
                 biased;
@@ -411,7 +503,7 @@ where
     async fn step(
         &mut self,
         ticker: &mut Option<tokio::time::Interval>,
-        watchdog: &mut Option<Instant>,
+        watchdog: &mut Option<Pin<Box<tokio::time::Sleep>>>,
     ) -> Step {
         tokio::select! {
             cmd = self.queue.recv() => match cmd {
@@ -425,13 +517,15 @@ where
                 }
                 Step::Continue
             }
-            () = sleep_until_opt(*watchdog) => {
+            () = fired(watchdog) => {
                 let due = self.live.last() + self.limits.pong_timeout;
                 if clock::now() >= due {
                     tracing::debug!("pong timeout");
                     return Step::Close(close_frame(CloseCode::POLICY, "pong timeout"));
                 }
-                *watchdog = Some(due);
+                if let Some(sleep) = watchdog.as_mut() {
+                    sleep.as_mut().reset(clock::to_tokio(due));
+                }
                 Step::Continue
             }
         }
@@ -459,6 +553,14 @@ where
             return Step::Stop;
         }
         close.map_or(Step::Continue, Step::Close)
+    }
+}
+
+/// Resolves when the timer fires; never without one.
+async fn fired(sleep: &mut Option<Pin<Box<tokio::time::Sleep>>>) {
+    match sleep {
+        Some(s) => s.as_mut().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -18,8 +18,10 @@ use crate::conn::{self, close_frame, ConnSlot, ConnTx, Inbound, SendError};
 /// Capacity of the channel from all reader tasks to the owner task.
 const INBOUND_CAPACITY: usize = 256;
 
-/// Inbound messages handled per wake-up before outputs are drained.
-const INBOUND_BATCH: usize = 64;
+/// Inbound frames handled per wake-up before outputs are drained and the owner yields, so
+/// writers get to empty their queues between bursts (a burst from a peer that reads is not
+/// mistaken for a slow reader).
+const INBOUND_FRAME_BUDGET: usize = 64;
 
 /// The machine and everything the owner task knows about its connections.
 pub(crate) struct Core<M: Machine> {
@@ -30,12 +32,20 @@ pub(crate) struct Core<M: Machine> {
     inbound_tx: mpsc::Sender<Inbound>,
     pub(crate) inbound_rx: mpsc::Receiver<Inbound>,
     events: Option<mpsc::Sender<M::Event>>,
+    /// Set once shutdown is requested: events that do not fit are dropped from then on,
+    /// so an application that stopped reading cannot block the shutdown.
+    stop: watch::Receiver<bool>,
     /// Connections that ended since the last `take_ended`, with their writer tasks.
     ended: Vec<(ConnId, Option<JoinHandle<()>>)>,
 }
 
 impl<M: Machine> Core<M> {
-    pub(crate) fn new(machine: M, limits: Limits, events: mpsc::Sender<M::Event>) -> Self {
+    pub(crate) fn new(
+        machine: M,
+        limits: Limits,
+        events: mpsc::Sender<M::Event>,
+        stop: watch::Receiver<bool>,
+    ) -> Self {
         let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
         Self {
             machine,
@@ -45,6 +55,7 @@ impl<M: Machine> Core<M> {
             inbound_tx,
             inbound_rx,
             events: Some(events),
+            stop,
             ended: Vec::new(),
         }
     }
@@ -77,28 +88,36 @@ impl<M: Machine> Core<M> {
         conn
     }
 
-    /// Applies one inbound message and whatever else is already waiting (bounded batch).
-    pub(crate) fn inbound(&mut self, first: Inbound) {
+    /// Applies one inbound message and whatever else is already waiting, up to
+    /// [`INBOUND_FRAME_BUDGET`] frames. Returns whether input is left over (the caller
+    /// drains outputs and yields before taking more).
+    pub(crate) fn inbound(&mut self, first: Inbound) -> bool {
         let now = clock::now();
-        self.apply(first, now);
-        for _ in 1..INBOUND_BATCH {
-            match self.inbound_rx.try_recv() {
-                Ok(i) => self.apply(i, now),
-                Err(_) => break,
+        let mut budget = INBOUND_FRAME_BUDGET;
+        let mut next = Some(first);
+        while let Some(input) = next.take() {
+            budget = budget.saturating_sub(input.frames());
+            self.apply(input, now);
+            if budget == 0 {
+                return !self.inbound_rx.is_empty();
             }
+            next = self.inbound_rx.try_recv().ok();
         }
+        false
     }
 
     fn apply(&mut self, input: Inbound, now: Instant) {
         match input {
             Inbound::Frame(conn, msg) => {
-                if !self.conns.contains_key(&conn) {
-                    return;
+                if self.conns.contains_key(&conn) {
+                    self.frame(conn, &msg, now);
                 }
-                match &msg {
-                    Message::Text(t) => self.machine.handle_frame(conn, Frame::Text(t), now),
-                    Message::Binary(b) => self.machine.handle_frame(conn, Frame::Binary(b), now),
-                    _ => {}
+            }
+            Inbound::Frames(conn, msgs) => {
+                if self.conns.contains_key(&conn) {
+                    for msg in &msgs {
+                        self.frame(conn, msg, now);
+                    }
                 }
             }
             Inbound::Ended(conn) => {
@@ -107,6 +126,14 @@ impl<M: Machine> Core<M> {
                     self.machine.handle_disconnect(conn, now);
                 }
             }
+        }
+    }
+
+    fn frame(&mut self, conn: ConnId, msg: &Message, now: Instant) {
+        match msg {
+            Message::Text(t) => self.machine.handle_frame(conn, Frame::Text(t), now),
+            Message::Binary(b) => self.machine.handle_frame(conn, Frame::Binary(b), now),
+            _ => {}
         }
     }
 
@@ -163,14 +190,33 @@ impl<M: Machine> Core<M> {
                         self.kill(conn, code, &reason);
                     }
                 }
-                Output::Event(e) => {
-                    if let Some(events) = &self.events {
-                        if events.send(e).await.is_err() {
-                            self.events = None;
-                        }
-                    }
+                Output::Event(e) => self.event(e).await,
+            }
+        }
+    }
+
+    /// Hands an event to the application, waiting while the channel is full (until
+    /// shutdown is requested; then an event that does not fit is dropped).
+    async fn event(&mut self, e: M::Event) {
+        let Some(events) = &self.events else {
+            return;
+        };
+        let res = if *self.stop.borrow() {
+            match events.try_send(e) {
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+                _ => Ok(()),
+            }
+        } else {
+            tokio::select! {
+                res = events.send(e) => res.map_err(|_| ()),
+                _ = self.stop.wait_for(|s| *s) => {
+                    tracing::debug!("event dropped: shutting down and the event channel is full");
+                    Ok(())
                 }
             }
+        };
+        if res.is_err() {
+            self.events = None;
         }
     }
 
@@ -190,7 +236,9 @@ impl<M: Machine> Core<M> {
         let deadline = clock::to_tokio(clock::now() + wait);
         while !self.conns.is_empty() {
             tokio::select! {
-                Some(i) = self.inbound_rx.recv() => self.inbound(i),
+                Some(i) = self.inbound_rx.recv() => {
+                    self.inbound(i);
+                }
                 () = tokio::time::sleep_until(deadline) => break,
             }
             self.drain().await;

@@ -103,8 +103,9 @@ impl<M> Handle<M> {
     /// Stops the driver gracefully and waits until it has stopped.
     ///
     /// Every open connection is closed with 1001 "going away" and reported to the machine
-    /// with `handle_disconnect`; then the event channel closes. Calling it again, or on a
-    /// stopped driver, returns at once.
+    /// with `handle_disconnect`; then the event channel closes. Peers get
+    /// 2 × [`close_timeout`](crate::Limits::close_timeout) to answer the close before their
+    /// sockets are dropped. Calling it again, or on a stopped driver, returns at once.
     pub async fn shutdown(&self) {
         self.stop.send_replace(true);
         let mut done = self.done.clone();
@@ -120,8 +121,10 @@ impl<M> Handle<M> {
 /// Machine events, in the order the machine produced them.
 ///
 /// The channel is bounded ([`ServerConfig::event_capacity`](crate::ServerConfig::event_capacity)):
-/// when it is full the driver waits, which slows every connection of that driver. Drop
-/// the `Events` to discard events instead. It ends (`None`) when the driver stops.
+/// when it is full the driver waits, which slows every connection of that driver (so do
+/// not wait on [`Handle::call`] in the task that should be reading the events). Drop the
+/// `Events` to discard events instead. Once shutdown is requested, events that do not fit
+/// are dropped. It ends (`None`) when the driver stops.
 /// Also a [`futures_util::Stream`].
 #[derive(Debug)]
 pub struct Events<E> {

@@ -25,6 +25,11 @@
 //! - `Event` goes to [`Events`], a bounded channel: when the application does not keep up,
 //!   the driver waits (backpressure). Drop the `Events` to discard them.
 //!
+//! Readers hand messages over in batches (up to 64 messages or 64 KiB per channel send).
+//! The owner takes at most 64 inbound frames per wake-up, drains the outputs, and yields,
+//! so writers empty their queues between slices of a burst: a peer that sends far more
+//! than its send queue holds, and reads the replies, is not mistaken for a slow reader.
+//!
 //! Every connection the machine saw in `handle_connect` ends with exactly one
 //! `handle_disconnect`, whoever ended it. [`ConnId`]s come from a counter and are never
 //! reused; outputs for ended connections are dropped. Commands go through one generic

@@ -1,0 +1,290 @@
+//! The WebSocket client driver: one machine, one socket at a time, reconnect with backoff.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_core::{CloseCode, ConnId, Machine, PeerInfo};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
+use tokio_tungstenite::tungstenite::http::{self, HeaderName, HeaderValue, Uri};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
+use tracing::Instrument;
+
+use crate::backoff::random_u64;
+use crate::driver::{Core, Timer};
+use crate::handle::{handle_pair, Control, Events, Handle};
+use crate::{tls, Backoff, ClientConfig, ConfigError};
+
+/// The shortest wait between two attempts, whatever the backoff says.
+const MIN_RECONNECT_DELAY: Duration = Duration::from_millis(10);
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Attempt = Pin<Box<dyn Future<Output = Result<(Ws, PeerInfo), String>> + Send>>;
+
+/// Where and how the client connects.
+struct Target {
+    url: String,
+    host: String,
+    port: u16,
+    path: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    ws_config: WebSocketConfig,
+    handshake_timeout: Duration,
+}
+
+/// A WebSocket client driving one machine over one socket at a time.
+///
+/// [`connect`](Self::connect) spawns the driver and returns at once; the machine runs
+/// (commands, timers) whether or not a socket is open. Each successful open gets a new
+/// [`ConnId`] and a `handle_connect`; each end a `handle_disconnect`; then, if
+/// [`ClientConfig::reconnect`] is set, the next attempt starts after
+/// [`Backoff::delay`] (at least 10 ms). A new attempt starts only after the old socket is
+/// fully closed. Outputs addressed to an earlier `ConnId` are dropped.
+///
+/// The [`PeerInfo`] given to `handle_connect` holds the server's socket address, the URL's
+/// path, the server's *response* headers (names lowercased) and the subprotocol the server
+/// chose.
+///
+/// Dropping every [`Handle`] does not stop the driver; call [`Handle::shutdown`].
+pub struct Client<M> {
+    _machine: PhantomData<fn() -> M>,
+}
+
+impl<M> std::fmt::Debug for Client<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Client")
+    }
+}
+
+impl<M> Client<M>
+where
+    M: Machine + Send + 'static,
+    M::Event: Send + 'static,
+{
+    /// Starts driving `machine` against `url` (`ws://` or `wss://`), from inside a tokio
+    /// runtime. The first attempt starts at once.
+    pub fn connect(
+        url: &str,
+        machine: M,
+        config: ClientConfig,
+    ) -> Result<(Handle<M>, Events<M::Event>), ConfigError> {
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
+        let target = Arc::new(target(url, &config)?);
+        // Fail early on anything the request builder would refuse.
+        target.request().map_err(|e| ConfigError::InvalidUrl {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let (events_tx, events_rx) = mpsc::channel(config.event_capacity.max(1));
+        let (handle, control) = handle_pair();
+        let core = Core::new(machine, config.limits, events_tx, control.stop.clone());
+        let span = tracing::info_span!("client", url = %target.url);
+        rt.spawn(run(core, control, target, config.backoff, config.reconnect).instrument(span));
+        Ok((handle, Events::new(events_rx)))
+    }
+}
+
+fn target(url: &str, config: &ClientConfig) -> Result<Target, ConfigError> {
+    let invalid = |reason: &str| ConfigError::InvalidUrl {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let uri: Uri = url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| invalid(&e.to_string()))?;
+    let secure = match uri.scheme_str() {
+        Some("ws") => false,
+        Some("wss") => true,
+        Some(other) => return Err(ConfigError::UnsupportedScheme(other.to_owned())),
+        None => return Err(invalid("no scheme")),
+    };
+    let host = uri.host().ok_or_else(|| invalid("no host"))?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+    let tls = if secure {
+        Some(match &config.tls {
+            Some(t) => Arc::clone(t),
+            None => tls::client_config_webpki_roots()?,
+        })
+    } else {
+        None
+    };
+    let mut headers = Vec::new();
+    for (name, value) in &config.headers {
+        let n = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::InvalidHeader(name.clone()))?;
+        let v =
+            HeaderValue::from_str(value).map_err(|_| ConfigError::InvalidHeader(name.clone()))?;
+        headers.push((n, v));
+    }
+    if !config.subprotocols.is_empty() {
+        let joined = config.subprotocols.join(", ");
+        let v = HeaderValue::from_str(&joined).map_err(|_| ConfigError::InvalidHeader(joined))?;
+        headers.push((http::header::SEC_WEBSOCKET_PROTOCOL, v));
+    }
+    Ok(Target {
+        url: url.to_owned(),
+        host,
+        port,
+        path: uri.path().to_owned(),
+        tls,
+        headers,
+        ws_config: config.limits.websocket_config(),
+        handshake_timeout: config.limits.handshake_timeout,
+    })
+}
+
+impl Target {
+    fn request(&self) -> Result<Request, tokio_tungstenite::tungstenite::Error> {
+        let mut req = self.url.as_str().into_client_request()?;
+        for (n, v) in &self.headers {
+            req.headers_mut().append(n.clone(), v.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// One connection attempt: TCP (with `TCP_NODELAY`), TLS for `wss`, the upgrade.
+async fn connect_once(
+    target: &Target,
+) -> Result<(Ws, PeerInfo), tokio_tungstenite::tungstenite::Error> {
+    let req = target.request()?;
+    let tcp = TcpStream::connect((target.host.as_str(), target.port)).await?;
+    tcp.set_nodelay(true)?;
+    let addr = tcp.peer_addr().ok();
+    let connector = match &target.tls {
+        Some(cfg) => Connector::Rustls(Arc::clone(cfg)),
+        None => Connector::Plain,
+    };
+    let (ws, resp) = tokio_tungstenite::client_async_tls_with_config(
+        req,
+        tcp,
+        Some(target.ws_config),
+        Some(connector),
+    )
+    .await?;
+    let mut peer = PeerInfo::new(addr).with_path(target.path.clone());
+    peer.subprotocol = resp
+        .headers()
+        .get(http::header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    peer.headers = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    Ok((ws, peer))
+}
+
+/// An attempt that first waits for the previous socket's writer, then `delay`.
+fn attempt(target: &Arc<Target>, delay: Duration, linger: Option<JoinHandle<()>>) -> Attempt {
+    let target = Arc::clone(target);
+    Box::pin(async move {
+        if let Some(writer) = linger {
+            let _ = writer.await;
+        }
+        if !delay.is_zero() {
+            tracing::debug!(?delay, "reconnecting after");
+            tokio::time::sleep(delay).await;
+        }
+        match tokio::time::timeout(target.handshake_timeout, connect_once(&target)).await {
+            Ok(res) => res.map_err(|e| e.to_string()),
+            Err(_) => Err("handshake timed out".to_owned()),
+        }
+    })
+}
+
+async fn next_attempt(pending: &mut Option<Attempt>) -> Result<(Ws, PeerInfo), String> {
+    match pending {
+        Some(a) => a.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The wait before attempt `attempt`: the backoff with fresh jitter, at least
+/// [`MIN_RECONNECT_DELAY`].
+fn reconnect_delay(backoff: &Backoff, attempt: u32) -> Duration {
+    backoff
+        .delay(attempt, random_u64(u64::from(attempt)))
+        .max(MIN_RECONNECT_DELAY)
+}
+
+/// The owner task.
+async fn run<M: Machine>(
+    mut core: Core<M>,
+    mut control: Control<M>,
+    target: Arc<Target>,
+    backoff: Backoff,
+    reconnect: bool,
+) {
+    let mut timer = Timer::new();
+    let mut attempts: u32 = 0;
+    let mut current: Option<ConnId> = None;
+    let mut pending = Some(attempt(&target, Duration::ZERO, None));
+    'outer: while !control.stop_requested() {
+        timer.set(core.poll_timeout());
+        let mut more_input = false;
+        tokio::select! {
+            res = next_attempt(&mut pending) => {
+                pending = None;
+                match res {
+                    Ok((ws, peer)) => {
+                        attempts = 0;
+                        current = Some(core.open(ws, peer, None));
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, attempt = attempts, "connect failed");
+                        if !reconnect {
+                            break 'outer;
+                        }
+                        let delay = reconnect_delay(&backoff, attempts);
+                        pending = Some(attempt(&target, delay, None));
+                        attempts = attempts.saturating_add(1);
+                    }
+                }
+            }
+            Some(i) = core.inbound_rx.recv() => more_input = core.inbound(i),
+            Some(cmd) = control.commands.recv() => core.command(cmd),
+            () = timer.wait() => core.timeout(),
+            _ = control.stop.changed() => {}
+        }
+        core.drain().await;
+        if more_input {
+            // Let the writers empty their queues before the next slice of input.
+            tokio::task::yield_now().await;
+        }
+        for (conn, writer) in core.take_ended() {
+            if current == Some(conn) {
+                current = None;
+                if !reconnect {
+                    break 'outer;
+                }
+                let delay = reconnect_delay(&backoff, attempts);
+                pending = Some(attempt(&target, delay, writer));
+                attempts = attempts.saturating_add(1);
+            }
+        }
+    }
+    drop(pending);
+    core.close_all(CloseCode::GOING_AWAY, "going away").await;
+    core.take_ended();
+    control.commands.close();
+    control.done.send_replace(true);
+}

@@ -1,0 +1,42 @@
+//! Errors of the transport's setup functions.
+
+/// A [`Client`](crate::Client) could not be configured.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The URL does not parse, or has no host.
+    #[error("invalid url {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The URL's scheme is neither `ws` nor `wss`.
+    #[error("unsupported url scheme {0:?} (expected ws or wss)")]
+    UnsupportedScheme(String),
+    /// A configured header name or value, or a subprotocol, is not valid in HTTP.
+    #[error("invalid header {0:?}")]
+    InvalidHeader(String),
+    /// The default TLS configuration could not be built.
+    #[error("tls: {0}")]
+    Tls(#[from] TlsError),
+    /// Called outside a tokio runtime.
+    #[error("no tokio runtime")]
+    NoRuntime,
+}
+
+/// A TLS configuration could not be built from the given PEM.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// The PEM did not parse, or holds no private key.
+    #[error("pem: {0}")]
+    Pem(#[from] rustls_pki_types::pem::Error),
+    /// The PEM holds no certificate.
+    #[error("no certificate in pem")]
+    NoCertificate,
+    /// rustls refused the certificates or key.
+    #[error("rustls: {0}")]
+    Rustls(#[from] rustls::Error),
+}

@@ -1,0 +1,284 @@
+//! Client driver: echo, reconnect with backoff, one socket at a time, wss.
+
+mod common;
+
+use std::time::Duration;
+
+use agentwire_core::{CloseCode, FrameBuf};
+use agentwire_tokio::{tls, Backoff, Client, ClientConfig, Limits, Server, ServerConfig};
+use common::*;
+
+fn quick_client() -> ClientConfig {
+    ClientConfig::default()
+        .with_backoff(Backoff::new(
+            Duration::from_secs(1),
+            Duration::from_secs(30),
+        ))
+        .with_limits(Limits::default().with_close_timeout(Duration::from_millis(500)))
+}
+
+#[tokio::test]
+async fn client_echo_round_trip_with_headers_and_subprotocol() {
+    let hook = |req: &agentwire_tokio::UpgradeRequest<'_>| {
+        if req.header("authorization") == Some("Bearer k") && req.offers("chat") {
+            Ok(agentwire_tokio::Accept::with_subprotocol("chat"))
+        } else {
+            Err(agentwire_tokio::Reject::unauthorized())
+        }
+    };
+    let (server, mut sevents) = Server::bind(
+        "127.0.0.1:0",
+        TestMachine::echo(),
+        ServerConfig::default().with_hook(hook),
+    )
+    .await
+    .expect("bind");
+    let url = format!("ws://{}/chat", server.local_addr());
+    let config = quick_client()
+        .with_header("Authorization", "Bearer k")
+        .with_subprotocol("chat");
+    let (handle, mut events) =
+        Client::connect(&url, TestMachine::recorder(), config).expect("connect");
+    let (conn, peer) = next_connected(&mut events).await;
+    assert_eq!(peer.path, "/chat");
+    assert_eq!(peer.subprotocol.as_deref(), Some("chat"));
+    let (_, speer) = next_connected(&mut sevents).await;
+    assert_eq!(speer.subprotocol.as_deref(), Some("chat"));
+    handle
+        .call(move |m: &mut TestMachine, _| {
+            m.out.send(conn, FrameBuf::text("hi"));
+            m.out.send(conn, FrameBuf::binary(vec![9u8, 8]));
+        })
+        .await
+        .expect("call");
+    assert_eq!(
+        next_matching(&mut events, "echo", |e| matches!(e, Ev::Text(..))).await,
+        Ev::Text(conn, "hi".into())
+    );
+    assert_eq!(
+        next_matching(&mut events, "echo", |e| matches!(e, Ev::Binary(..))).await,
+        Ev::Binary(conn, vec![9, 8])
+    );
+    handle.shutdown().await;
+    disconnected(&mut events, conn).await;
+    assert!(within(10, "end", events.recv()).await.is_none());
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconnects_with_a_new_conn_id_and_never_two_sockets() {
+    let (server, mut sevents) =
+        Server::bind("127.0.0.1:0", TestMachine::echo(), ServerConfig::default())
+            .await
+            .expect("bind");
+    let url = format!("ws://{}/", server.local_addr());
+    let (handle, mut events) =
+        Client::connect(&url, TestMachine::recorder(), quick_client()).expect("connect");
+    let mut client_ids = Vec::new();
+    let mut server_log = Vec::new();
+    let mut down_at = None;
+    for round in 0..3 {
+        let (c, _) = next_connected(&mut events).await;
+        if let Some(t) = down_at.take() {
+            // The attempt counter reset after the last open: every reconnect waits ~1 s.
+            let gap = tokio::time::Instant::now() - t;
+            assert!(
+                gap >= Duration::from_secs(1) && gap < Duration::from_millis(1500),
+                "{gap:?}"
+            );
+        }
+        client_ids.push(c);
+        let (s, _) = next_connected(&mut sevents).await;
+        server_log.push(Ev::Connected(s, agentwire_core::PeerInfo::default()));
+        // The server drops the connection; the client must notice and come back.
+        server
+            .handle()
+            .call(move |m: &mut TestMachine, _| m.out.close(s, CloseCode::GOING_AWAY, "bye"))
+            .await
+            .expect("call");
+        disconnected(&mut events, c).await;
+        down_at = Some(tokio::time::Instant::now());
+        // Every server-side disconnect comes before the next connect: one socket at a time.
+        let e = next_matching(&mut sevents, "server disconnect", |e| {
+            matches!(e, Ev::Disconnected(_) | Ev::Connected(..))
+        })
+        .await;
+        assert_eq!(e, Ev::Disconnected(s), "round {round}");
+        server_log.push(e);
+        if round == 2 {
+            break;
+        }
+        // A message sent to the old id while disconnected is dropped, not an error.
+        handle
+            .call(move |m: &mut TestMachine, _| m.out.send(c, FrameBuf::text("stale")))
+            .await
+            .expect("call");
+    }
+    assert!(client_ids.windows(2).all(|w| w[0] < w[1]), "{client_ids:?}");
+    assert_eq!(server_log.len(), 6);
+    handle.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_attempts_back_off_exponentially() {
+    // A listener that accepts and hangs up at once: every upgrade fails.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}/", listener.local_addr().expect("addr"));
+    // A ticking machine: its timers and commands keep running while no socket is open.
+    let (handle, mut events) = Client::connect(
+        &url,
+        TestMachine::ticking(Duration::from_secs(1)),
+        quick_client(),
+    )
+    .expect("connect");
+    handle
+        .call(|m: &mut TestMachine, now| m.next_tick = Some(now + Duration::from_secs(1)))
+        .await
+        .expect("call");
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let (sock, _) = within(120, "attempt", listener.accept())
+            .await
+            .expect("accept");
+        times.push(tokio::time::Instant::now());
+        drop(sock);
+    }
+    let gaps: Vec<u128> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    for (gap, want) in gaps.iter().zip([1000u128, 2000, 4000, 8000]) {
+        assert!(*gap >= want && *gap < want + 200, "gaps {gaps:?}");
+    }
+    let open = handle
+        .call(|m: &mut TestMachine, _| m.conns.len())
+        .await
+        .expect("call while disconnected");
+    assert_eq!(open, 0);
+    // The machine never saw a connection, yet its timer fired about once a second.
+    let mut ticks = 0;
+    while let Some(e) = events.try_recv() {
+        assert_eq!(e, Ev::Tick, "no connection ever opened");
+        ticks += 1;
+    }
+    assert!(ticks >= 10, "{ticks} ticks in 15 s");
+    handle.shutdown().await;
+    assert!(handle.is_closed());
+}
+
+#[tokio::test]
+async fn without_reconnect_the_driver_stops_after_the_socket_ends() {
+    let (server, mut sevents) =
+        Server::bind("127.0.0.1:0", TestMachine::echo(), ServerConfig::default())
+            .await
+            .expect("bind");
+    let url = format!("ws://{}/", server.local_addr());
+    let (handle, mut events) = Client::connect(
+        &url,
+        TestMachine::recorder(),
+        quick_client().with_reconnect(false),
+    )
+    .expect("connect");
+    let (c, _) = next_connected(&mut events).await;
+    let (s, _) = next_connected(&mut sevents).await;
+    server
+        .handle()
+        .call(move |m: &mut TestMachine, _| m.out.close(s, CloseCode::NORMAL, ""))
+        .await
+        .expect("call");
+    disconnected(&mut events, c).await;
+    assert!(within(10, "end", events.recv()).await.is_none());
+    assert!(handle.is_closed());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_urls_are_config_errors() {
+    let cfg = ClientConfig::default;
+    assert!(Client::connect("http://x/", TestMachine::recorder(), cfg()).is_err());
+    assert!(Client::connect("not a url", TestMachine::recorder(), cfg()).is_err());
+    assert!(Client::connect(
+        "ws://x/",
+        TestMachine::recorder(),
+        cfg().with_header("bad header", "v")
+    )
+    .is_err());
+}
+
+#[tokio::test]
+async fn wss_echo_with_a_self_signed_certificate() {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
+    let cert_pem = ck.cert.pem();
+    let key_pem = ck.signing_key.serialize_pem();
+    let server_tls =
+        tls::server_config(cert_pem.as_bytes(), key_pem.as_bytes()).expect("server tls");
+    let (server, mut sevents) = Server::bind(
+        "127.0.0.1:0",
+        TestMachine::echo(),
+        ServerConfig::default().with_tls(server_tls),
+    )
+    .await
+    .expect("bind");
+    let url = format!("wss://localhost:{}/secure", server.local_addr().port());
+    let client_tls = tls::client_config_trusting(cert_pem.as_bytes()).expect("client tls");
+    let (handle, mut events) = Client::connect(
+        &url,
+        TestMachine::recorder(),
+        quick_client().with_tls(client_tls),
+    )
+    .expect("connect");
+    let (conn, peer) = next_connected(&mut events).await;
+    assert_eq!(peer.path, "/secure");
+    let (_, speer) = next_connected(&mut sevents).await;
+    assert_eq!(speer.path, "/secure");
+    handle
+        .call(move |m: &mut TestMachine, _| m.out.send(conn, FrameBuf::text("over tls")))
+        .await
+        .expect("call");
+    assert_eq!(
+        next_matching(&mut events, "echo", |e| matches!(e, Ev::Text(..))).await,
+        Ev::Text(conn, "over tls".into())
+    );
+    // A client that does not trust the certificate never connects.
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
+    let wrong = tls::client_config_trusting(other.cert.pem().as_bytes()).expect("tls");
+    let (h2, mut e2) = Client::connect(
+        &url,
+        TestMachine::recorder(),
+        quick_client().with_tls(wrong).with_reconnect(false),
+    )
+    .expect("connect");
+    assert!(within(10, "refused", e2.recv()).await.is_none());
+    assert!(h2.is_closed());
+    handle.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_machine_close_ends_the_socket_and_the_client_reconnects() {
+    let (server, mut sevents) =
+        Server::bind("127.0.0.1:0", TestMachine::echo(), ServerConfig::default())
+            .await
+            .expect("bind");
+    let url = format!("ws://{}/", server.local_addr());
+    let (handle, mut events) =
+        Client::connect(&url, TestMachine::recorder(), quick_client()).expect("connect");
+    let (c1, _) = next_connected(&mut events).await;
+    let (s1, _) = next_connected(&mut sevents).await;
+    handle
+        .call(move |m: &mut TestMachine, _| m.out.close(c1, CloseCode::NORMAL, "done"))
+        .await
+        .expect("call");
+    disconnected(&mut events, c1).await;
+    disconnected(&mut sevents, s1).await;
+    let (c2, _) = next_connected(&mut events).await;
+    assert_ne!(c1, c2);
+    let (s2, _) = next_connected(&mut sevents).await;
+    assert_ne!(s1, s2);
+    handle.shutdown().await;
+    disconnected(&mut sevents, s2).await;
+    server.shutdown().await;
+}
