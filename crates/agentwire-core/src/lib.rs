@@ -5,7 +5,7 @@
 //! `handle_*` calls with the current time passed in, and gives output through
 //! [`Machine::poll_output`] and [`Machine::poll_timeout`]. It never opens a socket or reads a
 //! clock, so the same code runs under the tokio transport (`agentwire-tokio`), under the
-//! in-memory [`sim`] harness with simulated time, or in your own event loop.
+//! in-memory `sim` harness with simulated time, or in your own event loop.
 //!
 //! This crate holds what the roles share:
 //!
@@ -18,7 +18,7 @@
 //! | [`PeerInfo`] | remote address, request path, headers and subprotocol of a connection |
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
 //! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
-//! | [`sim`] (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
+//! | `sim` (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
 //!
 //! # A run loop
 //!
@@ -64,7 +64,7 @@
 //! # Feature flags
 //!
 //! - `uuid` (default): `UuidV4Ids`, random UUID v4 ids.
-//! - `sim`: the [`sim`] module (test harness and timer-contract checker).
+//! - `sim`: the `sim` module (test harness and timer-contract checker).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -7,7 +7,7 @@ use crate::{ConnId, Frame, Output, PeerInfo};
 /// A sans-IO protocol role: input goes in through `handle_*`, output comes out of `poll_*`.
 ///
 /// A machine never opens a socket, spawns a task, sleeps or reads a clock. The driver (the
-/// tokio transport, the [`sim`](crate::sim) harness, or your own loop) feeds it frames and
+/// tokio transport, the `sim` harness (feature `sim`), or your own loop) feeds it frames and
 /// time and carries its outputs. Server roles own every connection (like quinn's
 /// `Endpoint`); client roles own one connection at a time and keep their state across
 /// reconnects.
@@ -23,7 +23,7 @@ use crate::{ConnId, Frame, Output, PeerInfo};
 /// # Contract
 ///
 /// Every implementation keeps these rules, and every crate's tests check them (the timer
-/// rules through [`sim::check_timer_contract`](crate::sim::check_timer_contract)):
+/// rules through `sim::check_timer_contract` (feature `sim`)):
 ///
 /// 1. **Drain after mutating.** After any `&mut self` call (a `handle_*` or a command), the
 ///    driver calls [`poll_output`](Self::poll_output) until it returns `None`, then reads
