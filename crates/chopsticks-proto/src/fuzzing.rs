@@ -92,10 +92,12 @@ const IPS: [IpAddr; 4] = [
 ];
 
 /// The base time of a run. Only differences from it matter, so reading the real clock
-/// once keeps every run deterministic.
+/// once keeps every run deterministic. A day is added so that rewinding (at most
+/// `MAX_OPS` × 60 s) never reaches the clock's origin, where `checked_sub` would fail and
+/// make a run depend on the machine's uptime.
 #[allow(clippy::disallowed_methods)]
 fn base_time() -> Instant {
-    Instant::now()
+    Instant::now() + Duration::from_secs(86_400)
 }
 
 /// The driver's clock. `now` may go backwards; `seen` is the latest time actually passed
@@ -373,8 +375,8 @@ struct ControllerHarness {
     ended: BTreeSet<ConnId>,
     /// Request ids returned by `request` that have not ended yet.
     outstanding: BTreeMap<Id128, String>,
-    /// Ids of every `req` the controller sent (for `resp` templates).
-    req_ids: Vec<String>,
+    /// Every `req` the controller sent: its connection and id (for `resp` templates).
+    req_ids: Vec<(ConnId, String)>,
 }
 
 impl ControllerHarness {
@@ -391,8 +393,17 @@ impl ControllerHarness {
                 self.drain(c);
             }
             2..=5 => {
-                let conn = self.conn(u)?;
-                let body = agent_body(u, &self.req_ids)?;
+                // Usually any connection and any known request id; sometimes the connection
+                // a request went to, with that request's id, so that answers get through.
+                let (conn, ids): (ConnId, Vec<String>) =
+                    if !self.req_ids.is_empty() && u.ratio(1u8, 4u8)? {
+                        let (conn, id) = u.choose(&self.req_ids)?.clone();
+                        (conn, vec![id])
+                    } else {
+                        let ids = self.req_ids.iter().map(|(_, id)| id.clone()).collect();
+                        (self.conn(u)?, ids)
+                    };
+                let body = agent_body(u, &ids)?;
                 let dead = !self.open.contains(&conn);
                 let text = u.arbitrary::<bool>()?;
                 match std::str::from_utf8(&body) {
@@ -520,7 +531,7 @@ impl ControllerHarness {
                     match ControllerMessage::decode(frame.as_frame(), usize::MAX) {
                         Ok(ControllerMessage::Req(req)) => {
                             assert!(frame.as_text().is_some(), "req in a binary frame");
-                            self.req_ids.push(req.id);
+                            self.req_ids.push((conn, req.id));
                         }
                         Ok(ControllerMessage::Error(_)) => {}
                         Err(e) => panic!("controller sent an undecodable frame: {e}: {frame:?}"),

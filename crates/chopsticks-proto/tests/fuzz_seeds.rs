@@ -57,6 +57,9 @@ fn agent_seeds() {
     assert!(replay("chopsticks_agent", fuzzing::agent) >= 9);
 }
 
+/// A fuzz target: its name and its body.
+type Target = (&'static str, fn(&[u8]));
+
 /// A cheap stable stand-in for the fuzzer: deterministic pseudo-random inputs through
 /// every target, so a broken invariant shows up in `cargo test` too.
 #[test]
@@ -71,7 +74,7 @@ fn pseudo_random_inputs() {
     for round in 0..300 {
         let len = (next() % 4096) as usize;
         let data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-        let targets: [(&str, fn(&[u8])); 4] = [
+        let targets: [Target; 4] = [
             ("decode_agent", fuzzing::decode_agent),
             ("decode_controller", fuzzing::decode_controller),
             ("controller", fuzzing::controller),
