@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agentwire_core::{ConnId, Frame, Id128, Machine, Output, PeerInfo, SequentialIds};
+use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
 use chopsticks_proto::{
     AgentMessage, Controller, ControllerConfig, ControllerEvent, ControllerMessage, RawJson, Req,
     Resp,
@@ -224,7 +224,7 @@ struct Rig {
     c: Controller,
     conn: ConnId,
     now: Instant,
-    resp: Vec<u8>,
+    resp: String,
     id_at: usize,
     data: RawJson,
     completed: u64,
@@ -241,7 +241,7 @@ impl Rig {
         c.handle_frame(conn, Frame::Text(HELLO), now);
         while c.poll_output().is_some() {}
         assert!(c.agent(AGENT_ID).is_some(), "agent registered");
-        let resp = RESP.as_bytes().to_vec();
+        let resp = RESP.to_owned();
         let id_at = RESP.find("a1b2c3d4").expect("id in resp");
         Self {
             c,
@@ -260,14 +260,17 @@ impl Rig {
         self.now += Duration::from_millis(10);
         let id = self
             .c
-            .request(AGENT_ID, "play", self.data.clone(), self.now)
+            .request(AGENT_ID, "play", &self.data, self.now)
             .expect("request");
         while let Some(out) = self.c.poll_output() {
             black_box(out);
         }
-        write_uuid(id, &mut self.resp[self.id_at..self.id_at + 36]);
-        let body = std::str::from_utf8(&self.resp).expect("utf8");
-        self.c.handle_frame(self.conn, Frame::Text(body), self.now);
+        // What a driver hands over: the agent's text frame, here with the id patched in place.
+        self.resp.truncate(self.id_at);
+        self.resp.push_str(id.hyphenated().as_str());
+        self.resp.push_str(&RESP[self.id_at + 36..]);
+        self.c
+            .handle_frame(self.conn, Frame::Text(&self.resp), self.now);
         if self.c.poll_timeout().is_some_and(|t| t <= self.now) {
             self.c.handle_timeout(self.now);
         }
@@ -280,20 +283,6 @@ impl Rig {
 }
 
 /// Writes `id` in its hyphenated form into `out` (36 bytes), without allocating.
-fn write_uuid(id: Id128, out: &mut [u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut nibble = 0;
-    for (i, slot) in out.iter_mut().enumerate() {
-        if matches!(i, 8 | 13 | 18 | 23) {
-            *slot = b'-';
-            continue;
-        }
-        let shift = 124 - 4 * nibble;
-        *slot = HEX[((id.0 >> shift) & 0xf) as usize];
-        nibble += 1;
-    }
-}
-
 fn controller(c: &mut Criterion) {
     // Sanity: every cycle completes its request, and nothing is left pending.
     let mut rig = Rig::new();

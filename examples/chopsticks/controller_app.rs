@@ -170,8 +170,8 @@ impl ControllerApp {
                             "guildIds": a.guild_ids,
                             "poolId": a.pool_id,
                             "protocolVersion": a.protocol_version,
-                            "lastSeenMsAgo": now.saturating_duration_since(a.last_seen).as_millis() as u64,
-                            "pending": a.pending,
+                            "lastSeenMsAgo": c.last_seen(&a.agent_id).map(|t| now.saturating_duration_since(t).as_millis() as u64),
+                            "pending": c.pending_for(&a.agent_id),
                         })
                     })
                     .collect::<Vec<_>>()

@@ -73,6 +73,17 @@ impl Utf8Bytes {
         Ok(Self(bytes))
     }
 
+    /// Wraps bytes from an encoder that only ever writes UTF-8 (such as serde_json),
+    /// without checking them here.
+    ///
+    /// This is safe code: nothing here relies on the bytes being UTF-8 for memory safety.
+    /// The transport checks once, when it hands the frame to the WebSocket library, so a
+    /// wrong caller gets that frame dropped; [`as_str`](Self::as_str) would return `""`.
+    /// It exists so that an encoded message is not checked twice on the hot path.
+    pub fn from_encoder(bytes: Bytes) -> Self {
+        Self(bytes)
+    }
+
     /// The text.
     pub fn as_str(&self) -> &str {
         // The constructors only admit valid UTF-8, so this cannot fail; an empty string is
@@ -150,6 +161,12 @@ impl FrameBuf {
         std::str::from_utf8(buf)
             .ok()
             .map(|s| Self::Text(Utf8Bytes::copy_from_str(s)))
+    }
+
+    /// A text frame copied from the output of a JSON encoder (serde_json writes only UTF-8),
+    /// without a UTF-8 check here: see [`Utf8Bytes::from_encoder`].
+    pub fn json_from_slice(buf: &[u8]) -> Self {
+        Self::Text(Utf8Bytes::from_encoder(Bytes::copy_from_slice(buf)))
     }
 
     /// A binary frame.

@@ -9,7 +9,25 @@ pub struct Id128(pub u128);
 impl Id128 {
     /// The hyphenated UUID form, e.g. `00000000-0000-4000-8000-000000000001`.
     pub fn to_uuid_string(self) -> String {
-        self.to_string()
+        self.hyphenated().as_str().to_owned()
+    }
+
+    /// The hyphenated UUID form on the stack: formatting an id costs no allocation and no
+    /// `core::fmt` machinery (ids are formatted once per request on hot paths).
+    pub fn hyphenated(self) -> Hyphenated {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [b'-'; 36];
+        let mut pos = 0;
+        for i in 0..16 {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                pos += 1; // keep the hyphen
+            }
+            let byte = (self.0 >> (120 - 8 * i)) as u8;
+            out[pos] = HEX[usize::from(byte >> 4)];
+            out[pos + 1] = HEX[usize::from(byte & 0xf)];
+            pos += 2;
+        }
+        Hyphenated(out)
     }
 
     /// Parses the hyphenated (or plain 32-hex-digit) UUID form, any case; `None` otherwise.
@@ -17,28 +35,50 @@ impl Id128 {
     /// Machines key pending requests by `Id128` and parse the id a reply carries, so a
     /// lookup costs no string allocation.
     pub fn parse(s: &str) -> Option<Self> {
-        let bytes = s.as_bytes();
-        let hyphenated = bytes.len() == 36;
-        if !hyphenated && bytes.len() != 32 {
-            return None;
-        }
-        let mut v: u128 = 0;
-        for (i, &b) in bytes.iter().enumerate() {
-            if hyphenated && matches!(i, 8 | 13 | 18 | 23) {
-                if b != b'-' {
-                    return None;
-                }
-                continue;
+        /// Hex digit values; 0xff marks a byte that is not a hex digit.
+        const HEX: [u8; 256] = {
+            let mut t = [0xffu8; 256];
+            let mut i = 0;
+            while i < 10 {
+                t[b'0' as usize + i] = i as u8;
+                i += 1;
             }
-            let d = match b {
-                b'0'..=b'9' => b - b'0',
-                b'a'..=b'f' => b - b'a' + 10,
-                b'A'..=b'F' => b - b'A' + 10,
-                _ => return None,
-            };
-            v = (v << 4) | u128::from(d);
+            let mut i = 0;
+            while i < 6 {
+                t[b'a' as usize + i] = 10 + i as u8;
+                t[b'A' as usize + i] = 10 + i as u8;
+                i += 1;
+            }
+            t
+        };
+        /// Where the 32 digits sit in the hyphenated form.
+        const HYPHENATED: [usize; 32] = [
+            0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 14, 15, 16, 17, 19, 20, 21, 22, 24, 25, 26, 27,
+            28, 29, 30, 31, 32, 33, 34, 35,
+        ];
+        let bytes = s.as_bytes();
+        let digit_at: fn(usize) -> usize = match bytes.len() {
+            36 if bytes[8] == b'-'
+                && bytes[13] == b'-'
+                && bytes[18] == b'-'
+                && bytes[23] == b'-' =>
+            {
+                |k| HYPHENATED[k]
+            }
+            32 => |k| k,
+            _ => return None,
+        };
+        // Branch-free: any non-digit sets the high bits of `bad`.
+        let (mut hi, mut lo, mut bad) = (0u64, 0u64, 0u8);
+        for k in 0..16 {
+            let d = HEX[usize::from(bytes[digit_at(k)])];
+            bad |= d;
+            hi = (hi << 4) | u64::from(d & 0xf);
+            let d = HEX[usize::from(bytes[digit_at(k + 16)])];
+            bad |= d;
+            lo = (lo << 4) | u64::from(d & 0xf);
         }
-        Some(Self(v))
+        (bad & 0xf0 == 0).then_some(Self((u128::from(hi) << 64) | u128::from(lo)))
     }
 
     /// The lowest 32 bits as 8 hex digits (short ids such as `sub_1a2b3c4d`).
@@ -49,16 +89,25 @@ impl Id128 {
 
 impl fmt::Display for Id128 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let v = self.0;
-        write!(
-            f,
-            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-            (v >> 96) as u32,
-            (v >> 80) as u16,
-            (v >> 64) as u16,
-            (v >> 48) as u16,
-            v & 0xffff_ffff_ffff
-        )
+        f.write_str(self.hyphenated().as_str())
+    }
+}
+
+/// The 36-byte hyphenated form of an [`Id128`], on the stack (no allocation).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Hyphenated([u8; 36]);
+
+impl Hyphenated {
+    /// The text, e.g. `00000000-0000-4000-8000-000000000001`.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII hex digits and hyphens are ever written.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for Hyphenated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 

@@ -1,19 +1,21 @@
 //! The `Controller`: the server role, owning every agent connection.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use agentwire_core::{
-    CloseCode, ConnId, Frame, Id128, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
+    CloseCode, ConnId, Frame, FrameBuf, Id128, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo,
+    TimerSet,
 };
+use serde::Serialize;
 use subtle::ConstantTimeEq;
 
 use crate::config::ControllerConfig;
 use crate::error::{CommandError, DecodeError, ProtocolError};
 use crate::event::{ControllerEvent, DropReason};
 use crate::message::{
-    Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Hello, RawJson, Released, Req, Resp,
+    Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Hello, Released, ReqRef, Resp,
     SessionKind,
 };
 
@@ -48,10 +50,6 @@ pub struct LiveAgent {
     pub protocol_version: String,
     /// Runner id, if it sends one.
     pub runner_id: Option<String>,
-    /// Last time a message (or a reported pong) arrived from it.
-    pub last_seen: Instant,
-    /// Requests sent to it and not answered yet.
-    pub pending: usize,
 }
 
 /// The key of a voice session: kind, guild and voice channel (`guildId:voiceChannelId`).
@@ -108,6 +106,10 @@ struct ConnState {
     closing: bool,
     window_start: Instant,
     window_count: u32,
+    /// Requests sent on this connection and not answered yet.
+    pending: usize,
+    /// Last time a message (or a reported pong) arrived on this connection.
+    last_seen: Instant,
 }
 
 #[derive(Debug)]
@@ -141,7 +143,12 @@ pub struct Controller {
     sessions: BTreeMap<SessionKey, Session>,
     /// Per guild, the agent chosen last by rule 2 of the selection (round-robin).
     last_pick: BTreeMap<String, String>,
+    /// Hello and stale deadlines, keyed per connection.
     timers: TimerSet<TimerKind>,
+    /// Request deadlines in issue order. The timeout is one constant and `now` never goes
+    /// backwards, so deadlines are non-decreasing and a FIFO replaces a sorted set. Entries
+    /// of answered requests are skipped lazily (and trimmed from the front at once).
+    request_deadlines: VecDeque<(Instant, Id128)>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -172,6 +179,7 @@ impl Controller {
             sessions: BTreeMap::new(),
             last_pick: BTreeMap::new(),
             timers: TimerSet::new(),
+            request_deadlines: VecDeque::new(),
         }
     }
 
@@ -202,6 +210,21 @@ impl Controller {
         self.sessions.get(key)
     }
 
+    /// Last time a message (or a pong reported through [`touch`](Self::touch)) arrived from
+    /// `agent_id`; the stale-agent rule counts from here.
+    pub fn last_seen(&self, agent_id: &str) -> Option<Instant> {
+        let conn = self.agents.get(agent_id)?.conn;
+        self.conns.get(&conn).map(|st| st.last_seen)
+    }
+
+    /// Requests awaiting a response from `agent_id` (on its current connection).
+    pub fn pending_for(&self, agent_id: &str) -> usize {
+        self.agents
+            .get(agent_id)
+            .and_then(|a| self.conns.get(&a.conn))
+            .map_or(0, |st| st.pending)
+    }
+
     /// Requests awaiting a response.
     pub fn pending_requests(&self) -> usize {
         self.pending.len()
@@ -214,7 +237,15 @@ impl Controller {
 
     /// The next deadline and what it is for (for tracing).
     pub fn next_timer(&self) -> Option<(Instant, TimerKind)> {
-        self.timers.next().map(|(t, k)| (t, *k))
+        let conn_timer = self.timers.next().map(|(t, k)| (t, *k));
+        let request = self
+            .request_deadlines
+            .front()
+            .map(|(t, id)| (*t, TimerKind::Request(*id)));
+        match (conn_timer, request) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
     }
 
     // ----- commands -----
@@ -230,38 +261,45 @@ impl Controller {
         &mut self,
         agent_id: &str,
         op: &str,
-        data: impl Into<RawJson>,
+        data: impl Serialize,
         now: Instant,
     ) -> Result<Id128, CommandError> {
         let now = self.clock.observe(now);
-        let agent = self
+        let conn = self
             .agents
-            .get_mut(agent_id)
+            .get(agent_id)
+            .ok_or(CommandError::AgentOffline)?
+            .conn;
+        let max = self.cfg.limits.max_pending_per_agent;
+        let st = self
+            .conns
+            .get_mut(&conn)
             .ok_or(CommandError::AgentOffline)?;
-        if agent.pending >= self.cfg.limits.max_pending_per_agent {
+        if st.pending >= max {
             return Err(CommandError::TooManyPending);
         }
-        agent.pending += 1;
-        let conn = agent.conn;
         let id = self.ids.next_id();
-        let msg = ControllerMessage::Req(Req {
-            id: id.to_string(),
-            op: op.to_owned(),
-            data: data.into(),
-            agent_id: agent_id.to_owned(),
-        });
-        let frame = msg.to_frame(&mut self.scratch);
+        let text = id.hyphenated();
+        let req = ReqRef {
+            id: text.as_str(),
+            op,
+            data,
+            agent_id,
+        };
+        self.scratch.clear();
+        serde_json::to_writer(&mut self.scratch, &req)
+            .map_err(|e| CommandError::InvalidData(e.to_string()))?;
+        let frame = FrameBuf::json_from_slice(&self.scratch);
+        st.pending += 1;
         self.out.send(conn, frame);
-        if let ControllerMessage::Req(req) = msg {
-            let pending = Pending {
-                agent_id: req.agent_id,
-                conn,
-                op: req.op,
-            };
-            self.pending.insert(id, pending);
-        }
-        self.timers
-            .set(TimerKind::Request(id), now + self.cfg.request_timeout);
+        let pending = Pending {
+            agent_id: agent_id.to_owned(),
+            conn,
+            op: op.to_owned(),
+        };
+        self.pending.insert(id, pending);
+        self.request_deadlines
+            .push_back((now + self.cfg.request_timeout, id));
         Ok(id)
     }
 
@@ -331,7 +369,7 @@ impl Controller {
         guild_id: &str,
         voice_channel_id: &str,
         op: &str,
-        data: impl Into<RawJson>,
+        data: impl Serialize,
         now: Instant,
     ) -> Result<(String, Id128), CommandError> {
         let agent = self.select_agent(guild_id, voice_channel_id)?;
@@ -342,10 +380,8 @@ impl Controller {
     /// Records that `conn` is alive now (for drivers that surface WebSocket pongs).
     pub fn touch(&mut self, conn: ConnId, now: Instant) {
         let now = self.clock.observe(now);
-        if let Some(id) = self.conns.get(&conn).and_then(|c| c.agent_id.as_ref()) {
-            if let Some(a) = self.agents.get_mut(id) {
-                a.last_seen = now;
-            }
+        if let Some(st) = self.conns.get_mut(&conn) {
+            st.last_seen = now;
         }
     }
 
@@ -407,6 +443,22 @@ impl Controller {
         });
     }
 
+    /// Drops answered requests from the front of the deadline FIFO, and compacts it when
+    /// answered entries dominate, so it never holds much more than the pending requests.
+    fn trim_deadlines(&mut self) {
+        while let Some((_, id)) = self.request_deadlines.front() {
+            if self.pending.contains_key(id) {
+                break;
+            }
+            self.request_deadlines.pop_front();
+        }
+        if self.request_deadlines.len() > 2 * self.pending.len() + 64 {
+            let pending = &self.pending;
+            self.request_deadlines
+                .retain(|(_, id)| pending.contains_key(id));
+        }
+    }
+
     /// Fails at once every request that went out on `conn`.
     fn fail_pending_on(&mut self, conn: ConnId) {
         let ids: Vec<Id128> = self
@@ -417,10 +469,7 @@ impl Controller {
             .collect();
         for id in ids {
             if let Some(p) = self.pending.remove(&id) {
-                self.timers.cancel(&TimerKind::Request(id));
-                if let Some(a) = self.agents.get_mut(&p.agent_id) {
-                    a.pending = a.pending.saturating_sub(1);
-                }
+                self.unpend(p.conn);
                 self.out.event(ControllerEvent::RequestFailed {
                     id,
                     agent_id: p.agent_id,
@@ -429,6 +478,7 @@ impl Controller {
                 });
             }
         }
+        self.trim_deadlines();
     }
 
     fn on_decode_error(
@@ -538,8 +588,6 @@ impl Controller {
             pool_id: hello.pool_id,
             protocol_version: version.clone(),
             runner_id: hello.runner_id,
-            last_seen: now,
-            pending: 0,
         };
 
         match self.agents.get_mut(&agent_id) {
@@ -556,7 +604,6 @@ impl Controller {
                 existing.pool_id = record.pool_id;
                 existing.protocol_version = record.protocol_version;
                 existing.runner_id = record.runner_id;
-                existing.last_seen = now;
                 if changed {
                     self.out.event(ControllerEvent::AgentUpdated {
                         agent_id: agent_id.clone(),
@@ -688,10 +735,8 @@ impl Controller {
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
-        self.timers.cancel(&TimerKind::Request(id));
-        if let Some(a) = self.agents.get_mut(&p.agent_id) {
-            a.pending = a.pending.saturating_sub(1);
-        }
+        self.unpend(p.conn);
+        self.trim_deadlines();
         self.out.event(ControllerEvent::RequestCompleted {
             id,
             agent_id: p.agent_id,
@@ -700,24 +745,57 @@ impl Controller {
         });
     }
 
-    /// Counts a message against the connection's per-second budget; false = drop it.
-    fn within_rate(&mut self, conn: ConnId, now: Instant) -> bool {
-        let max = self.cfg.limits.max_messages_per_second;
-        let Some(st) = self.conns.get_mut(&conn) else {
-            return false;
+    /// The front request deadline has passed: time the request out unless it was answered.
+    fn fire_request_deadline(&mut self) {
+        let Some((_, id)) = self.request_deadlines.pop_front() else {
+            return;
         };
-        if now.duration_since(st.window_start) >= Duration::from_secs(1) {
-            st.window_start = now;
-            st.window_count = 0;
+        let Some(p) = self.pending.remove(&id) else {
+            return; // answered already
+        };
+        self.unpend(p.conn);
+        self.out.event(ControllerEvent::RequestTimedOut {
+            id,
+            agent_id: p.agent_id,
+            op: p.op,
+        });
+    }
+
+    /// A hello or stale deadline has passed.
+    fn fire_conn_timer(&mut self, key: TimerKind, now: Instant) {
+        match key {
+            TimerKind::Hello(conn) => {
+                let error = ProtocolError::HelloRequired;
+                self.close_conn(conn, &error, now);
+                self.violation(conn, error);
+            }
+            TimerKind::Stale(conn) => {
+                let Some(last_seen) = self
+                    .conns
+                    .get(&conn)
+                    .filter(|st| st.agent_id.is_some())
+                    .map(|st| st.last_seen)
+                else {
+                    return;
+                };
+                let due = last_seen + self.cfg.stale_after;
+                if due > now {
+                    self.timers.set(TimerKind::Stale(conn), due);
+                } else {
+                    let error = ProtocolError::Stale;
+                    self.close_conn(conn, &error, now);
+                    self.violation(conn, error);
+                }
+            }
+            // Request deadlines live in `request_deadlines`, never in `timers`.
+            TimerKind::Request(_) => {}
         }
-        st.window_count = st.window_count.saturating_add(1);
-        if st.window_count <= max {
-            return true;
+    }
+
+    fn unpend(&mut self, conn: ConnId) {
+        if let Some(st) = self.conns.get_mut(&conn) {
+            st.pending = st.pending.saturating_sub(1);
         }
-        if st.window_count == max + 1 {
-            self.violation(conn, ProtocolError::RateLimited);
-        }
-        false
     }
 }
 
@@ -758,6 +836,8 @@ impl Machine for Controller {
                 closing: false,
                 window_start: now,
                 window_count: 0,
+                pending: 0,
+                last_seen: now,
             },
         );
         self.timers
@@ -772,45 +852,59 @@ impl Machine for Controller {
     /// docs' "Spec decisions"); nothing panics; unknown connections are ignored.
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         let now = self.clock.observe(now);
-        let registered = match self.conns.get(&conn) {
-            Some(st) if !st.closing => st.agent_id.is_some(),
-            _ => return,
+        let max_rate = self.cfg.limits.max_messages_per_second;
+        let Some(st) = self.conns.get_mut(&conn).filter(|st| !st.closing) else {
+            return;
         };
-        if !self.within_rate(conn, now) {
+        let registered = st.agent_id.is_some();
+        // Rate: a fixed one-second window per connection; the excess is dropped.
+        if now.duration_since(st.window_start) >= Duration::from_secs(1) {
+            st.window_start = now;
+            st.window_count = 0;
+        }
+        st.window_count = st.window_count.saturating_add(1);
+        if st.window_count > max_rate {
+            if st.window_count == max_rate + 1 {
+                self.violation(conn, ProtocolError::RateLimited);
+            }
             return;
         }
         let msg = match AgentMessage::decode(frame, self.cfg.limits.max_frame_bytes) {
             Ok(m) => m,
             Err(e) => return self.on_decode_error(conn, registered, e, now),
         };
-        let sender = if registered {
-            let id = self.conns.get(&conn).and_then(|st| st.agent_id.clone());
-            if let Some(a) = id.as_ref().and_then(|id| self.agents.get_mut(id)) {
-                a.last_seen = now;
-            }
-            id
-        } else {
-            None
-        };
-        match (msg, sender) {
-            (AgentMessage::Hello(h), _) => self.on_hello(conn, h, now),
-            (AgentMessage::Guilds(g), Some(agent_id)) => {
-                let mut set = BTreeSet::new();
-                for id in g.guild_ids {
-                    if set.len() >= self.cfg.limits.max_guilds_per_agent {
-                        self.violation(conn, ProtocolError::Limit("guilds per agent"));
-                        break;
+        // Any message refreshes lastSeen.
+        if let Some(st) = self.conns.get_mut(&conn) {
+            st.last_seen = now;
+        }
+        match msg {
+            AgentMessage::Hello(h) => self.on_hello(conn, h, now),
+            AgentMessage::Resp(r) => self.on_resp(conn, r),
+            other => {
+                let sender = self.conns.get(&conn).and_then(|st| st.agent_id.clone());
+                match (other, sender) {
+                    (AgentMessage::Guilds(g), Some(agent_id)) => {
+                        let mut set = BTreeSet::new();
+                        for id in g.guild_ids {
+                            if set.len() >= self.cfg.limits.max_guilds_per_agent {
+                                self.violation(conn, ProtocolError::Limit("guilds per agent"));
+                                break;
+                            }
+                            set.insert(id);
+                        }
+                        self.set_guilds(&agent_id, set);
                     }
-                    set.insert(id);
+                    (AgentMessage::Event(Event::Add(a)), Some(agent_id)) => {
+                        self.on_add(agent_id, a, conn)
+                    }
+                    (AgentMessage::Event(Event::Released(r)), Some(agent_id)) => {
+                        self.on_released(agent_id, r, conn)
+                    }
+                    (other, _) => {
+                        self.violation(conn, ProtocolError::BeforeHello(other.type_name()))
+                    }
                 }
-                self.set_guilds(&agent_id, set);
             }
-            (AgentMessage::Event(Event::Add(a)), Some(agent_id)) => self.on_add(agent_id, a, conn),
-            (AgentMessage::Event(Event::Released(r)), Some(agent_id)) => {
-                self.on_released(agent_id, r, conn)
-            }
-            (AgentMessage::Resp(r), _) => self.on_resp(conn, r),
-            (other, None) => self.violation(conn, ProtocolError::BeforeHello(other.type_name())),
         }
     }
 
@@ -841,52 +935,77 @@ impl Machine for Controller {
     /// Fires due deadlines: hello-required closes, stale-agent drops, request timeouts.
     fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
-        while let Some(key) = self.timers.pop_expired(now) {
-            match key {
-                TimerKind::Hello(conn) => {
-                    let error = ProtocolError::HelloRequired;
-                    self.close_conn(conn, &error, now);
-                    self.violation(conn, error);
-                }
-                TimerKind::Stale(conn) => {
-                    let last_seen = self
-                        .conns
-                        .get(&conn)
-                        .and_then(|st| st.agent_id.as_ref())
-                        .and_then(|id| self.agents.get(id))
-                        .map(|a| a.last_seen);
-                    let Some(last_seen) = last_seen else { continue };
-                    let due = last_seen + self.cfg.stale_after;
-                    if due > now {
-                        self.timers.set(TimerKind::Stale(conn), due);
-                    } else {
-                        let error = ProtocolError::Stale;
-                        self.close_conn(conn, &error, now);
-                        self.violation(conn, error);
+        // Both deadline sources, in time order (connection timers first on ties).
+        while let Some((_, kind)) = self.next_timer().filter(|(t, _)| *t <= now) {
+            match kind {
+                TimerKind::Request(_) => self.fire_request_deadline(),
+                TimerKind::Hello(_) | TimerKind::Stale(_) => {
+                    if let Some(key) = self.timers.pop_expired(now) {
+                        self.fire_conn_timer(key, now);
                     }
-                }
-                TimerKind::Request(id) => {
-                    let Some(p) = self.pending.remove(&id) else {
-                        continue;
-                    };
-                    if let Some(a) = self.agents.get_mut(&p.agent_id) {
-                        a.pending = a.pending.saturating_sub(1);
-                    }
-                    self.out.event(ControllerEvent::RequestTimedOut {
-                        id,
-                        agent_id: p.agent_id,
-                        op: p.op,
-                    });
                 }
             }
         }
+        self.trim_deadlines();
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next_deadline()
+        self.next_timer().map(|(t, _)| t)
     }
 
     fn poll_output(&mut self) -> Option<Output<ControllerEvent>> {
         self.out.pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_core::SequentialIds;
+
+    #[allow(clippy::disallowed_methods)] // the one base time of a test
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
+    #[test]
+    fn the_deadline_fifo_stays_bounded_when_answers_come_out_of_order() {
+        let now = t0();
+        let mut limits = crate::Limits::default();
+        limits.max_pending_per_agent = 100_000;
+        let mut c = Controller::new(
+            ControllerConfig::default().with_limits(limits),
+            SequentialIds::new(0),
+        );
+        let conn = ConnId::new(1);
+        c.handle_connect(conn, &PeerInfo::new(None), now);
+        let hello = r#"{"type":"hello","protocolVersion":"1.0.0","agentId":"a","ready":true,"guildIds":[],"poolId":"p"}"#;
+        c.handle_frame(conn, Frame::Text(hello), now);
+        let ids: Vec<Id128> = (0..5_000)
+            .map(|_| c.request("a", "x", (), now).expect("sent"))
+            .collect();
+        while c.poll_output().is_some() {}
+        // Answer every request except the first, newest first: the front stays pending, so
+        // only compaction can keep the FIFO small.
+        for id in ids.iter().skip(1).rev() {
+            let resp = format!(r#"{{"type":"resp","id":"{id}","ok":true}}"#);
+            // Stay under the rate limit by moving time forward a little.
+            let t =
+                now + Duration::from_millis(11) * (ids.len() as u32 - c.pending_requests() as u32);
+            c.handle_frame(conn, Frame::Text(&resp), t);
+            assert!(c.request_deadlines.len() <= 2 * c.pending_requests() + 64 + 1);
+        }
+        assert_eq!(c.pending_requests(), 1);
+        while c.poll_output().is_some() {}
+        // The one left still times out on time.
+        c.handle_timeout(now + Duration::from_secs(31));
+        let timed_out: Vec<Id128> = std::iter::from_fn(|| c.poll_output())
+            .filter_map(|o| match o {
+                Output::Event(ControllerEvent::RequestTimedOut { id, .. }) => Some(id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(timed_out, [ids[0]]);
+        assert!(c.request_deadlines.is_empty());
     }
 }

@@ -135,6 +135,9 @@ pub enum CommandError {
     /// The client is not connected.
     #[error("not connected")]
     NotConnected,
+    /// The request data could not be encoded as JSON (e.g. a map with non-string keys).
+    #[error("request data is not JSON: {0}")]
+    InvalidData(String),
 }
 
 impl CommandError {
@@ -146,6 +149,7 @@ impl CommandError {
             Self::NoFreeAgents => "no-free-agents",
             Self::TooManyPending => "too-many-pending",
             Self::NotConnected => "not-connected",
+            Self::InvalidData(_) => "invalid-data",
         }
     }
 }

@@ -21,7 +21,7 @@ fn hello_registers_the_agent_with_every_field() {
     assert_eq!(a.pool_id, "pool_a");
     assert_eq!(a.protocol_version, "1.0.0");
     assert_eq!(a.runner_id.as_deref(), Some("runner-7"));
-    assert_eq!(a.last_seen, sim.now());
+    assert_eq!(sim.server().last_seen("a1"), Some(sim.now()));
     assert!(received(&mut sim, r).is_empty(), "success sends nothing");
     let regs = events(&mut sim, |e| match e {
         ControllerEvent::AgentRegistered {

@@ -22,7 +22,7 @@ fn every_hello_re_registers_and_reports_changes() {
     let a = sim.server().agent("a1").expect("live");
     assert!(!a.ready);
     assert_eq!(a.tag.as_deref(), Some("Renamed#2"));
-    assert_eq!(a.last_seen, sim.now());
+    assert_eq!(sim.server().last_seen("a1"), Some(sim.now()));
     let ev = sim.take_server_events();
     assert!(ev
         .iter()

@@ -30,6 +30,18 @@ pub struct Req {
     pub agent_id: String,
 }
 
+/// A `req` borrowed from its parts, for encoding without building an owned [`Req`].
+///
+/// Encodes exactly as `ControllerMessage::Req(Req { .. })` does (pinned by a unit test).
+#[derive(Serialize)]
+#[serde(tag = "type", rename = "req", rename_all = "camelCase")]
+pub(crate) struct ReqRef<'a, D: Serialize> {
+    pub(crate) id: &'a str,
+    pub(crate) op: &'a str,
+    pub(crate) data: D,
+    pub(crate) agent_id: &'a str,
+}
+
 /// `error`: a human-readable protocol error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorMessage {
@@ -86,5 +98,31 @@ impl ControllerMessage {
             Self::Req(_) => "req",
             Self::Error(_) => "error",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn req_ref_encodes_like_req() {
+        let data = RawJson::from_text(r#"{"q": "x"}"#).expect("json");
+        let owned = ControllerMessage::Req(Req {
+            id: "i".into(),
+            op: "play".into(),
+            data: data.clone(),
+            agent_id: "a".into(),
+        });
+        let borrowed = ReqRef {
+            id: "i",
+            op: "play",
+            data: &data,
+            agent_id: "a",
+        };
+        assert_eq!(
+            serde_json::to_string(&owned).expect("json"),
+            serde_json::to_string(&borrowed).expect("json")
+        );
     }
 }

@@ -13,6 +13,7 @@ mod raw;
 mod tagged;
 
 pub use agent::{Add, AgentMessage, Event, Guilds, Hello, Released, Resp, SessionKind};
+pub(crate) use controller::ReqRef;
 pub use controller::{ControllerMessage, ErrorMessage, Req};
 pub use raw::RawJson;
 pub(crate) use tagged::Probe;
