@@ -971,8 +971,10 @@ mod tests {
     #[test]
     fn the_deadline_fifo_stays_bounded_when_answers_come_out_of_order() {
         let now = t0();
-        let mut limits = crate::Limits::default();
-        limits.max_pending_per_agent = 100_000;
+        let limits = crate::Limits {
+            max_pending_per_agent: 100_000,
+            ..crate::Limits::default()
+        };
         let mut c = Controller::new(
             ControllerConfig::default().with_limits(limits),
             SequentialIds::new(0),
