@@ -1,6 +1,7 @@
 //! The `Controller`: the server role, owning every agent connection.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -112,6 +113,27 @@ struct ConnState {
     last_seen: Instant,
 }
 
+/// Hashes an [`Id128`] by folding its halves: ids are uniformly random (UUID v4) or
+/// sequential, never peer-chosen, so SipHash's flooding resistance buys nothing here.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u128(&mut self, v: u128) {
+        self.0 = ((v as u64) ^ ((v >> 64) as u64)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 #[derive(Debug)]
 struct Pending {
     agent_id: String,
@@ -139,7 +161,9 @@ pub struct Controller {
     conns: BTreeMap<ConnId, ConnState>,
     per_ip: BTreeMap<IpAddr, usize>,
     agents: BTreeMap<String, LiveAgent>,
-    pending: BTreeMap<Id128, Pending>,
+    /// Requests awaiting a `resp`, by id. Ids are ours (never chosen by a peer), so a
+    /// cheap hasher is safe; nothing iterates this map (see `fail_pending_on`).
+    pending: HashMap<Id128, Pending, BuildHasherDefault<IdHasher>>,
     sessions: BTreeMap<SessionKey, Session>,
     /// Per guild, the agent chosen last by rule 2 of the selection (round-robin).
     last_pick: BTreeMap<String, String>,
@@ -175,7 +199,7 @@ impl Controller {
             conns: BTreeMap::new(),
             per_ip: BTreeMap::new(),
             agents: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            pending: HashMap::default(),
             sessions: BTreeMap::new(),
             last_pick: BTreeMap::new(),
             timers: TimerSet::new(),
@@ -459,13 +483,15 @@ impl Controller {
         }
     }
 
-    /// Fails at once every request that went out on `conn`.
+    /// Fails at once every request that went out on `conn`, in the order they were sent.
     fn fail_pending_on(&mut self, conn: ConnId) {
+        // The deadline FIFO holds every pending id in issue order: iterate it, not the
+        // hash map, so the events come out in a deterministic order.
         let ids: Vec<Id128> = self
-            .pending
+            .request_deadlines
             .iter()
-            .filter(|(_, p)| p.conn == conn)
-            .map(|(id, _)| *id)
+            .map(|(_, id)| *id)
+            .filter(|id| self.pending.get(id).is_some_and(|p| p.conn == conn))
             .collect();
         for id in ids {
             if let Some(p) = self.pending.remove(&id) {
