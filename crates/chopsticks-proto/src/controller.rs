@@ -30,6 +30,10 @@ pub const AGENT_OFFLINE: &str = "agent-offline";
 pub const AGENT_TIMEOUT: &str = "agent-timeout";
 
 /// One live agent in the controller's registry.
+///
+/// Its `lastSeen` is [`Controller::last_seen`] and its pending request count
+/// [`Controller::pending_for`]: both live with the connection, where every message updates
+/// them without a registry lookup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LiveAgent {
