@@ -180,16 +180,7 @@ async fn connect_once(
         .get(http::header::SEC_WEBSOCKET_PROTOCOL)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    peer.headers = resp
-        .headers()
-        .iter()
-        .map(|(n, v)| {
-            (
-                n.as_str().to_ascii_lowercase(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    peer.headers = crate::hook::header_pairs(resp.headers());
     Ok((ws, peer))
 }
 

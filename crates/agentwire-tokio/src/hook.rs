@@ -113,3 +113,19 @@ where
         self(req)
     }
 }
+
+/// Header pairs with lowercased names and lossily decoded values, in arrival order (the
+/// form `PeerInfo` and `UpgradeRequest` carry).
+pub(crate) fn header_pairs(
+    headers: &tokio_tungstenite::tungstenite::http::HeaderMap,
+) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}

@@ -221,16 +221,7 @@ fn decide(
     let Some(slot) = ConnSlot::reserve(&shared.open, shared.max_connections) else {
         return Err(reject(Reject::unavailable()));
     };
-    let headers: Vec<(String, String)> = req
-        .headers()
-        .iter()
-        .map(|(n, v)| {
-            (
-                n.as_str().to_ascii_lowercase(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    let headers = crate::hook::header_pairs(req.headers());
     let offered: Vec<String> = headers
         .iter()
         .filter(|(n, _)| n == "sec-websocket-protocol")
