@@ -10,10 +10,12 @@
 //! relax it), and a hand-written `GlobalAlloc` would need `unsafe impl`.
 #![allow(missing_docs)]
 
+mod common;
+use common::median_ns;
+
 use std::alloc::System;
 use std::hint::black_box;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
@@ -319,20 +321,6 @@ fn controller(c: &mut Criterion) {
 // ---------------------------------------------------------------------------------------
 // Ratios
 // ---------------------------------------------------------------------------------------
-
-/// The median estimate (ns) of one benchmark from criterion's output, if present.
-fn median_ns(group: &str, function: &str) -> Option<f64> {
-    let root = std::env::var_os("CRITERION_HOME")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("CARGO_TARGET_DIR").map(|d| PathBuf::from(d).join("criterion"))
-        })
-        .unwrap_or_else(|| PathBuf::from("target/criterion"));
-    let dir = root.join(group.replace('/', "_")).join(function);
-    let text = std::fs::read_to_string(dir.join("new/estimates.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["median"]["point_estimate"].as_f64()
-}
 
 /// Prints each figure as a ratio against its baseline in the same group.
 fn print_ratios() {

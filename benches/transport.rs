@@ -27,9 +27,11 @@
 //! printed at the end and recorded in `crates/agentwire-tokio/README.md`.
 #![allow(missing_docs)]
 
+mod common;
+use common::median_ns;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Outbox, Output, PeerInfo};
@@ -403,20 +405,6 @@ fn idle_connections() -> Option<(f64, f64)> {
         Some(after.saturating_sub(before) as f64 / IDLE_CONNS as f64)
     })?;
     Some((ours_kib, bare_kib))
-}
-
-/// The median estimate (ns) of one benchmark from criterion's output, if present.
-fn median_ns(group: &str, function: &str) -> Option<f64> {
-    let root = std::env::var_os("CRITERION_HOME")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("CARGO_TARGET_DIR").map(|d| PathBuf::from(d).join("criterion"))
-        })
-        .unwrap_or_else(|| PathBuf::from("target/criterion"));
-    let dir = root.join(group.replace('/', "_")).join(function);
-    let text = std::fs::read_to_string(dir.join("new/estimates.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["median"]["point_estimate"].as_f64()
 }
 
 fn print_ratios(idle: Option<(f64, f64)>) {

@@ -41,12 +41,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    chopsticks::init_tracing();
     let args = Args::parse();
     let mut cfg = AgentConfig::new(&args.agent_id)
         .with_guilds(args.guilds)

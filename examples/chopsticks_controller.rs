@@ -45,12 +45,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    chopsticks::init_tracing();
     let args = Args::parse();
     let mut cfg = ControllerConfig::default()
         .with_supported_versions(args.supported_versions)

@@ -167,6 +167,16 @@ impl<M: Machine> Core<M> {
         }
     }
 
+    /// Ends one owner-loop step: drains the outputs, then, if input is still waiting, yields
+    /// so the writers can empty their queues before the next slice of input (otherwise a
+    /// peer's burst could make its own writer look like a slow reader).
+    pub(crate) async fn finish_step(&mut self, more_input: bool) {
+        self.drain().await;
+        if more_input {
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// Drains the machine's outputs: frames to their queues, closes to their writers,
     /// events to the application (waiting while the event channel is full).
     pub(crate) async fn drain(&mut self) {

@@ -129,11 +129,7 @@ async fn run<M: Machine>(
             () = timer.wait() => core.timeout(),
             _ = control.stop.changed() => {}
         }
-        core.drain().await;
-        if more_input {
-            // Let the writers empty their queues before the next slice of input.
-            tokio::task::yield_now().await;
-        }
+        core.finish_step(more_input).await;
         core.take_ended();
     }
     tracing::debug!(open = core.len(), "shutting down");

@@ -428,13 +428,13 @@ impl Controller {
 
     /// Sends `error{text}`, closes with the error's code and reason, and drops any agent
     /// registered on the connection.
-    fn reject(&mut self, conn: ConnId, text: &str, error: ProtocolError, now: Instant) {
+    fn reject(&mut self, conn: ConnId, text: &str, error: ProtocolError) {
         self.send_error(conn, text);
-        self.close_conn(conn, &error, now);
+        self.close_conn(conn, &error);
         self.violation(conn, error);
     }
 
-    fn close_conn(&mut self, conn: ConnId, error: &ProtocolError, _now: Instant) {
+    fn close_conn(&mut self, conn: ConnId, error: &ProtocolError) {
         let (code, reason) = error
             .close()
             .unwrap_or((CloseCode::POLICY, "protocol-error"));
@@ -511,17 +511,11 @@ impl Controller {
         self.trim_deadlines();
     }
 
-    fn on_decode_error(
-        &mut self,
-        conn: ConnId,
-        registered: bool,
-        error: DecodeError,
-        now: Instant,
-    ) {
+    fn on_decode_error(&mut self, conn: ConnId, registered: bool, error: DecodeError) {
         match error {
             DecodeError::UnknownType | DecodeError::NotAnObject if !registered => {
                 let text = error.reply_text().unwrap_or("Unknown message type");
-                self.reject(conn, text, ProtocolError::Decode(error), now);
+                self.reject(conn, text, ProtocolError::Decode(error));
             }
             DecodeError::UnknownType | DecodeError::NotAnObject | DecodeError::InvalidFields(_) => {
                 // After hello (unknown types) or any time (bad fields): ignored, no reply.
@@ -547,12 +541,7 @@ impl Controller {
 
     fn on_hello(&mut self, conn: ConnId, hello: Hello, now: Instant) {
         let Some(version) = hello.protocol_version.clone().filter(|v| !v.is_empty()) else {
-            self.reject(
-                conn,
-                ERR_VERSION_REQUIRED,
-                ProtocolError::MissingVersion,
-                now,
-            );
+            self.reject(conn, ERR_VERSION_REQUIRED, ProtocolError::MissingVersion);
             return;
         };
         if !self.cfg.supported_versions.contains(&version) {
@@ -560,16 +549,11 @@ impl Controller {
                 "Incompatible protocol version {version}. Controller expects {}.",
                 self.cfg.protocol_version
             );
-            self.reject(
-                conn,
-                &text,
-                ProtocolError::IncompatibleVersion(version),
-                now,
-            );
+            self.reject(conn, &text, ProtocolError::IncompatibleVersion(version));
             return;
         }
         if !self.secret_matches(hello.runner_secret.as_deref()) {
-            self.reject(conn, ERR_UNAUTHORIZED, ProtocolError::Unauthorized, now);
+            self.reject(conn, ERR_UNAUTHORIZED, ProtocolError::Unauthorized);
             return;
         }
         let Some(agent_id) = hello.agent_id.clone().filter(|a| !a.is_empty()) else {
@@ -796,7 +780,7 @@ impl Controller {
         match key {
             TimerKind::Hello(conn) => {
                 let error = ProtocolError::HelloRequired;
-                self.close_conn(conn, &error, now);
+                self.close_conn(conn, &error);
                 self.violation(conn, error);
             }
             TimerKind::Stale(conn) => {
@@ -813,7 +797,7 @@ impl Controller {
                     self.timers.set(TimerKind::Stale(conn), due);
                 } else {
                     let error = ProtocolError::Stale;
-                    self.close_conn(conn, &error, now);
+                    self.close_conn(conn, &error);
                     self.violation(conn, error);
                 }
             }
@@ -901,7 +885,7 @@ impl Machine for Controller {
         }
         let msg = match AgentMessage::decode(frame, self.cfg.limits.max_frame_bytes) {
             Ok(m) => m,
-            Err(e) => return self.on_decode_error(conn, registered, e, now),
+            Err(e) => return self.on_decode_error(conn, registered, e),
         };
         // Any message refreshes lastSeen.
         if let Some(st) = self.conns.get_mut(&conn) {
