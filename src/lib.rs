@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`core`] | `agentwire-core` | always |
 //! | `chopsticks` | `chopsticks-proto` | `chopsticks` |
+//! | `jsonrpc_bus` | `jsonrpc-bus-proto` | `jsonrpc-bus` |
 //! | `tokio` | `agentwire-tokio` | `tokio` |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -14,6 +15,9 @@ pub use agentwire_core as core;
 
 #[cfg(feature = "chopsticks")]
 pub use chopsticks_proto as chopsticks;
+
+#[cfg(feature = "jsonrpc-bus")]
+pub use jsonrpc_bus_proto as jsonrpc_bus;
 
 #[cfg(feature = "tokio")]
 pub use agentwire_tokio as tokio;

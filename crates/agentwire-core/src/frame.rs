@@ -169,6 +169,12 @@ impl FrameBuf {
         Self::Text(Utf8Bytes::from_encoder(Bytes::copy_from_slice(buf)))
     }
 
+    /// A text frame that takes ownership of a JSON encoder's output (no copy, no UTF-8
+    /// check here: see [`Utf8Bytes::from_encoder`]).
+    pub fn json_from_vec(buf: Vec<u8>) -> Self {
+        Self::Text(Utf8Bytes::from_encoder(Bytes::from(buf)))
+    }
+
     /// A binary frame.
     pub fn binary(b: impl Into<Bytes>) -> Self {
         Self::Binary(b.into())

@@ -1,0 +1,2 @@
+//! Placeholder: replaced by the bus benches.
+fn main() {}

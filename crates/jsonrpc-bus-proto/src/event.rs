@@ -1,0 +1,235 @@
+//! What the machines tell the application.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use agentwire_core::{ConnId, Id128};
+
+use crate::error::{ErrorObject, ProtocolError};
+use crate::message::{ClientInfo, InitializeResult, RawJson, SendMessageResult};
+
+/// One publish travelling through the bus (from a connection or from [`Bus::publish`]).
+///
+/// [`Bus::publish`]: crate::Bus::publish
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DeliveryId(pub u64);
+
+impl fmt::Display for DeliveryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "d{}", self.0)
+    }
+}
+
+/// How one subscriber's turn in a delivery ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HopOutcome {
+    /// Answered `stopPropagation: false`; the chain goes on.
+    Continued,
+    /// Answered `stopPropagation: true`; the chain ends here.
+    Stopped,
+    /// Answered with an error object; skipped.
+    Error(ErrorObject),
+    /// Did not answer within the delivery timeout; skipped.
+    TimedOut,
+    /// Disconnected before answering; skipped.
+    Disconnected,
+    /// Its delivery queue was full when the message was published; skipped.
+    Overloaded,
+}
+
+/// An event of the [`Bus`](crate::Bus).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BusEvent {
+    /// A connection was accepted.
+    Connected {
+        /// The connection.
+        conn: ConnId,
+        /// Its remote address, if known.
+        remote: Option<SocketAddr>,
+    },
+    /// A connection completed `initialize`.
+    Initialized {
+        /// The connection.
+        conn: ConnId,
+        /// Its `clientId`.
+        client_id: Option<String>,
+        /// Its `clientInfo`.
+        client_info: Option<ClientInfo>,
+    },
+    /// A connection subscribed.
+    Subscribed {
+        /// The connection.
+        conn: ConnId,
+        /// The pattern.
+        topic: String,
+        /// The `subscriptionId` returned.
+        subscription_id: String,
+    },
+    /// A connection unsubscribed.
+    Unsubscribed {
+        /// The connection.
+        conn: ConnId,
+        /// The pattern.
+        topic: String,
+    },
+    /// A publish started its chain.
+    Published {
+        /// The delivery.
+        delivery: DeliveryId,
+        /// The publishing connection (`None` for [`Bus::publish`](crate::Bus::publish)).
+        publisher: Option<ConnId>,
+        /// The topic.
+        topic: String,
+        /// Matching subscribers (one per connection).
+        subscribers: usize,
+    },
+    /// One subscriber's turn ended.
+    Hop {
+        /// The delivery.
+        delivery: DeliveryId,
+        /// The subscriber.
+        subscriber: ConnId,
+        /// How it ended.
+        outcome: HopOutcome,
+    },
+    /// A delivery finished; the publisher (if still connected) got `result`.
+    Completed {
+        /// The delivery.
+        delivery: DeliveryId,
+        /// The publishing connection (`None` for [`Bus::publish`](crate::Bus::publish)).
+        publisher: Option<ConnId>,
+        /// The aggregated result.
+        result: SendMessageResult,
+    },
+    /// A connection ended; its subscriptions were dropped.
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+        /// Subscriptions it held.
+        subscriptions: usize,
+    },
+    /// A peer broke the protocol (the wire reply, if any, was sent).
+    ProtocolViolation {
+        /// The connection.
+        conn: ConnId,
+        /// What it did.
+        error: ProtocolError,
+    },
+}
+
+/// The id of a request the [`BusClient`](crate::BusClient) sent (a UUID string on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub Id128);
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// Which command a request came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestKind {
+    /// `initialize` (sent by the client itself on every connect).
+    Initialize,
+    /// `subscribe` of a pattern.
+    Subscribe(String),
+    /// `unsubscribe` of a pattern.
+    Unsubscribe(String),
+    /// `sendMessage` to a topic.
+    Publish(String),
+    /// `ping`.
+    Ping,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The bus answered with an error.
+    #[error("rejected: {0}")]
+    Rejected(ErrorObject),
+    /// No answer within the request timeout.
+    #[error("timed out")]
+    TimedOut,
+    /// The connection ended before the answer.
+    #[error("disconnected")]
+    Disconnected,
+    /// The caller withdrew it (an `unsubscribe` before the `subscribe` was sent).
+    #[error("cancelled")]
+    Cancelled,
+    /// The answer did not have the expected shape.
+    #[error("malformed result")]
+    Malformed,
+}
+
+/// A delivery the bus sent to this client, awaiting (or already given) an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IncomingId(pub u64);
+
+/// An event of the [`BusClient`](crate::BusClient).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ClientEvent {
+    /// `initialize` succeeded (on every connect); subscriptions are being restored.
+    Initialized(InitializeResult),
+    /// A `subscribe` succeeded (including the automatic ones after a reconnect).
+    Subscribed {
+        /// The request.
+        request: RequestId,
+        /// The pattern.
+        topic: String,
+        /// The bus's `subscriptionId`, if it sent one.
+        subscription_id: Option<String>,
+    },
+    /// An `unsubscribe` succeeded.
+    Unsubscribed {
+        /// The request.
+        request: RequestId,
+        /// The pattern.
+        topic: String,
+    },
+    /// A publish went through the chain.
+    Published {
+        /// The request.
+        request: RequestId,
+        /// The bus's aggregated result.
+        result: SendMessageResult,
+    },
+    /// A `ping` was answered.
+    Pong {
+        /// The request.
+        request: RequestId,
+        /// The bus's timestamp.
+        timestamp: String,
+    },
+    /// A request failed.
+    RequestFailed {
+        /// The request.
+        request: RequestId,
+        /// Which command it was.
+        kind: RequestKind,
+        /// Why.
+        error: RequestError,
+    },
+    /// The bus delivered a message. In intercept mode answer it with
+    /// [`BusClient::answer`](crate::BusClient::answer); otherwise it was already answered
+    /// `stopPropagation: false`.
+    Delivery {
+        /// Pass to `answer`.
+        id: IncomingId,
+        /// The topic it was published to.
+        topic: String,
+        /// The payload, raw.
+        payload: RawJson,
+        /// Whether the client already answered it (not intercepting).
+        answered: bool,
+    },
+    /// The connection ended; requests in flight failed, subscriptions will be restored.
+    Disconnected,
+    /// The bus broke the protocol.
+    ProtocolViolation(ProtocolError),
+}

@@ -1,0 +1,678 @@
+//! JSON-RPC 2.0: ids, the `"2.0"` marker, owned message types for building messages, and the
+//! borrowed decoder that classifies an incoming body without parsing its params.
+//!
+//! Classification follows jsonrpsee: an object with `method` is a request (with `id`) or a
+//! notification (without); otherwise an object with `result` or `error` and an `id` is a
+//! response; anything else is an invalid request, answered with the `id` recovered when it
+//! had a valid one. `params`, `result` and `error` stay raw JSON ([`RawValue`]) until the
+//! method is known.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::Number;
+
+use crate::error::{DecodeError, ErrorObject};
+
+/// The `"jsonrpc": "2.0"` member: serializes as `"2.0"` and accepts nothing else.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct JsonRpc2;
+
+impl Serialize for JsonRpc2 {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("2.0")
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonRpc2 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v: Cow<'de, str> = Deserialize::deserialize(d)?;
+        if v == "2.0" {
+            Ok(Self)
+        } else {
+            Err(de::Error::invalid_value(
+                de::Unexpected::Str(&v),
+                &"the string \"2.0\"",
+            ))
+        }
+    }
+}
+
+/// A request id: a string, a number or `null`, echoed back exactly as received.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Id {
+    /// `null` (also the id of errors for messages whose id could not be read).
+    #[default]
+    Null,
+    /// A number.
+    Number(Number),
+    /// A string (the reference uses UUID strings).
+    Str(String),
+}
+
+impl Id {
+    /// Reads an id from its raw JSON; `None` if it is not a string, number or null.
+    pub fn from_raw(raw: &RawValue) -> Option<Self> {
+        let text = raw.get();
+        match text.as_bytes().first()? {
+            b'"' => raw_str(raw).map(|s| Self::Str(s.into_owned())),
+            b'n' => Some(Self::Null),
+            b'-' | b'0'..=b'9' => serde_json::from_str(text).ok().map(Self::Number),
+            _ => None,
+        }
+    }
+
+    /// The id as a string, if it is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Self::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Appends the id's JSON to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Null => out.extend_from_slice(b"null"),
+            Self::Number(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            Self::Str(s) => write_json_str(out, s),
+        }
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Null => f.write_str("null"),
+            Self::Number(n) => write!(f, "{n}"),
+            Self::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+impl From<u64> for Id {
+    fn from(v: u64) -> Self {
+        Self::Number(v.into())
+    }
+}
+
+impl From<String> for Id {
+    fn from(v: String) -> Self {
+        Self::Str(v)
+    }
+}
+
+impl From<&str> for Id {
+    fn from(v: &str) -> Self {
+        Self::Str(v.to_owned())
+    }
+}
+
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Null => s.serialize_unit(),
+            Self::Number(n) => n.serialize(s),
+            Self::Str(v) => s.serialize_str(v),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Null => Ok(Self::Null),
+            serde_json::Value::Number(n) => Ok(Self::Number(n)),
+            serde_json::Value::String(s) => Ok(Self::Str(s)),
+            _ => Err(de::Error::custom("id must be a string, a number or null")),
+        }
+    }
+}
+
+/// A request (owned), for building or inspecting messages; `P` is the params type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request<P = Box<RawValue>> {
+    /// Always `"2.0"`.
+    pub jsonrpc: JsonRpc2,
+    /// Method name.
+    pub method: String,
+    /// Params (omitted when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<P>,
+    /// Request id.
+    pub id: Id,
+}
+
+impl<P> Request<P> {
+    /// A request.
+    pub fn new(id: impl Into<Id>, method: impl Into<String>, params: P) -> Self {
+        Self {
+            jsonrpc: JsonRpc2,
+            method: method.into(),
+            params: Some(params),
+            id: id.into(),
+        }
+    }
+}
+
+/// A notification (owned): a request without an id, never answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification<P = Box<RawValue>> {
+    /// Always `"2.0"`.
+    pub jsonrpc: JsonRpc2,
+    /// Method name.
+    pub method: String,
+    /// Params (omitted when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<P>,
+}
+
+/// The outcome carried by a [`Response`]: `result` or `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome<R> {
+    /// `"result": R`.
+    Result(R),
+    /// `"error": {code, message, data?}`.
+    Error(ErrorObject),
+}
+
+/// A response (owned): `{"jsonrpc":"2.0","result"|"error":...,"id":...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response<R = Box<RawValue>> {
+    /// Always `"2.0"`.
+    pub jsonrpc: JsonRpc2,
+    /// Result or error.
+    #[serde(flatten)]
+    pub outcome: Outcome<R>,
+    /// The id of the request answered.
+    pub id: Id,
+}
+
+impl<R> Response<R> {
+    /// A success response.
+    pub fn result(id: Id, result: R) -> Self {
+        Self {
+            jsonrpc: JsonRpc2,
+            outcome: Outcome::Result(result),
+            id,
+        }
+    }
+
+    /// An error response.
+    pub fn error(id: Id, error: ErrorObject) -> Self {
+        Self {
+            jsonrpc: JsonRpc2,
+            outcome: Outcome::Error(error),
+            id,
+        }
+    }
+}
+
+/// A request or notification, borrowed from the message body.
+#[derive(Debug, Clone)]
+pub struct Call<'a> {
+    /// `Some` for a request, `None` for a notification.
+    pub id: Option<Id>,
+    /// Method name.
+    pub method: Cow<'a, str>,
+    /// Params as raw JSON (an object or an array), if present.
+    pub params: Option<&'a RawValue>,
+}
+
+/// A response, borrowed from the message body.
+#[derive(Debug, Clone)]
+pub struct Reply<'a> {
+    /// The id of the request answered.
+    pub id: Id,
+    /// `Ok(result)` as raw JSON, or the error object.
+    pub outcome: Result<&'a RawValue, ErrorObject>,
+}
+
+/// One classified JSON-RPC message, borrowed from the body.
+#[derive(Debug, Clone)]
+pub enum Incoming<'a> {
+    /// A request or notification.
+    Call(Call<'a>),
+    /// A response to a request this side sent.
+    Reply(Reply<'a>),
+}
+
+/// A message body: one message, or a batch (a JSON array) of raw entries.
+#[derive(Debug)]
+pub enum Body<'a> {
+    /// One object (still raw; classify it with [`classify`]).
+    Single(&'a RawValue),
+    /// A batch: every entry raw, in order (classify each with [`classify`]).
+    Batch(Vec<&'a RawValue>),
+}
+
+/// Splits a message body into one message or a batch, checking size and batch limits before
+/// anything is allocated for the entries.
+///
+/// Binary frames are accepted as UTF-8 JSON, as the reference bus does.
+pub fn split_body(body: &[u8], max_len: usize, max_batch: usize) -> Result<Body<'_>, DecodeError> {
+    if body.len() > max_len {
+        return Err(DecodeError::TooLarge {
+            len: body.len(),
+            max: max_len,
+        });
+    }
+    let text = std::str::from_utf8(body).map_err(|_| DecodeError::NotUtf8)?;
+    let first = text.bytes().find(|b| !b.is_ascii_whitespace());
+    match first {
+        Some(b'[') => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let entries = de
+                .deserialize_seq(BatchVisitor { max: max_batch })
+                .and_then(|v| de.end().map(|()| v))
+                .map_err(|e| batch_error(text, &e, max_batch))?;
+            if entries.is_empty() {
+                return Err(DecodeError::EmptyBatch);
+            }
+            Ok(Body::Batch(entries))
+        }
+        Some(b'{') => match serde_json::from_str::<&RawValue>(text) {
+            Ok(raw) => Ok(Body::Single(raw)),
+            Err(e) => Err(DecodeError::Json(e.to_string())),
+        },
+        _ => Err(match serde_json::from_str::<IgnoredAny>(text) {
+            Ok(_) => DecodeError::InvalidRequest {
+                id: Id::Null,
+                reason: "a message must be an object or an array",
+            },
+            Err(e) => DecodeError::Json(e.to_string()),
+        }),
+    }
+}
+
+const BATCH_TOO_LARGE: &str = "\u{0}batch-too-large";
+
+fn batch_error(text: &str, e: &serde_json::Error, max: usize) -> DecodeError {
+    if e.is_data() && e.to_string().starts_with(BATCH_TOO_LARGE) {
+        // Only a syntax error anywhere in the body outranks the limit: -32700 wins.
+        if serde_json::from_str::<IgnoredAny>(text).is_err() {
+            return DecodeError::Json("invalid JSON".to_owned());
+        }
+        return DecodeError::BatchTooLarge { max };
+    }
+    DecodeError::Json(e.to_string())
+}
+
+struct BatchVisitor {
+    max: usize,
+}
+
+impl<'de> Visitor<'de> for BatchVisitor {
+    type Value = Vec<&'de RawValue>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC batch")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.max));
+        while let Some(entry) = seq.next_element::<&'de RawValue>()? {
+            if out.len() == self.max {
+                return Err(de::Error::custom(BATCH_TOO_LARGE));
+            }
+            out.push(entry);
+        }
+        Ok(out)
+    }
+}
+
+/// The members of a message object, each kept raw; `Some` when present (even as `null`).
+#[derive(Deserialize)]
+struct Members<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
+}
+
+/// Classifies one message object (a [`Body::Single`] or one batch entry).
+pub fn classify(raw: &RawValue) -> Result<Incoming<'_>, DecodeError> {
+    let text = raw.get();
+    if !text.starts_with('{') {
+        return Err(DecodeError::InvalidRequest {
+            id: Id::Null,
+            reason: "a message must be an object",
+        });
+    }
+    let m: Members<'_> = serde_json::from_str(text).map_err(|e| {
+        if e.is_data() {
+            DecodeError::InvalidRequest {
+                id: Id::Null,
+                reason: "duplicate or malformed member",
+            }
+        } else {
+            DecodeError::Json(e.to_string())
+        }
+    })?;
+    let id = match m.id {
+        None => None,
+        Some(raw) => match Id::from_raw(raw) {
+            Some(id) => Some(id),
+            None => {
+                return Err(DecodeError::InvalidRequest {
+                    id: Id::Null,
+                    reason: "id must be a string, a number or null",
+                })
+            }
+        },
+    };
+    let recovered = || id.clone().unwrap_or(Id::Null);
+    let version_ok = m
+        .jsonrpc
+        .is_some_and(|v| v.get() == "\"2.0\"" || raw_str(v).is_some_and(|s| s == "2.0"));
+    if !version_ok {
+        return Err(DecodeError::Version { id: recovered() });
+    }
+    if let Some(method) = m.method {
+        let Some(method) = raw_str(method) else {
+            return Err(DecodeError::InvalidRequest {
+                id: recovered(),
+                reason: "method must be a string",
+            });
+        };
+        if let Some(params) = m.params {
+            if !matches!(params.get().as_bytes().first(), Some(b'{' | b'[')) {
+                return Err(DecodeError::InvalidRequest {
+                    id: recovered(),
+                    reason: "params must be an object or an array",
+                });
+            }
+        }
+        return Ok(Incoming::Call(Call {
+            id,
+            method,
+            params: m.params,
+        }));
+    }
+    let outcome = match (m.result, m.error) {
+        (Some(result), None) => Ok(result),
+        (None, Some(error)) => match serde_json::from_str::<ErrorObject>(error.get()) {
+            Ok(obj) => Err(obj),
+            Err(_) => {
+                return Err(DecodeError::InvalidRequest {
+                    id: recovered(),
+                    reason: "error must be an object with an integer code and a message",
+                })
+            }
+        },
+        (Some(_), Some(_)) => {
+            return Err(DecodeError::InvalidRequest {
+                id: recovered(),
+                reason: "a response has result or error, not both",
+            })
+        }
+        (None, None) => {
+            return Err(DecodeError::InvalidRequest {
+                id: recovered(),
+                reason: "neither a request nor a response",
+            })
+        }
+    };
+    let Some(id) = id else {
+        return Err(DecodeError::InvalidRequest {
+            id: Id::Null,
+            reason: "a response needs an id",
+        });
+    };
+    Ok(Incoming::Reply(Reply { id, outcome }))
+}
+
+/// Decodes a JSON string held raw, borrowing when it has no escapes.
+pub(crate) fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    if let Ok(s) = serde_json::from_str::<&str>(text) {
+        return Some(Cow::Borrowed(s));
+    }
+    serde_json::from_str::<String>(text).ok().map(Cow::Owned)
+}
+
+/// Appends `s` as a JSON string literal.
+pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    let needs_escape = s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
+    if needs_escape {
+        // serde_json's escaper is exact; writing a str to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    } else {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// Appends `{"jsonrpc":"2.0","result":<result>,"id":<id>}` where `result` is raw JSON.
+pub fn write_result_raw(out: &mut Vec<u8>, id: &Id, result: &[u8]) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"result\":");
+    out.extend_from_slice(result);
+    out.extend_from_slice(b",\"id\":");
+    id.write_json(out);
+    out.push(b'}');
+}
+
+/// Appends a success response whose result is `result` serialized.
+pub fn write_result<R: Serialize>(out: &mut Vec<u8>, id: &Id, result: &R) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"result\":");
+    if serde_json::to_writer(&mut *out, result).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b",\"id\":");
+    id.write_json(out);
+    out.push(b'}');
+}
+
+/// Appends an error response.
+pub fn write_error(out: &mut Vec<u8>, id: &Id, error: &ErrorObject) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"error\":");
+    if serde_json::to_writer(&mut *out, error).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b",\"id\":");
+    id.write_json(out);
+    out.push(b'}');
+}
+
+/// Appends a request (or, with `id: None`, a notification) whose params are raw JSON.
+pub fn write_call_raw(out: &mut Vec<u8>, id: Option<&Id>, method: &str, params: &[u8]) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
+    write_json_str(out, method);
+    out.extend_from_slice(b",\"params\":");
+    out.extend_from_slice(params);
+    if let Some(id) = id {
+        out.extend_from_slice(b",\"id\":");
+        id.write_json(out);
+    }
+    out.push(b'}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    fn one(text: &str) -> Result<Incoming<'_>, DecodeError> {
+        match split_body(text.as_bytes(), 1 << 20, 10)? {
+            Body::Single(raw) => classify(raw),
+            Body::Batch(_) => panic!("batch"),
+        }
+    }
+
+    #[test]
+    fn classifies_request_notification_and_responses() {
+        let Incoming::Call(c) =
+            one(r#"{"jsonrpc":"2.0","method":"ping","params":{},"id":100}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.id, Some(Id::from(100)));
+        assert_eq!(c.method, "ping");
+        assert_eq!(c.params.map(RawValue::get), Some("{}"));
+
+        let Incoming::Call(n) = one(r#"{"jsonrpc":"2.0","method":"x"}"#).unwrap() else {
+            panic!()
+        };
+        assert_eq!(n.id, None);
+
+        let Incoming::Call(null_id) = one(r#"{"jsonrpc":"2.0","method":"x","id":null}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            null_id.id,
+            Some(Id::Null),
+            "id null is a request, not a notification"
+        );
+
+        let Incoming::Reply(r) = one(r#"{"jsonrpc":"2.0","result":{"a":1},"id":"u-1"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.id, Id::from("u-1"));
+        assert_eq!(r.outcome.map(RawValue::get), Ok(r#"{"a":1}"#));
+
+        let Incoming::Reply(e) =
+            one(r#"{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request","data":"d"},"id":1}"#)
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(e.outcome.unwrap_err().code, ErrorCode::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn method_with_escapes_is_decoded() {
+        let Incoming::Call(c) = one(r#"{"jsonrpc":"2.0","method":"pi\u006eg","id":1}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.method, "ping");
+    }
+
+    #[test]
+    fn parse_errors_and_invalid_requests() {
+        assert!(matches!(one("{"), Err(DecodeError::Json(_))));
+        assert!(matches!(one("nope"), Err(DecodeError::Json(_))));
+        assert!(matches!(
+            one("5"),
+            Err(DecodeError::InvalidRequest { id: Id::Null, .. })
+        ));
+        assert_eq!(
+            one(r#"{"jsonrpc":"1.0","method":"x","id":7}"#).unwrap_err(),
+            DecodeError::Version { id: Id::from(7) }
+        );
+        assert_eq!(
+            one(r#"{"method":"x","id":"a"}"#).unwrap_err(),
+            DecodeError::Version { id: Id::from("a") }
+        );
+        let e = one(r#"{"jsonrpc":"2.0","method":1,"id":3}"#).unwrap_err();
+        assert_eq!(
+            (e.code(), e.id()),
+            (ErrorCode::INVALID_REQUEST, Id::from(3))
+        );
+        let e = one(r#"{"jsonrpc":"2.0","method":"x","params":"s","id":3}"#).unwrap_err();
+        assert_eq!(
+            (e.code(), e.id()),
+            (ErrorCode::INVALID_REQUEST, Id::from(3))
+        );
+        let e = one(r#"{"jsonrpc":"2.0","method":"x","id":{}}"#).unwrap_err();
+        assert_eq!((e.code(), e.id()), (ErrorCode::INVALID_REQUEST, Id::Null));
+        let e = one(r#"{"jsonrpc":"2.0","id":4}"#).unwrap_err();
+        assert_eq!(
+            (e.code(), e.id()),
+            (ErrorCode::INVALID_REQUEST, Id::from(4))
+        );
+        let e = one(r#"{"jsonrpc":"2.0","method":"a","method":"b","id":4}"#).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn batches_and_limits() {
+        let Body::Batch(b) = split_body(br#" [{"a":1}, 2, "x"]"#, 100, 10).unwrap() else {
+            panic!()
+        };
+        assert_eq!(b.len(), 3);
+        assert_eq!(
+            split_body(b"[]", 100, 10).unwrap_err(),
+            DecodeError::EmptyBatch
+        );
+        assert_eq!(
+            split_body(b"[1,2,3]", 100, 2).unwrap_err(),
+            DecodeError::BatchTooLarge { max: 2 }
+        );
+        assert!(matches!(
+            split_body(b"[1,2,3", 100, 2).unwrap_err(),
+            DecodeError::Json(_)
+        ));
+        assert!(matches!(
+            split_body(b"[1,2,", 100, 10).unwrap_err(),
+            DecodeError::Json(_)
+        ));
+        assert_eq!(
+            split_body(&[b' '; 101], 100, 10).unwrap_err(),
+            DecodeError::TooLarge { len: 101, max: 100 }
+        );
+        assert_eq!(
+            split_body(&[0xff, b'{'], 100, 10).unwrap_err(),
+            DecodeError::NotUtf8
+        );
+    }
+
+    #[test]
+    fn writers_produce_the_spec_shapes() {
+        let mut out = Vec::new();
+        write_result_raw(&mut out, &Id::from(2), br#"{"success":true}"#);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","result":{"success":true},"id":2}"#
+        );
+        out.clear();
+        write_error(
+            &mut out,
+            &Id::Null,
+            &ErrorObject::new(ErrorCode::PARSE_ERROR),
+        );
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"},"id":null}"#
+        );
+        out.clear();
+        write_call_raw(&mut out, Some(&Id::from("q\"")), "sendMessage", b"{}");
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"sendMessage","params":{},"id":"q\""}"#
+        );
+        let owned: Response<serde_json::Value> =
+            Response::result(Id::from(1), serde_json::json!({"x": 1}));
+        assert_eq!(
+            serde_json::to_string(&owned).unwrap(),
+            r#"{"jsonrpc":"2.0","result":{"x":1},"id":1}"#
+        );
+    }
+
+    #[test]
+    fn marker_accepts_only_2_0() {
+        assert!(serde_json::from_str::<JsonRpc2>(r#""2.0""#).is_ok());
+        assert!(serde_json::from_str::<JsonRpc2>(r#""2""#).is_err());
+        assert!(serde_json::from_str::<JsonRpc2>("2.0").is_err());
+    }
+}
