@@ -134,6 +134,7 @@ impl<'de> Deserialize<'de> for Id {
 
 /// A request (owned), for building or inspecting messages; `P` is the params type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
 pub struct Request<P = Box<RawValue>> {
     /// Always `"2.0"`.
     pub jsonrpc: JsonRpc2,
@@ -160,6 +161,7 @@ impl<P> Request<P> {
 
 /// A notification (owned): a request without an id, never answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
 pub struct Notification<P = Box<RawValue>> {
     /// Always `"2.0"`.
     pub jsonrpc: JsonRpc2,

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{error_code, Harness};
 use agentwire_core::Machine;
+use common::{error_code, Harness};
 use jsonrpc_bus_proto::{BusConfig, BusEvent, HopOutcome, Limits, MatchMode};
 use serde_json::{json, Value};
 
@@ -31,7 +31,12 @@ fn chain_runs_in_subscription_order_one_at_a_time() {
     h.subscribe(c, "inbound:chat-?");
     h.subscribe(a, "*");
     let p = h.client();
-    h.publish(p, 4, "inbound:chat-1", json!({"chat_id":"chat-1","text":"hello","from":"user-1"}));
+    h.publish(
+        p,
+        4,
+        "inbound:chat-1",
+        json!({"chat_id":"chat-1","text":"hello","from":"user-1"}),
+    );
     // Only b has it; nobody else yet.
     let req = h.one(b);
     assert!(h.take(c).is_empty() && h.take(a).is_empty());
@@ -39,18 +44,34 @@ fn chain_runs_in_subscription_order_one_at_a_time() {
         req["params"],
         json!({"topic":"inbound:chat-1","payload":{"chat_id":"chat-1","text":"hello","from":"user-1"}})
     );
-    assert!(req["id"].is_string(), "bus request ids are UUID strings: {req}");
+    assert!(
+        req["id"].is_string(),
+        "bus request ids are UUID strings: {req}"
+    );
     h.answer(b, &req, false);
     let req = h.one(c);
     assert!(h.take(a).is_empty());
     h.answer(c, &req, false);
     let req = h.one(a);
-    assert!(h.take(p).is_empty(), "the publisher waits for the whole chain");
+    assert!(
+        h.take(p).is_empty(),
+        "the publisher waits for the whole chain"
+    );
     h.answer(a, &req, false);
     let r = h.one(p);
     assert_eq!(r["id"], 4);
     assert_eq!(r["result"]["success"], true);
-    assert_eq!(counts(&r), (json!(false), json!(3), json!(0), json!(0), json!(0), json!(0)));
+    assert_eq!(
+        counts(&r),
+        (
+            json!(false),
+            json!(3),
+            json!(0),
+            json!(0),
+            json!(0),
+            json!(0)
+        )
+    );
 }
 
 #[test]
@@ -65,7 +86,17 @@ fn stop_propagation_ends_the_chain() {
     h.answer(auth, &req, true);
     assert!(h.take(logger).is_empty(), "stopped before the logger");
     let r = h.one(p);
-    assert_eq!(counts(&r), (json!(true), json!(1), json!(0), json!(0), json!(0), json!(0)));
+    assert_eq!(
+        counts(&r),
+        (
+            json!(true),
+            json!(1),
+            json!(0),
+            json!(0),
+            json!(0),
+            json!(0)
+        )
+    );
     assert_eq!(h.bus.deliveries_in_flight(), 0);
 }
 
@@ -99,7 +130,17 @@ fn error_reply_skips_to_the_next_and_is_counted() {
     let req = h.one(b);
     h.answer(b, &req, false);
     let r = h.one(p);
-    assert_eq!(counts(&r), (json!(false), json!(1), json!(1), json!(0), json!(0), json!(0)));
+    assert_eq!(
+        counts(&r),
+        (
+            json!(false),
+            json!(1),
+            json!(1),
+            json!(0),
+            json!(0),
+            json!(0)
+        )
+    );
     assert!(h.take_events().iter().any(|e| matches!(e,
         BusEvent::Hop { subscriber, outcome: HopOutcome::Error(err), .. }
             if *subscriber == a && err.message == "boom")));
@@ -120,11 +161,24 @@ fn a_silent_subscriber_times_out_and_the_chain_goes_on() {
     let req = h.one(b);
     h.answer(b, &req, false);
     let r = h.one(p);
-    assert_eq!(counts(&r), (json!(false), json!(1), json!(0), json!(1), json!(0), json!(0)));
+    assert_eq!(
+        counts(&r),
+        (
+            json!(false),
+            json!(1),
+            json!(0),
+            json!(1),
+            json!(0),
+            json!(0)
+        )
+    );
     // The late answer is dropped (reported, not applied).
     h.answer(slow, &late, true);
     assert!(h.take(p).is_empty());
-    assert!(h.take_events().iter().any(|e| matches!(e, BusEvent::ProtocolViolation { .. })));
+    assert!(h
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, BusEvent::ProtocolViolation { .. })));
 }
 
 #[test]
@@ -154,7 +208,17 @@ fn a_subscriber_disconnecting_mid_delivery_is_skipped() {
     let req = h.one(b);
     h.answer(b, &req, false);
     let r = h.one(p);
-    assert_eq!(counts(&r), (json!(false), json!(1), json!(0), json!(0), json!(1), json!(0)));
+    assert_eq!(
+        counts(&r),
+        (
+            json!(false),
+            json!(1),
+            json!(0),
+            json!(0),
+            json!(1),
+            json!(0)
+        )
+    );
 }
 
 #[test]
@@ -172,7 +236,17 @@ fn a_later_subscriber_vanishing_before_its_turn_is_skipped() {
     let req = h.one(c);
     h.answer(c, &req, false);
     let r = h.one(p);
-    assert_eq!(counts(&r), (json!(false), json!(2), json!(0), json!(0), json!(1), json!(0)));
+    assert_eq!(
+        counts(&r),
+        (
+            json!(false),
+            json!(2),
+            json!(0),
+            json!(0),
+            json!(1),
+            json!(0)
+        )
+    );
 }
 
 #[test]
@@ -186,7 +260,10 @@ fn publisher_subscribed_to_its_own_topic_gets_it_without_deadlock() {
     assert_eq!(req["method"], "sendMessage");
     h.answer(p, &req, false);
     let r = h.one(p);
-    assert_eq!((r["id"].clone(), r["result"]["delivered"].clone()), (json!(1), json!(1)));
+    assert_eq!(
+        (r["id"].clone(), r["result"]["delivered"].clone()),
+        (json!(1), json!(1))
+    );
 }
 
 #[test]
@@ -240,7 +317,10 @@ fn connects_and_disconnects_during_a_delivery_are_safe() {
     let req = h.one(b);
     h.answer(b, &req, false);
     let r = h.one(p);
-    assert_eq!(r["result"]["delivered"], 2, "the chain is fixed at publish time");
+    assert_eq!(
+        r["result"]["delivered"], 2,
+        "the chain is fixed at publish time"
+    );
     for n in newcomers {
         assert!(h.take(n).is_empty());
     }
@@ -330,7 +410,10 @@ fn full_subscriber_queue_is_skipped_as_overloaded() {
     }
     // The third found s's queue full: answered at once, counted.
     let r = h.one(p);
-    assert_eq!((r["id"].clone(), r["result"]["overloaded"].clone()), (json!(2), json!(1)));
+    assert_eq!(
+        (r["id"].clone(), r["result"]["overloaded"].clone()),
+        (json!(2), json!(1))
+    );
 }
 
 #[test]
@@ -434,13 +517,17 @@ fn a_payload_is_forwarded_byte_for_byte() {
         r#"{{"jsonrpc":"2.0","method":"sendMessage","params":{{"topic":"t","payload":{payload}}},"id":1}}"#
     );
     let now = h2.now;
-    h2.bus.handle_frame(p2, agentwire_core::Frame::Text(&text), now);
+    h2.bus
+        .handle_frame(p2, agentwire_core::Frame::Text(&text), now);
     let mut found = false;
     while let Some(out) = h2.bus.poll_output() {
         if let agentwire_core::Output::Send { frame, .. } = out {
             let body = std::str::from_utf8(frame.as_bytes()).unwrap();
             if body.contains("sendMessage") {
-                assert!(body.contains(&format!(r#""payload":{payload}}}"#)), "{body}");
+                assert!(
+                    body.contains(&format!(r#""payload":{payload}}}"#)),
+                    "{body}"
+                );
                 found = true;
             }
         }

@@ -19,7 +19,10 @@ fn initialize_result_is_exactly_the_reference_shape() {
         json!({"clientId":"agent-1","clientInfo":{"name":"bub","version":"0.2.0"}}),
     );
     let server_id = r["result"]["serverId"].as_str().unwrap().to_owned();
-    assert!(server_id.starts_with("bus-") && server_id.len() == 16, "{server_id}");
+    assert!(
+        server_id.starts_with("bus-") && server_id.len() == 16,
+        "{server_id}"
+    );
     assert!(server_id[4..].bytes().all(|b| b.is_ascii_hexdigit()));
     assert_eq!(
         r,
@@ -38,7 +41,12 @@ fn initialize_result_is_exactly_the_reference_shape() {
 fn client_info_null_is_valid_and_invalid_client_info_is_32002() {
     let mut h = Harness::default_config();
     let a = h.connect();
-    let r = h.request(a, 1, "initialize", json!({"clientId":"x","clientInfo":null}));
+    let r = h.request(
+        a,
+        1,
+        "initialize",
+        json!({"clientId":"x","clientInfo":null}),
+    );
     assert!(r["result"]["serverId"].is_string(), "{r}");
     let b = h.connect();
     for (i, bad) in [json!("bub"), json!(5), json!({"name": 5}), json!([1])]
@@ -140,7 +148,10 @@ fn params_by_position_are_accepted_as_json_rpc_allows() {
         json!({"jsonrpc":"2.0","method":"sendMessage","params":["inbound:x", {"a":1}],"id":3}),
     );
     let req = h.one(c);
-    assert_eq!(req["params"], json!({"topic":"inbound:x","payload":{"a":1}}));
+    assert_eq!(
+        req["params"],
+        json!({"topic":"inbound:x","payload":{"a":1}})
+    );
 }
 
 #[test]
@@ -266,7 +277,10 @@ fn a_batch_with_a_publish_waits_for_its_chain() {
         r#"[{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t","payload":1},"id":"a"},
             {"jsonrpc":"2.0","method":"ping","params":{},"id":"b"}]"#,
     );
-    assert!(h.take(p).is_empty(), "the batch answer waits for the delivery");
+    assert!(
+        h.take(p).is_empty(),
+        "the batch answer waits for the delivery"
+    );
     let req = h.one(s);
     h.answer(s, &req, true);
     let r = h.one(p);
@@ -303,7 +317,10 @@ fn subscription_limit_is_32005() {
     assert_eq!(error_code(&r), -32005);
     assert_eq!(r["error"]["data"], "max_subscriptions_per_conn");
     let r = h.request(c, 2, "unsubscribe", json!({"topic":"123456789"}));
-    assert_eq!((error_code(&r), &r["error"]["data"]), (-32005, &json!("max_topic_bytes")));
+    assert_eq!(
+        (error_code(&r), &r["error"]["data"]),
+        (-32005, &json!("max_topic_bytes"))
+    );
 }
 
 #[test]
@@ -316,7 +333,10 @@ fn connection_limit_sends_32005_and_closes_1013() {
     let c = h.connect();
     let r = h.one(c);
     assert_eq!((error_code(&r), &r["id"]), (-32005, &json!(null)));
-    assert_eq!(h.closes.last().map(|(conn, code, _)| (*conn, code.0)), Some((c, 1013)));
+    assert_eq!(
+        h.closes.last().map(|(conn, code, _)| (*conn, code.0)),
+        Some((c, 1013))
+    );
     assert_eq!(h.bus.connection_count(), 2);
     // The others keep working.
     assert!(h.request(a, 1, "ping", json!({}))["result"].is_object());
@@ -336,7 +356,11 @@ fn initialize_deadline_closes_1008() {
     h.advance(Duration::from_secs(1));
     assert_eq!(
         h.closes,
-        vec![(slow, agentwire_core::CloseCode::POLICY, "initialize-required".to_owned())]
+        vec![(
+            slow,
+            agentwire_core::CloseCode::POLICY,
+            "initialize-required".to_owned()
+        )]
     );
     let _ = fine;
     // None disables it.

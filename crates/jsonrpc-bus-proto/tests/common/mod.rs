@@ -60,7 +60,8 @@ impl Harness {
     pub fn connect(&mut self) -> ConnId {
         let conn = ConnId::new(self.next);
         self.next += 1;
-        self.bus.handle_connect(conn, &PeerInfo::new(None), self.now);
+        self.bus
+            .handle_connect(conn, &PeerInfo::new(None), self.now);
         self.drain();
         conn
     }
