@@ -385,3 +385,17 @@ fn subscriptions_are_per_connection_and_dropped_on_disconnect() {
     h.publish(p, 1, "t", json!(null));
     assert_eq!(h.one(p)["result"]["delivered"], 0);
 }
+
+#[test]
+fn a_missing_payload_is_forwarded_as_null() {
+    let mut h = Harness::default_config();
+    let s = h.client();
+    h.subscribe(s, "t");
+    let p = h.client();
+    h.send(
+        p,
+        json!({"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t"},"id":1}),
+    );
+    let req = h.one(s);
+    assert_eq!(req["params"], json!({"topic":"t","payload":null}));
+}
