@@ -186,14 +186,8 @@ impl Bus {
         let mut ids: Box<dyn IdGen> = Box::new(ids);
         let server_id = match &config.server_id {
             Some(id) => id.clone(),
-            None => format!(
-                "bus-{}",
-                &ids.next_id()
-                    .0
-                    .to_be_bytes()
-                    .map(|b| format!("{b:02x}"))
-                    .concat()[..12]
-            ),
+            // `bus-<12 hex>`: the id's low 48 bits (random in a UUID v4).
+            None => format!("bus-{:012x}", ids.next_id().0 & 0xffff_ffff_ffff),
         };
         let mut clock = Monotonic::new();
         clock.observe(now);
