@@ -361,7 +361,14 @@ impl Bus {
             },
         );
         for raw in entries {
-            let slot = self.batches.get(&batch).map_or(0, |b| b.slots.len());
+            // Reserve the entry's slot first: a publish whose chain ends at once (no
+            // subscriber) fills it from `complete` before `on_call` returns.
+            let Some(b) = self.batches.get_mut(&batch) else {
+                return;
+            };
+            let slot = b.slots.len();
+            b.slots.push(None);
+            b.pending += 1;
             let handled = match classify(raw) {
                 Ok(Incoming::Call(call)) => {
                     let origin = |id: Option<Id>| {
@@ -384,12 +391,18 @@ impl Bus {
                 return;
             };
             match handled {
-                Handled::Now(bytes) => b.slots.push(Some(bytes)),
-                Handled::Later => {
-                    b.slots.push(None);
-                    b.pending += 1;
+                Handled::Now(bytes) => {
+                    if let Some(s) = b.slots.get_mut(slot) {
+                        *s = Some(bytes);
+                    }
+                    b.pending = b.pending.saturating_sub(1);
                 }
-                Handled::Nothing => {}
+                // Filled (and `pending` lowered) by `complete` when the chain ends.
+                Handled::Later => {}
+                Handled::Nothing => {
+                    b.slots.truncate(slot);
+                    b.pending = b.pending.saturating_sub(1);
+                }
             }
         }
         if let Some(b) = self.batches.get_mut(&batch) {

@@ -399,3 +399,23 @@ fn a_missing_payload_is_forwarded_as_null() {
     let req = h.one(s);
     assert_eq!(req["params"], json!({"topic":"t","payload":null}));
 }
+
+#[test]
+fn a_batched_publish_with_no_subscriber_is_answered_in_place() {
+    let mut h = Harness::default_config();
+    let c = h.client();
+    h.send_text(
+        c,
+        r#"[{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"outbound:none","payload":1},"id":1},
+            {"jsonrpc":"2.0","method":"ping"},
+            {"jsonrpc":"2.0","method":"ping","params":{},"id":2}]"#,
+    );
+    let r = h.one(c);
+    let arr = r.as_array().unwrap();
+    assert_eq!(arr.len(), 2, "{r}");
+    assert_eq!(
+        (arr[0]["id"].clone(), arr[0]["result"]["delivered"].clone()),
+        (json!(1), json!(0))
+    );
+    assert_eq!(arr[1]["id"], 2);
+}

@@ -1,0 +1,309 @@
+//! The reference bus: a `Bus` machine served by agentwire-tokio, with an event log and the
+//! application's own publishes.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use agentwire::core::{CloseCode, ConnId, UuidV4Ids};
+use agentwire::jsonrpc_bus::message::{RawJson, SendMessageResult};
+use agentwire::jsonrpc_bus::{Bus, BusConfig, BusEvent, CommandError, DeliveryId, HopOutcome};
+use agentwire::tokio::{Handle, Limits, Server, ServerConfig};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+type Waiters = Arc<Mutex<BTreeMap<DeliveryId, oneshot::Sender<SendMessageResult>>>>;
+
+/// A running bus.
+pub struct BusApp {
+    /// The server (for its address and shutdown).
+    pub server: Server<Bus>,
+    /// Commands to the bus machine.
+    pub handle: Handle<Bus>,
+    waiters: Waiters,
+    /// The event task; ends when the server stops.
+    pub events_task: tokio::task::JoinHandle<()>,
+}
+
+/// Transport headroom above the bus's own message limit: a body a little over
+/// [`max_message_bytes`](agentwire::jsonrpc_bus::Limits::max_message_bytes) still reaches
+/// the bus, which answers it with -32005; only far larger ones are cut by the transport
+/// (close 1009).
+const TRANSPORT_HEADROOM: usize = 64 << 10;
+
+/// The transport settings of the reference bus: the transport's message and frame caps
+/// follow the bus's `max_message_bytes` (plus [`TRANSPORT_HEADROOM`]), WebSocket ping every
+/// 15 s, and room for at least the bus's `max_connections` (the bus itself answers the one
+/// too many with -32005 and close 1013).
+pub fn server_config(bus: &BusConfig) -> ServerConfig {
+    let max = bus
+        .limits
+        .max_message_bytes
+        .saturating_add(TRANSPORT_HEADROOM);
+    let defaults = ServerConfig::default();
+    let max_connections = defaults
+        .max_connections
+        .max(bus.limits.max_connections.saturating_add(1));
+    defaults
+        .with_limits(
+            Limits::default()
+                .with_max_message_size(max)
+                .with_max_frame_size(max),
+        )
+        .with_max_connections(max_connections)
+}
+
+/// Starts a bus on `addr` with [`server_config`]; `on_event` sees every event first (in the
+/// event task: keep it quick, never wait on the bus from it).
+pub async fn start(
+    addr: &str,
+    config: BusConfig,
+    on_event: impl FnMut(&BusEvent) + Send + 'static,
+) -> std::io::Result<BusApp> {
+    let transport = server_config(&config);
+    start_with(addr, config, transport, on_event).await
+}
+
+/// [`start`] with explicit transport settings.
+pub async fn start_with(
+    addr: &str,
+    config: BusConfig,
+    transport: ServerConfig,
+    mut on_event: impl FnMut(&BusEvent) + Send + 'static,
+) -> std::io::Result<BusApp> {
+    let (now, unix_ms) = super::clocks();
+    let bus = Bus::new(config, UuidV4Ids, now, unix_ms);
+    let (server, mut events) = Server::bind(addr, bus, transport).await?;
+    let waiters: Waiters = Arc::default();
+    let w = waiters.clone();
+    let events_task = tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            on_event(&ev);
+            if let BusEvent::Completed {
+                delivery,
+                publisher: None,
+                result,
+            } = ev
+            {
+                let tx = w.lock().ok().and_then(|mut m| m.remove(&delivery));
+                if let Some(tx) = tx {
+                    let _ = tx.send(result);
+                }
+            }
+        }
+    });
+    let handle = server.handle();
+    Ok(BusApp {
+        server,
+        handle,
+        waiters,
+        events_task,
+    })
+}
+
+impl BusApp {
+    /// The address clients connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// `ws://<local_addr>`.
+    pub fn url(&self) -> String {
+        format!("ws://{}", self.local_addr())
+    }
+
+    /// Publishes `payload` on `topic` from the bus itself and waits for the chain's result.
+    pub async fn publish(&self, topic: &str, payload: &Value) -> Result<SendMessageResult, String> {
+        let raw = RawJson::from_value(payload).map_err(|e| e.to_string())?;
+        let (tx, rx) = oneshot::channel();
+        let waiters = self.waiters.clone();
+        let topic = topic.to_owned();
+        // The waiter is registered in the owner task, before any event of this delivery is
+        // drained, so even a chain with no subscribers (completed at once) finds it.
+        let started = self
+            .handle
+            .call(move |bus, now| {
+                let id = bus.publish_raw(&topic, &raw.0, now)?;
+                if let Ok(mut m) = waiters.lock() {
+                    m.insert(id, tx);
+                }
+                Ok::<_, CommandError>(id)
+            })
+            .await;
+        match started {
+            Err(_) => Err("bus-stopped".into()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Ok(Ok(_)) => rx.await.map_err(|_| "bus-stopped".to_owned()),
+        }
+    }
+
+    /// Closes `conn` from the server side (its client sees `code` and `reason`).
+    pub async fn close(&self, conn: ConnId, code: CloseCode, reason: &'static str) -> bool {
+        matches!(
+            self.handle
+                .call(move |bus, _| bus.close(conn, code, reason))
+                .await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Open connections.
+    pub async fn connection_count(&self) -> usize {
+        self.handle
+            .call(|bus, _| bus.connection_count())
+            .await
+            .unwrap_or(0)
+    }
+}
+
+/// Names of ended connections kept for the events that still mention them (a delivery's
+/// turn is reported after its subscriber's disconnect).
+const RECENTLY_GONE: usize = 64;
+
+/// Turns events into readable lines, naming connections by their `clientId`.
+#[derive(Debug, Default)]
+pub struct EventLog {
+    names: BTreeMap<ConnId, String>,
+    gone: std::collections::VecDeque<(ConnId, String)>,
+}
+
+impl EventLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `conn 3 (agent-1)`, or `conn 3` before its `initialize`.
+    pub fn name(&self, conn: ConnId) -> String {
+        match self.client_id(conn) {
+            Some(id) => format!("conn {} ({id})", conn.get()),
+            None => format!("conn {}", conn.get()),
+        }
+    }
+
+    /// The `clientId` of `conn` (open or recently ended), if it sent one.
+    pub fn client_id(&self, conn: ConnId) -> Option<&str> {
+        self.names.get(&conn).map(String::as_str).or_else(|| {
+            self.gone
+                .iter()
+                .find(|(c, _)| *c == conn)
+                .map(|(_, id)| id.as_str())
+        })
+    }
+
+    /// Records what `ev` says about connections and describes it in one line.
+    pub fn describe(&mut self, ev: &BusEvent) -> String {
+        match ev {
+            BusEvent::Connected { conn, remote } => match remote {
+                Some(addr) => format!("{} connected from {addr}", self.name(*conn)),
+                None => format!("{} connected", self.name(*conn)),
+            },
+            BusEvent::Initialized {
+                conn,
+                client_id,
+                client_info,
+            } => {
+                if let Some(id) = client_id {
+                    self.names.insert(*conn, id.clone());
+                }
+                let info = client_info.as_ref().map_or_else(
+                    || "no clientInfo".to_owned(),
+                    |i| {
+                        format!(
+                            "{} {}",
+                            i.name.as_deref().unwrap_or("?"),
+                            i.version.as_deref().unwrap_or("?")
+                        )
+                    },
+                );
+                format!("{} initialized ({info})", self.name(*conn))
+            }
+            BusEvent::Subscribed {
+                conn,
+                topic,
+                subscription_id,
+            } => format!(
+                "{} subscribed to {topic:?} ({subscription_id})",
+                self.name(*conn)
+            ),
+            BusEvent::Unsubscribed { conn, topic } => {
+                format!("{} unsubscribed from {topic:?}", self.name(*conn))
+            }
+            BusEvent::Published {
+                delivery,
+                publisher,
+                topic,
+                subscribers,
+            } => format!(
+                "{delivery}: {} published on {topic:?} -> {subscribers} subscriber(s)",
+                self.publisher(*publisher)
+            ),
+            BusEvent::Hop {
+                delivery,
+                subscriber,
+                outcome,
+            } => format!(
+                "{delivery}: {} {}",
+                self.name(*subscriber),
+                hop_outcome(outcome)
+            ),
+            BusEvent::Completed {
+                delivery,
+                publisher,
+                result,
+            } => format!(
+                "{delivery}: done, {} gets {}",
+                self.publisher(*publisher),
+                serde_json::to_string(result).unwrap_or_default()
+            ),
+            BusEvent::Disconnected {
+                conn,
+                subscriptions,
+            } => {
+                let line = format!(
+                    "{} disconnected ({subscriptions} subscription(s) dropped)",
+                    self.name(*conn)
+                );
+                if let Some(id) = self.names.remove(conn) {
+                    if self.gone.len() == RECENTLY_GONE {
+                        self.gone.pop_front();
+                    }
+                    self.gone.push_back((*conn, id));
+                }
+                line
+            }
+            BusEvent::ProtocolViolation { conn, error } => {
+                format!("{} broke the protocol: {error}", self.name(*conn))
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// Logs `ev` with `tracing`: connections, subscriptions, publishes and their results at
+    /// `info`, each subscriber's turn at `debug`, protocol violations at `warn`.
+    pub fn log(&mut self, ev: &BusEvent) {
+        let line = self.describe(ev);
+        match ev {
+            BusEvent::Hop { .. } => tracing::debug!("{line}"),
+            BusEvent::ProtocolViolation { .. } => tracing::warn!("{line}"),
+            _ => tracing::info!("{line}"),
+        }
+    }
+
+    fn publisher(&self, publisher: Option<ConnId>) -> String {
+        publisher.map_or_else(|| "the bus".to_owned(), |c| self.name(c))
+    }
+}
+
+/// `continued`, `stopped the chain`, `timed out`, ...
+pub fn hop_outcome(outcome: &HopOutcome) -> String {
+    match outcome {
+        HopOutcome::Continued => "answered stopPropagation:false (continued)".into(),
+        HopOutcome::Stopped => "answered stopPropagation:true (chain stopped)".into(),
+        HopOutcome::Error(e) => format!("answered an error: {e} (skipped)"),
+        HopOutcome::TimedOut => "did not answer in time (timed out, skipped)".into(),
+        HopOutcome::Disconnected => "disconnected before answering (skipped)".into(),
+        HopOutcome::Overloaded => "had a full delivery queue (overloaded, skipped)".into(),
+        other => format!("{other:?}"),
+    }
+}
