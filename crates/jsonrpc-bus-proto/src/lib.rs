@@ -176,6 +176,11 @@
 //!     fails with [`RequestError::Disconnected`]; subscriptions, by contrast, are restored.
 //!     (`a_publish_in_flight_fails_on_disconnect_and_is_not_resent`,
 //!     `reconnect_reinitializes_and_resubscribes`)
+//! 21. **Interceptors that publish before answering** work (the bus is event-driven), within
+//!     the in-flight window: if two of them each hold `max_in_flight_per_subscriber`
+//!     deliveries of the other's messages while awaiting their own publishes, the cycle lasts
+//!     until the delivery timeout skips one of them. Nothing hangs; raise the window or answer
+//!     before awaiting. (`an_interceptor_may_publish_and_await_before_it_answers`, end to end)
 //!
 //! # Feature flags
 //!
