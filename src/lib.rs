@@ -7,6 +7,7 @@
 //! | [`core`] | `agentwire-core` | always |
 //! | `chopsticks` | `chopsticks-proto` | `chopsticks` |
 //! | `jsonrpc_bus` | `jsonrpc-bus-proto` | `jsonrpc-bus` |
+//! | `agent_relay` | `agent-relay-proto` | `agent-relay` |
 //! | `tokio` | `agentwire-tokio` | `tokio` |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -18,6 +19,9 @@ pub use chopsticks_proto as chopsticks;
 
 #[cfg(feature = "jsonrpc-bus")]
 pub use jsonrpc_bus_proto as jsonrpc_bus;
+
+#[cfg(feature = "agent-relay")]
+pub use agent_relay_proto as agent_relay;
 
 #[cfg(feature = "tokio")]
 pub use agentwire_tokio as tokio;

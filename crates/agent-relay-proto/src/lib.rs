@@ -1,3 +1,241 @@
-//! Sans-IO External Agent Protocol (mvp-0.2) relay (in progress).
+//! Sans-IO relay for the **External Agent Protocol (MVP v0.2)**.
+//!
+//! The protocol lets external agent servers drive a study prototype's movie-booking UI: the
+//! UI (the *host*) and the agents each open one WebSocket to a relay at `/agent/ws`, join a
+//! relay session with `relay.join`, and then talk through the relay in JSON envelopes
+//! `{"v":"mvp-0.2","type":..,"id"?:..,"replyTo"?:..,"payload":{..}}`. Agents read the UI
+//! (`snapshot.get`), act on it (`tool.call`), post to its chat (`agent.message`) and start and
+//! end study sessions; the host answers each request and pushes `state.updated` and the
+//! participant's `user.message`. Every message is kept in a JSONL study log. The spec is
+//! `specs/agent-relay.md`; what the reference TypeScript relay and browser host do on the wire,
+//! and which of their gaps we close, is `INTEROP.md` (agent-relay section).
+//!
+//! This crate never opens a socket or reads a clock: drive the [`Relay`] with
+//! `agentwire-tokio`, with the in-memory `agentwire_core::sim` harness, or your own loop.
+//!
+//! # Roles
+//!
+//! - [`Relay`] (server role): owns every connection at [`ENDPOINT_PATH`]; one host and any
+//!   number of agents per session; forwards agent → host and host → agents without parsing
+//!   payloads; emits one study-log [`LogRecord`] per message, before the message is sent.
+//! - Host and agent are peers of the relay; their messages are the wire types of
+//!   [`message`]: [`AgentMessage`], [`HostMessage`] and [`RelayMessage`] (one enum per
+//!   sender) inside an [`Envelope`]. [`Route`] is the borrowed envelope the relay routes by.
+//!
+//! # A run loop
+//!
+//! A host and an agent join, the agent calls a tool, the host answers. A real driver does the
+//! same with sockets: feed input, then drain every output in order. It writes each
+//! [`RelayEvent::Log`] record as it meets it, so the study log has every line before the
+//! message it records is forwarded.
+//!
+//! ```
+//! use std::time::Instant;
+//! use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
+//! use agent_relay_proto::{Relay, RelayConfig, RelayEvent, ENDPOINT_PATH};
+//!
+//! # #[allow(clippy::disallowed_methods)]
+//! let now = Instant::now(); // a driver's clock; the machine never reads one
+//! let unix_ms = 1_770_978_137_123; // the wall clock at `now`, for the log's timestamps
+//! let mut relay = Relay::new(RelayConfig::default(), SequentialIds::new(0), now, unix_ms);
+//! let (host, agent) = (ConnId::new(1), ConnId::new(2));
+//! let peer = PeerInfo::new(None).with_path(ENDPOINT_PATH);
+//! relay.handle_connect(host, &peer, now); // each gets `relay.hello`
+//! relay.handle_connect(agent, &peer, now);
+//!
+//! // Drains the relay: returns what it sent, appends log lines (numbered) as they come.
+//! let mut log: Vec<String> = Vec::new();
+//! let mut drain = |relay: &mut Relay| {
+//!     let mut sent = Vec::new();
+//!     while let Some(out) = relay.poll_output() {
+//!         match out {
+//!             Output::Send { conn, frame } => sent.push((conn, frame.as_text().unwrap().to_owned())),
+//!             Output::Event(RelayEvent::Log(record)) => {
+//!                 let mut line = Vec::new();
+//!                 record.write_jsonl(log.len() as u64, &mut line);
+//!                 log.push(String::from_utf8(line).unwrap());
+//!             }
+//!             Output::Event(_) | Output::Close { .. } => {}
+//!         }
+//!     }
+//!     sent
+//! };
+//!
+//! relay.handle_frame(host, Frame::Text(r#"{"v":"mvp-0.2","type":"relay.join","id":"h-1","payload":{"role":"host"}}"#), now);
+//! relay.handle_frame(agent, Frame::Text(r#"{"v":"mvp-0.2","type":"relay.join","id":"join-001","payload":{"role":"agent","sessionId":"default"}}"#), now);
+//! let sent = drain(&mut relay);
+//! assert!(sent.iter().any(|(c, m)| *c == agent && m.contains(r#""type":"relay.joined","replyTo":"join-001""#)));
+//!
+//! // The agent's request reaches the host byte for byte...
+//! let call = r#"{"v":"mvp-0.2","type":"tool.call","id":"req-003","payload":{"toolName":"select","params":{"itemId":"m1"},"reason":"Pick the first movie."}}"#;
+//! relay.handle_frame(agent, Frame::Text(call), now);
+//! assert_eq!(drain(&mut relay), [(host, call.to_owned())]);
+//!
+//! // ...and the host's reply reaches only the agent that asked.
+//! let result = r#"{"v":"mvp-0.2","type":"tool.result","replyTo":"req-003","payload":{"ok":true,"toolName":"select"}}"#;
+//! relay.handle_frame(host, Frame::Text(result), now);
+//! assert_eq!(drain(&mut relay), [(agent, result.to_owned())]);
+//!
+//! assert!(log.iter().any(|l| l.contains(r#""direction":"in","type":"tool.call""#)));
+//! assert!(log[0].starts_with(r#"{"sessionId":"default","eventIndex":0,"timestamp":"2026-02-13T10:22:17.123Z""#));
+//! assert_eq!(relay.poll_timeout(), None); // joined, nothing outstanding: no deadline
+//! ```
+//!
+//! # Method kinds
+//!
+//! As in quinn: `handle_*` feed input (network or time), `poll_*` drain output, verbs are
+//! commands that return at once ([`Relay::close`], [`Relay::set_wall_clock`]), nouns are
+//! getters ([`Relay::host_of`], [`Relay::agents_of`], [`Relay::pending_requests`], ...).
+//! Wire types decode with [`Envelope::decode`] / [`Route::decode`] and encode with
+//! [`Envelope::encode`].
+//!
+//! # Limits
+//!
+//! Every collection a peer can grow is bounded ([`Limits`], [`RelayConfig`]). A message over
+//! a limit gets an `error` with code [`ErrorCode::LIMIT_EXCEEDED`] (ours; `replyTo` when it had
+//! an `id`) and is dropped; the connection stays open.
+//!
+//! | limit | default | beyond it |
+//! |---|---|---|
+//! | `max_connections` | 1,024 | LIMIT_EXCEEDED, then close 1013 `server-full` |
+//! | `max_sessions` | 256 | the join is refused |
+//! | `max_agents_per_session` | 64 | the agent's join is refused |
+//! | `max_message_bytes` | 1 MiB | refused, checked before parsing |
+//! | `rate` (per connection) | 100/s, burst 200 | refused |
+//! | `max_pending_per_agent` | 256 | the request is refused |
+//! | `max_id_bytes` | 256 | refused |
+//! | `max_session_id_bytes` | 256 | the join is refused |
+//! | `max_name_bytes` | 128 | the agent's name is cut |
+//! | [`RelayConfig::join_timeout`] | 30 s | close 1008 `join-required` |
+//! | [`RelayConfig::pending_timeout`] | 60 s | the request is forgotten; a late reply is dropped |
+//!
+//! # Spec decisions
+//!
+//! Each is pinned by the test named after it (in `tests/`).
+//!
+//! 1. **`v` must be `"mvp-0.2"`**, and present (the spec: "always"); anything else is
+//!    INVALID_MESSAGE "Unsupported protocol version: ...". The reference relay never checks
+//!    `v`; [`RelayConfig::allow_missing_version`] accepts a missing one.
+//!    (`v_is_required_unless_configured_otherwise_and_never_wrong`)
+//! 2. **The envelope is checked, the payload is not**: `type` a string, `id`/`replyTo` strings
+//!    when present (`null` = absent), `payload` an object, no duplicated field; unknown extra
+//!    fields are ignored and forwarded. The relay never parses a payload (the host validates
+//!    it), so it forwards the §3 example's placeholder `tool.call` payload `{}` as is.
+//!    (`wrong_envelope_field_types_are_invalid_message_with_the_id_recovered`,
+//!    `agent_messages_reach_the_host_byte_for_byte`,
+//!    `the_envelope_example_routes_but_its_placeholder_payload_is_no_tool_call`)
+//! 3. **Error texts are the reference relay's, word for word** ([`texts`]): unparseable
+//!    input, before-join, no host, host replaced, bad role, and "Unsupported message type for
+//!    agent role: X". Every error carries `replyTo` when the message had a string `id`.
+//!    (`garbage_gets_invalid_message_with_the_reference_text_and_the_connection_stays`,
+//!    `messages_before_join_get_session_not_active_with_the_exact_text`,
+//!    `every_agent_type_is_forwarded_and_any_other_is_invalid_message`)
+//! 4. **`relay.hello`** `{"message":"Send relay.join with role=host|agent"}` greets every
+//!    connection, as the reference's; [`RelayConfig::hello`] turns it off.
+//!    (`relay_hello_is_sent_on_connect_by_default_and_can_be_turned_off`)
+//! 5. **`relay.join`**: `role` exactly `host` or `agent`; `sessionId` trimmed, and missing,
+//!    `null` or blank means `"default"` (as the reference); a non-string `sessionId` is
+//!    INVALID_MESSAGE (the reference silently uses `"default"`).
+//!    (`session_id_defaults_to_default_and_is_trimmed`,
+//!    `a_non_string_session_id_is_invalid_message`,
+//!    `an_invalid_role_is_invalid_message_with_reply_to_and_the_connection_stays`)
+//! 6. **Agent names** follow the reference: the first non-blank of `agentName`, `clientName`,
+//!    `name`, else `agent-` and the end of the relay's id for it; `relay.joined` carries it as
+//!    `clientName` (beyond the spec's example). (`an_agent_is_named_from_agent_name_client_name_or_name`,
+//!    `the_join_example_is_answered_with_the_joined_example`)
+//! 7. **A second join** to the same session in the same role is answered again and changes
+//!    nothing; to another session or role it leaves the first, as the reference.
+//!    (`a_repeated_join_is_answered_again_and_changes_nothing`,
+//!    `joining_another_session_or_role_leaves_the_first`)
+//! 8. **A newer host replaces the old one** exactly as the reference: SESSION_NOT_ACTIVE
+//!    "Host connection replaced by a newer host." then close 1000. The old host's outstanding
+//!    requests fail (decision 11). (`a_newer_host_replaces_the_old_one_which_gets_the_exact_error_then_close_1000`,
+//!    `requests_outstanding_when_the_host_is_replaced_fail_with_reply_to`)
+//! 9. **Routing is by `replyTo`, not by type**: a host message with `replyTo` goes only to the
+//!    agent whose request it answers; one without goes to every agent of the session (the
+//!    reference sends everything to every agent). A `replyTo` matching no outstanding request
+//!    (answered, expired, asker gone) is dropped and reported as
+//!    [`Undelivered::UnknownReplyTo`]. (`a_reply_reaches_only_the_agent_that_asked`,
+//!    `pushes_reach_every_agent_of_the_session_and_no_other`,
+//!    `an_agent_leaving_drops_its_requests_and_the_late_reply`)
+//! 10. **Request ids are the agents'**, so two agents may both send `req-001`: replies to a
+//!     shared id go to the askers in the order they asked. Frames are forwarded unchanged, so
+//!     the relay does not rewrite ids. (`colliding_request_ids_are_answered_first_come_first_served`)
+//! 11. **When the host leaves** (or is replaced), every outstanding request is answered at once
+//!     with SESSION_NOT_ACTIVE "Host disconnected before replying." and its `replyTo` (the
+//!     reference leaves agents to time out). Agents stay joined and a new host takes over the
+//!     same session. (`the_host_leaving_fails_every_outstanding_request_with_reply_to`)
+//! 12. **No host**: an agent message gets SESSION_NOT_ACTIVE "No active host connection for
+//!     this session." with `replyTo`, as the reference. (`no_host_gives_session_not_active_with_reply_to_and_the_exact_text`)
+//! 13. **Outstanding requests expire** after 60 s ([`RelayConfig::pending_timeout`]), so
+//!     messages the host never answers (`agent.message` has no reply in the spec) cannot fill
+//!     an agent's budget. (`pending_requests_expire_and_late_replies_are_dropped`)
+//! 14. **Limits** are answered with LIMIT_EXCEEDED, a code of ours the spec lacks (see the
+//!     table). (`the_rate_limit_answers_limit_exceeded_and_refills`,
+//!     `an_agent_may_have_only_so_many_requests_pending`,
+//!     `sessions_and_agents_per_session_are_bounded`,
+//!     `one_connection_too_many_gets_an_error_and_close_1013`,
+//!     `oversize_messages_are_limit_exceeded_before_parsing_and_the_limit_itself_passes`)
+//! 15. **`relay.presence`** `{sessionId, agentCount, agents:[{id,name}]}` goes to the host
+//!     when its agents change, as the reference's; [`RelayConfig::presence`] turns it off.
+//!     (`the_host_gets_relay_presence_when_agents_come_and_go`)
+//! 16. **A join deadline** (30 s, ours; the reference has none) closes idle sockets with 1008.
+//!     (`no_join_within_the_deadline_closes_1008`)
+//! 17. **Only `/agent/ws`**: [`accept_path`] is for the transport's upgrade hook, and the relay
+//!     closes a connection on any other path with 1008 `unknown-path` as well.
+//!     (`a_wrong_path_is_closed_1008_at_once`)
+//! 18. **Study log**, directions as the reference's: `in` when an accepted message arrives,
+//!     `out` once as it is forwarded (only if someone receives it), `internal` for what the
+//!     relay itself says or does (`relay.join`, `relay.joined`, `relay.presence`,
+//!     `relay.disconnect`, every `error` it sends). Refused messages are not recorded, the
+//!     error answering them is. Every record precedes the send it records; `sessionId` is the
+//!     relay session, stable across host reconnects (the reference restarts its count when a
+//!     session empties); `eventIndex` is the writer's. Payloads are slices of the frame.
+//!     (`log_records_follow_the_reference_directions`,
+//!     `every_record_comes_before_the_send_it_records`,
+//!     `records_keep_their_session_across_host_reconnects_and_carry_wall_clock_time`)
+//! 19. **Binary frames** holding UTF-8 JSON are accepted (as the reference) and forwarded as
+//!     text. (`binary_utf8_json_is_accepted_and_forwarded_as_text`)
+//! 20. **Depth**: the relay skips payloads without recursing, so deeply nested JSON costs it no
+//!     stack; it is forwarded and the host decides. (`deeply_nested_payloads_never_recurse_in_the_relay`)
+//! 21. **The envelope's serde is written by hand**, not `#[serde(flatten)]` over an adjacently
+//!     tagged enum: serde buffers such content and `RawValue` (for `uiSpec`,
+//!     `messageHistory`, `params`) cannot be read back from the buffer. Encoding uses the
+//!     spec's field order. (`every_agent_example_round_trips`, `tests/props.rs`)
+//! 22. **No `backendData`** field exists in any snapshot type, so a host snapshot decoded from
+//!     JSON that has one cannot carry it to an agent. (`backend_data_cannot_be_carried_through_a_snapshot_type`)
+//! 23. **`tool.result`** `uiSpec`/`messageHistory` are optional (a failed tool may send
+//!     neither); an explicit `null` is kept. (`host_messages_round_trip`)
+//!
+//! # Feature flags
+//!
+//! - `fuzzing`: reserved for the cargo-fuzz entry points (no module yet).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+mod config;
+mod envelope;
+mod error;
+mod event;
+mod log;
+pub mod message;
+mod rate;
+mod relay;
+
+pub use config::{accept_path, Limits, RateLimit, RelayConfig, DEFAULT_SESSION, ENDPOINT_PATH};
+pub use envelope::{Body, Envelope, Mvp02, Route, VersionRule, VERSION};
+pub use error::{texts, CommandError, DecodeError, ErrorCode, ProtocolError};
+pub use event::{Refusal, RelayEvent, Undelivered};
+pub use log::{iso8601_ms, Direction, LogRecord, SessionId};
+pub use message::{
+    AgentMessage, AgentText, ErrorPayload, HostMessage, PresenceAgent, RawJson, RelayHello,
+    RelayJoin, RelayJoined, RelayMessage, RelayPresence, Role, SessionEnd, SessionEnded,
+    SessionStart, SessionStarted, SnapshotGet, SnapshotState, StateUpdated, ToolCall, ToolResult,
+    ToolSchema, UserText,
+};
+pub use relay::{Relay, RelayStats, TimerKind};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,217 @@
+//! Study-log records (spec §6): what the relay emits for every message, for a writer to
+//! persist as JSONL.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use agentwire_core::Utf8Bytes;
+use serde::Serialize;
+
+/// A relay session id (`"default"` unless a join names another). Cloning is a reference-count
+/// increment, so every log record and event can carry one.
+#[derive(Clone)]
+pub struct SessionId(Utf8Bytes);
+
+impl SessionId {
+    /// A session id from text.
+    pub fn new(id: &str) -> Self {
+        Self(Utf8Bytes::copy_from_str(id))
+    }
+
+    /// The default session, `"default"`.
+    pub fn default_session() -> Self {
+        Self(Utf8Bytes::from_static(crate::config::DEFAULT_SESSION))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl PartialEq for SessionId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SessionId {}
+
+impl PartialOrd for SessionId {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SessionId {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Hash for SessionId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Borrow<str> for SessionId {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for SessionId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The `direction` of a log record, as the reference relay uses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// A message the relay received from a session member and accepted.
+    In,
+    /// That message, once, as the relay forwards it (written before it is sent).
+    Out,
+    /// What the relay itself says or does in the session: `relay.join`, `relay.joined`,
+    /// `relay.presence`, `relay.disconnect`, and every `error` it sends.
+    Internal,
+}
+
+impl Direction {
+    /// `"in"`, `"out"` or `"internal"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::In => "in",
+            Self::Out => "out",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+/// One study-log record: one line of the session's JSONL log once a writer numbers it.
+///
+/// The relay emits each as [`RelayEvent::Log`](crate::RelayEvent::Log) *before* the output that
+/// sends the message it records, so a driver that writes records as it drains outputs has
+/// every line on disk before the message it records is forwarded. `eventIndex` is the
+/// writer's to assign, one counter per `session_id`; the relay keeps `session_id` stable
+/// across host reconnects and replacements (it is the relay session, not a connection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// The relay session the message belongs to.
+    pub session_id: SessionId,
+    /// In, out or internal.
+    pub direction: Direction,
+    /// The message type, e.g. `"tool.call"`.
+    pub msg_type: &'static str,
+    /// The message's `payload`, raw JSON text (a slice of the frame: no copy).
+    pub payload: Utf8Bytes,
+    /// Wall-clock time of the record, Unix milliseconds (from the anchor given to
+    /// [`Relay::new`](crate::Relay::new)).
+    pub at_unix_ms: u64,
+}
+
+impl LogRecord {
+    /// Appends the spec's JSONL line (without the newline):
+    /// `{"sessionId":..,"eventIndex":..,"timestamp":"2026-02-13T10:22:17.123Z","direction":..,"type":..,"payload":..}`.
+    pub fn write_jsonl(&self, event_index: u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"sessionId\":");
+        // Writing strings to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, self.session_id.as_str());
+        out.extend_from_slice(b",\"eventIndex\":");
+        out.extend_from_slice(event_index.to_string().as_bytes());
+        out.extend_from_slice(b",\"timestamp\":\"");
+        out.extend_from_slice(iso8601_ms(self.at_unix_ms).as_bytes());
+        out.extend_from_slice(b"\",\"direction\":\"");
+        out.extend_from_slice(self.direction.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"type\":");
+        let _ = serde_json::to_writer(&mut *out, self.msg_type);
+        out.extend_from_slice(b",\"payload\":");
+        out.extend_from_slice(self.payload.as_bytes());
+        out.push(b'}');
+    }
+}
+
+/// Unix milliseconds as ISO 8601 UTC with milliseconds, `2026-02-13T10:22:17.123Z` (the
+/// spec's log `timestamp`).
+pub fn iso8601_ms(unix_ms: u64) -> String {
+    let ms = unix_ms % 1000;
+    let secs = unix_ms / 1000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_match_the_spec_example() {
+        assert_eq!(iso8601_ms(1_770_978_137_123), "2026-02-13T10:22:17.123Z");
+        assert_eq!(iso8601_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601_ms(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+    }
+
+    #[test]
+    fn jsonl_line_is_the_spec_shape() {
+        let rec = LogRecord {
+            session_id: SessionId::new("s-20260213-001"),
+            direction: Direction::In,
+            msg_type: "tool.call",
+            payload: Utf8Bytes::from_static(r#"{"toolName":"select"}"#),
+            at_unix_ms: 1_770_978_137_123,
+        };
+        let mut out = Vec::new();
+        rec.write_jsonl(12, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "sessionId": "s-20260213-001",
+                "eventIndex": 12,
+                "timestamp": "2026-02-13T10:22:17.123Z",
+                "direction": "in",
+                "type": "tool.call",
+                "payload": {"toolName": "select"}
+            })
+        );
+    }
+
+    #[test]
+    fn session_ids_compare_as_text() {
+        let a = SessionId::new("default");
+        assert_eq!(a, SessionId::default_session());
+        let mut m = std::collections::BTreeMap::new();
+        m.insert(a, 1);
+        assert_eq!(m.get("default"), Some(&1));
+    }
+}
