@@ -39,6 +39,10 @@ struct Sub {
     pattern: String,
     /// The caller's `subscribe` request not yet answered (sent again after a reconnect).
     request: Option<Id128>,
+    /// The `subscribe` request for this record now on the wire, if any. Replies and
+    /// disconnects are matched by it, never by the pattern alone: an old request for the
+    /// same pattern must not touch a newer subscription.
+    sent: Option<Id128>,
 }
 
 /// A JSON-RPC bus client (client role): one connection at a time, surviving reconnects.
@@ -147,6 +151,7 @@ impl BusClient {
         self.subs.push(Sub {
             pattern: pattern.to_owned(),
             request: Some(id),
+            sent: None,
         });
         self.timers.set(id, now + self.config.request_timeout);
         if self.ready {
@@ -340,6 +345,9 @@ impl BusClient {
         write_json_str(&mut params, pattern);
         params.push(b'}');
         let frame = encode_request(id, method::SUBSCRIBE, &params);
+        if let Some(s) = self.subs.iter_mut().find(|s| s.pattern == pattern) {
+            s.sent = Some(id);
+        }
         self.send_frame(id, RequestKind::Subscribe(pattern.to_owned()), frame, None);
     }
 
@@ -505,7 +513,7 @@ impl BusClient {
                         });
                     }
                     RequestKind::Subscribe(topic) => {
-                        self.subs.retain(|s| s.pattern != topic);
+                        self.subs.retain(|s| s.sent != Some(id));
                         self.fail(
                             id,
                             RequestKind::Subscribe(topic),
@@ -533,6 +541,9 @@ impl BusClient {
                 self.on_ready(parsed, now);
             }
             RequestKind::Subscribe(topic) => {
+                if let Some(s) = self.subs.iter_mut().find(|s| s.sent == Some(id)) {
+                    s.sent = None;
+                }
                 let subscription_id = serde_json::from_str::<SubscribeResult>(text)
                     .ok()
                     .and_then(|r| r.subscription_id);
@@ -588,10 +599,16 @@ impl BusClient {
             match p.kind {
                 // Resent after the reconnect, keeping its deadline.
                 RequestKind::Subscribe(topic) => {
-                    if let Some(s) = self.subs.iter_mut().find(|s| s.pattern == topic) {
+                    if let Some(s) = self.subs.iter_mut().find(|s| s.sent == Some(id)) {
                         s.request = Some(id);
+                        s.sent = None;
                     } else {
-                        self.timers.cancel(&id);
+                        // Withdrawn (unsubscribed) while on the wire: it ends here.
+                        self.fail(
+                            id,
+                            RequestKind::Subscribe(topic),
+                            RequestError::Disconnected,
+                        );
                     }
                 }
                 // The bus dropped the subscription with the connection: done.
