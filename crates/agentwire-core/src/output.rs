@@ -52,15 +52,45 @@ impl<E> Output<E> {
 /// A FIFO of outputs: what every machine keeps between `handle_*` and `poll_output`.
 ///
 /// Helpers named for the three output kinds keep machine code short.
+///
+/// Events wait in a queue of their own and the main queue only marks their place, so a
+/// `Send` or `Close` is queued and dequeued as its own few words, not as an `Output<E>` the
+/// size of the largest event (protocol events can be a couple of hundred bytes).
 #[derive(Debug)]
 pub struct Outbox<E> {
-    queue: VecDeque<Output<E>>,
+    queue: VecDeque<Slot>,
+    events: VecDeque<E>,
+}
+
+/// One queued output; an `Event`'s payload is the next one in `Outbox::events`.
+#[derive(Debug)]
+enum Slot {
+    Send {
+        conn: ConnId,
+        frame: FrameBuf,
+    },
+    Close {
+        conn: ConnId,
+        code: CloseCode,
+        reason: Cow<'static, str>,
+    },
+    Event,
+}
+
+impl Slot {
+    fn conn(&self) -> Option<ConnId> {
+        match self {
+            Self::Send { conn, .. } | Self::Close { conn, .. } => Some(*conn),
+            Self::Event => None,
+        }
+    }
 }
 
 impl<E> Default for Outbox<E> {
     fn default() -> Self {
         Self {
             queue: VecDeque::new(),
+            events: VecDeque::new(),
         }
     }
 }
@@ -72,13 +102,14 @@ impl<E> Outbox<E> {
     }
 
     /// Queues a frame for `conn`.
+    #[inline]
     pub fn send(&mut self, conn: ConnId, frame: FrameBuf) {
-        self.queue.push_back(Output::Send { conn, frame });
+        self.queue.push_back(Slot::Send { conn, frame });
     }
 
     /// Queues a close of `conn`.
     pub fn close(&mut self, conn: ConnId, code: CloseCode, reason: impl Into<Cow<'static, str>>) {
-        self.queue.push_back(Output::Close {
+        self.queue.push_back(Slot::Close {
             conn,
             code,
             reason: reason.into(),
@@ -86,13 +117,21 @@ impl<E> Outbox<E> {
     }
 
     /// Queues an application event.
+    #[inline]
     pub fn event(&mut self, event: E) {
-        self.queue.push_back(Output::Event(event));
+        self.events.push_back(event);
+        self.queue.push_back(Slot::Event);
     }
 
     /// Takes the oldest output.
+    #[inline]
     pub fn pop(&mut self) -> Option<Output<E>> {
-        self.queue.pop_front()
+        Some(match self.queue.pop_front()? {
+            Slot::Send { conn, frame } => Output::Send { conn, frame },
+            Slot::Close { conn, code, reason } => Output::Close { conn, code, reason },
+            // Every `Event` slot has its payload queued in the same order.
+            Slot::Event => Output::Event(self.events.pop_front()?),
+        })
     }
 
     /// Number of queued outputs.

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use agentwire_core::{
     CloseCode, ConnId, Frame, FrameBuf, Id128, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo,
-    TimerSet,
+    TimerSet, Utf8Bytes,
 };
+use bytes::BytesMut;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 
@@ -56,6 +57,20 @@ pub struct LiveAgent {
     /// Runner id, if it sends one.
     pub runner_id: Option<String>,
 }
+
+/// The end of a rate window that starts at `start` (one second later).
+fn rate_window_end(start: Instant) -> Instant {
+    // `Instant + Duration` panics on overflow; a window that cannot end is never reached.
+    start.checked_add(Duration::from_secs(1)).unwrap_or(start)
+}
+
+/// Where a `req`'s id starts in its encoding: `ReqRef` writes its tag, then its id.
+const REQ_ID_AT: usize = r#"{"type":"req","id":""#.len();
+/// Stands in for the id while a `req` is encoded (36 bytes, like every hyphenated id).
+const ID_PLACEHOLDER: &str = "00000000-0000-0000-0000-000000000000";
+
+/// Size of the blocks `req` frames are encoded into (a compact `req` is about 200 bytes).
+const REQ_BUF_BLOCK: usize = 4096;
 
 /// The key of a voice session: kind, guild and voice channel (`guildId:voiceChannelId`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -109,7 +124,9 @@ struct ConnState {
     agent_id: Option<String>,
     /// We queued a close: ignore further input until the driver reports the disconnect.
     closing: bool,
-    window_start: Instant,
+    /// End of the current one-second rate window (kept as its end, so that the per-message
+    /// check is one comparison).
+    window_end: Instant,
     window_count: u32,
     /// Requests sent on this connection and not answered yet.
     pending: usize,
@@ -162,6 +179,10 @@ pub struct Controller {
     clock: Monotonic,
     out: Outbox<ControllerEvent>,
     scratch: Vec<u8>,
+    /// Where `req` frames are built: each frame is split off and frozen without a copy, and
+    /// once the driver has dropped every frame of a block its space is reused, so a request
+    /// normally costs no allocation for its frame.
+    req_buf: BytesMut,
     conns: BTreeMap<ConnId, ConnState>,
     per_ip: BTreeMap<IpAddr, usize>,
     agents: BTreeMap<String, LiveAgent>,
@@ -200,6 +221,7 @@ impl Controller {
             clock: Monotonic::new(),
             out: Outbox::new(),
             scratch: Vec::with_capacity(512),
+            req_buf: BytesMut::with_capacity(REQ_BUF_BLOCK),
             conns: BTreeMap::new(),
             per_ip: BTreeMap::new(),
             agents: BTreeMap::new(),
@@ -307,9 +329,10 @@ impl Controller {
             return Err(CommandError::TooManyPending);
         }
         let id = self.ids.next_id();
-        let text = id.hyphenated();
+        // Encoded with a placeholder id of the same length, which is then overwritten in
+        // place with the id's digits: the id is never turned into a `&str` (a UTF-8 check).
         let req = ReqRef {
-            id: text.as_str(),
+            id: ID_PLACEHOLDER,
             op,
             data,
             agent_id,
@@ -317,7 +340,20 @@ impl Controller {
         self.scratch.clear();
         serde_json::to_writer(&mut self.scratch, &req)
             .map_err(|e| CommandError::InvalidData(e.to_string()))?;
-        let frame = FrameBuf::json_from_slice(&self.scratch);
+        if let Some(slot) = self
+            .scratch
+            .get_mut(REQ_ID_AT..REQ_ID_AT + ID_PLACEHOLDER.len())
+        {
+            debug_assert_eq!(slot, ID_PLACEHOLDER.as_bytes());
+            slot.copy_from_slice(id.hyphenated().as_bytes());
+        }
+        // One copy into the frame block (serde_json's many small writes go to the plain
+        // `Vec`, which is cheaper per write than `BytesMut`).
+        debug_assert!(self.req_buf.is_empty(), "every frame is split off");
+        self.req_buf.extend_from_slice(&self.scratch);
+        // serde_json writes UTF-8 only, and the id's digits are ASCII (see
+        // `Utf8Bytes::from_encoder`).
+        let frame = FrameBuf::Text(Utf8Bytes::from_encoder(self.req_buf.split().freeze()));
         st.pending += 1;
         self.out.send(conn, frame);
         let pending = Pending {
@@ -738,18 +774,25 @@ impl Controller {
         let Some(id) = Id128::parse(&resp.id) else {
             return; // not one of ours: dropped silently
         };
-        match self.pending.get(&id) {
-            Some(p) if p.conn == conn => {}
-            Some(_) => {
-                self.violation(conn, ProtocolError::WrongResponder { id: resp.id });
-                return;
-            }
-            None => return, // unknown or late: dropped silently
-        }
         let Some(p) = self.pending.remove(&id) else {
-            return;
+            return; // unknown or late: dropped silently
         };
+        if p.conn != conn {
+            // Not the agent it went to: the request stays pending (nothing iterates the
+            // map, so taking it out and back in changes no output).
+            self.pending.insert(id, p);
+            self.violation(conn, ProtocolError::WrongResponder { id: resp.id });
+            return;
+        }
         self.unpend(p.conn);
+        // Answers usually come in issue order: the front deadline is this request's.
+        if self
+            .request_deadlines
+            .front()
+            .is_some_and(|(_, f)| *f == id)
+        {
+            self.request_deadlines.pop_front();
+        }
         self.trim_deadlines();
         self.out.event(ControllerEvent::RequestCompleted {
             id,
@@ -848,7 +891,7 @@ impl Machine for Controller {
                 ip,
                 agent_id: None,
                 closing: false,
-                window_start: now,
+                window_end: rate_window_end(now),
                 window_count: 0,
                 pending: 0,
                 last_seen: now,
@@ -872,8 +915,8 @@ impl Machine for Controller {
         };
         let registered = st.agent_id.is_some();
         // Rate: a fixed one-second window per connection; the excess is dropped.
-        if now.duration_since(st.window_start) >= Duration::from_secs(1) {
-            st.window_start = now;
+        if now >= st.window_end {
+            st.window_end = rate_window_end(now);
             st.window_count = 0;
         }
         st.window_count = st.window_count.saturating_add(1);
@@ -888,9 +931,7 @@ impl Machine for Controller {
             Err(e) => return self.on_decode_error(conn, registered, e),
         };
         // Any message refreshes lastSeen.
-        if let Some(st) = self.conns.get_mut(&conn) {
-            st.last_seen = now;
-        }
+        st.last_seen = now;
         match msg {
             AgentMessage::Hello(h) => self.on_hello(conn, h, now),
             AgentMessage::Resp(r) => self.on_resp(conn, r),
@@ -967,6 +1008,9 @@ impl Machine for Controller {
         self.next_timer().map(|(t, _)| t)
     }
 
+    // Inlined into the driver's drain loop: an `Output` is about 200 bytes, and each
+    // non-inlined hop moves it once more.
+    #[inline]
     fn poll_output(&mut self) -> Option<Output<ControllerEvent>> {
         self.out.pop()
     }
@@ -980,6 +1024,44 @@ mod tests {
     #[allow(clippy::disallowed_methods)] // the one base time of a test
     fn t0() -> Instant {
         Instant::now()
+    }
+
+    #[test]
+    fn req_frames_encode_like_an_owned_req_with_the_id_in_place() {
+        let now = t0();
+        let mut c = Controller::new(ControllerConfig::default(), SequentialIds::new(0xfeed));
+        let conn = ConnId::new(1);
+        c.handle_connect(conn, &PeerInfo::new(None), now);
+        let hello = r#"{"type":"hello","protocolVersion":"1.0.0","agentId":"a\"b","ready":true,"guildIds":[],"poolId":"p"}"#;
+        c.handle_frame(conn, Frame::Text(hello), now);
+        while c.poll_output().is_some() {}
+        let data = serde_json::json!({"q": "x\u{e9}\"", "n": [1, 2]});
+        // Enough requests to cross several blocks of the frame buffer, some kept alive.
+        let mut kept = Vec::new();
+        for i in 0..100 {
+            let op = if i % 2 == 0 { "play" } else { "sk\u{ef}p\n" };
+            let id = c.request("a\"b", op, &data, now).expect("sent");
+            let frame = match c.poll_output() {
+                Some(Output::Send { frame, .. }) => frame,
+                other => panic!("{other:?}"),
+            };
+            let mut expected = Vec::new();
+            ControllerMessage::Req(crate::message::Req {
+                id: id.to_string(),
+                op: op.to_owned(),
+                data: crate::RawJson::from_value(&data),
+                agent_id: "a\"b".to_owned(),
+            })
+            .encode(&mut expected);
+            assert_eq!(frame.as_text(), std::str::from_utf8(&expected).ok());
+            if i % 3 == 0 {
+                kept.push((frame, expected));
+            }
+        }
+        // Frames still held are not overwritten by later ones.
+        for (frame, expected) in kept {
+            assert_eq!(frame.as_bytes(), &expected[..]);
+        }
     }
 
     #[test]
