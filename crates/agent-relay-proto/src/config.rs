@@ -183,6 +183,91 @@ impl RelayConfig {
     }
 }
 
+/// Bounds on what peers can make the [`Host`](crate::Host) hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostLimits {
+    /// Largest message body the host accepts from the relay, in bytes. Default 1 MiB
+    /// (1,048,576), the relay's own default; checked before parsing. A larger frame is
+    /// dropped and reported.
+    pub max_message_bytes: usize,
+    /// Entries the chat timeline holds. Default 1,000; one more `agent.message` is answered
+    /// `LIMIT_EXCEEDED`, one more participant message is refused to the caller. The timeline
+    /// travels whole in every snapshot, so it is bounded.
+    pub max_history_entries: usize,
+    /// Pushes (`user.message`, `session.ended`) kept while the host is not joined to the
+    /// relay, sent in order once it is. Default 64; beyond it
+    /// [`Host::user_message`](crate::Host::user_message) is refused.
+    pub max_queued_pushes: usize,
+}
+
+impl Default for HostLimits {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 1 << 20,
+            max_history_entries: 1000,
+            max_queued_pushes: 64,
+        }
+    }
+}
+
+/// Configuration of the [`Host`](crate::Host).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostConfig {
+    /// The relay session the host joins on every connect. Default `"default"`, as the
+    /// reference host and agents. This is the relay's routing key, not the study session id
+    /// (`s-YYYYMMDD-NNN`), which changes with every `session.start`.
+    pub relay_session: String,
+    /// Time the relay has to answer `relay.join`. Default `Some(10 s)`; then the host closes
+    /// the connection (1000 `join-timeout`) so the driver reconnects. `None` waits forever.
+    pub join_timeout: Option<Duration>,
+    /// Time the application has to confirm the log flush of a session end
+    /// ([`Host::confirm_flush`](crate::Host::confirm_flush)). Default `Some(10 s)`; then the
+    /// end fails as if [`Host::fail_flush`](crate::Host::fail_flush) had been called.
+    /// `None` waits forever.
+    pub flush_timeout: Option<Duration>,
+    /// Limits on what peers can make the host hold.
+    pub limits: HostLimits,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            relay_session: DEFAULT_SESSION.to_owned(),
+            join_timeout: Some(Duration::from_secs(10)),
+            flush_timeout: Some(Duration::from_secs(10)),
+            limits: HostLimits::default(),
+        }
+    }
+}
+
+impl HostConfig {
+    /// Sets the relay session to join.
+    pub fn with_relay_session(mut self, session: impl Into<String>) -> Self {
+        self.relay_session = session.into();
+        self
+    }
+
+    /// Sets the time the relay has to answer `relay.join`.
+    pub fn with_join_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.join_timeout = timeout;
+        self
+    }
+
+    /// Sets the time the application has to confirm a log flush.
+    pub fn with_flush_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.flush_timeout = timeout;
+        self
+    }
+
+    /// Sets the limits.
+    pub fn with_limits(mut self, limits: HostLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

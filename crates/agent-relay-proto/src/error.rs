@@ -10,8 +10,9 @@ use crate::message::Role;
 /// An error code of the `error` message (`payload.code`).
 ///
 /// Open: a code this crate does not know survives a decode and re-encode unchanged. The
-/// spec's six codes and the relay's own [`LIMIT_EXCEEDED`](Self::LIMIT_EXCEEDED) have named
-/// constants, and `Debug` prints a known code bare (`INVALID_MESSAGE`).
+/// spec's six codes and our own [`LIMIT_EXCEEDED`](Self::LIMIT_EXCEEDED) and
+/// [`LOG_FLUSH_FAILED`](Self::LOG_FLUSH_FAILED) have named constants, and `Debug` prints a
+/// known code bare (`INVALID_MESSAGE`).
 #[derive(Clone)]
 pub struct ErrorCode(Cow<'static, str>);
 
@@ -43,7 +44,11 @@ codes! {
     TOOL_EXECUTION_FAILED;
     /// Ours, not the spec's: a relay limit (message size, rate, pending requests, sessions,
     /// agents, connections, id length) refused the message. The `message` names the limit.
+    /// The [`Host`](crate::Host) sends it too, when the chat timeline is full.
     LIMIT_EXCEEDED;
+    /// Ours, not the spec's (sent by the [`Host`](crate::Host)): `session.end` could not
+    /// flush the study log, so the session stays active and its state is not reset.
+    LOG_FLUSH_FAILED;
 }
 
 impl ErrorCode {
@@ -326,6 +331,53 @@ pub enum CommandError {
     UnknownConnection,
 }
 
+/// The exact `message` texts of the errors the [`Host`](crate::Host) sends (all ours: the
+/// reference host skips these checks, INTEROP.md).
+pub mod host_texts {
+    /// A request other than `session.start` outside a session (SESSION_NOT_ACTIVE).
+    pub const NO_SESSION: &str = "No active session. Send session.start first.";
+    /// `tool.call`, `agent.message` or `session.end` while the session's end is flushing
+    /// its logs (SESSION_NOT_ACTIVE).
+    pub const SESSION_ENDING: &str = "The session is ending.";
+    /// `tool.call` with a missing, non-string or blank `reason` (INVALID_PARAMS).
+    pub const REASON_REQUIRED: &str = "tool.call requires a non-empty reason.";
+    /// `tool.call` without a string `toolName` (INVALID_MESSAGE).
+    pub const TOOL_NAME_REQUIRED: &str = "tool.call requires a string toolName.";
+    /// `tool.call` while no UI spec is loaded (NO_ACTIVE_SPEC).
+    pub const NO_ACTIVE_SPEC: &str = "No UI spec is loaded.";
+    /// `agent.message` when the chat timeline is full (LIMIT_EXCEEDED).
+    pub const HISTORY_FULL: &str = "The chat history is full.";
+    /// The application did not confirm the log flush in time (LOG_FLUSH_FAILED).
+    pub const FLUSH_TIMEOUT: &str = "The study log was not flushed in time.";
+}
+
+/// A command the caller gave the [`Host`](crate::Host) that it cannot carry out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostCommandError {
+    /// No study session is active.
+    #[error("no active session")]
+    NoSession,
+    /// The session is already ending (its log flush is awaited).
+    #[error("the session is already ending")]
+    Ending,
+    /// The ticket is not the one of the session end in progress (it was confirmed, failed,
+    /// timed out, or never existed).
+    #[error("no session end with this ticket is in progress")]
+    UnknownTicket,
+    /// The chat timeline is full
+    /// ([`HostLimits::max_history_entries`](crate::HostLimits::max_history_entries)).
+    #[error("the chat history is full")]
+    HistoryFull,
+    /// Not joined to the relay and the push queue is full
+    /// ([`HostLimits::max_queued_pushes`](crate::HostLimits::max_queued_pushes)).
+    #[error("not joined to the relay and the push queue is full")]
+    QueueFull,
+    /// Not a session id of the form `s-YYYYMMDD-NNN`.
+    #[error("not a session id of the form s-YYYYMMDD-NNN")]
+    InvalidSessionId,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,7 +394,8 @@ mod tests {
                 "INVALID_PARAMS",
                 "NO_ACTIVE_SPEC",
                 "TOOL_EXECUTION_FAILED",
-                "LIMIT_EXCEEDED"
+                "LIMIT_EXCEEDED",
+                "LOG_FLUSH_FAILED"
             ]
         );
         assert_eq!(format!("{:?}", ErrorCode::UNKNOWN_TOOL), "UNKNOWN_TOOL");

@@ -1,12 +1,13 @@
-//! What the relay tells the application.
+//! What the relay and the host tell the application.
 
 use std::net::SocketAddr;
 
 use agentwire_core::ConnId;
 
-use crate::error::ProtocolError;
+use crate::error::{DecodeError, ErrorCode, ProtocolError};
+use crate::host::EndTicket;
 use crate::log::{LogRecord, SessionId};
-use crate::message::Role;
+use crate::message::{ErrorPayload, RelayPresence, Role};
 
 /// Why a connection was refused as it connected (it was closed at once).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,4 +136,114 @@ pub enum RelayEvent {
     },
     /// A study-log record, emitted before the output that sends what it records.
     Log(LogRecord),
+}
+
+/// An event of the [`Host`](crate::Host).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HostEvent {
+    /// The relay answered `relay.join`: the host serves the session's agents on this
+    /// connection (pushes queued meanwhile have been sent).
+    Joined {
+        /// The relay session joined.
+        relay_session: String,
+    },
+    /// The relay refused `relay.join`; the host closed the connection (1000 `join-refused`)
+    /// so the driver reconnects with its backoff.
+    JoinRefused {
+        /// The relay's code.
+        code: ErrorCode,
+        /// The relay's text.
+        message: String,
+    },
+    /// The relay did not answer `relay.join` within
+    /// [`HostConfig::join_timeout`](crate::HostConfig::join_timeout); the host closed the
+    /// connection (1000 `join-timeout`).
+    JoinTimedOut,
+    /// The connection ended. A study session in progress stays active; the host joins
+    /// again on the next connect.
+    Disconnected,
+    /// A newer host took over the relay session (the relay sent SESSION_NOT_ACTIVE "Host
+    /// connection replaced by a newer host." and closes this connection). Reconnecting
+    /// would take the session back: the application decides.
+    Replaced,
+    /// The relay's `relay.presence`: the agents of the session changed.
+    Presence(RelayPresence),
+    /// Any other `error` from the relay (e.g. LIMIT_EXCEEDED for something the host sent).
+    RelayError {
+        /// The code.
+        code: ErrorCode,
+        /// The text.
+        message: String,
+        /// The `replyTo`, if any.
+        reply_to: Option<String>,
+    },
+    /// `session.start` began a study session (answered `session.started`).
+    SessionStarted {
+        /// The new session id, `s-YYYYMMDD-NNN`.
+        session_id: String,
+        /// `studyId`.
+        study_id: String,
+        /// `participantId`.
+        participant_id: String,
+    },
+    /// A tool ran (answered `tool.result`).
+    ToolApplied {
+        /// The tool.
+        tool_name: String,
+        /// The agent's reason.
+        reason: String,
+    },
+    /// `agent.message` was added to the chat timeline.
+    AgentMessage {
+        /// The text.
+        text: String,
+    },
+    /// The visible state (`uiSpec` or `messageHistory`) changed; `state.updated` was sent,
+    /// or will be once the host is joined again. Re-render on it.
+    StateChanged {
+        /// What changed it: `"tool"`, `"agent"`, `"user"`, `"reset"`, or the application's.
+        source: String,
+    },
+    /// A session is ending: flush the study log (fsync), then call
+    /// [`Host::confirm_flush`](crate::Host::confirm_flush) with `ticket` and the log file's
+    /// path, or [`Host::fail_flush`](crate::Host::fail_flush).
+    SessionEnding {
+        /// The session.
+        session_id: String,
+        /// `session.end`'s `reason`, if any.
+        reason: Option<String>,
+        /// What the confirmation names.
+        ticket: EndTicket,
+    },
+    /// The session ended: state reset, `session.ended` sent (or queued until joined).
+    SessionEnded {
+        /// The session.
+        session_id: String,
+        /// The log file reported in `session.ended`.
+        log_file: String,
+    },
+    /// The log flush failed or timed out: the session stays active, the agent got
+    /// LOG_FLUSH_FAILED.
+    SessionEndFailed {
+        /// The session.
+        session_id: String,
+        /// Why.
+        message: String,
+    },
+    /// The host answered an agent request with an `error`.
+    Refused {
+        /// The request's type.
+        msg_type: &'static str,
+        /// The request's `id`, if any (the error's `replyTo`).
+        reply_to: Option<String>,
+        /// What was sent.
+        error: ErrorPayload,
+    },
+    /// A frame from the relay that could not be decoded or has a type a host never
+    /// receives; dropped without a reply.
+    ProtocolViolation {
+        /// What was wrong.
+        error: DecodeError,
+    },
 }

@@ -10,17 +10,28 @@
 //! `specs/agent-relay.md`; what the reference TypeScript relay and browser host do on the wire,
 //! and which of their gaps we close, is `INTEROP.md` (agent-relay section).
 //!
-//! This crate never opens a socket or reads a clock: drive the [`Relay`] with
-//! `agentwire-tokio`, with the in-memory `agentwire_core::sim` harness, or your own loop.
+//! This crate never opens a socket or reads a clock: drive the [`Relay`] and the [`Host`]
+//! with `agentwire-tokio`, with the in-memory `agentwire_core::sim` harness, or your own loop.
 //!
 //! # Roles
 //!
 //! - [`Relay`] (server role): owns every connection at [`ENDPOINT_PATH`]; one host and any
 //!   number of agents per session; forwards agent → host and host → agents without parsing
 //!   payloads; emits one study-log [`LogRecord`] per message, before the message is sent.
-//! - Host and agent are peers of the relay; their messages are the wire types of
-//!   [`message`]: [`AgentMessage`], [`HostMessage`] and [`RelayMessage`] (one enum per
-//!   sender) inside an [`Envelope`]. [`Route`] is the borrowed envelope the relay routes by.
+//! - [`Host`] (client role): the UI side, for Rust hosts and for tests. One connection to the
+//!   relay at a time (it sends `relay.join` as `host` on every connect; a study session
+//!   survives reconnects). It answers every agent request the spec lists: `session.start`
+//!   (ids `s-YYYYMMDD-NNN`), `snapshot.get`, `tool.call` (checked against the current
+//!   stage's tool schema with [`validate_params`], then run through the application's
+//!   [`Tools`]), `agent.message` (appended to the chat [`History`]) and `session.end`
+//!   (the application flushes the study log, then [`Host::confirm_flush`] resets the state
+//!   and answers `session.ended`). It pushes `state.updated` on every visible change and the
+//!   participant's `user.message` ([`Host::user_message`]). It writes no log: the relay
+//!   emits the records, the application's writer persists them.
+//! - The agent is a peer of the relay with no machine here; the messages of all three are
+//!   the wire types of [`message`]: [`AgentMessage`], [`HostMessage`] and [`RelayMessage`]
+//!   (one enum per sender) inside an [`Envelope`]. [`Route`] is the borrowed envelope the
+//!   relay routes by.
 //!
 //! # A run loop
 //!
@@ -86,6 +97,10 @@
 //! As in quinn: `handle_*` feed input (network or time), `poll_*` drain output, verbs are
 //! commands that return at once ([`Relay::close`], [`Relay::set_wall_clock`]), nouns are
 //! getters ([`Relay::host_of`], [`Relay::agents_of`], [`Relay::pending_requests`], ...).
+//! The [`Host`]'s commands are [`Host::user_message`], [`Host::publish_state`],
+//! [`Host::end_session`], [`Host::confirm_flush`], [`Host::fail_flush`],
+//! [`Host::resume_numbering`] and [`Host::set_wall_clock`]; its outcomes arrive as
+//! [`HostEvent`]s.
 //! Wire types decode with [`Envelope::decode`] / [`Route::decode`] and encode with
 //! [`Envelope::encode`].
 //!
@@ -108,6 +123,16 @@
 //! | `max_name_bytes` | 128 | the agent's name is cut |
 //! | [`RelayConfig::join_timeout`] | 30 s | close 1008 `join-required` |
 //! | [`RelayConfig::pending_timeout`] | 60 s | the request is forgotten; a late reply is dropped |
+//!
+//! The [`Host`]'s ([`HostLimits`], [`HostConfig`]):
+//!
+//! | limit | default | beyond it |
+//! |---|---|---|
+//! | `max_message_bytes` | 1 MiB | the frame is dropped and reported, checked before parsing |
+//! | `max_history_entries` | 1,000 | `agent.message` gets LIMIT_EXCEEDED; [`Host::user_message`] is refused |
+//! | `max_queued_pushes` | 64 | [`Host::user_message`] is refused while not joined |
+//! | [`HostConfig::join_timeout`] | 10 s | close 1000 `join-timeout`, the driver reconnects |
+//! | [`HostConfig::flush_timeout`] | 10 s | the session end fails with LOG_FLUSH_FAILED |
 //!
 //! # Spec decisions
 //!
@@ -207,6 +232,100 @@
 //! 23. **`tool.result`** `uiSpec`/`messageHistory` are optional (a failed tool may send
 //!     neither); an explicit `null` is kept. (`host_messages_round_trip`)
 //!
+//! The [`Host`] (tests in `tests/host.rs`, the validator's beside it in `src/host/params.rs`):
+//!
+//! 24. **Two session ids.** The host joins the relay session [`HostConfig::relay_session`]
+//!     (`"default"`, as the reference host and agents) on every connect, with `id`
+//!     `host-join-N`; the *study* session id `s-YYYYMMDD-NNN` is a different thing that
+//!     changes with every `session.start`. (`every_connect_sends_relay_join_as_host_for_its_relay_session`)
+//! 25. **Session ids** are `s-` + the UTC date of the wall clock (anchored by [`Host::new`]
+//!     like [`Relay::new`]; pass a shifted `unix_ms` for local dates) + `-` + a per-day
+//!     counter from `001` (it widens past 999). It lives in memory:
+//!     [`Host::resume_numbering`] continues after the newest id of an earlier run.
+//!     (`session_start_answers_a_new_dated_id_counting_from_001_per_day`,
+//!     `resume_numbering_continues_after_the_last_id_of_the_day`)
+//! 26. **One session at a time.** `session.start` during a session with the same `studyId`
+//!     and `participantId` is answered with the current id (a retry whose answer was lost
+//!     with a connection); any other gets INVALID_MESSAGE "A session is already active: ID."
+//!     (`a_repeated_session_start_gets_the_same_session_and_another_is_refused`,
+//!     `a_host_reconnect_through_the_relay_keeps_the_session`)
+//! 27. **Outside a session** `snapshot.get`, `tool.call`, `agent.message` and `session.end`
+//!     get SESSION_NOT_ACTIVE ([`host_texts::NO_SESSION`]) with `replyTo`. While a session
+//!     end awaits its log flush, `snapshot.get` still works and the others get
+//!     SESSION_NOT_ACTIVE [`host_texts::SESSION_ENDING`]. Payloads that do not decode get
+//!     INVALID_MESSAGE "Invalid T payload: ...". (`requests_outside_a_session_get_session_not_active`,
+//!     `session_end_waits_for_the_flush_then_resets_and_answers_session_ended`)
+//! 28. **Snapshots** carry exactly `sessionId`, `uiSpec`, `messageHistory`, `toolSchema`;
+//!     `uiSpec` is `null` while [`Tools::ui_spec`] is `None`. A top-level `backendData` key in
+//!     the application's `uiSpec` is dropped from every message (spec §7).
+//!     (`snapshot_state_carries_only_ui_spec_message_history_and_tool_schema`,
+//!     `backend_data_never_reaches_an_agent`)
+//! 29. **`tool.call` checks, in order**: session; `toolName` a string (INVALID_MESSAGE);
+//!     `reason` a non-blank string (INVALID_PARAMS [`host_texts::REASON_REQUIRED`]; the
+//!     reference does not check); a loaded spec (NO_ACTIVE_SPEC, before the tool lookup, as
+//!     no stage means no tools); the tool in the current stage's [`Tools::tool_schema`]
+//!     (UNKNOWN_TOOL "Unknown tool: X"); `params` an object fitting the tool's `parameters`
+//!     (INVALID_PARAMS "TOOL requires PARAM ...", the spec's example text word for word;
+//!     absent or `null` params mean `{}`); then the tool, whose [`ToolError`] is
+//!     INVALID_PARAMS or TOOL_EXECUTION_FAILED. Every failure is an `error`; `tool.result`
+//!     is only ever `ok: true`. (`reason_is_required_and_must_not_be_blank`,
+//!     `no_loaded_spec_is_no_active_spec`,
+//!     `an_unknown_tool_is_unknown_tool_and_each_stage_has_its_own_tools`,
+//!     `bad_params_are_invalid_params_naming_the_parameter`,
+//!     `the_tools_own_failures_are_tool_execution_failed_or_invalid_params`,
+//!     `the_host_answers_the_spec_examples_word_for_word`)
+//! 30. **The schema subset** ([`validate_params`]): `type`, `properties`, `required`,
+//!     `additionalProperties: false`, `enum`, `minimum`, `maximum`, `items`; other keywords
+//!     constrain nothing. `integer` means written without fraction or exponent (`2`, not
+//!     `2.0`), so a tool can read it into an integer type. (`the_spec_example_message_comes_out_word_for_word`,
+//!     `unknown_or_malformed_keywords_constrain_nothing`)
+//! 31. **Every visible change is pushed once** as `state.updated` (no `replyTo`) with
+//!     `source` `tool`, `agent`, `user`, `reset` ([`sources`]) or the application's own
+//!     ([`Host::publish_state`]): after `tool.result`, after an `agent.message` (which gets
+//!     no reply: the spec defines none), after a participant message, after a reset. A tool
+//!     returning [`ToolOutcome::Unchanged`] without writing to the chat sends `tool.result`
+//!     only. (`a_tool_call_is_answered_with_tool_result_then_state_updated`,
+//!     `a_tool_that_changes_nothing_sends_no_state_updated`,
+//!     `agent_message_is_appended_to_the_history_and_pushed`, `a_tool_may_write_to_the_chat`)
+//! 32. **The host owns the chat**: `messageHistory` is `[{"role":"user"|"agent"|"system",
+//!     "text":..}]`, bounded; `user.message` carries [`Tools::stage`] and is allowed outside a
+//!     session (the participant may type before an agent starts one).
+//!     (`user_message_is_pushed_with_the_stage_and_recorded`, `a_full_history_answers_limit_exceeded`)
+//! 33. **`session.end` is two steps**, so the IO layer can fsync first:
+//!     [`HostEvent::SessionEnding`] carries an [`EndTicket`]; [`Host::confirm_flush`] resets
+//!     the tools and the chat and sends `session.ended` `{sessionId, logFile, stateReset:
+//!     true}`, then `state.updated` (`reset`). [`Host::fail_flush`], or no confirmation
+//!     within [`HostConfig::flush_timeout`], answers [`ErrorCode::LOG_FLUSH_FAILED`] (ours)
+//!     and leaves the session active and unreset, so the agent may retry.
+//!     (`session_end_waits_for_the_flush_then_resets_and_answers_session_ended`,
+//!     `a_failed_or_late_flush_keeps_the_session_and_answers_log_flush_failed`,
+//!     `the_application_can_end_the_session_and_agents_get_session_ended`)
+//! 34. **Who owns the log file path.** The spec has the host save the log and report
+//!     `logFile`; the reference relay writes it. Here the relay emits the records and the
+//!     application's writer owns the files: the host reports exactly the path given to
+//!     [`Host::confirm_flush`] and never makes one up ([`study_log_path`] gives the spec's
+//!     `logs/study/<id>.jsonl`). Relay records carry the relay session id (decision 18); a
+//!     writer that wants one file per study session splits at [`HostEvent::SessionStarted`]
+//!     and [`HostEvent::SessionEnding`]. (`an_agent_books_through_the_relay_with_a_real_host`)
+//! 35. **Reconnects** keep the session, the chat and a pending end. Replies go only on the
+//!     connection the request came on (the relay has failed the others, decision 11);
+//!     pushes made while not joined wait (bounded) and follow `relay.joined` in order, state
+//!     changes collapsed into one `state.updated`; a `session.ended` whose request came on
+//!     an earlier connection is pushed without `replyTo`.
+//!     (`a_session_survives_a_reconnect_and_pushes_wait_for_the_join`,
+//!     `a_session_end_confirmed_after_a_reconnect_is_pushed_without_reply_to`,
+//!     `user_message_is_refused_when_the_offline_queue_is_full`)
+//! 36. **Join failures**: an `error` answering the join closes the connection (1000
+//!     `join-refused`), no answer within [`HostConfig::join_timeout`] too (1000
+//!     `join-timeout`), so the driver reconnects with backoff; the relay's
+//!     [`texts::HOST_REPLACED`] becomes [`HostEvent::Replaced`] and the application decides
+//!     whether to take the session back. (`the_relay_refusing_the_join_closes_the_connection`,
+//!     `no_join_answer_within_the_deadline_closes_the_connection`,
+//!     `relay_presence_errors_and_replacement_are_reported`)
+//! 37. **The host never answers the relay**: an undecodable frame or a type a host never
+//!     receives is reported ([`HostEvent::ProtocolViolation`]) and dropped, since an `error`
+//!     without `replyTo` would reach every agent. (`garbage_from_the_relay_is_reported_and_never_answered`)
+//!
 //! # Feature flags
 //!
 //! - `fuzzing`: reserved for the cargo-fuzz entry points (no module yet).
@@ -217,15 +336,26 @@ mod config;
 mod envelope;
 mod error;
 mod event;
+mod host;
 mod log;
 pub mod message;
 mod rate;
 mod relay;
+mod tool;
 
-pub use config::{accept_path, Limits, RateLimit, RelayConfig, DEFAULT_SESSION, ENDPOINT_PATH};
+pub use config::{
+    accept_path, HostConfig, HostLimits, Limits, RateLimit, RelayConfig, DEFAULT_SESSION,
+    ENDPOINT_PATH,
+};
 pub use envelope::{Body, Envelope, Mvp02, Route, VersionRule, VERSION};
-pub use error::{texts, CommandError, DecodeError, ErrorCode, ProtocolError};
-pub use event::{Refusal, RelayEvent, Undelivered};
+pub use error::{
+    host_texts, texts, CommandError, DecodeError, ErrorCode, HostCommandError, ProtocolError,
+};
+pub use event::{HostEvent, Refusal, RelayEvent, Undelivered};
+pub use host::{
+    sources, study_log_path, validate_params, ChatEntry, ChatRole, EndTicket, History, HistoryFull,
+    Host, HostTimer, ParamError,
+};
 pub use log::{iso8601_ms, Direction, LogRecord, SessionId};
 pub use message::{
     AgentMessage, AgentText, ErrorPayload, HostMessage, PresenceAgent, RawJson, RelayHello,
@@ -234,6 +364,7 @@ pub use message::{
     ToolSchema, UserText,
 };
 pub use relay::{Relay, RelayStats, TimerKind};
+pub use tool::{ToolContext, ToolError, ToolOutcome, Tools};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

@@ -1,0 +1,273 @@
+//! The reference relay: a [`LoggingRelay`] served by agentwire-tokio at `/agent/ws`, with an
+//! event log.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use agentwire::agent_relay::{accept_path, Relay, RelayConfig, RelayEvent, ENDPOINT_PATH};
+use agentwire::core::{ConnId, UuidV4Ids};
+use agentwire::tokio::{Accept, Handle, Limits, Reject, Server, ServerConfig, UpgradeRequest};
+
+use super::log_writer::{StudyLog, SyncPolicy};
+use super::logging_relay::{LoggingRelay, ServerEvent};
+
+/// Transport headroom above the relay's own message limit: a body a little over
+/// `max_message_bytes` still reaches the relay, which answers it with LIMIT_EXCEEDED; only
+/// far larger ones are cut by the transport (close 1009).
+const TRANSPORT_HEADROOM: usize = 64 << 10;
+
+/// A running relay.
+pub struct RelayApp {
+    /// The server (for its address and shutdown).
+    pub server: Server<LoggingRelay>,
+    /// Commands to the relay machine.
+    pub handle: Handle<LoggingRelay>,
+    /// The study-log directory.
+    pub log_dir: PathBuf,
+    /// The event task; ends when the server stops.
+    pub events_task: tokio::task::JoinHandle<()>,
+}
+
+/// The upgrade hook: only [`ENDPOINT_PATH`] is upgraded; any other path gets HTTP 404 before
+/// the upgrade.
+pub fn path_hook(req: &UpgradeRequest<'_>) -> Result<Accept, Reject> {
+    if accept_path(req.path) {
+        Ok(Accept::new())
+    } else {
+        Err(Reject::new(
+            404,
+            format!("no WebSocket endpoint here; use {ENDPOINT_PATH}"),
+        ))
+    }
+}
+
+/// The transport settings of the reference relay: [`path_hook`], message and frame caps
+/// following the relay's `max_message_bytes` (plus [`TRANSPORT_HEADROOM`]), and room for at
+/// least the relay's `max_connections` (the relay itself answers the one too many with
+/// LIMIT_EXCEEDED and close 1013).
+pub fn server_config(relay: &RelayConfig) -> ServerConfig {
+    let max = relay
+        .limits
+        .max_message_bytes
+        .saturating_add(TRANSPORT_HEADROOM);
+    let defaults = ServerConfig::default();
+    let max_connections = defaults
+        .max_connections
+        .max(relay.limits.max_connections.saturating_add(1));
+    defaults
+        .with_hook(path_hook)
+        .with_limits(
+            Limits::default()
+                .with_max_message_size(max)
+                .with_max_frame_size(max),
+        )
+        .with_max_connections(max_connections)
+}
+
+/// Starts a relay on `addr` writing its study log into `log_dir` (created if missing);
+/// `on_event` sees every event (in the event task: keep it quick).
+pub async fn start(
+    addr: &str,
+    config: RelayConfig,
+    log_dir: impl Into<PathBuf>,
+    sync: SyncPolicy,
+    mut on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<RelayApp> {
+    let log_dir = log_dir.into();
+    let log = StudyLog::open(&log_dir, sync)?;
+    let transport = server_config(&config);
+    let (now, unix_ms) = super::clocks();
+    let machine = LoggingRelay::new(Relay::new(config, UuidV4Ids, now, unix_ms), log);
+    let (server, mut events) = Server::bind(addr, machine, transport).await?;
+    let events_task = tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            on_event(&ev);
+        }
+    });
+    let handle = server.handle();
+    Ok(RelayApp {
+        server,
+        handle,
+        log_dir,
+        events_task,
+    })
+}
+
+impl RelayApp {
+    /// The address peers connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// `ws://<local_addr>/agent/ws`.
+    pub fn url(&self) -> String {
+        format!("ws://{}{ENDPOINT_PATH}", self.local_addr())
+    }
+
+    /// Stops the relay: every peer gets close 1001, every session ends, and its file is
+    /// synced and closed.
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
+        let _ = self.events_task.await;
+    }
+}
+
+/// Turns events into readable lines, naming connections by their role and session.
+#[derive(Debug, Default)]
+pub struct EventLog {
+    names: BTreeMap<ConnId, String>,
+}
+
+impl EventLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `conn 3 (agent "planner" in "default")`, or `conn 3` before its join.
+    pub fn name(&self, conn: ConnId) -> String {
+        match self.names.get(&conn) {
+            Some(n) => format!("conn {} ({n})", conn.get()),
+            None => format!("conn {}", conn.get()),
+        }
+    }
+
+    /// Records what `ev` says about connections and describes it in one line.
+    pub fn describe(&mut self, ev: &ServerEvent) -> String {
+        match ev {
+            ServerEvent::Relay(ev) => self.describe_relay(ev),
+            ServerEvent::Logged {
+                record,
+                event_index,
+                synced,
+                trimmed,
+            } => {
+                let mut line = format!(
+                    "log {:?} #{event_index}: {} {}",
+                    record.session_id.as_str(),
+                    record.direction.as_str(),
+                    record.msg_type
+                );
+                if *synced {
+                    line.push_str(" (synced)");
+                }
+                if *trimmed > 0 {
+                    line.push_str(&format!(
+                        " (trimmed a torn last line of {trimmed} bytes on reopening)"
+                    ));
+                }
+                line
+            }
+            ServerEvent::LogFailed {
+                session,
+                record,
+                path,
+                op,
+                error,
+            } => {
+                let what = record.map_or_else(
+                    || "closing the file".to_owned(),
+                    |(t, d)| format!("record {} {t}", d.as_str()),
+                );
+                format!(
+                    "STUDY LOG FAILED for session {:?}, {what}: {op} {}: {error}",
+                    session.as_str(),
+                    path.display()
+                )
+            }
+            ServerEvent::ReportedToHost {
+                session,
+                host,
+                failures,
+            } => format!(
+                "told {} that {failures} study-log operation(s) of session {:?} failed",
+                self.name(*host),
+                session.as_str()
+            ),
+        }
+    }
+
+    fn describe_relay(&mut self, ev: &RelayEvent) -> String {
+        match ev {
+            RelayEvent::Connected { conn, remote } => match remote {
+                Some(addr) => format!("{} connected from {addr}", self.name(*conn)),
+                None => format!("{} connected", self.name(*conn)),
+            },
+            RelayEvent::Joined {
+                conn,
+                session,
+                role,
+                client_name,
+                ..
+            } => {
+                let who = match client_name {
+                    Some(n) => format!("{role} {n:?} in {:?}", session.as_str()),
+                    None => format!("{role} in {:?}", session.as_str()),
+                };
+                self.names.insert(*conn, who);
+                format!("{} joined", self.name(*conn))
+            }
+            RelayEvent::HostReplaced { session, old, new } => format!(
+                "{} replaced {} as the host of {:?}",
+                self.name(*new),
+                self.name(*old),
+                session.as_str()
+            ),
+            RelayEvent::Left {
+                conn,
+                failed_requests,
+                ..
+            } => format!(
+                "{} left ({failed_requests} request(s) failed)",
+                self.name(*conn)
+            ),
+            RelayEvent::Disconnected { conn } => {
+                let line = format!("{} disconnected", self.name(*conn));
+                self.names.remove(conn);
+                line
+            }
+            RelayEvent::Forwarded {
+                from,
+                msg_type,
+                recipients,
+                ..
+            } => format!(
+                "{} -> {msg_type} -> {recipients} recipient(s)",
+                self.name(*from)
+            ),
+            RelayEvent::Undelivered {
+                from,
+                msg_type,
+                reason,
+                ..
+            } => format!(
+                "{} -> {msg_type} reached nobody: {reason:?}",
+                self.name(*from)
+            ),
+            RelayEvent::ProtocolViolation { conn, error } => {
+                format!("{} broke the protocol: {error}", self.name(*conn))
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// Logs `ev` with `tracing`: joins, leaves and replacements at `info`, forwards and log
+    /// lines at `debug`, protocol violations at `warn`, study-log failures at `error`.
+    pub fn log(&mut self, ev: &ServerEvent) {
+        let line = self.describe(ev);
+        match ev {
+            ServerEvent::Logged { .. }
+            | ServerEvent::Relay(RelayEvent::Forwarded { .. } | RelayEvent::Connected { .. }) => {
+                tracing::debug!("{line}");
+            }
+            ServerEvent::Relay(
+                RelayEvent::ProtocolViolation { .. } | RelayEvent::Undelivered { .. },
+            ) => tracing::warn!("{line}"),
+            ServerEvent::LogFailed { .. } | ServerEvent::ReportedToHost { .. } => {
+                tracing::error!("{line}");
+            }
+            _ => tracing::info!("{line}"),
+        }
+    }
+}
