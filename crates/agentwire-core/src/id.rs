@@ -14,7 +14,7 @@ impl Id128 {
 
     /// The hyphenated UUID form on the stack: formatting an id costs no allocation and no
     /// `core::fmt` machinery (ids are formatted once per request on hot paths). The digits
-    /// are made and stored eight at a time (see [`hex8_ascii`]).
+    /// are made and stored eight at a time (see `hex8_ascii`).
     pub fn hyphenated(self) -> Hyphenated {
         let words = [
             hex8_ascii((self.0 >> 96) as u32),
@@ -36,7 +36,7 @@ impl Id128 {
     ///
     /// Machines key pending requests by `Id128` and parse the id a reply carries, so a
     /// lookup costs no string allocation. The digits are read eight at a time (see
-    /// [`hex8`]): no table and no branch per digit.
+    /// `hex8`): no table and no branch per digit.
     pub fn parse(s: &str) -> Option<Self> {
         let b = s.as_bytes();
         // Four little-endian words of eight ASCII digits each (first digit in the low byte).
