@@ -41,7 +41,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    chopsticks::init_tracing();
+    chopsticks::init_tracing("warn");
     let args = Args::parse();
     let mut cfg = AgentConfig::new(&args.agent_id)
         .with_guilds(args.guilds)

@@ -45,7 +45,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    chopsticks::init_tracing();
+    chopsticks::init_tracing("warn");
     let args = Args::parse();
     let mut cfg = ControllerConfig::default()
         .with_supported_versions(args.supported_versions)

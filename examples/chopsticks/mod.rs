@@ -6,12 +6,7 @@ pub mod agent_app;
 pub mod controller_app;
 pub mod player;
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `warn`), so stdout stays JSON lines.
-pub fn init_tracing() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-}
+#[path = "../common/mod.rs"]
+mod common;
+#[allow(unused_imports)] // not every program of the family uses both
+pub use common::init_tracing;
