@@ -369,7 +369,7 @@ impl Bus {
             let slot = b.slots.len();
             b.slots.push(None);
             b.pending += 1;
-            let handled = match classify(raw) {
+            let handled = match classify(raw.get()) {
                 Ok(Incoming::Call(call)) => {
                     let origin = |id: Option<Id>| {
                         id.map_or(Origin::Silent, |id| Origin::Batch { batch, slot, id })

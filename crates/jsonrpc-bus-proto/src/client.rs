@@ -393,7 +393,7 @@ impl BusClient {
             Ok(Body::Single(raw)) => self.on_entry(conn, raw, now),
             Ok(Body::Batch(entries)) => {
                 for raw in entries {
-                    self.on_entry(conn, raw, now);
+                    self.on_entry(conn, raw.get(), now);
                 }
             }
             Err(e) => self.reject(conn, e),
@@ -408,8 +408,8 @@ impl BusClient {
             .event(ClientEvent::ProtocolViolation(ProtocolError::Decode(e)));
     }
 
-    fn on_entry(&mut self, conn: ConnId, raw: &RawValue, now: Instant) {
-        match classify(raw) {
+    fn on_entry(&mut self, conn: ConnId, text: &str, now: Instant) {
+        match classify(text) {
             Ok(Incoming::Reply(reply)) => self.on_reply(conn, reply, now),
             Ok(Incoming::Call(call)) => self.on_call(conn, call),
             Err(e) => self.reject(conn, e),

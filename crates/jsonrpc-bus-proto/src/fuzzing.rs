@@ -58,7 +58,7 @@ pub fn decode(data: &[u8]) {
             let n = entries.len();
             assert!(n > 0 && n <= FUZZ_BATCH, "batch of {n} entries accepted");
             for raw in entries {
-                entry(raw);
+                entry(raw.get());
             }
             assert_eq!(
                 split_body(data, FUZZ_MAX, n - 1).err(),
@@ -82,8 +82,8 @@ pub fn decode(data: &[u8]) {
 }
 
 /// One message object (or batch entry).
-fn entry(raw: &RawValue) {
-    match classify(raw) {
+fn entry(text: &str) {
+    match classify(text) {
         Err(e) => check_error_reply(&e),
         Ok(Incoming::Call(call)) => {
             let mut out = Vec::new();
@@ -609,7 +609,7 @@ fn for_each_sent(frame: &FrameBuf, who: &str, mut f: impl FnMut(Incoming<'_>)) {
         .unwrap_or_else(|| panic!("{who} sent a binary frame: {frame:?}"));
     let entries = match split_body(text.as_bytes(), usize::MAX, usize::MAX) {
         Ok(Body::Single(raw)) => vec![raw],
-        Ok(Body::Batch(v)) => v,
+        Ok(Body::Batch(v)) => v.iter().map(|r| r.get()).collect(),
         Err(e) => panic!("{who} sent an undecodable body: {e}: {text}"),
     };
     for raw in entries {

@@ -246,8 +246,8 @@ pub enum Incoming<'a> {
 /// A message body: one message, or a batch (a JSON array) of raw entries.
 #[derive(Debug)]
 pub enum Body<'a> {
-    /// One object (still raw; classify it with [`classify`]).
-    Single(&'a RawValue),
+    /// One object's text, not yet parsed (classify it with [`classify`]).
+    Single(&'a str),
     /// A batch: every entry raw, in order (classify each with [`classify`]).
     Batch(Vec<&'a RawValue>),
 }
@@ -277,10 +277,11 @@ pub fn split_body(body: &[u8], max_len: usize, max_batch: usize) -> Result<Body<
             }
             Ok(Body::Batch(entries))
         }
-        Some(b'{') => match serde_json::from_str::<&RawValue>(text) {
-            Ok(raw) => Ok(Body::Single(raw)),
-            Err(e) => Err(DecodeError::Json(e.to_string())),
-        },
+        // Not validated here: `classify` parses the object once and reports its syntax
+        // errors as -32700 itself.
+        Some(b'{') => Ok(Body::Single(
+            text.trim_start_matches(|c: char| c.is_ascii_whitespace()),
+        )),
         _ => Err(match serde_json::from_str::<IgnoredAny>(text) {
             Ok(_) => DecodeError::InvalidRequest {
                 id: Id::Null,
@@ -348,9 +349,9 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
     <&'de RawValue>::deserialize(d).map(Some)
 }
 
-/// Classifies one message object (a [`Body::Single`] or one batch entry).
-pub fn classify(raw: &RawValue) -> Result<Incoming<'_>, DecodeError> {
-    let text = raw.get();
+/// Classifies one message object: a [`Body::Single`], or one batch entry's text
+/// (`entry.get()`).
+pub fn classify(text: &str) -> Result<Incoming<'_>, DecodeError> {
     if !text.starts_with('{') {
         return Err(DecodeError::InvalidRequest {
             id: Id::Null,

@@ -90,7 +90,7 @@ proptest! {
         if let Ok(body) = split_body(&bytes, 1 << 20, 10) {
             match body {
                 Body::Single(raw) => { let _ = classify(raw); }
-                Body::Batch(entries) => for e in entries { let _ = classify(e); },
+                Body::Batch(entries) => for e in entries { let _ = classify(e.get()); },
             }
         }
     }
