@@ -8,6 +8,8 @@
 //! | `chopsticks` | `chopsticks-proto` | `chopsticks` |
 //! | `jsonrpc_bus` | `jsonrpc-bus-proto` | `jsonrpc-bus` |
 //! | `agent_relay` | `agent-relay-proto` | `agent-relay` |
+//! | `mcpw` | `mcpw-codec` | `mcpw` |
+//! | `llmrtc` | `llmrtc-proto` | `llmrtc` |
 //! | `tokio` | `agentwire-tokio` | `tokio` |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -22,6 +24,12 @@ pub use jsonrpc_bus_proto as jsonrpc_bus;
 
 #[cfg(feature = "agent-relay")]
 pub use agent_relay_proto as agent_relay;
+
+#[cfg(feature = "mcpw")]
+pub use mcpw_codec as mcpw;
+
+#[cfg(feature = "llmrtc")]
+pub use llmrtc_proto as llmrtc;
 
 #[cfg(feature = "tokio")]
 pub use agentwire_tokio as tokio;

@@ -1,0 +1,2 @@
+//! Placeholder: this bench is written on its protocol branch.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Sans-IO llmrtc voice-AI protocol v1 (work in progress on this branch).

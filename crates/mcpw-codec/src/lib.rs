@@ -1,0 +1,1 @@
+//! Sans-IO MCPW codec (work in progress on this branch).
