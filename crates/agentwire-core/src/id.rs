@@ -1,6 +1,8 @@
 //! Injected id generators, so that machines stay deterministic.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A 128-bit identifier, displayed as a lowercase hyphenated UUID.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -242,6 +244,34 @@ impl IdGen for UuidV4Ids {
     }
 }
 
+/// A `HashMap` keyed by [`Id128`] with [`Id128Hasher`]: for tables of ids this side minted
+/// (pending requests, deliveries), where SipHash's flooding resistance buys nothing.
+pub type Id128Map<V> = HashMap<Id128, V, BuildHasherDefault<Id128Hasher>>;
+
+/// Hashes an [`Id128`] by folding its halves and multiplying by an odd constant.
+///
+/// Meant for maps whose keys this side generated (UUID v4 or sequential): a peer can look a
+/// key up but never chooses what is inserted, so there is no chain for it to grow. Other
+/// byte input falls back to FNV-1a.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Id128Hasher(u64);
+
+impl Hasher for Id128Hasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u128(&mut self, v: u128) {
+        self.0 = ((v as u64) ^ ((v >> 64) as u64)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,5 +429,27 @@ mod tests {
     #[test]
     fn short_hex_is_eight_digits() {
         assert_eq!(Id128(0x1234).short_hex(), "00001234");
+    }
+
+    #[test]
+    fn id128_map_spreads_sequential_and_random_ids() {
+        use std::hash::BuildHasher;
+        let b = BuildHasherDefault::<Id128Hasher>::default();
+        let mut g = SequentialIds::new(7);
+        let low: std::collections::HashSet<u64> =
+            (0..1024).map(|_| b.hash_one(g.next_id()) & 1023).collect();
+        assert!(
+            low.len() > 900,
+            "sequential ids collide in the low bits: {}",
+            low.len()
+        );
+        let mut m = Id128Map::default();
+        let ids: Vec<Id128> = (0..1000u64)
+            .map(|i| SequentialIds::new(i.wrapping_mul(0x9E37_79B9)).next_id())
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            m.insert(*id, i);
+        }
+        assert!(ids.iter().enumerate().all(|(i, id)| m.get(id) == Some(&i)));
     }
 }

@@ -85,7 +85,7 @@ pub use conn::ConnId;
 pub use frame::{Frame, FrameBuf, Utf8Bytes};
 #[cfg(feature = "uuid")]
 pub use id::UuidV4Ids;
-pub use id::{Hyphenated, Id128, IdGen, SequentialIds};
+pub use id::{Hyphenated, Id128, Id128Hasher, Id128Map, IdGen, SequentialIds};
 pub use machine::Machine;
 pub use output::{Outbox, Output};
 pub use peer::PeerInfo;

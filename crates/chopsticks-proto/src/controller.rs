@@ -1,13 +1,12 @@
 //! The `Controller`: the server role, owning every agent connection.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use agentwire_core::{
-    CloseCode, ConnId, Frame, FrameBuf, Id128, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo,
-    TimerSet, Utf8Bytes,
+    CloseCode, ConnId, Frame, FrameBuf, Id128, Id128Map, IdGen, Machine, Monotonic, Outbox, Output,
+    PeerInfo, TimerSet, Utf8Bytes,
 };
 use bytes::BytesMut;
 use serde::Serialize;
@@ -134,27 +133,6 @@ struct ConnState {
     last_seen: Instant,
 }
 
-/// Hashes an [`Id128`] by folding its halves: ids are uniformly random (UUID v4) or
-/// sequential, never peer-chosen, so SipHash's flooding resistance buys nothing here.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-
-    fn write_u128(&mut self, v: u128) {
-        self.0 = ((v as u64) ^ ((v >> 64) as u64)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 #[derive(Debug)]
 struct Pending {
     agent_id: String,
@@ -188,7 +166,7 @@ pub struct Controller {
     agents: BTreeMap<String, LiveAgent>,
     /// Requests awaiting a `resp`, by id. Ids are ours (never chosen by a peer), so a
     /// cheap hasher is safe; nothing iterates this map (see `fail_pending_on`).
-    pending: HashMap<Id128, Pending, BuildHasherDefault<IdHasher>>,
+    pending: Id128Map<Pending>,
     sessions: BTreeMap<SessionKey, Session>,
     /// Per guild, the agent chosen last by rule 2 of the selection (round-robin).
     last_pick: BTreeMap<String, String>,

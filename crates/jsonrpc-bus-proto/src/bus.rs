@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
 
 use agentwire_core::{
-    CloseCode, ConnId, Frame, FrameBuf, Id128, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo,
-    TimerSet,
+    CloseCode, ConnId, Frame, FrameBuf, Id128, Id128Map, IdGen, Machine, Monotonic, Outbox, Output,
+    PeerInfo, TimerSet,
 };
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -16,8 +16,8 @@ use crate::config::BusConfig;
 use crate::error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
 use crate::event::{BusEvent, DeliveryId, HopOutcome};
 use crate::jsonrpc::{
-    self, classify, raw_str, split_body, write_error, write_json_str, write_result, Body, Call, Id,
-    Incoming, Reply,
+    self, classify, raw_str, split_body, split_text, write_error, write_json_str, write_result,
+    Body, Call, Id, Incoming, Reply,
 };
 use crate::message::{
     method, rfc3339_utc, Capabilities, ClientInfo, InitializeResult, SendMessageResult, ServerInfo,
@@ -155,7 +155,7 @@ pub struct Bus {
     deliveries: BTreeMap<DeliveryId, Delivery>,
     next_delivery: u64,
     /// Requests sent to subscribers: id → (subscriber, delivery).
-    requests: HashMap<Id128, (ConnId, DeliveryId)>,
+    requests: Id128Map<(ConnId, DeliveryId)>,
     batches: BTreeMap<u64, Batch>,
     next_batch: u64,
     /// Publishes by the application itself awaiting their result.
@@ -203,7 +203,7 @@ impl Bus {
             next_sub: 0,
             deliveries: BTreeMap::new(),
             next_delivery: 0,
-            requests: HashMap::new(),
+            requests: Id128Map::default(),
             batches: BTreeMap::new(),
             next_batch: 0,
             app_publishing: 0,
@@ -315,9 +315,14 @@ impl Bus {
 
     // ---- input ---------------------------------------------------------------------------
 
-    fn on_body(&mut self, conn: ConnId, body: &[u8], now: Instant) {
+    fn on_body(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         let limits = &self.config.limits;
-        match split_body(body, limits.max_message_bytes, limits.max_batch_len) {
+        let (max_len, max_batch) = (limits.max_message_bytes, limits.max_batch_len);
+        let body = match frame {
+            Frame::Text(text) => split_text(text, max_len, max_batch),
+            Frame::Binary(bytes) => split_body(bytes, max_len, max_batch),
+        };
+        match body {
             Ok(Body::Single(raw)) => match classify(raw) {
                 Ok(Incoming::Call(call)) => {
                     let origin = |id: Option<Id>| id.map_or(Origin::Silent, Origin::Request);
@@ -952,7 +957,7 @@ impl Bus {
     }
 
     fn on_reply(&mut self, conn: ConnId, reply: Reply<'_>, now: Instant) {
-        let request = reply.id.as_str().and_then(Id128::parse);
+        let request = reply.id_str().and_then(|s| Id128::parse(&s));
         let Some((owner, delivery)) = request.and_then(|r| self.requests.get(&r).copied()) else {
             self.violation(conn, ProtocolError::UnknownResponse);
             return;
@@ -975,7 +980,7 @@ impl Bus {
                         self.violation(
                             conn,
                             ProtocolError::Decode(DecodeError::InvalidRequest {
-                                id: reply.id.clone(),
+                                id: reply.id(),
                                 reason: "sendMessage result must be an object with a boolean stopPropagation",
                             }),
                         );
@@ -1073,7 +1078,7 @@ impl Machine for Bus {
         if !self.conns.contains_key(&conn) {
             return;
         }
-        self.on_body(conn, frame.as_bytes(), now);
+        self.on_body(conn, frame, now);
     }
 
     /// The connection is gone: its subscriptions are dropped, every delivery waiting on it

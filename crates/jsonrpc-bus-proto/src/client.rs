@@ -14,8 +14,8 @@ use crate::config::ClientConfig;
 use crate::error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
 use crate::event::{ClientEvent, IncomingId, RequestError, RequestId, RequestKind};
 use crate::jsonrpc::{
-    classify, split_body, write_error, write_json_str, write_result, Body, Call, Id, Incoming,
-    Reply,
+    classify, split_body, split_text, write_error, write_json_str, write_result, Body, Call, Id,
+    Incoming, Reply,
 };
 use crate::message::{
     method, InitializeParams, InitializeResult, PingResult, SendMessageParams, SendMessageResult,
@@ -388,8 +388,13 @@ impl BusClient {
         });
     }
 
-    fn on_body(&mut self, conn: ConnId, body: &[u8], now: Instant) {
-        match split_body(body, self.config.max_message_bytes, usize::MAX) {
+    fn on_body(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
+        let max_len = self.config.max_message_bytes;
+        let body = match frame {
+            Frame::Text(text) => split_text(text, max_len, usize::MAX),
+            Frame::Binary(bytes) => split_body(bytes, max_len, usize::MAX),
+        };
+        match body {
             Ok(Body::Single(raw)) => self.on_entry(conn, raw, now),
             Ok(Body::Batch(entries)) => {
                 for raw in entries {
@@ -482,7 +487,7 @@ impl BusClient {
     }
 
     fn on_reply(&mut self, conn: ConnId, reply: Reply<'_>, now: Instant) {
-        let key = reply.id.as_str().and_then(Id128::parse);
+        let key = reply.id_str().and_then(|s| Id128::parse(&s));
         let Some((id, pending)) = key.and_then(|k| self.pending.remove(&k).map(|p| (k, p))) else {
             self.out.event(ClientEvent::ProtocolViolation(
                 ProtocolError::UnknownResponse,
@@ -533,7 +538,7 @@ impl BusClient {
                     self.out
                         .event(ClientEvent::ProtocolViolation(ProtocolError::Decode(
                             DecodeError::InvalidRequest {
-                                id: reply.id.clone(),
+                                id: reply.id(),
                                 reason: "malformed initialize result",
                             },
                         )));
@@ -661,7 +666,7 @@ impl Machine for BusClient {
         if self.conn != Some(conn) {
             return;
         }
-        self.on_body(conn, frame.as_bytes(), now);
+        self.on_body(conn, frame, now);
     }
 
     /// The connection ended: publishes and pings in flight fail with

@@ -123,13 +123,13 @@ fn entry(text: &str) {
         Ok(Incoming::Reply(reply)) => {
             let mut out = Vec::new();
             match &reply.outcome {
-                Ok(result) => write_result_raw(&mut out, &reply.id, result.get().as_bytes()),
-                Err(error) => write_error(&mut out, &reply.id, error),
+                Ok(result) => write_result_raw(&mut out, &reply.id(), result.get().as_bytes()),
+                Err(error) => write_error(&mut out, &reply.id(), error),
             }
             let Incoming::Reply(again) = reclassify(&out) else {
                 panic!("a reply re-encoded as a call: {}", lossy(&out));
             };
-            assert!(same_id(&again.id, &reply.id), "reply id round trip");
+            assert!(same_id(&again.id(), &reply.id()), "reply id round trip");
             match (&again.outcome, &reply.outcome) {
                 (Ok(a), Ok(b)) => assert_eq!(a.get(), b.get(), "result round trip"),
                 (Err(a), Err(b)) => assert!(same_error(a, b), "error round trip: {a:?} vs {b:?}"),
@@ -174,7 +174,7 @@ fn check_error_reply(e: &DecodeError) {
     let Incoming::Reply(reply) = reclassify(&out) else {
         panic!("error reply classified as a call: {}", lossy(&out));
     };
-    assert!(same_id(&reply.id, &e.id()), "error reply id");
+    assert!(same_id(&reply.id(), &e.id()), "error reply id");
     match reply.outcome {
         Err(again) => assert!(same_error(&again, &obj), "error object round trip"),
         Ok(_) => panic!("error reply decoded as a result: {}", lossy(&out)),
@@ -1202,9 +1202,8 @@ impl BusHarness {
             }
             Incoming::Reply(reply) => {
                 let m = reply
-                    .id
-                    .as_str()
-                    .and_then(|id| self.expected.remove(&(conn, id.to_owned())));
+                    .id_str()
+                    .and_then(|id| self.expected.remove(&(conn, id.into_owned())));
                 match reply.outcome {
                     Ok(result) => check_result(m.unwrap_or_default(), result.get()),
                     Err(e) => assert!(

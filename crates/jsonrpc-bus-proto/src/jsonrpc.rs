@@ -228,10 +228,27 @@ pub struct Call<'a> {
 /// A response, borrowed from the message body.
 #[derive(Debug, Clone)]
 pub struct Reply<'a> {
-    /// The id of the request answered.
-    pub id: Id,
+    /// The id of the request answered, raw (already checked to be a string, number or null).
+    /// [`Reply::id`] gives it owned; [`Reply::id_str`] borrows a string id without copying.
+    pub raw_id: &'a RawValue,
     /// `Ok(result)` as raw JSON, or the error object.
     pub outcome: Result<&'a RawValue, ErrorObject>,
+}
+
+impl<'a> Reply<'a> {
+    /// The id of the request answered, owned.
+    pub fn id(&self) -> Id {
+        Id::from_raw(self.raw_id).unwrap_or(Id::Null)
+    }
+
+    /// The id as a string, borrowed when it has no escapes; `None` for a number or null.
+    pub fn id_str(&self) -> Option<Cow<'a, str>> {
+        if self.raw_id.get().starts_with('"') {
+            raw_str(self.raw_id)
+        } else {
+            None
+        }
+    }
 }
 
 /// One classified JSON-RPC message, borrowed from the body.
@@ -264,6 +281,18 @@ pub fn split_body(body: &[u8], max_len: usize, max_batch: usize) -> Result<Body<
         });
     }
     let text = std::str::from_utf8(body).map_err(|_| DecodeError::NotUtf8)?;
+    split_text(text, max_len, max_batch)
+}
+
+/// [`split_body`] for a body already known to be UTF-8 (a WebSocket text frame), without
+/// checking it again.
+pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'_>, DecodeError> {
+    if text.len() > max_len {
+        return Err(DecodeError::TooLarge {
+            len: text.len(),
+            max: max_len,
+        });
+    }
     let first = text.bytes().find(|b| !b.is_ascii_whitespace());
     match first {
         Some(b'[') => {
@@ -368,19 +397,16 @@ pub fn classify(text: &str) -> Result<Incoming<'_>, DecodeError> {
             DecodeError::Json(e.to_string())
         }
     })?;
-    let id = match m.id {
-        None => None,
-        Some(raw) => match Id::from_raw(raw) {
-            Some(id) => Some(id),
-            None => {
-                return Err(DecodeError::InvalidRequest {
-                    id: Id::Null,
-                    reason: "id must be a string, a number or null",
-                })
-            }
-        },
-    };
-    let recovered = || id.clone().unwrap_or(Id::Null);
+    if let Some(raw) = m.id {
+        if !valid_id(raw) {
+            return Err(DecodeError::InvalidRequest {
+                id: Id::Null,
+                reason: "id must be a string, a number or null",
+            });
+        }
+    }
+    // Owned only where needed: calls keep their id, replies borrow theirs.
+    let recovered = || m.id.and_then(Id::from_raw).unwrap_or(Id::Null);
     let version_ok = m
         .jsonrpc
         .is_some_and(|v| v.get() == "\"2.0\"" || raw_str(v).is_some_and(|s| s == "2.0"));
@@ -403,7 +429,7 @@ pub fn classify(text: &str) -> Result<Incoming<'_>, DecodeError> {
             }
         }
         return Ok(Incoming::Call(Call {
-            id,
+            id: m.id.and_then(Id::from_raw),
             method,
             params: m.params,
         }));
@@ -432,13 +458,25 @@ pub fn classify(text: &str) -> Result<Incoming<'_>, DecodeError> {
             })
         }
     };
-    let Some(id) = id else {
+    let Some(raw_id) = m.id else {
         return Err(DecodeError::InvalidRequest {
             id: Id::Null,
             reason: "a response needs an id",
         });
     };
-    Ok(Incoming::Reply(Reply { id, outcome }))
+    Ok(Incoming::Reply(Reply { raw_id, outcome }))
+}
+
+/// Whether a raw id is a string, a number or null (what [`Id::from_raw`] accepts), without
+/// allocating for escape-free strings.
+fn valid_id(raw: &RawValue) -> bool {
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'"') => raw_str(raw).is_some(),
+        Some(b'n') => true,
+        Some(b'-' | b'0'..=b'9') => serde_json::from_str::<Number>(text).is_ok(),
+        _ => false,
+    }
 }
 
 /// Decodes a JSON string held raw, borrowing when it has no escapes.
@@ -550,7 +588,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(r.id, Id::from("u-1"));
+        assert_eq!(r.id(), Id::from("u-1"));
         assert_eq!(r.outcome.map(RawValue::get), Ok(r#"{"a":1}"#));
 
         let Incoming::Reply(e) =
