@@ -148,7 +148,7 @@ impl Ui {
     }
 
     /// From the movie stage to the seat stage.
-    fn to_seats(&mut self) {
+    fn go_to_seats(&mut self) {
         for _ in 0..4 {
             self.choose_first_and_next();
         }
@@ -170,7 +170,7 @@ impl Ui {
 
     /// From the movie stage to a placed booking of `n` seats.
     fn book(&mut self, n: usize) -> Value {
-        self.to_seats();
+        self.go_to_seats();
         for seat in self.free_seats(n) {
             self.ok("select", json!({"itemId": seat}));
         }
@@ -226,7 +226,7 @@ fn a_tool_the_stage_does_not_offer_is_unknown_tool() {
         assert_eq!(code, "UNKNOWN_TOOL", "{tool} on the movie stage");
         assert_eq!(message, format!("Unknown tool: {tool}"));
     }
-    ui.to_seats();
+    ui.go_to_seats();
     assert_eq!(
         ui.err("sort", json!({"field": "row", "order": "asc"})).0,
         "UNKNOWN_TOOL"
@@ -294,7 +294,7 @@ fn params_outside_the_interop_schemas_are_invalid_params_naming_the_parameter() 
         assert_eq!(code, "INVALID_PARAMS", "{tool} {params}");
         assert!(message.starts_with(text), "{tool} {params}: {message}");
     }
-    ui.to_seats();
+    ui.go_to_seats();
     let seat = ui.free_seats(1);
     ui.ok("select", json!({"itemId": seat[0]}));
     ui.ok("next", json!({}));
@@ -461,7 +461,7 @@ fn next_needs_the_stage_complete_else_tool_execution_failed() {
             "Select a movie first.".to_owned()
         )
     );
-    ui.to_seats();
+    ui.go_to_seats();
     assert_eq!(
         ui.err("next", json!({})).1,
         "Select at least one seat first."
@@ -486,7 +486,7 @@ fn next_needs_the_stage_complete_else_tool_execution_failed() {
 #[test]
 fn changing_an_earlier_choice_clears_the_later_ones() {
     let mut ui = Ui::new();
-    ui.to_seats();
+    ui.go_to_seats();
     let seat = ui.free_seats(1);
     ui.ok("select", json!({"itemId": seat[0]}));
     for _ in 0..4 {
@@ -509,7 +509,7 @@ fn changing_an_earlier_choice_clears_the_later_ones() {
 #[test]
 fn seats_toggle_and_a_taken_seat_cannot_be_selected() {
     let mut ui = Ui::new();
-    ui.to_seats();
+    ui.go_to_seats();
     let spec = ui.ui();
     let seats = spec["items"].as_array().expect("seats");
     assert_eq!(seats.len(), 40);

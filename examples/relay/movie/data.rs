@@ -19,8 +19,17 @@ const MOVIES: [(&str, &str, &str, f64, u32, &str); 6] = [
     ("m6", "Glass Mountain", "adventure", 8.6, 142, "12"),
 ];
 
-/// `(id, name, city, distance km, formats, movies shown)`.
-const THEATERS: [(&str, &str, &str, f64, &str, &[&str]); 4] = [
+/// `(id, name, city, distance km, format, movies shown)`.
+type Theater = (
+    &'static str,
+    &'static str,
+    &'static str,
+    f64,
+    &'static str,
+    &'static [&'static str],
+);
+
+const THEATERS: [Theater; 4] = [
     (
         "t1",
         "Cinema Central",
