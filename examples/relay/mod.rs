@@ -1,5 +1,6 @@
 //! Library code of the agent-relay reference programs, shared by the examples (`relay_server`,
-//! `relay_log`) and the tests (`tests/relay_e2e.rs`, `tests/relay_log.rs`).
+//! `relay_log`, `movie_host`, `relay_agent`, `relay_demo`), the tests (`tests/relay_e2e.rs`,
+//! `tests/relay_log.rs`, `tests/relay_booking.rs`, `tests/relay_movie.rs`) and `benches/relay.rs`.
 //!
 //! - [`log_writer`]: the study-log writer, one JSONL file per relay session, with the
 //!   guarantees the study needs (indexes never repeat or skip within a file, every line on
@@ -10,11 +11,21 @@
 //!   send that follows it.
 //! - [`server_app`]: the relay served by agentwire-tokio at `/agent/ws`, with its event log.
 //! - [`log_check`]: the validator behind `relay_log`.
+//! - [`movie`]: the movie-booking UI (stages, tools, in-memory catalogue) behind
+//!   `movie_host`, as a [`Tools`](agentwire::agent_relay::Tools) implementation.
+//! - [`host_app`]: the movie host program: the `Host` machine driven by agentwire-tokio.
+//! - [`agent_app`]: an external agent over a plain WebSocket and the booking it runs
+//!   (`relay_agent`).
+//! - [`demo`]: relay + movie host + agent in one process (`relay_demo`, `tests/relay_booking.rs`).
 #![allow(dead_code, unreachable_pub)]
 
+pub mod agent_app;
+pub mod demo;
+pub mod host_app;
 pub mod log_check;
 pub mod log_writer;
 pub mod logging_relay;
+pub mod movie;
 pub mod server_app;
 
 #[path = "../common/mod.rs"]

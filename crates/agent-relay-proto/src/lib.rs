@@ -328,7 +328,9 @@
 //!
 //! # Feature flags
 //!
-//! - `fuzzing`: reserved for the cargo-fuzz entry points (no module yet).
+//! - `fuzzing`: `#[doc(hidden)] pub mod fuzzing`, the bodies of the cargo-fuzz targets in
+//!   `fuzz/` (`relay_envelope`, `relay_machine`), replayed over the committed seeds by
+//!   `tests/fuzz_seeds.rs`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -336,6 +338,9 @@ mod config;
 mod envelope;
 mod error;
 mod event;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod host;
 mod log;
 pub mod message;

@@ -1,0 +1,460 @@
+//! Entry points of the cargo-fuzz targets in `fuzz/` (feature `fuzzing`).
+//!
+//! Each `fuzz/fuzz_targets/relay_*.rs` only calls one of these functions, so the bodies build
+//! and run on stable Rust too: `tests/fuzz_seeds.rs` replays every committed seed through
+//! them. Every function panics on a broken invariant; that is how the fuzzer finds bugs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
+use arbitrary::Unstructured;
+
+use crate::config::{Limits, RateLimit, RelayConfig, ENDPOINT_PATH};
+use crate::envelope::{Body, Envelope, Route, VersionRule};
+use crate::error::DecodeError;
+use crate::event::RelayEvent;
+use crate::message::{AgentMessage, HostMessage, RelayMessage};
+use crate::relay::Relay;
+
+/// A body limit well above anything a fuzzer produces, so that parsing always runs.
+const FUZZ_MAX: usize = 1 << 20;
+/// Operations of one [`relay`] run, at most.
+const MAX_OPS: usize = 256;
+
+// ---------------------------------------------------------------------------------------
+// Envelope decoder
+// ---------------------------------------------------------------------------------------
+
+/// Decodes `data` as a frame with [`Route::decode`] (text and binary, both version rules)
+/// and as every sender's typed [`Envelope`].
+///
+/// Checks: no panic; text and binary frames of the same bytes agree; the size limit is
+/// checked first (one byte less is `TooLarge`); what decodes with `v` required decodes with
+/// `v` optional too, and a `v`-less message only there; [`Route::payload_range`] slices
+/// exactly the payload out of the text; every error maps to a spec code; and every typed
+/// envelope re-encodes to a message that decodes to itself (both as a route and typed).
+pub fn envelope(data: &[u8]) {
+    let binary = Route::decode(Frame::Binary(data), FUZZ_MAX, VersionRule::Required);
+    if let Ok(text) = std::str::from_utf8(data) {
+        let as_text = Route::decode(Frame::Text(text), FUZZ_MAX, VersionRule::Required);
+        assert_eq!(
+            as_text.as_ref().map(|r| r.text).map_err(Clone::clone),
+            binary.as_ref().map(|r| r.text).map_err(Clone::clone),
+            "text and binary frames decode alike"
+        );
+    } else {
+        assert_eq!(binary.as_ref().err(), Some(&DecodeError::NotUtf8));
+    }
+    let lenient = Route::decode(Frame::Binary(data), FUZZ_MAX, VersionRule::MayBeMissing);
+    match &binary {
+        Ok(route) => {
+            assert!(lenient.is_ok(), "required v passes, optional v must too");
+            let range = route.payload_range();
+            assert_eq!(
+                route.text.get(range),
+                Some(route.payload.get()),
+                "payload_range"
+            );
+            assert!(route.payload.get().starts_with('{'), "payload is an object");
+        }
+        Err(e) => {
+            let _ = e.code();
+            if let Ok(r) = &lenient {
+                assert_eq!(
+                    *e,
+                    DecodeError::Version {
+                        id: r.id.as_deref().map(str::to_owned)
+                    },
+                    "only a missing v differs between the rules"
+                );
+            }
+        }
+    }
+    if let Some(max) = data.len().checked_sub(1) {
+        assert_eq!(
+            Route::decode(Frame::Binary(data), max, VersionRule::Required).err(),
+            Some(DecodeError::TooLarge {
+                len: data.len(),
+                max
+            }),
+            "the size limit is checked first"
+        );
+    }
+    typed::<AgentMessage>(data);
+    typed::<HostMessage>(data);
+    typed::<RelayMessage>(data);
+}
+
+/// A typed decode with sender `B`, and its round trip.
+fn typed<B: Body + PartialEq + std::fmt::Debug>(data: &[u8]) {
+    let Ok(env) = Envelope::<B>::decode(Frame::Binary(data), FUZZ_MAX) else {
+        return;
+    };
+    let mut out = Vec::new();
+    env.encode(&mut out);
+    let text = std::str::from_utf8(&out).expect("encoding is UTF-8");
+    let route = Route::parse(text, VersionRule::Required)
+        .unwrap_or_else(|e| panic!("re-encoded envelope rejected: {e}: {text}"));
+    assert_eq!(&*route.msg_type, env.msg_type(), "type round trip");
+    assert_eq!(route.id.as_deref(), env.id.as_deref(), "id round trip");
+    assert_eq!(
+        route.reply_to.as_deref(),
+        env.reply_to.as_deref(),
+        "replyTo round trip"
+    );
+    let again = Envelope::<B>::decode(Frame::Text(text), FUZZ_MAX)
+        .unwrap_or_else(|e| panic!("re-encoded envelope does not decode: {e}: {text}"));
+    assert_eq!(again, env, "typed round trip of {text}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Relay machine
+// ---------------------------------------------------------------------------------------
+
+/// The relay's own message types: every other frame it sends is a peer's, forwarded.
+const RELAY_TYPES: [&str; 4] = ["relay.hello", "relay.joined", "relay.presence", "error"];
+/// Session ids the templates use (one over the session limit, one blank = `default`).
+const SESSIONS: [&str; 4] = ["default", "s-1", "s-2", "  "];
+/// Every type a template may send: agent requests, host messages, and some no role sends.
+const TYPES: [&str; 15] = [
+    "session.start",
+    "snapshot.get",
+    "tool.call",
+    "agent.message",
+    "session.end",
+    "session.started",
+    "snapshot.state",
+    "tool.result",
+    "state.updated",
+    "user.message",
+    "session.ended",
+    "error",
+    "relay.hello",
+    "relay.joined",
+    "nonsense",
+];
+
+struct Harness {
+    now: Instant,
+    next_conn: u64,
+    /// Connections reported to the relay and not yet disconnected.
+    open: BTreeSet<ConnId>,
+    /// Connections the relay closed (the driver reports their end at the next step).
+    closing: BTreeSet<ConnId>,
+    /// Every frame text fed in: what the relay forwards must be one of them, byte for byte.
+    inputs: BTreeSet<String>,
+    /// `id`s of the requests each host received, for replies.
+    host_got: BTreeMap<ConnId, Vec<String>>,
+    config: RelayConfig,
+}
+
+/// Drives a [`Relay`] (small limits; hello, presence, rate limit and timeouts from the
+/// input) with an arbitrary sequence of connects (on the endpoint or another path, over the
+/// connection limit too), frames (raw bytes, or templates: joins in either role to a few
+/// sessions, every message type with and without ids, host replies to the ids it received,
+/// oversize and version-less messages), disconnects, clock moves (forward and backwards),
+/// `handle_timeout` and [`Relay::close`].
+///
+/// Checks: output only to open connections; input on closed or unknown connections is a
+/// no-op; every frame sent is an envelope that decodes; every frame not of the relay's own
+/// types is byte for byte a frame that was fed in (forwarded, never rewritten); every
+/// log record's payload is a JSON object; the limits (connections, sessions, agents per
+/// session, pending requests per agent) hold; and the timer contract (after
+/// `handle_timeout(now)`, `poll_timeout()` is `None` or later, and a second call is a no-op).
+pub fn relay(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let Ok(config) = relay_config(&mut u) else {
+        return;
+    };
+    #[allow(clippy::disallowed_methods)] // the one base time of a run
+    let start = Instant::now();
+    let mut r = Relay::new(
+        config.clone(),
+        SequentialIds::new(1),
+        start,
+        1_770_978_137_123,
+    );
+    let mut h = Harness {
+        now: start,
+        next_conn: 1,
+        open: BTreeSet::new(),
+        closing: BTreeSet::new(),
+        inputs: BTreeSet::new(),
+        host_got: BTreeMap::new(),
+        config,
+    };
+    for _ in 0..MAX_OPS {
+        if u.is_empty() || h.step(&mut r, &mut u).is_err() {
+            break;
+        }
+        h.check(&r);
+    }
+}
+
+fn relay_config(u: &mut Unstructured<'_>) -> arbitrary::Result<RelayConfig> {
+    // Fields are read from the input in this order (committed seeds depend on it).
+    let limits = Limits {
+        max_connections: u.int_in_range(1..=6)?,
+        max_sessions: 2,
+        max_agents_per_session: 2,
+        max_message_bytes: 2048,
+        max_pending_per_agent: 3,
+        max_id_bytes: 16,
+        max_session_id_bytes: 16,
+        max_name_bytes: 8,
+        rate: if u.arbitrary()? {
+            Some(RateLimit {
+                per_second: u.int_in_range(1..=20)?,
+                burst: u.int_in_range(1..=20)?,
+            })
+        } else {
+            None
+        },
+    };
+    let secs = |u: &mut Unstructured<'_>| -> arbitrary::Result<Option<Duration>> {
+        Ok(if u.arbitrary()? {
+            Some(Duration::from_secs(u.int_in_range(1..=60)?))
+        } else {
+            None
+        })
+    };
+    let join_timeout = secs(u)?;
+    let pending_timeout = secs(u)?;
+    Ok(RelayConfig::default()
+        .with_hello(u.arbitrary()?)
+        .with_presence(u.arbitrary()?)
+        .with_missing_version_allowed(u.arbitrary()?)
+        .with_join_timeout(join_timeout)
+        .with_pending_timeout(pending_timeout)
+        .with_limits(limits))
+}
+
+impl Harness {
+    fn step(&mut self, r: &mut Relay, u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
+        // The driver reports the end of every connection the relay closed.
+        for conn in std::mem::take(&mut self.closing) {
+            self.open.remove(&conn);
+            r.handle_disconnect(conn, self.now);
+            self.drain(r);
+        }
+        match u.int_in_range(0..=9u8)? {
+            0 => {
+                let conn = ConnId::new(self.next_conn);
+                self.next_conn += 1;
+                let path = if u.ratio(1u8, 8u8)? {
+                    "/"
+                } else {
+                    ENDPOINT_PATH
+                };
+                self.open.insert(conn);
+                r.handle_connect(conn, &PeerInfo::new(None).with_path(path), self.now);
+            }
+            1..=5 => {
+                let conn = self.pick(u)?;
+                let text = self.template(conn, u)?;
+                if u.ratio(1u8, 16u8)? {
+                    r.handle_frame(conn, Frame::Binary(text.as_bytes()), self.now);
+                } else {
+                    r.handle_frame(conn, Frame::Text(&text), self.now);
+                }
+                self.no_op_unless_open(r, conn);
+                self.remember(text);
+            }
+            6 => {
+                let conn = self.pick(u)?;
+                let len = u.int_in_range(0..=64usize)?;
+                let bytes = u.bytes(len)?.to_vec();
+                r.handle_frame(conn, Frame::Binary(&bytes), self.now);
+                self.no_op_unless_open(r, conn);
+                if let Ok(t) = String::from_utf8(bytes) {
+                    self.remember(t);
+                }
+            }
+            7 => {
+                let conn = self.pick(u)?;
+                let was_open = self.open.remove(&conn);
+                r.handle_disconnect(conn, self.now);
+                if !was_open {
+                    assert!(
+                        r.poll_output().is_none(),
+                        "disconnect of an unknown {conn:?}"
+                    );
+                }
+            }
+            8 => {
+                let d = Duration::from_millis(u.int_in_range(0..=70_000u64)?);
+                if u.ratio(1u8, 8u8)? {
+                    // Time going backwards is clamped by the relay.
+                    self.now = self.now.checked_sub(d).unwrap_or(self.now);
+                } else {
+                    self.now += d;
+                }
+                self.timeout(r);
+            }
+            _ => {
+                let conn = self.pick(u)?;
+                let closed = r.close(conn, CloseCode::NORMAL, "fuzz", self.now);
+                assert_eq!(
+                    closed.is_ok(),
+                    self.open.contains(&conn),
+                    "close succeeds exactly on open connections"
+                );
+            }
+        }
+        self.drain(r);
+        Ok(())
+    }
+
+    /// Input on a connection that is not open changes nothing.
+    fn no_op_unless_open(&self, r: &mut Relay, conn: ConnId) {
+        if !self.open.contains(&conn) {
+            assert!(
+                r.poll_output().is_none(),
+                "input on a closed {conn:?} made output"
+            );
+        }
+    }
+
+    fn remember(&mut self, text: String) {
+        if self.inputs.len() < 4 * MAX_OPS {
+            self.inputs.insert(text);
+        }
+    }
+
+    /// An open connection most of the time; sometimes a closed or never-seen one.
+    fn pick(&self, u: &mut Unstructured<'_>) -> arbitrary::Result<ConnId> {
+        let open: Vec<ConnId> = self.open.iter().copied().collect();
+        if open.is_empty() || u.ratio(1u8, 10u8)? {
+            return Ok(ConnId::new(u.int_in_range(0..=self.next_conn + 1)?));
+        }
+        Ok(*u.choose(&open)?)
+    }
+
+    fn template(&self, conn: ConnId, u: &mut Unstructured<'_>) -> arbitrary::Result<String> {
+        let session = *u.choose(&SESSIONS)?;
+        Ok(match u.int_in_range(0..=5u8)? {
+            0 => {
+                let role = *u.choose(&["host", "agent", "admin"])?;
+                format!(
+                    r#"{{"v":"mvp-0.2","type":"relay.join","id":"j{}","payload":{{"role":"{role}","sessionId":"{session}","agentName":"agent-with-a-long-name"}}}}"#,
+                    u.int_in_range(0..=3u8)?
+                )
+            }
+            1 | 2 => {
+                let t = *u.choose(&TYPES)?;
+                let id = match u.int_in_range(0..=3u8)? {
+                    0 => String::new(),
+                    1 => r#","id":"an-id-longer-than-sixteen-bytes""#.to_owned(),
+                    n => format!(r#","id":"req-{}""#, n + u.int_in_range(0..=2u8)?),
+                };
+                let v = if u.ratio(1u8, 10u8)? {
+                    ""
+                } else {
+                    r#""v":"mvp-0.2","#
+                };
+                format!(
+                    r#"{{{v}"type":"{t}"{id},"payload":{{"x":{}}}}}"#,
+                    u.int_in_range(0..=9u8)?
+                )
+            }
+            3 => {
+                // A host reply to a request it received (or to a made-up id).
+                let got = self.host_got.get(&conn).cloned().unwrap_or_default();
+                let reply_to = match got.last() {
+                    Some(id) if u.arbitrary()? => id.clone(),
+                    _ => "req-9".to_owned(),
+                };
+                let t = *u.choose(&["tool.result", "snapshot.state", "error", "session.ended"])?;
+                format!(
+                    r#"{{"v":"mvp-0.2","type":"{t}","replyTo":"{reply_to}","payload":{{"ok":true}}}}"#
+                )
+            }
+            4 => {
+                let t = *u.choose(&["state.updated", "user.message"])?;
+                format!(r#"{{"v":"mvp-0.2","type":"{t}","payload":{{"text":"hi"}}}}"#)
+            }
+            _ => {
+                // Oversize, by a little or a lot.
+                let n = self.config.limits.max_message_bytes + u.int_in_range(0..=64usize)?;
+                format!(
+                    r#"{{"v":"mvp-0.2","type":"agent.message","id":"big","payload":{{"text":"{}"}}}}"#,
+                    "x".repeat(n)
+                )
+            }
+        })
+    }
+
+    fn timeout(&mut self, r: &mut Relay) {
+        r.handle_timeout(self.now);
+        self.drain(r);
+        if let Some(t) = r.poll_timeout() {
+            assert!(
+                t > self.now,
+                "poll_timeout after handle_timeout must be later"
+            );
+        }
+        r.handle_timeout(self.now);
+        assert!(
+            r.poll_output().is_none(),
+            "a second handle_timeout is a no-op"
+        );
+    }
+
+    fn drain(&mut self, r: &mut Relay) {
+        while let Some(out) = r.poll_output() {
+            match out {
+                Output::Send { conn, frame } => {
+                    assert!(self.open.contains(&conn), "send to a closed {conn:?}");
+                    let text = frame.as_text().expect("the relay sends text");
+                    let route = Route::parse(text, VersionRule::Required).unwrap_or_else(|e| {
+                        panic!("relay sent an undecodable frame ({e}): {text}")
+                    });
+                    if !RELAY_TYPES.contains(&&*route.msg_type) {
+                        assert!(
+                            self.inputs.contains(text) || self.inputs.len() >= 4 * MAX_OPS,
+                            "forwarded frame is not one that came in: {text}"
+                        );
+                    }
+                    if let Some(id) = route.id {
+                        let got = self.host_got.entry(conn).or_default();
+                        if got.len() < 16 {
+                            got.push(id.into_owned());
+                        }
+                    }
+                }
+                Output::Close { conn, .. } => {
+                    assert!(self.open.contains(&conn), "close of a closed {conn:?}");
+                    self.closing.insert(conn);
+                }
+                Output::Event(RelayEvent::Log(record)) => {
+                    let p = record.payload.as_str();
+                    assert!(
+                        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(p)
+                            .is_ok(),
+                        "log payload is a JSON object: {p}"
+                    );
+                }
+                Output::Event(_) => {}
+            }
+        }
+    }
+
+    fn check(&self, r: &Relay) {
+        let l = &self.config.limits;
+        assert!(r.connection_count() <= l.max_connections, "connections");
+        assert!(r.session_count() <= l.max_sessions, "sessions");
+        for s in r.sessions() {
+            assert!(
+                r.agents_of(s.as_str()).len() <= l.max_agents_per_session,
+                "agents"
+            );
+        }
+        for conn in &self.open {
+            assert!(
+                r.pending_requests(*conn) <= l.max_pending_per_agent,
+                "pending"
+            );
+        }
+    }
+}

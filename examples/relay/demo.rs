@@ -1,0 +1,94 @@
+//! Relay + movie host + agent in one process, over 127.0.0.1: what `relay_demo` runs and
+//! `tests/relay_booking.rs` checks.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire::agent_relay::{HostConfig, RelayConfig, DEFAULT_SESSION};
+
+use super::agent_app::{self, Agent, Booked, Plan};
+use super::host_app::{self, MovieHost};
+use super::log_check::{self, Report};
+use super::log_writer::{file_name, SyncPolicy};
+use super::server_app;
+
+/// Where the demo's lines go (the three parts run in different tasks).
+pub type Printer = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What a demo run achieved.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The booking and `session.ended`.
+    pub booked: Booked,
+    /// The relay's study log of the session.
+    pub log_path: PathBuf,
+    /// The log's check (`relay_log`'s).
+    pub report: Report,
+}
+
+/// Why a demo run failed.
+pub type DemoError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The path of the relay's log for relay session `session` in `log_dir`, as the host reports
+/// it in `session.ended`.
+pub fn log_path(log_dir: &Path, session: &str) -> PathBuf {
+    log_dir.join(file_name(session))
+}
+
+/// Starts a relay on 127.0.0.1 (a free port) writing into `log_dir`, a movie host and an
+/// agent, books a ticket following `plan`, stops everything and checks the log. Prints the
+/// conversation as the agent sees it (`agent ->`, `host  ->`, `relay ->`) and what the host
+/// does (`[host]`).
+pub async fn run(log_dir: &Path, plan: &Plan, print: Printer) -> Result<Outcome, DemoError> {
+    let relay = server_app::start(
+        "127.0.0.1:0",
+        RelayConfig::default(),
+        log_dir,
+        SyncPolicy::SessionEnd,
+        |_| {},
+    )
+    .await?;
+    let url = relay.url();
+    print(&format!(
+        "[relay] listening on {url}, study log in {}",
+        log_dir.display()
+    ));
+
+    let config = HostConfig::default();
+    let path = log_path(log_dir, &config.relay_session);
+    let reported = path.display().to_string();
+    let host_print = Arc::clone(&print);
+    let mut host = MovieHost::start(
+        &url,
+        config,
+        move |_study_session| reported.clone(),
+        move |ev| {
+            if let Some(line) = host_app::describe(ev) {
+                host_print(&format!("[host] {line}"));
+            }
+        },
+    )?;
+    if !host.wait_joined(Duration::from_secs(10)).await {
+        return Err("the movie host did not join the relay within 10 s".into());
+    }
+
+    let agent_print = Arc::clone(&print);
+    let mut agent = Agent::connect(&url, move |dir, v| {
+        agent_print(&agent_app::describe(dir, v));
+    })
+    .await?;
+    agent.join(DEFAULT_SESSION, "relay-agent").await?;
+    let booked = agent_app::book_ticket(&mut agent, plan).await;
+    agent.close().await;
+    host.shutdown().await;
+    relay.shutdown().await;
+    let booked = booked?;
+
+    let report = log_check::check_file(&path)?;
+    Ok(Outcome {
+        booked,
+        log_path: path,
+        report,
+    })
+}

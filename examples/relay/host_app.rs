@@ -1,0 +1,139 @@
+//! The movie host as a program: a [`Host`] serving [`MovieTools`], driven by agentwire-tokio's
+//! client against the relay's `/agent/ws`, joining as `host` and rejoining after a drop.
+//!
+//! The host writes no study log of its own: the relay records every message of the session,
+//! writes each line before it forwards the message, and syncs the session's file before it
+//! forwards `session.ended`. So the host confirms a session end's log flush at once, with the
+//! path of the relay's file for the session ([`MovieHost::start`]'s `log_file`); by the time
+//! an agent reads that path in `session.ended`, the file is on stable storage.
+
+use std::time::Duration;
+
+use agentwire::agent_relay::{Host, HostConfig, HostEvent};
+use agentwire::tokio::{Backoff, Client, ClientConfig, ConfigError, Handle, Limits};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::movie::MovieTools;
+
+/// The movie host's machine.
+pub type MovieHostMachine = Host<MovieTools>;
+
+/// A running movie host.
+pub struct MovieHost {
+    /// Commands to the host machine (`user_message`, `tools_mut`, `end_session`, ...).
+    pub handle: Handle<MovieHostMachine>,
+    joined: watch::Receiver<bool>,
+    events_task: JoinHandle<()>,
+}
+
+/// The transport settings: the host's message limit, reconnects within 50 ms .. 2 s.
+pub fn client_config(config: &HostConfig) -> ClientConfig {
+    let max = config.limits.max_message_bytes.saturating_add(64 << 10);
+    ClientConfig::default()
+        .with_limits(
+            Limits::default()
+                .with_max_message_size(max)
+                .with_max_frame_size(max),
+        )
+        .with_backoff(
+            Backoff::new(Duration::from_millis(50), Duration::from_secs(2))
+                .with_jitter(Duration::from_millis(50)),
+        )
+}
+
+impl MovieHost {
+    /// Connects a movie host to the relay at `url` (`ws://HOST:PORT/agent/ws`). `log_file`
+    /// gives the path reported in `session.ended` for a study session id; `on_event` sees
+    /// every [`HostEvent`] (in the event task: keep it quick).
+    pub fn start(
+        url: &str,
+        config: HostConfig,
+        log_file: impl Fn(&str) -> String + Send + 'static,
+        mut on_event: impl FnMut(&HostEvent) + Send + 'static,
+    ) -> Result<Self, ConfigError> {
+        let transport = client_config(&config);
+        let (now, unix_ms) = super::clocks();
+        let machine = Host::new(config, MovieTools::new(), now, unix_ms);
+        let (handle, mut events) = Client::connect(url, machine, transport)?;
+        let (joined_tx, joined) = watch::channel(false);
+        let confirmer = handle.clone();
+        let events_task = tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                on_event(&ev);
+                match ev {
+                    HostEvent::Joined { .. } => {
+                        joined_tx.send_replace(true);
+                    }
+                    HostEvent::Disconnected | HostEvent::JoinTimedOut | HostEvent::Replaced => {
+                        joined_tx.send_replace(false);
+                    }
+                    HostEvent::SessionEnding {
+                        session_id, ticket, ..
+                    } => {
+                        // The relay has synced every line so far and syncs session.ended
+                        // before forwarding it: confirm now. In its own task, as the driver
+                        // may be waiting for this one to take events.
+                        let path = log_file(&session_id);
+                        let h = confirmer.clone();
+                        tokio::spawn(async move {
+                            let done = h.call(move |m, now| m.confirm_flush(ticket, &path, now));
+                            if let Ok(Err(e)) = done.await {
+                                tracing::warn!("session end of {session_id}: {e}");
+                            }
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        });
+        Ok(Self {
+            handle,
+            joined,
+            events_task,
+        })
+    }
+
+    /// Waits until the relay has accepted the host's join (at most `timeout`); whether it did.
+    pub async fn wait_joined(&mut self, timeout: Duration) -> bool {
+        let wait = self.joined.wait_for(|j| *j);
+        matches!(tokio::time::timeout(timeout, wait).await, Ok(Ok(_)))
+    }
+
+    /// Stops the host: closes its connection (1001) and ends the event task.
+    pub async fn shutdown(self) {
+        self.handle.shutdown().await;
+        let _ = self.events_task.await;
+    }
+}
+
+/// One line describing a host event, for the demo's transcript.
+pub fn describe(ev: &HostEvent) -> Option<String> {
+    Some(match ev {
+        HostEvent::Joined { relay_session } => format!("joined relay session {relay_session:?}"),
+        HostEvent::Disconnected => "disconnected from the relay".to_owned(),
+        HostEvent::SessionStarted {
+            session_id,
+            study_id,
+            participant_id,
+        } => {
+            format!("session {session_id} started (study {study_id}, participant {participant_id})")
+        }
+        HostEvent::ToolApplied { tool_name, reason } => {
+            format!("applied {tool_name} (reason: {reason:?})")
+        }
+        HostEvent::AgentMessage { text } => format!("chat, agent: {text:?}"),
+        HostEvent::Refused {
+            msg_type, error, ..
+        } => format!("refused {msg_type}: {} {:?}", error.code, error.message),
+        HostEvent::SessionEnding { session_id, .. } => {
+            format!("session {session_id} ending: confirming the log flush")
+        }
+        HostEvent::SessionEnded {
+            session_id,
+            log_file,
+        } => format!("session {session_id} ended, state reset, log {log_file}"),
+        HostEvent::Presence(p) => format!("{} agent(s) present", p.agent_count),
+        _ => return None,
+    })
+}
