@@ -189,13 +189,20 @@ pub fn encode_audio(out: &mut Vec<u8>, wav: &[u8], attachments: &[VisionAttachme
 /// Decodes standard base64 (padding optional) into `out`; `None` if it is not base64 or
 /// would decode to more than `max_len` bytes (checked before decoding).
 pub fn decode_base64(text: &str, max_len: usize, out: &mut Vec<u8>) -> Option<()> {
-    let estimate = text.len() / 4 * 3 + 3;
-    if estimate.saturating_sub(3) > max_len {
+    let bytes = text.as_bytes();
+    let pad = bytes
+        .iter()
+        .rev()
+        .take(2)
+        .take_while(|&&b| b == b'=')
+        .count();
+    // Four characters carry three bytes; this bound is exact for valid input.
+    if (bytes.len() - pad) / 4 * 3 + ((bytes.len() - pad) % 4 * 3 / 4) > max_len {
         return None;
     }
     let start = out.len();
-    out.resize(start + estimate, 0);
-    match BASE64_LENIENT.decode_slice(text.as_bytes(), &mut out[start..]) {
+    out.resize(start + base64::decoded_len_estimate(bytes.len()), 0);
+    match BASE64_LENIENT.decode_slice(bytes, &mut out[start..]) {
         Ok(n) if n <= max_len => {
             out.truncate(start + n);
             Some(())
