@@ -36,6 +36,9 @@ mod codec;
 mod config;
 mod error;
 mod event;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod message;
 pub mod playbook;
 mod provider;

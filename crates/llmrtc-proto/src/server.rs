@@ -683,13 +683,13 @@ impl LlmrtcServer {
             return;
         }
         // The session this connection got at connect gives way to the recovered one.
-        self.abandon(&current);
+        self.abandon(&current, true);
         self.sessions.remove(&current);
         self.timers.cancel(&Timer::Ttl(current.clone()));
         // A connection still holding the wanted session loses it.
         let holder = self.sessions.get(&wanted).and_then(|s| s.conn);
         if let Some(other) = holder.filter(|o| *o != conn) {
-            self.abandon(&wanted);
+            self.abandon(&wanted, false);
             if let Some(c) = self.conns.get_mut(&other) {
                 c.session = None;
             }
@@ -1088,9 +1088,20 @@ impl LlmrtcServer {
         self.pump(sid, now);
     }
 
-    /// Drops the session's turn, queued utterances and VAD state without a word to the
-    /// client (its connection is gone or replaced).
-    fn abandon(&mut self, sid: &str) {
+    /// Drops the session's turn, queued utterances and VAD state. With `tell`, a
+    /// `tts-start` the client got is closed with `tts-cancelled` (the connection stays, as
+    /// when a `reconnect` replaces the session); otherwise nothing is sent (it is gone).
+    fn abandon(&mut self, sid: &str, tell: bool) {
+        let in_tts = matches!(
+            self.sessions.get(sid).and_then(|s| s.turn.as_ref()),
+            Some(Turn {
+                phase: Phase::Tts { .. },
+                ..
+            })
+        );
+        if tell && in_tts {
+            self.send_session(sid, &ServerMessage::TtsCancelled);
+        }
         let Some(s) = self.sessions.get_mut(sid) else {
             return;
         };
@@ -1228,7 +1239,7 @@ impl LlmrtcServer {
         if s.conn.is_some() {
             return;
         }
-        self.abandon(sid);
+        self.abandon(sid, false);
         self.sessions.remove(sid);
         self.timers.cancel(&Timer::Ttl(sid.to_owned()));
         self.remember_expired(sid.to_owned());
@@ -1449,7 +1460,7 @@ impl Machine for LlmrtcServer {
         if self.conn_of(&sid) != Some(conn) {
             return;
         }
-        self.abandon(&sid);
+        self.abandon(&sid, false);
         if let Some(s) = self.sessions.get_mut(&sid) {
             s.conn = None;
             s.last_activity = s.last_activity.max(now);
@@ -1471,7 +1482,7 @@ impl Machine for LlmrtcServer {
                         self.out.event(ServerEvent::HeartbeatTimeout { conn });
                         // The session waits for a reconnect from now on.
                         if let Some(sid) = sid {
-                            self.abandon(&sid);
+                            self.abandon(&sid, false);
                             if let Some(s) = self.sessions.get_mut(&sid) {
                                 s.conn = None;
                                 let at = s.last_activity.max(now) + self.config.session_ttl;
