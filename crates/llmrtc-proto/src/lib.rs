@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod client;
 mod codec;
 mod config;
 mod error;
@@ -46,6 +47,11 @@ mod server;
 pub mod vad;
 pub mod wav;
 
+pub use client::{
+    ClientCommandError, ClientConfig, ClientError, ClientEvent, ConnectionState, FixedJitter,
+    IgnoreReason, JitterSource, LlmrtcClient, LossReason, Reconnection, SplitMix64, CLOSE_CLIENT,
+    CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
+};
 pub use codec::{
     decode_base64, encode_audio, encode_tts, encode_tts_chunk, write_base64, Decoded,
     DEFAULT_MAX_MESSAGE_BYTES,
