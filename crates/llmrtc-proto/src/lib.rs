@@ -50,7 +50,7 @@ pub mod wav;
 pub use client::{
     ClientCommandError, ClientConfig, ClientError, ClientEvent, ConnectionState, FixedJitter,
     IgnoreReason, JitterSource, LlmrtcClient, LossReason, Reconnection, SplitMix64, CLOSE_CLIENT,
-    CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
+    CLOSE_DROPPED, CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
 };
 pub use codec::{
     decode_base64, encode_audio, encode_tts, encode_tts_chunk, write_base64, Decoded,

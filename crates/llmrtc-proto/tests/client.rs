@@ -894,3 +894,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn drop_connection_reconnects_with_the_session() {
+    let mut h = H::default_started();
+    let c = h.connected("s");
+    assert!(h.c.drop_connection(h.now));
+    h.drain();
+    assert_eq!(
+        h.closes,
+        [(c, CloseCode::NORMAL, "client-reconnect".to_owned())]
+    );
+    assert!(h.events.contains(&ClientEvent::ConnectionLost {
+        reason: LossReason::Requested
+    }));
+    assert!(!h.c.drop_connection(h.now), "nothing left to drop");
+    h.advance(S);
+    let c2 = h.connect();
+    h.ready(c2, "t");
+    assert_eq!(h.sent, [(c2, json!({"type":"reconnect","sessionId":"s"}))]);
+}

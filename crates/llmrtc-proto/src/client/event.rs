@@ -62,6 +62,8 @@ pub enum LossReason {
     ReadyTimeout,
     /// [`ClientConfig::max_missed_pongs`](super::ClientConfig::max_missed_pongs) pongs in a row did not come.
     HeartbeatTimeout,
+    /// The application asked for it ([`LlmrtcClient::drop_connection`](super::LlmrtcClient::drop_connection)).
+    Requested,
 }
 
 /// An [`Output::Event`](agentwire_core::Output::Event) of the

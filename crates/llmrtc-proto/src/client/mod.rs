@@ -28,6 +28,8 @@ pub use jitter::{FixedJitter, JitterSource, SplitMix64};
 pub const CLOSE_READY_TIMEOUT: &str = "ready-timeout";
 /// Close reason sent when pongs stopped coming.
 pub const CLOSE_PONG_TIMEOUT: &str = "pong-timeout";
+/// Close reason sent by [`LlmrtcClient::drop_connection`].
+pub const CLOSE_DROPPED: &str = "client-reconnect";
 /// Close reason sent by [`LlmrtcClient::close`].
 pub const CLOSE_CLIENT: &str = "client-closed";
 
@@ -91,6 +93,7 @@ struct TtsBuf {
 ///   [`Dialer::handle_dial_failed`], [`LlmrtcClient::handle_data_channel_frame`];
 /// - output: [`Machine::poll_output`], [`Machine::poll_timeout`], [`Dialer::poll_dial`];
 /// - commands: [`LlmrtcClient::start`], [`LlmrtcClient::close`],
+///   [`LlmrtcClient::drop_connection`],
 ///   [`LlmrtcClient::send_audio`], [`LlmrtcClient::send_attachments`],
 ///   [`LlmrtcClient::send_offer`], [`LlmrtcClient::set_data_channel_open`],
 ///   [`LlmrtcClient::set_wall_clock`];
@@ -261,6 +264,18 @@ impl LlmrtcClient {
         self.queued_bytes = 0;
         self.tts = None;
         self.set_state(ConnectionState::Closed);
+    }
+
+    /// Drops the current connection (close 1000) and reconnects through the usual backoff,
+    /// resuming the session: for a network change the application knows of, or to show
+    /// recovery. Returns whether there was a connection to drop.
+    pub fn drop_connection(&mut self, now: Instant) -> bool {
+        let now = self.clock.observe(now);
+        if self.conn.is_none() || self.state == ConnectionState::Closed {
+            return false;
+        }
+        self.lose(LossReason::Requested, Some(CLOSE_DROPPED), now);
+        true
     }
 
     /// Sends an utterance as `audio` (`wav`: a whole WAV file, base64-encoded here) with
