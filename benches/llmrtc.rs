@@ -3,9 +3,11 @@
 //!
 //! Groups:
 //!
-//! - `llmrtc/decode/{ping,llm-chunk,audio-64KiB}`: `ClientMessage::decode` /
-//!   `ServerMessage::decode` of a compact message vs `serde_json::from_slice::<Value>` of the
-//!   same bytes. `audio-64KiB` is an `audio` message whose `data` is 64 KiB of base64.
+//! - `llmrtc/decode/{ping,llm-chunk,audio-64KiB}`: the typed decode the machines use
+//!   (`ClientMessageRef::decode`, which borrows `audio.data`, for client messages;
+//!   `ServerMessage::decode` for `llm-chunk`) of a compact message vs
+//!   `serde_json::from_slice::<Value>` of the same bytes. `audio-64KiB` is an `audio` message
+//!   whose `data` is 64 KiB of base64.
 //! - `llmrtc/encode/tts-chunk-16KiB`: `encode_tts_chunk` (the whole `tts-chunk` message, base64
 //!   written straight into the frame buffer) of 16 KiB of PCM vs a bare
 //!   `base64::engine::general_purpose::STANDARD.encode` of the same PCM.
@@ -28,7 +30,7 @@ use base64::Engine as _;
 use criterion::Criterion;
 use llmrtc_proto::wav::wav_from_samples;
 use llmrtc_proto::{
-    encode_audio, encode_tts_chunk, ClientMessage, LlmrtcServer, ServerConfig, ServerEvent,
+    encode_audio, encode_tts_chunk, ClientMessageRef, LlmrtcServer, ServerConfig, ServerEvent,
     ServerMessage, DEFAULT_MAX_MESSAGE_BYTES,
 };
 use serde_json::Value;
@@ -129,7 +131,8 @@ fn decode(c: &mut Criterion, paired_out: &mut Vec<Paired>) {
         let typed = || {
             let frame = Frame::Text(body);
             if from_client {
-                let m = ClientMessage::decode(frame, DEFAULT_MAX_MESSAGE_BYTES);
+                // What the server decodes: `audio.data` borrowed from the frame.
+                let m = ClientMessageRef::decode(frame, DEFAULT_MAX_MESSAGE_BYTES);
                 assert!(matches!(m, Ok(llmrtc_proto::Decoded::Message(_))));
                 black_box(m).ok();
             } else {

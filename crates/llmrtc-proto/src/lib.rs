@@ -14,7 +14,7 @@
 //!
 //! | you want to | use |
 //! |---|---|
-//! | decode a client / server message | [`ClientMessage::decode`], [`ServerMessage::decode`] → [`Decoded`] (`Message` or `Unknown`) |
+//! | decode a client / server message | [`ClientMessage::decode`], [`ServerMessage::decode`] → [`Decoded`] (`Message` or `Unknown`); [`ClientMessageRef::decode`] borrows `audio.data` |
 //! | encode one | [`ClientMessage::encode`] / [`ServerMessage::encode`] / `to_frame` / `to_json`; fast paths [`encode_audio`], [`encode_tts_chunk`], [`encode_tts`] |
 //! | read or write WAV | [`parse_wav`], [`write_wav`], [`wav::wav_from_samples`] |
 //! | detect speech | [`Vad`] with [`VadConfig`] |
@@ -205,6 +205,13 @@
 //!     first, and so do we); otherwise a skipping pass finds `type` and a second pass decodes,
 //!     so field order never changes the result. (`type_may_come_last_and_unknown_types_are_distinct`,
 //!     `client_messages_round_trip`)
+//! 22. **The audio fast path**: [`ClientMessageRef::decode`] (what the server uses) borrows
+//!     `audio.data`, and recognizes the exact `{"type":"audio","data":"..."}` that clients
+//!     write by a scan for a quote, backslash or control byte instead of a JSON string parse;
+//!     any other shape (attachments, another order, escapes, whitespace) goes through the
+//!     general decoder with the same result. (`the_audio_fast_path_agrees_with_the_general_decoder`,
+//!     `the_borrowed_decode_borrows_audio_data_and_agrees_with_the_owned_one`, the
+//!     `llmrtc_decode` fuzz target)
 //!
 //! # Feature flags
 //!
@@ -235,10 +242,10 @@ pub use config::{ProviderTimeouts, ServerConfig, ServerLimits};
 pub use error::{DecodeError, ErrorCode};
 pub use event::{CommandError, ServerEvent, TurnOutcome};
 pub use message::{
-    channel_of, Attachments, Audio, Channel, ClientMessage, ErrorMessage, IceServer, IceUrls, Llm,
-    LlmChunk, Offer, Ping, Pong, RawJson, Ready, Reconnect, ReconnectAck, ServerMessage, Signal,
-    StageChange, Timestamp, ToolCallEnd, ToolCallStart, Transcript, Tts, TtsChunk,
-    VisionAttachment, PROTOCOL_VERSION,
+    channel_of, Attachments, Audio, AudioRef, Channel, ClientMessage, ClientMessageRef,
+    ErrorMessage, IceServer, IceUrls, Llm, LlmChunk, Offer, Ping, Pong, RawJson, Ready, Reconnect,
+    ReconnectAck, ServerMessage, Signal, StageChange, Timestamp, ToolCallEnd, ToolCallStart,
+    Transcript, Tts, TtsChunk, VisionAttachment, PROTOCOL_VERSION,
 };
 pub use playbook::{Playbook, PlaybookError, Stage, ToolSpec, Transition, Trigger};
 pub use provider::{
