@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::DecodeError;
 use crate::message::tagged::{probe, Probe, Tagged};
-use crate::message::{ClientMessage, ServerMessage, VisionAttachment};
+use crate::message::{AudioRef, ClientMessage, ClientMessageRef, ServerMessage, VisionAttachment};
 
 /// Default largest message body a decoder accepts: 8 MiB.
 ///
@@ -52,8 +52,8 @@ fn text_of(frame: Frame<'_>, max_len: usize) -> Result<&str, DecodeError> {
     }
 }
 
-fn decode_text<T: for<'de> Tagged<'de>>(
-    text: &str,
+fn decode_text<'a, T: Tagged<'a>>(
+    text: &'a str,
     type_name_of: fn(&str) -> Option<&'static str>,
 ) -> Result<Decoded<T>, DecodeError> {
     match probe::<T>(text) {
@@ -132,6 +132,54 @@ macro_rules! impl_codec {
 }
 
 impl_codec!(ClientMessage, "client → server");
+
+impl<'a> ClientMessageRef<'a> {
+    /// Decodes a client → server message, borrowing `audio.data` from the frame when it has
+    /// no escapes (base64 never needs any), so a large utterance is not copied.
+    ///
+    /// Never panics. Checks `max_len` before parsing, like [`ClientMessage::decode`].
+    pub fn decode(frame: Frame<'a>, max_len: usize) -> Result<Decoded<Self>, DecodeError> {
+        let text = text_of(frame, max_len)?;
+        if let Some(audio) = audio_fast_path(text) {
+            return Ok(Decoded::Message(Self::Audio(audio)));
+        }
+        decode_text(text, |t| {
+            ClientMessage::TYPES.iter().copied().find(|k| *k == t)
+        })
+    }
+}
+
+/// The exact `audio` message every llmrtc client writes (and [`encode_audio`] without
+/// attachments): `{"type":"audio","data":"<base64>"}`. Recognized by a scan for the closing
+/// quote that is much faster than a JSON string parse; anything else (attachments, other
+/// field order, an escape, a control character, whitespace) takes the general path, which
+/// gives the same result (the `llmrtc_decode` fuzz target compares the two).
+fn audio_fast_path(text: &str) -> Option<AudioRef<'_>> {
+    const PREFIX: &str = r#"{"type":"audio","data":""#;
+    let rest = text.strip_prefix(PREFIX)?;
+    let body = rest.strip_suffix("\"}")?;
+    // No quote, backslash or control character inside: a plain JSON string, as is. Branch-
+    // free per byte and OR-ed over fixed chunks, so the loop vectorizes.
+    let bad = |b: u8| u8::from((b == b'"') | (b == b'\\') | (b < 0x20));
+    let bytes = body.as_bytes();
+    let mut chunks = bytes.chunks_exact(64);
+    for chunk in &mut chunks {
+        let mut acc = 0u8;
+        for &b in chunk {
+            acc |= bad(b);
+        }
+        if acc != 0 {
+            return None;
+        }
+    }
+    if chunks.remainder().iter().any(|&b| bad(b) != 0) {
+        return None;
+    }
+    Some(AudioRef {
+        data: std::borrow::Cow::Borrowed(body),
+        attachments: None,
+    })
+}
 impl_codec!(ServerMessage, "server → client");
 
 /// Appends `s` as a JSON string literal.
@@ -241,6 +289,58 @@ mod tests {
         );
         let u = ClientMessage::decode_str(r#"{"x":[1,{"y":2}],"type":"pong"}"#).expect("decode");
         assert!(matches!(u, Decoded::Unknown { .. }));
+    }
+
+    #[test]
+    fn the_borrowed_decode_borrows_audio_data_and_agrees_with_the_owned_one() {
+        let text = r#"{"type":"audio","data":"UklGRg==","attachments":[{"data":"x"}]}"#;
+        let Ok(Decoded::Message(ClientMessageRef::Audio(a))) =
+            ClientMessageRef::decode(Frame::Text(text), 1000)
+        else {
+            panic!("audio")
+        };
+        assert!(matches!(a.data, std::borrow::Cow::Borrowed("UklGRg==")));
+        let owned = ClientMessageRef::Audio(a).into_owned();
+        assert_eq!(
+            ClientMessage::decode_str(text).expect("decode"),
+            Decoded::Message(owned)
+        );
+        // An escaped slash is decoded (owned), type-last order takes the second pass.
+        let text = r#"{"data":"Ukl\/Rg==","type":"audio"}"#;
+        let Ok(Decoded::Message(ClientMessageRef::Audio(a))) =
+            ClientMessageRef::decode(Frame::Text(text), 1000)
+        else {
+            panic!("audio")
+        };
+        assert_eq!(a.data, "Ukl/Rg==");
+    }
+
+    #[test]
+    fn the_audio_fast_path_agrees_with_the_general_decoder() {
+        let cases = [
+            r#"{"type":"audio","data":"UklGRg=="}"#,
+            r#"{"type":"audio","data":""}"#,
+            r#"{"type":"audio","data":"a\/b"}"#,
+            r#"{"type":"audio","data":"a"b"}"#,
+            r#"{"type":"audio","data":"ab	c"}"#,
+            r#"{"type":"audio","data":"abc"} "#,
+            r#"{"type":"audio","data":"abc","data":"d"}"#,
+            r#"{"type":"audio","data":"é😀0123456789012345678901234567890123456789"}"#,
+            r#"{"type":"audio","data":"}"#,
+        ];
+        for text in cases {
+            let fast = ClientMessageRef::decode(Frame::Text(text), 1000)
+                .map(|d| d.message().map(ClientMessageRef::into_owned));
+            let general = ClientMessage::decode_str(text).map(Decoded::message);
+            match (&fast, &general) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{text}"),
+                (Err(_), Err(_)) => {}
+                _ => panic!("{text}: fast {fast:?} vs general {general:?}"),
+            }
+        }
+        assert!(audio_fast_path(cases[0]).is_some());
+        assert!(audio_fast_path(cases[7]).is_some());
+        assert!(audio_fast_path(cases[2]).is_none());
     }
 
     #[test]

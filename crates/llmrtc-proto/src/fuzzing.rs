@@ -32,7 +32,17 @@ const FUZZ_MAX: usize = 1 << 20;
 /// decode errors are INVALID_MESSAGE.
 pub fn decode(data: &[u8]) {
     let frame = Frame::Binary(data);
-    match ClientMessage::decode(frame, FUZZ_MAX) {
+    let borrowed = crate::ClientMessageRef::decode(frame, FUZZ_MAX).map(|d| match d {
+        Decoded::Message(m) => Decoded::Message(m.into_owned()),
+        Decoded::Unknown { type_name } => Decoded::Unknown { type_name },
+    });
+    let owned = ClientMessage::decode(frame, FUZZ_MAX);
+    match (&borrowed, &owned) {
+        (Ok(b), Ok(o)) => assert_eq!(b, o, "borrowed and owned decodes agree"),
+        (Err(_), Err(_)) => {}
+        _ => panic!("borrowed {borrowed:?} vs owned {owned:?}"),
+    }
+    match owned {
         Ok(Decoded::Message(m)) => {
             let json = m.to_json();
             assert!(json.starts_with("{\"type\":"), "{json}");

@@ -18,9 +18,9 @@ use crate::config::ServerConfig;
 use crate::error::ErrorCode;
 use crate::event::{CommandError, ServerEvent, TurnOutcome};
 use crate::message::{
-    Attachments, Audio, Channel, ClientMessage, ErrorMessage, Llm, LlmChunk, Pong, RawJson, Ready,
-    ReconnectAck, ServerMessage, Signal, StageChange, ToolCallEnd, ToolCallStart, Transcript,
-    VisionAttachment, PROTOCOL_VERSION,
+    Attachments, AudioRef, Channel, ClientMessageRef, ErrorMessage, Llm, LlmChunk, Pong, RawJson,
+    Ready, ReconnectAck, ServerMessage, Signal, StageChange, ToolCallEnd, ToolCallStart,
+    Transcript, VisionAttachment, PROTOCOL_VERSION,
 };
 use crate::playbook::{PlaybookError, REASON_KEYWORD_MATCH, REASON_TOOL_RESULT};
 use crate::provider::{
@@ -611,9 +611,9 @@ impl LlmrtcServer {
     // Inbound messages
     // -----------------------------------------------------------------------------------
 
-    fn on_message(&mut self, conn: ConnId, sid: String, msg: ClientMessage, now: Instant) {
+    fn on_message(&mut self, conn: ConnId, sid: String, msg: ClientMessageRef<'_>, now: Instant) {
         match msg {
-            ClientMessage::Ping(p) => {
+            ClientMessageRef::Ping(p) => {
                 if let Some(t) = self.config.heartbeat_timeout {
                     self.timers.set(Timer::Heartbeat(conn), now + t);
                 }
@@ -624,7 +624,7 @@ impl LlmrtcServer {
                     }),
                 );
             }
-            ClientMessage::Offer(o) => {
+            ClientMessageRef::Offer(o) => {
                 if self.config.webrtc {
                     self.out.event(ServerEvent::Offer {
                         conn,
@@ -639,11 +639,11 @@ impl LlmrtcServer {
                     );
                 }
             }
-            ClientMessage::Reconnect(r) => self.on_reconnect(conn, sid, r.session_id, now),
-            ClientMessage::Attachments(Attachments { attachments }) => {
+            ClientMessageRef::Reconnect(r) => self.on_reconnect(conn, sid, r.session_id, now),
+            ClientMessageRef::Attachments(Attachments { attachments }) => {
                 self.queue_attachments(conn, &sid, attachments);
             }
-            ClientMessage::Audio(a) => self.on_audio(conn, &sid, a, now),
+            ClientMessageRef::Audio(a) => self.on_audio(conn, &sid, a, now),
         }
     }
 
@@ -737,7 +737,7 @@ impl LlmrtcServer {
         }
     }
 
-    fn on_audio(&mut self, conn: ConnId, sid: &str, audio: Audio, now: Instant) {
+    fn on_audio(&mut self, conn: ConnId, sid: &str, audio: AudioRef<'_>, now: Instant) {
         if let Some(a) = audio.attachments {
             self.queue_attachments(conn, sid, a);
         }
@@ -1435,7 +1435,7 @@ impl Machine for LlmrtcServer {
         if let Some(s) = self.sessions.get_mut(&sid) {
             s.last_activity = now;
         }
-        match ClientMessage::decode(frame, self.config.limits.max_message_bytes) {
+        match ClientMessageRef::decode(frame, self.config.limits.max_message_bytes) {
             Ok(Decoded::Message(m)) => self.on_message(conn, sid, m, now),
             Ok(Decoded::Unknown { type_name }) => {
                 self.out.event(ServerEvent::Ignored { conn, type_name });

@@ -1,5 +1,7 @@
 //! Client → server messages.
 
+use std::borrow::Cow;
+
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -96,6 +98,77 @@ impl<'de> Tagged<'de> for ClientMessage {
             "offer" => Self::Offer(Offer::deserialize(d)?),
             "reconnect" => Self::Reconnect(Reconnect::deserialize(d)?),
             "audio" => Self::Audio(Audio::deserialize(d)?),
+            "attachments" => Self::Attachments(Attachments::deserialize(d)?),
+            _ => {
+                IgnoredAny::deserialize(d)?;
+                return Ok(None);
+            }
+        }))
+    }
+}
+
+/// A client message whose `audio.data` may borrow from the frame it was decoded from
+/// ([`ClientMessageRef::decode`]); what the server decodes, so an utterance is never copied.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientMessageRef<'a> {
+    /// `ping`.
+    Ping(Ping),
+    /// `offer`.
+    Offer(Offer),
+    /// `reconnect`.
+    Reconnect(Reconnect),
+    /// `audio`, borrowed.
+    Audio(AudioRef<'a>),
+    /// `attachments`.
+    Attachments(Attachments),
+}
+
+/// `audio` with its base64 `data` borrowed when possible.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AudioRef<'a> {
+    /// Base64-encoded WAV.
+    #[serde(borrow)]
+    pub data: Cow<'a, str>,
+    /// Images for this utterance's LLM turn.
+    #[serde(default)]
+    pub attachments: Option<Vec<VisionAttachment>>,
+}
+
+impl ClientMessageRef<'_> {
+    /// The wire `type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Ping(_) => "ping",
+            Self::Offer(_) => "offer",
+            Self::Reconnect(_) => "reconnect",
+            Self::Audio(_) => "audio",
+            Self::Attachments(_) => "attachments",
+        }
+    }
+
+    /// The owned message (copies `audio.data` if it was borrowed).
+    pub fn into_owned(self) -> ClientMessage {
+        match self {
+            Self::Ping(m) => ClientMessage::Ping(m),
+            Self::Offer(m) => ClientMessage::Offer(m),
+            Self::Reconnect(m) => ClientMessage::Reconnect(m),
+            Self::Audio(a) => ClientMessage::Audio(Audio {
+                data: a.data.into_owned(),
+                attachments: a.attachments,
+            }),
+            Self::Attachments(m) => ClientMessage::Attachments(m),
+        }
+    }
+}
+
+impl<'de> Tagged<'de> for ClientMessageRef<'de> {
+    fn decode_variant<D: Deserializer<'de>>(tag: &str, d: D) -> Result<Option<Self>, D::Error> {
+        Ok(Some(match tag {
+            "ping" => Self::Ping(Ping::deserialize(d)?),
+            "offer" => Self::Offer(Offer::deserialize(d)?),
+            "reconnect" => Self::Reconnect(Reconnect::deserialize(d)?),
+            "audio" => Self::Audio(AudioRef::deserialize(d)?),
             "attachments" => Self::Attachments(Attachments::deserialize(d)?),
             _ => {
                 IgnoredAny::deserialize(d)?;

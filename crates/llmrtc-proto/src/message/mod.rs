@@ -15,7 +15,9 @@ mod raw;
 mod server_message;
 pub(crate) mod tagged;
 
-pub use client_message::{Attachments, Audio, ClientMessage, Offer, Ping, Reconnect};
+pub use client_message::{
+    Attachments, Audio, AudioRef, ClientMessage, ClientMessageRef, Offer, Ping, Reconnect,
+};
 pub use common::{IceServer, IceUrls, Timestamp, VisionAttachment};
 pub use raw::RawJson;
 pub use server_message::{

@@ -39,7 +39,7 @@ pub(crate) enum Probe<T> {
 const MAX_TYPE_NAME: usize = 64;
 
 /// Decodes `text` as one message; `Err` for a syntax error or a known type with bad fields.
-pub(crate) fn probe<T: for<'de> Tagged<'de>>(text: &str) -> Result<Probe<T>, serde_json::Error> {
+pub(crate) fn probe<'a, T: Tagged<'a>>(text: &'a str) -> Result<Probe<T>, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(text);
     let first = de.deserialize_any(ProbeVisitor::<T>(PhantomData))?;
     de.end()?;
