@@ -102,6 +102,59 @@ struct TtsBuf {
 ///   [`LlmrtcClient::ice_servers`], [`LlmrtcClient::reconnect_tries`],
 ///   [`LlmrtcClient::rtt`], [`LlmrtcClient::is_data_channel_open`],
 ///   [`LlmrtcClient::queued`].
+///
+/// # Spec decisions (client role)
+///
+/// Each is pinned by the test named after it (`tests/client.rs`, `tests/client_sim.rs`).
+///
+/// 1. **Jitter is added, never subtracted, after the cap**: the wait before try `n` is
+///    `min(1 s × 2^n, 30 s)` plus up to 30 % of that (INTEROP.md's "+≤30 %"), so the longest
+///    wait is 39 s (`backoff_caps_at_thirty_seconds_and_jitter_adds_at_most_thirty_percent`).
+/// 2. **"At most 5 tries" counts the tries after a loss**, and the count resets on `ready`,
+///    not on the TCP/WebSocket open: a server that accepts but never says `ready` uses tries
+///    up (`backoff_doubles_from_one_second_and_gives_up_after_five_tries`,
+///    `tries_restart_from_one_second_after_a_successful_ready`,
+///    `no_ready_within_ten_seconds_closes_and_retries`).
+/// 3. **A failed first connection goes to `reconnecting`** (the web client's
+///    `CONNECTING → RECONNECTING`), and **`failed` is not terminal**: `start` tries again with
+///    a fresh count; only `closed` is terminal ([`Dial::Stop`]) (`close_is_terminal`).
+/// 4. **`connected` means `ready` arrived** (this client has no WebRTC to wait for)
+///    (`starts_disconnected_and_dials_only_after_start`, `the_full_state_cycle`).
+/// 5. **`reconnect` goes out right after `ready`, then the commands queued meanwhile**,
+///    without waiting for `reconnect-ack`: the server handles one connection's messages in
+///    order (`reconnect_is_sent_before_anything_else_and_the_session_follows_the_ack`).
+/// 6. **The session follows `reconnect-ack.sessionId`**: kept on success, replaced by the
+///    new connection's id on failure, kept while no ack has come (same test;
+///    `after_a_server_restart_the_client_moves_to_a_new_session` in `tests/llmrtc_e2e.rs`).
+/// 7. **Any `pong` resets the miss count; RTT only when it echoes the last `ping`**
+///    (`a_pong_between_misses_resets_the_count`,
+///    `pings_every_fifteen_seconds_and_measures_rtt_from_the_echo`). Ping timestamps are
+///    Unix milliseconds from [`set_wall_clock`](Self::set_wall_clock) (the browser's
+///    `Date.now()`); without it, milliseconds since the first time the client saw.
+/// 8. **Nothing before `ready` is handled** (reported as
+///    [`IgnoreReason::BeforeReady`]); `ready` counts only from the WebSocket, and a second
+///    one on a connection is a violation
+///    (`nothing_before_ready_unknown_types_and_garbage_are_ignored_without_harm`).
+/// 9. **`error` is a payload message** for the dual-channel rule (it is not in INTEROP.md's
+///    WebSocket-only list) (`dual_channel_each_payload_message_is_handled_once`).
+/// 10. **TTS chunks surface decoded** ([`ClientEvent::TtsChunk`], not as a
+///     [`ClientEvent::Message`]); the joined audio comes at `tts-complete`
+///     ([`ClientEvent::TtsAudio`]); `tts-cancelled` drops it
+///     (`tts_chunks_are_decoded_and_joined_at_tts_complete`).
+/// 11. **Bad server messages never close the connection**: they are reported
+///     ([`ClientEvent::ProtocolViolation`]) and skipped; assembled text and audio are
+///     bounded ([`ClientConfig::max_llm_text_bytes`], [`ClientConfig::max_tts_audio_bytes`])
+///     (`the_llm_text_limit_stops_appending_and_says_so_once`,
+///     `tts_audio_beyond_the_limit_is_dropped`).
+///
+/// # Limits
+///
+/// | limit | default |
+/// |---|---|
+/// | [`ClientConfig::max_message_bytes`] | 8 MiB |
+/// | [`ClientConfig::max_llm_text_bytes`] | 1 MiB |
+/// | [`ClientConfig::max_tts_audio_bytes`] | 32 MiB |
+/// | [`ClientConfig::max_queued`] / [`max_queued_bytes`](ClientConfig::max_queued_bytes) | 16 / 16 MiB |
 pub struct LlmrtcClient {
     config: ClientConfig,
     rng: Box<dyn JitterSource>,
