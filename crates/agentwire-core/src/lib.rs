@@ -18,6 +18,7 @@
 //! | [`PeerInfo`] | remote address, request path, headers and subprotocol of a connection |
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
 //! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
+//! | [`Dialer`], [`Dial`] | client machines that own their reconnect policy (when to dial, when to give up) |
 //! | `sim` (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
 //!
 //! # A run loop
@@ -70,6 +71,7 @@
 
 mod close;
 mod conn;
+mod dial;
 mod frame;
 mod id;
 mod machine;
@@ -82,6 +84,7 @@ pub mod sim;
 
 pub use close::CloseCode;
 pub use conn::ConnId;
+pub use dial::{Dial, Dialer};
 pub use frame::{Frame, FrameBuf, Utf8Bytes};
 #[cfg(feature = "uuid")]
 pub use id::UuidV4Ids;

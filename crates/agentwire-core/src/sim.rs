@@ -14,7 +14,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::{CloseCode, ConnId, FrameBuf, Machine, Output, PeerInfo};
+use crate::{CloseCode, ConnId, Dial, Dialer, FrameBuf, Machine, Output, PeerInfo};
 
 /// Knobs of a simulation.
 #[derive(Debug, Clone)]
@@ -481,7 +481,9 @@ impl<S: Machine, C: Machine> Sim<S, C> {
         }
     }
 
-    fn next_due(&self) -> Option<Instant> {
+    /// The earliest time something is due: a frame or close in flight, or a machine's
+    /// deadline.
+    pub fn next_due(&self) -> Option<Instant> {
         let mut due = self.in_flight.keys().next().map(|(t, _)| *t);
         let timers = std::iter::once(self.server.poll_timeout())
             .chain(self.clients.iter().map(|c| c.machine.poll_timeout()))
@@ -582,6 +584,72 @@ impl<S: Machine, C: Machine> Sim<S, C> {
     pub fn settle(&mut self) -> usize {
         let max = self.cfg.max_steps;
         match self.run_bounded(max) {
+            Ok(steps) => steps,
+            Err(e) => panic!("simulation failed: {e}"),
+        }
+    }
+}
+
+impl<S: Machine, C: Dialer> Sim<S, C> {
+    /// Dials for every client whose [`Dialer::poll_dial`] says [`Dial::Now`] and that has
+    /// no connection: connects it if `reachable(idx)`, else reports
+    /// [`Dialer::handle_dial_failed`] ("unreachable"). Returns how many attempts were made.
+    pub fn dial_pending(&mut self, reachable: &mut impl FnMut(usize) -> bool) -> usize {
+        let mut attempts = 0;
+        for idx in 0..self.clients.len() {
+            // A refused attempt may ask for another one at once; bound the retries per call.
+            for _ in 0..16 {
+                if self.clients[idx].link.is_some()
+                    || self.clients[idx].machine.poll_dial() != Dial::Now
+                {
+                    break;
+                }
+                attempts += 1;
+                if reachable(idx) {
+                    self.connect(idx);
+                } else {
+                    let now = self.now;
+                    self.clients[idx]
+                        .machine
+                        .handle_dial_failed("unreachable", now);
+                    self.flush();
+                }
+            }
+        }
+        attempts
+    }
+
+    /// As [`try_run_for`](Self::try_run_for), dialing the way a client driver does:
+    /// after every step, [`dial_pending`](Self::dial_pending) with `reachable`.
+    pub fn try_run_dialing_for(
+        &mut self,
+        d: Duration,
+        mut reachable: impl FnMut(usize) -> bool,
+    ) -> Result<usize, SimError> {
+        let deadline = self.now + d;
+        let mut steps = 0;
+        loop {
+            self.flush();
+            self.dial_pending(&mut reachable);
+            let Some(t) = self.next_due() else { break };
+            if t > deadline {
+                break;
+            }
+            self.now = self.now.max(t);
+            steps += 1;
+            if steps > self.cfg.max_steps {
+                return Err(SimError::Livelock { steps });
+            }
+            self.step_now()?;
+        }
+        self.now = deadline;
+        Ok(steps)
+    }
+
+    /// [`try_run_dialing_for`](Self::try_run_dialing_for), panicking on livelock or a
+    /// stuck timer.
+    pub fn run_dialing_for(&mut self, d: Duration, reachable: impl FnMut(usize) -> bool) -> usize {
+        match self.try_run_dialing_for(d, reachable) {
             Ok(steps) => steps,
             Err(e) => panic!("simulation failed: {e}"),
         }
@@ -775,6 +843,86 @@ mod tests {
     #[allow(clippy::disallowed_methods)] // the one base time of a test
     fn t0() -> Instant {
         Instant::now()
+    }
+
+    /// Dials at once, then 1 s after every failure or disconnect; gives up after 3 failures.
+    #[derive(Default)]
+    struct Redialer {
+        out: Outbox<String>,
+        retry_at: Option<Instant>,
+        want: bool,
+        failures: u32,
+        clock: Monotonic,
+    }
+
+    impl Machine for Redialer {
+        type Event = String;
+        fn handle_connect(&mut self, conn: ConnId, _: &PeerInfo, now: Instant) {
+            self.clock.observe(now);
+            self.want = false;
+            self.out.event(format!("up {conn:?}"));
+        }
+        fn handle_frame(&mut self, _: ConnId, _: Frame<'_>, _: Instant) {}
+        fn handle_disconnect(&mut self, _: ConnId, now: Instant) {
+            let now = self.clock.observe(now);
+            self.retry_at = Some(now + Duration::from_secs(1));
+        }
+        fn handle_timeout(&mut self, now: Instant) {
+            let now = self.clock.observe(now);
+            if self.retry_at.is_some_and(|t| t <= now) {
+                self.retry_at = None;
+                self.want = true;
+            }
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            self.retry_at
+        }
+        fn poll_output(&mut self) -> Option<Output<String>> {
+            self.out.pop()
+        }
+    }
+
+    impl Dialer for Redialer {
+        fn poll_dial(&self) -> Dial {
+            if self.failures >= 3 {
+                Dial::Stop
+            } else if self.want {
+                Dial::Now
+            } else {
+                Dial::Wait
+            }
+        }
+        fn handle_dial_failed(&mut self, _: &str, now: Instant) {
+            let now = self.clock.observe(now);
+            self.failures += 1;
+            self.want = false;
+            self.out.event("failed".to_owned());
+            self.retry_at = Some(now + Duration::from_secs(1));
+        }
+    }
+
+    #[test]
+    fn dialing_follows_the_machine_and_stops_when_it_says_so() {
+        let start = t0();
+        let mut sim: Sim<Echo, Redialer> = Sim::new(Echo::default(), start, SimConfig::default());
+        sim.add_client(Redialer {
+            want: true,
+            ..Redialer::default()
+        });
+        // Reachable: one attempt, connected at once.
+        sim.run_dialing_for(Duration::from_millis(10), |_| true);
+        assert!(sim.is_connected(0));
+        sim.disconnect(0);
+        // Unreachable: a failed attempt every second after the first retry, then Stop.
+        let mut tries = 0;
+        sim.run_dialing_for(Duration::from_secs(10), |_| {
+            tries += 1;
+            false
+        });
+        assert_eq!(tries, 3);
+        assert_eq!(sim.client(0).poll_dial(), Dial::Stop);
+        assert!(!sim.is_connected(0));
+        assert_eq!(sim.take_client_events(0).len(), 4); // up + three failures
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_core::{CloseCode, ConnId, Machine, PeerInfo};
+use agentwire_core::{CloseCode, ConnId, Dial, Dialer, Machine, PeerInfo};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -53,6 +53,11 @@ struct Target {
 /// path, the server's *response* headers (names lowercased) and the subprotocol the server
 /// chose.
 ///
+/// A machine that owns its reconnect policy (attempt limits, backoff with its own jitter,
+/// giving up) implements [`Dialer`] and is started with
+/// [`connect_dialer`](Self::connect_dialer) instead: the transport then dials only when the
+/// machine says so.
+///
 /// Dropping every [`Handle`] does not stop the driver; call [`Handle::shutdown`].
 pub struct Client<M> {
     _machine: PhantomData<fn() -> M>,
@@ -87,9 +92,58 @@ where
         let (handle, control) = handle_pair();
         let core = Core::new(machine, config.limits, events_tx, control.stop.clone());
         let span = tracing::info_span!("client", url = %target.url);
-        rt.spawn(run(core, control, target, config.backoff, config.reconnect).instrument(span));
+        let policy = Policy::Backoff {
+            backoff: config.backoff,
+            reconnect: config.reconnect,
+        };
+        rt.spawn(run(core, control, target, policy).instrument(span));
         Ok((handle, Events::new(events_rx)))
     }
+}
+
+impl<M> Client<M>
+where
+    M: Dialer + Send + 'static,
+    M::Event: Send + 'static,
+{
+    /// As [`connect`](Self::connect), but the machine decides when to dial: the driver
+    /// starts an attempt whenever it has no socket and no attempt under way and
+    /// [`Dialer::poll_dial`] says [`Dial::Now`], reports failed attempts with
+    /// [`Dialer::handle_dial_failed`], and stops on [`Dial::Stop`].
+    /// [`ClientConfig::backoff`] and [`ClientConfig::reconnect`] are not used.
+    pub fn connect_dialer(
+        url: &str,
+        machine: M,
+        config: ClientConfig,
+    ) -> Result<(Handle<M>, Events<M::Event>), ConfigError> {
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
+        let target = Arc::new(target(url, &config)?);
+        target.request().map_err(|e| ConfigError::InvalidUrl {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let (events_tx, events_rx) = mpsc::channel(config.event_capacity.max(1));
+        let (handle, control) = handle_pair();
+        let core = Core::new(machine, config.limits, events_tx, control.stop.clone());
+        let span = tracing::info_span!("client", url = %target.url);
+        let policy = Policy::Machine {
+            poll_dial: M::poll_dial,
+            dial_failed: M::handle_dial_failed,
+        };
+        rt.spawn(run(core, control, target, policy).instrument(span));
+        Ok((handle, Events::new(events_rx)))
+    }
+}
+
+/// Who decides when the client dials.
+enum Policy<M> {
+    /// The transport: at once, then after every end with [`Backoff`] (if `reconnect`).
+    Backoff { backoff: Backoff, reconnect: bool },
+    /// The machine, through [`Dialer`].
+    Machine {
+        poll_dial: fn(&M) -> Dial,
+        dial_failed: fn(&mut M, &str, std::time::Instant),
+    },
 }
 
 fn target(url: &str, config: &ClientConfig) -> Result<Target, ConfigError> {
@@ -222,14 +276,27 @@ async fn run<M: Machine>(
     mut core: Core<M>,
     mut control: Control<M>,
     target: Arc<Target>,
-    backoff: Backoff,
-    reconnect: bool,
+    policy: Policy<M>,
 ) {
     let mut timer = Timer::new();
     let mut attempts: u32 = 0;
     let mut current: Option<ConnId> = None;
-    let mut pending = Some(attempt(&target, Duration::ZERO, None));
+    // The writer of the last socket: the next attempt waits for it (one socket at a time).
+    let mut linger: Option<JoinHandle<()>> = None;
+    let mut pending = match policy {
+        Policy::Backoff { .. } => Some(attempt(&target, Duration::ZERO, None)),
+        Policy::Machine { .. } => None,
+    };
     'outer: while !control.stop_requested() {
+        if let Policy::Machine { poll_dial, .. } = &policy {
+            match poll_dial(&core.machine) {
+                Dial::Stop => break 'outer,
+                Dial::Now if current.is_none() && pending.is_none() => {
+                    pending = Some(attempt(&target, Duration::ZERO, linger.take()));
+                }
+                Dial::Now | Dial::Wait => {}
+            }
+        }
         timer.set(core.poll_timeout());
         let mut more_input = false;
         tokio::select! {
@@ -242,12 +309,17 @@ async fn run<M: Machine>(
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, attempt = attempts, "connect failed");
-                        if !reconnect {
-                            break 'outer;
+                        match &policy {
+                            Policy::Backoff { reconnect: false, .. } => break 'outer,
+                            Policy::Backoff { backoff, .. } => {
+                                let delay = reconnect_delay(backoff, attempts);
+                                pending = Some(attempt(&target, delay, None));
+                                attempts = attempts.saturating_add(1);
+                            }
+                            Policy::Machine { dial_failed, .. } => {
+                                dial_failed(&mut core.machine, &e, crate::clock::now());
+                            }
                         }
-                        let delay = reconnect_delay(&backoff, attempts);
-                        pending = Some(attempt(&target, delay, None));
-                        attempts = attempts.saturating_add(1);
                     }
                 }
             }
@@ -260,12 +332,17 @@ async fn run<M: Machine>(
         for (conn, writer) in core.take_ended() {
             if current == Some(conn) {
                 current = None;
-                if !reconnect {
-                    break 'outer;
+                match &policy {
+                    Policy::Backoff {
+                        reconnect: false, ..
+                    } => break 'outer,
+                    Policy::Backoff { backoff, .. } => {
+                        let delay = reconnect_delay(backoff, attempts);
+                        pending = Some(attempt(&target, delay, writer));
+                        attempts = attempts.saturating_add(1);
+                    }
+                    Policy::Machine { .. } => linger = writer,
                 }
-                let delay = reconnect_delay(&backoff, attempts);
-                pending = Some(attempt(&target, delay, writer));
-                attempts = attempts.saturating_add(1);
             }
         }
     }

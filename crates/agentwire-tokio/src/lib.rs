@@ -155,6 +155,11 @@
 //! | [`ServerConfig::max_connections`] | 10 000 | beyond it new upgrades get HTTP 503 before the upgrade |
 //! | [`Backoff`] | 1 s doubling to 30 s, + 0..500 ms | reconnect storms spread out |
 //!
+//! A client machine with its own reconnect rules (the llmrtc client's at most 5 tries with
+//! jittered backoff, ending in a `failed` state) implements
+//! [`Dialer`](agentwire_core::Dialer) and runs under [`Client::connect_dialer`]: the
+//! transport then dials only when the machine asks.
+//!
 //! What the transport does **not** own: protocol heartbeats (`hello`, JSON `ping`),
 //! request timeouts and version checks. Those are machine timers.
 //!

@@ -282,3 +282,154 @@ async fn a_machine_close_ends_the_socket_and_the_client_reconnects() {
     disconnected(&mut sevents, s2).await;
     server.shutdown().await;
 }
+
+/// A machine with its own dial policy: dials when `want`, retries 1 s after every failure
+/// or disconnect, gives up after `max_failures` failed attempts or when `stop` is set.
+struct Redialer {
+    inner: TestMachine,
+    want: bool,
+    retry_at: Option<std::time::Instant>,
+    failures: u32,
+    max_failures: u32,
+    stop: bool,
+}
+
+impl Redialer {
+    fn new(max_failures: u32) -> Self {
+        Self {
+            inner: TestMachine::recorder(),
+            want: true,
+            retry_at: None,
+            failures: 0,
+            max_failures,
+            stop: false,
+        }
+    }
+}
+
+impl agentwire_core::Machine for Redialer {
+    type Event = Ev;
+    fn handle_connect(
+        &mut self,
+        conn: agentwire_core::ConnId,
+        peer: &agentwire_core::PeerInfo,
+        now: std::time::Instant,
+    ) {
+        self.want = false;
+        self.inner.handle_connect(conn, peer, now);
+    }
+    fn handle_frame(
+        &mut self,
+        conn: agentwire_core::ConnId,
+        frame: agentwire_core::Frame<'_>,
+        now: std::time::Instant,
+    ) {
+        self.inner.handle_frame(conn, frame, now);
+    }
+    fn handle_disconnect(&mut self, conn: agentwire_core::ConnId, now: std::time::Instant) {
+        self.retry_at = Some(now + Duration::from_secs(1));
+        self.inner.handle_disconnect(conn, now);
+    }
+    fn handle_timeout(&mut self, now: std::time::Instant) {
+        if self.retry_at.is_some_and(|t| t <= now) {
+            self.retry_at = None;
+            self.want = true;
+        }
+    }
+    fn poll_timeout(&self) -> Option<std::time::Instant> {
+        self.retry_at
+    }
+    fn poll_output(&mut self) -> Option<agentwire_core::Output<Ev>> {
+        self.inner.out.pop()
+    }
+}
+
+impl agentwire_core::Dialer for Redialer {
+    fn poll_dial(&self) -> agentwire_core::Dial {
+        if self.stop || self.failures >= self.max_failures {
+            agentwire_core::Dial::Stop
+        } else if self.want {
+            agentwire_core::Dial::Now
+        } else {
+            agentwire_core::Dial::Wait
+        }
+    }
+    fn handle_dial_failed(&mut self, _reason: &str, now: std::time::Instant) {
+        self.failures += 1;
+        self.want = false;
+        self.inner.out.event(Ev::Tick); // one Tick per failed attempt
+        self.retry_at = Some(now + Duration::from_secs(1));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dialer_machine_paces_its_attempts_and_gives_up() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}/", listener.local_addr().expect("addr"));
+    let (handle, mut events) =
+        Client::connect_dialer(&url, Redialer::new(3), quick_client()).expect("connect");
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let (sock, _) = within(60, "attempt", listener.accept())
+            .await
+            .expect("accept");
+        times.push(tokio::time::Instant::now());
+        drop(sock);
+    }
+    // The machine's 1 s retry timer, not the transport's backoff (which would double).
+    for w in times.windows(2) {
+        let gap = (w[1] - w[0]).as_millis();
+        assert!((1000..1200).contains(&gap), "{gap}");
+    }
+    let mut failures = 0;
+    while let Some(e) = within(20, "end", events.recv()).await {
+        assert_eq!(e, Ev::Tick);
+        failures += 1;
+    }
+    assert_eq!(
+        failures, 3,
+        "three failed attempts reported, then the driver stopped"
+    );
+    assert!(handle.is_closed());
+    // No fourth attempt.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), listener.accept())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dialer_machine_reconnects_when_it_wants_and_stops_on_request() {
+    let (server, mut sevents) =
+        Server::bind("127.0.0.1:0", TestMachine::echo(), ServerConfig::default())
+            .await
+            .expect("bind");
+    let url = format!("ws://{}/", server.local_addr());
+    let (handle, mut events) =
+        Client::connect_dialer(&url, Redialer::new(3), quick_client()).expect("connect");
+    let (c1, _) = next_connected(&mut events).await;
+    let (s1, _) = next_connected(&mut sevents).await;
+    server
+        .handle()
+        .call(move |m: &mut TestMachine, _| m.out.close(s1, CloseCode::GOING_AWAY, "bye"))
+        .await
+        .expect("call");
+    disconnected(&mut events, c1).await;
+    let down = tokio::time::Instant::now();
+    let (c2, _) = next_connected(&mut events).await;
+    let gap = tokio::time::Instant::now() - down;
+    assert!(gap >= Duration::from_secs(1), "{gap:?}");
+    assert!(c2 > c1);
+    // The machine says Stop: the driver closes the socket (1001) and ends.
+    handle
+        .call(|m: &mut Redialer, _| m.stop = true)
+        .await
+        .expect("call");
+    disconnected(&mut events, c2).await;
+    assert!(within(20, "end", events.recv()).await.is_none());
+    assert!(handle.is_closed());
+    server.shutdown().await;
+}

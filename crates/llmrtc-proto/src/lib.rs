@@ -1,1 +1,270 @@
-//! Sans-IO llmrtc voice-AI protocol v1 (work in progress on this branch).
+//! Sans-IO **llmrtc** voice-AI protocol v1 (`@metered/llmrtc`, now `@llmrtc/llmrtc-*`).
+//!
+//! A browser running the llmrtc web client talks to a voice-agent backend over one
+//! WebSocket (and, optionally, a WebRTC data channel): the server greets with `ready`, the
+//! client sends speech as `audio` (base64 WAV), and the server answers with the turn's events:
+//! `speech-start`, `speech-end`, `transcript`, streamed `llm-chunk`s and `llm`, then
+//! `tts-start`, `tts-chunk`s and `tts-complete`. The spec is `specs/llmrtc.md`; what the real
+//! TypeScript server and client do is `INTEROP.md` (llmrtc section).
+//!
+//! This crate never opens a socket or reads a clock: drive [`LlmrtcServer`] with
+//! `agentwire-tokio`, with the in-memory `agentwire_core::sim` harness, or your own loop.
+//!
+//! # API map
+//!
+//! | you want to | use |
+//! |---|---|
+//! | decode a client / server message | [`ClientMessage::decode`], [`ServerMessage::decode`] → [`Decoded`] (`Message` or `Unknown`); [`ClientMessageRef::decode`] borrows `audio.data` |
+//! | encode one | [`ClientMessage::encode`] / [`ServerMessage::encode`] / `to_frame` / `to_json`; fast paths [`encode_audio`], [`encode_tts_chunk`], [`encode_tts`] |
+//! | read or write WAV | [`parse_wav`], [`write_wav`], [`wav::wav_from_samples`] |
+//! | detect speech | [`Vad`] with [`VadConfig`] |
+//! | serve clients | [`LlmrtcServer::new`] with [`ServerConfig`] (limits: [`ServerLimits`], timeouts: [`ProviderTimeouts`], playbook: [`Playbook`]) |
+//! | plug in STT | on [`ServerEvent::Stt`] ([`SttRequest`]): [`LlmrtcServer::stt_partial`]*, then [`LlmrtcServer::stt_result`] |
+//! | plug in the LLM | on [`ServerEvent::Llm`] ([`LlmRequest`]): [`LlmrtcServer::llm_chunk`]*, [`LlmrtcServer::llm_tool_call`]* (playbook), then [`LlmrtcServer::llm_done`] or [`LlmrtcServer::llm_failed`] |
+//! | plug in TTS | on [`ServerEvent::Tts`] ([`TtsRequest`]): [`LlmrtcServer::tts_chunk`]* or [`LlmrtcServer::tts_audio`], then [`LlmrtcServer::tts_done`] or [`LlmrtcServer::tts_failed`] |
+//! | run playbook tools | on [`ServerEvent::ToolCall`] ([`ToolCallRequest`]): [`LlmrtcServer::tool_result`]; move stages with [`LlmrtcServer::change_stage`] |
+//! | stop provider work | on [`ServerEvent::Cancel`] (barge-in, disconnect, timeout): drop the request; late answers get [`CommandError::UnknownRequest`] |
+//! | WebRTC | [`ServerConfig::webrtc`], [`ServerEvent::Offer`] → [`LlmrtcServer::signal`]; [`LlmrtcServer::set_data_channel_open`] and [`ServerEvent::DataChannel`] for the payload copies |
+//! | observe | [`ServerEvent`] (sessions started, resumed, expired; errors sent; turns ended), getters [`LlmrtcServer::sessions`], [`LlmrtcServer::history`], [`LlmrtcServer::stage`], ... |
+//!
+//! Every provider answer takes `now` (as every `handle_*`), because it restarts or ends a
+//! provider timeout.
+//!
+//! # A run loop
+//!
+//! A driver feeds input, then drains every output in order: frames go to the socket, provider
+//! requests go to the application's STT, LLM and TTS, whose answers come back as commands.
+//! Here the providers answer at once.
+//!
+//! ```
+//! use std::time::Instant;
+//! use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
+//! use llmrtc_proto::{wav, encode_audio, LlmrtcServer, ServerConfig, ServerEvent};
+//!
+//! # #[allow(clippy::disallowed_methods)]
+//! let now = Instant::now(); // a driver's clock; the machine never reads one
+//! let mut server = LlmrtcServer::new(ServerConfig::default(), SequentialIds::new(0)).unwrap();
+//! let conn = ConnId::new(1);
+//! server.handle_connect(conn, &PeerInfo::new(None), now); // sends `ready`
+//!
+//! // The client sends an utterance: 200 ms of silence, 500 ms of "speech", 700 ms of silence.
+//! let mut samples = vec![0i16; 3200];
+//! samples.extend((0..8000).map(|i| if i % 16 < 8 { 3000 } else { -3000 }));
+//! samples.extend(vec![0i16; 11200]);
+//! let mut audio = Vec::new();
+//! encode_audio(&mut audio, &wav::wav_from_samples(16000, &samples), &[]);
+//! server.handle_frame(conn, Frame::Text(std::str::from_utf8(&audio).unwrap()), now);
+//!
+//! let mut sent = Vec::new();
+//! for _ in 0..10 {
+//!     let mut asks = Vec::new();
+//!     while let Some(out) = server.poll_output() {
+//!         match out {
+//!             Output::Send { frame, .. } => {
+//!                 let v: serde_json::Value = serde_json::from_slice(frame.as_bytes()).unwrap();
+//!                 sent.push(v["type"].as_str().unwrap().to_owned());
+//!             }
+//!             Output::Event(e) => asks.push(e),
+//!             Output::Close { .. } => {}
+//!         }
+//!     }
+//!     for e in asks {
+//!         match e {
+//!             ServerEvent::Stt(r) => server.stt_result(r.request, Ok("Hello".into()), now).unwrap(),
+//!             ServerEvent::Llm(r) => {
+//!                 server.llm_chunk(r.request, "Hi", now).unwrap();
+//!                 server.llm_chunk(r.request, " there!", now).unwrap();
+//!                 server.llm_done(r.request, now).unwrap();
+//!             }
+//!             ServerEvent::Tts(r) => {
+//!                 server.tts_chunk(r.request, "pcm", 24000, &[0u8; 480], now).unwrap();
+//!                 server.tts_done(r.request, now).unwrap();
+//!             }
+//!             _ => {} // sessions, data-channel copies, errors: for logs
+//!         }
+//!     }
+//! }
+//! assert_eq!(sent, ["ready", "speech-start", "speech-end", "transcript", "llm-chunk",
+//!                   "llm-chunk", "llm", "tts-start", "tts-chunk", "tts-complete"]);
+//! ```
+//!
+//! # Limits
+//!
+//! Every collection a peer can grow is bounded ([`ServerLimits`]):
+//!
+//! | limit | default | beyond it |
+//! |---|---|---|
+//! | `max_connections` | 1,024 | `error RATE_LIMITED`, close 1013 `server-full` (no `ready`) |
+//! | `max_sessions` | 1,024 | the least recently active disconnected session is evicted; if all are connected, refused as above |
+//! | `max_message_bytes` | 8 MiB | `error INVALID_MESSAGE`, checked before parsing |
+//! | `max_segment_bytes` | 3,840,000 (2 min at 16 kHz) | the speech segment ends there (`speech-end`) |
+//! | `max_queued_turns` | 4 | `error RATE_LIMITED`, the utterance is dropped |
+//! | `max_queued_attachments` | 8 | `error RATE_LIMITED`, the extra attachments are dropped |
+//! | `max_history` | 100 entries | the oldest entries are dropped |
+//! | `max_reply_bytes` | 64 KiB | the turn fails with `LLM_ERROR` |
+//! | `max_transcript_bytes` | 16 KiB | the turn fails with `STT_ERROR` |
+//! | `max_expired_remembered` | 1,024 ids | older expired ids answer `SESSION_NOT_FOUND` |
+//! | `max_tool_rounds` | 4 | the turn fails with `PLAYBOOK_ERROR` |
+//! | `max_tool_calls_per_round` | 8 | the turn fails with `PLAYBOOK_ERROR` |
+//! | [`ServerConfig::heartbeat_timeout`] | 45 s | close 1008 `heartbeat-timeout` |
+//! | [`ServerConfig::session_ttl`] | 30 min | the session is dropped (`SESSION_EXPIRED` afterwards) |
+//! | [`ProviderTimeouts`] | STT 30 s, LLM 60 s, TTS 30 s, tool 30 s (idle) | `*_TIMEOUT` (tools: `TOOL_ERROR`) |
+//!
+//! # Spec decisions
+//!
+//! Each is pinned by the test named after it (in `tests/`).
+//!
+//! 1. **`ready` is sent inside `handle_connect`**, so nothing a client sends can be processed
+//!    before it; the id is a UUID from the injected [`IdGen`](agentwire_core::IdGen).
+//!    `iceServers` is omitted when none are configured. (`ready_comes_first_with_id_version_and_ice_servers`,
+//!    `ready_omits_ice_servers_when_none_are_configured`, `messages_before_ready_and_after_close_are_handled_in_order`)
+//! 2. **`ping.timestamp` is echoed as the same JSON number** ([`Timestamp`] is a
+//!    `serde_json::Number`, so integers stay integers); fractions with up to 15 significant
+//!    digits round-trip exactly. (`pong_echoes_the_timestamp_exactly`, `client_messages_round_trip`)
+//! 3. **Only `ping` resets the heartbeat**, as the spec words it ("no ping for 45 s"); the
+//!    close is 1008 `heartbeat-timeout`, and the session stays for a reconnect.
+//!    (`no_ping_for_45_s_closes_and_pings_keep_it_open`)
+//! 4. **The session TTL runs while disconnected**, from the later of the last frame and the
+//!    disconnect. (`a_session_expires_30_minutes_after_its_last_activity`)
+//! 5. **Reconnect success** moves the connection to the recovered session: the ack's
+//!    `sessionId` is the recovered id (remember it for the next reconnect), the session made
+//!    at connect is discarded, and `historyRecovered` is `true`. Failure (the 1.1.0 behaviour,
+//!    INTEROP.md): `success:false, historyRecovered:false, sessionId:<current ready.id>`, then
+//!    `error SESSION_NOT_FOUND` or, for an id that expired (remembered, bounded),
+//!    `SESSION_EXPIRED`. A session still held by another connection is taken from it (that
+//!    connection is closed 1000 `session-moved`). Reconnecting to one's own id succeeds.
+//!    (`reconnect_with_a_known_id_recovers_the_history`,
+//!    `reconnect_with_an_unknown_id_fails_with_the_current_id_and_session_not_found`,
+//!    `reconnect_with_an_expired_id_says_session_expired`,
+//!    `reconnect_takes_a_session_from_a_connection_still_holding_it`)
+//! 6. **Barge-in order is `tts-cancelled`, then `speech-start`** (INTEROP.md; the spec's
+//!    diagram shows the reverse). Barge-in is speech while TTS plays (from `tts-start` to
+//!    `tts-complete`); speech during STT or the LLM queues a new turn instead.
+//!    (`barge_in_sends_tts_cancelled_then_speech_start_and_drops_the_turn`,
+//!    `speech_while_the_llm_thinks_is_no_barge_in_and_waits_its_turn`)
+//! 7. **Turns are serialized per session**: the next utterance's STT request is made after
+//!    the previous turn's `tts-complete` (or failure). (`the_next_turn_starts_only_after_tts_complete`)
+//! 8. **Each `audio` message is a recording**: by default the end of a message ends speech
+//!    still going on ([`VadConfig::end_of_message_ends_speech`]); a message in which the VAD
+//!    hears no speech produces nothing; stereo is mixed down; a new sample rate ends the old
+//!    stream. (`silence_starts_no_turn_and_stereo_is_mixed_down`)
+//! 9. **WAV**: PCM (format 1, or extensible with the PCM subformat), 16-bit, 1 or 2
+//!    channels, any positive rate, consistent block alignment; anything else is
+//!    `INVALID_AUDIO_FORMAT`. A `data` size beyond the file (streaming writers) is cut to what
+//!    is present. Bad base64 is `AUDIO_PROCESSING_ERROR`. (`bad_wav_is_invalid_audio_format`,
+//!    `bad_base64_is_audio_processing_error`, `huge_audio_is_refused_before_parsing_and_memory_stays_bounded`)
+//! 10. **The LLM stream holds one chunk back** so that the last `llm-chunk` carries
+//!     `done: true` (the spec's example); a reply without chunks sends `{content:"", done:true}`;
+//!     `llm` always follows; an empty reply skips TTS. A failed stream is closed with
+//!     `done: true` before the `LLM_*` error, and no `llm` is sent.
+//!     (`a_whole_turn_sends_the_spec_sequence`, `an_llm_reply_without_chunks_still_closes_the_stream_and_skips_tts`,
+//!     `provider_failures_become_their_error_codes`)
+//! 11. **Every `tts-start` is closed exactly once**, by `tts-complete` (also after a TTS
+//!     error, which comes first) or `tts-cancelled` (barge-in, or a `reconnect` replacing the
+//!     session). `tts-start` is sent when TTS is requested. (`provider_failures_become_their_error_codes`,
+//!     the `llmrtc_server` fuzz target)
+//! 12. **An empty transcript ends the turn** after `transcript`, without an LLM call.
+//!     (`speech_while_the_llm_thinks_is_no_barge_in_and_waits_its_turn`)
+//! 13. **Attachments** (from `attachments` and from `audio.attachments`) queue for the next
+//!     speech segment, in arrival order, and go with its LLM request.
+//!     (`attachments_queue_for_the_next_turn_only`, `too_many_attachments_are_rate_limited_and_dropped`)
+//! 14. **Unknown types are ignored** (spec "Compatibility Notes"), including server types sent
+//!     by a client, and reported as [`ServerEvent::Ignored`]; malformed messages (not JSON, no
+//!     string `type`, bad fields of a known type, oversize) get `error INVALID_MESSAGE` and
+//!     the connection stays. (`errors_for_bad_messages_keep_the_connection_and_unknown_types_are_ignored`,
+//!     `unknown_types_are_ignored_silently`, `garbage_frames_are_invalid_message_and_the_connection_stays`)
+//! 15. **Payload messages go to both channels**: every type but `ready`, `pong`, `signal` and
+//!     `reconnect-ack` is also emitted as [`ServerEvent::DataChannel`] while the application
+//!     reports the channel open ([`channel_of`]). (`payload_messages_are_copied_to_the_data_channel_and_signalling_is_not`,
+//!     `signalling_is_websocket_only_and_payload_goes_to_both_channels`)
+//! 16. **WebRTC is the application's**: without [`ServerConfig::webrtc`] an `offer` gets
+//!     `WEBRTC_UNAVAILABLE` (the reference without WebRTC support); with it, the SDP goes out
+//!     as [`ServerEvent::Offer`] and back with [`LlmrtcServer::signal`], opaque.
+//!     (`offers_are_webrtc_unavailable_unless_the_application_answers_them`)
+//! 17. **Playbook**: stages, tools and transitions as JSON ([`Playbook`]); a keyword
+//!     transition is checked against the user's transcript before the LLM is asked
+//!     (`keyword_match`); a tool's success fires its `tool_result` transition after
+//!     `tool-call-end`; text streamed before a tool call is flushed (`done:false`) before
+//!     `tool-call-start`; the LLM is asked again with the tool results (bounded rounds). A tool
+//!     the stage lacks, a failing or timed-out tool: `tool-call-end{error}` then
+//!     `error TOOL_ERROR`; too many rounds or calls: `PLAYBOOK_ERROR`. Call ids are
+//!     `call_<n>`. (`playbook_tool_calls_announce_start_end_and_move_the_stage`,
+//!     `playbook_keywords_move_the_stage_before_the_llm_is_asked`,
+//!     `tool_failures_and_unknown_tools_are_tool_error_and_runaway_rounds_playbook_error`)
+//! 18. **Provider timeouts are idle times** restarted by progress (partial transcripts,
+//!     chunks); on expiry the request is withdrawn ([`ServerEvent::Cancel`]) and the turn fails
+//!     with the `*_TIMEOUT` code. A disconnect abandons the turn (requests cancelled, nothing
+//!     sent) but keeps the history. (`provider_failures_become_their_error_codes`,
+//!     `every_deadline_fires_and_then_nothing_is_left`)
+//! 19. **Over the session limit**, the least recently active disconnected session is evicted
+//!     (and later reconnects to it say `SESSION_EXPIRED`); with none to evict the connection
+//!     is refused. (`history_and_sessions_are_bounded`)
+//! 20. **`durationMs` and `protocolVersion` are integers** (`u64`, `u32`); `tool-call-end`'s
+//!     `result: null` decodes as a present `null`. (`every_fixture_decodes_and_re_encodes_to_the_same_json`)
+//! 21. **Decoding is one pass** when `type` is the first key (every reference peer writes it
+//!     first, and so do we); otherwise a skipping pass finds `type` and a second pass decodes,
+//!     so field order never changes the result. (`type_may_come_last_and_unknown_types_are_distinct`,
+//!     `client_messages_round_trip`)
+//! 22. **The audio fast path**: [`ClientMessageRef::decode`] (what the server uses) borrows
+//!     `audio.data`, and recognizes the exact `{"type":"audio","data":"..."}` that clients
+//!     write by a scan for a quote, backslash or control byte instead of a JSON string parse;
+//!     any other shape (attachments, another order, escapes, whitespace) goes through the
+//!     general decoder with the same result. (`the_audio_fast_path_agrees_with_the_general_decoder`,
+//!     `the_borrowed_decode_borrows_audio_data_and_agrees_with_the_owned_one`, the
+//!     `llmrtc_decode` fuzz target)
+//!
+//! # Feature flags
+//!
+//! - `fuzzing`: `#[doc(hidden)] pub mod fuzzing`, the bodies of the cargo-fuzz targets
+//!   `llmrtc_decode`, `llmrtc_wav` and `llmrtc_server` (replayed by `tests/fuzz_seeds.rs`).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod client;
+mod codec;
+mod config;
+mod error;
+mod event;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod message;
+pub mod playbook;
+mod provider;
+mod server;
+pub mod vad;
+pub mod wav;
+
+pub use client::{
+    ClientCommandError, ClientConfig, ClientError, ClientEvent, ConnectionState, FixedJitter,
+    IgnoreReason, JitterSource, LlmrtcClient, LossReason, Reconnection, SplitMix64, CLOSE_CLIENT,
+    CLOSE_DROPPED, CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
+};
+pub use codec::{
+    decode_base64, encode_audio, encode_tts, encode_tts_chunk, write_base64, Decoded,
+    DEFAULT_MAX_MESSAGE_BYTES,
+};
+pub use config::{ProviderTimeouts, ServerConfig, ServerLimits};
+pub use error::{DecodeError, ErrorCode};
+pub use event::{CommandError, ServerEvent, TurnOutcome};
+pub use message::{
+    channel_of, Attachments, Audio, AudioRef, Channel, ClientMessage, ClientMessageRef,
+    ErrorMessage, IceServer, IceUrls, Llm, LlmChunk, Offer, Ping, Pong, RawJson, Ready, Reconnect,
+    ReconnectAck, ServerMessage, Signal, StageChange, Timestamp, ToolCallEnd, ToolCallStart,
+    Transcript, Tts, TtsChunk, VisionAttachment, PROTOCOL_VERSION,
+};
+pub use playbook::{Playbook, PlaybookError, Stage, ToolSpec, Transition, Trigger};
+pub use provider::{
+    ChatMessage, ChatRole, LlmRequest, ProviderError, ProviderKind, RequestId, SpeechSegment,
+    StageContext, SttRequest, ToolCallRequest, ToolRecord, TtsRequest,
+};
+pub use server::{
+    texts, ConfigError, LlmrtcServer, CLOSE_FULL, CLOSE_HEARTBEAT, CLOSE_SESSION_MOVED,
+};
+pub use vad::{Vad, VadConfig, VadEvent};
+pub use wav::{parse_wav, write_wav, Wav, WavError, WavFormat};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,239 @@
+//! What the client tells its application: connection states and assembled server events.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::DecodeError;
+use crate::message::{IceServer, ServerMessage};
+
+/// The connection states of the llmrtc web client.
+///
+/// ```text
+/// disconnected --start--> connecting --ready--> connected --loss--> reconnecting
+///      reconnecting --backoff elapsed--> connecting      (at most max_retries tries)
+///      connecting/reconnecting --tries used up (or reconnect disabled)--> failed
+///      failed --start--> connecting          any --close--> closed (terminal)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConnectionState {
+    /// Not started.
+    Disconnected,
+    /// A WebSocket is being opened, or is open and waiting for `ready`.
+    Connecting,
+    /// `ready` received: messages flow, heartbeats run.
+    Connected,
+    /// The connection was lost; waiting out the backoff before the next try.
+    Reconnecting,
+    /// Every try failed (or reconnecting is disabled); `start` tries again.
+    Failed,
+    /// Closed by the application; terminal.
+    Closed,
+}
+
+impl ConnectionState {
+    /// The web client's name for the state (`"connected"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Disconnected => "disconnected",
+            Self::Connecting => "connecting",
+            Self::Connected => "connected",
+            Self::Reconnecting => "reconnecting",
+            Self::Failed => "failed",
+            Self::Closed => "closed",
+        }
+    }
+}
+
+impl fmt::Display for ConnectionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the client dropped or lost a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// The socket ended (closed by the server or the network).
+    Disconnected,
+    /// The attempt failed before the WebSocket opened.
+    DialFailed,
+    /// No `ready` within [`ClientConfig::ready_timeout`](super::ClientConfig::ready_timeout).
+    ReadyTimeout,
+    /// [`ClientConfig::max_missed_pongs`](super::ClientConfig::max_missed_pongs) pongs in a row did not come.
+    HeartbeatTimeout,
+    /// The application asked for it ([`LlmrtcClient::drop_connection`](super::LlmrtcClient::drop_connection)).
+    Requested,
+}
+
+/// An [`Output::Event`](agentwire_core::Output::Event) of the
+/// [`LlmrtcClient`](super::LlmrtcClient).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ClientEvent {
+    /// The connection state changed.
+    StateChanged {
+        /// The previous state.
+        from: ConnectionState,
+        /// The new state.
+        to: ConnectionState,
+    },
+    /// `ready` arrived on a new connection.
+    Ready {
+        /// `ready.id`: this connection's session id.
+        id: String,
+        /// The server's protocol version.
+        protocol_version: u32,
+        /// STUN/TURN servers for WebRTC.
+        ice_servers: Option<Vec<IceServer>>,
+    },
+    /// The server speaks another protocol version: a warning; the connection proceeds
+    /// (spec "Compatibility Notes").
+    VersionMismatch {
+        /// The server's version.
+        server: u32,
+        /// Ours ([`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION)).
+        client: u32,
+    },
+    /// `reconnect` was sent for `previous` (before anything else on the connection).
+    ResumeRequested {
+        /// The session asked for.
+        previous: String,
+    },
+    /// `reconnect-ack` arrived.
+    Resumed {
+        /// Whether the previous session was found.
+        success: bool,
+        /// The session now in use (the previous one, or this connection's new one).
+        session_id: String,
+        /// Whether the conversation history came along.
+        history_recovered: bool,
+    },
+    /// A `pong` answered our `ping`.
+    Pong {
+        /// The echoed timestamp.
+        timestamp: u64,
+        /// Round-trip time, when the pong matched the last ping.
+        rtt: Option<Duration>,
+    },
+    /// A `ping` got no `pong` in time.
+    PongMissed {
+        /// Misses in a row so far.
+        missed: u32,
+    },
+    /// The connection was lost or dropped.
+    ConnectionLost {
+        /// Why.
+        reason: LossReason,
+    },
+    /// A reconnect try is scheduled.
+    Reconnecting {
+        /// This try's number, from 1.
+        attempt: u32,
+        /// [`Reconnection::max_retries`](super::Reconnection::max_retries).
+        max_attempts: u32,
+        /// The wait before it.
+        delay: Duration,
+    },
+    /// A server message, handled once (after the dual-channel rule): every payload event
+    /// (`transcript`, `llm-chunk`, `tts-start`, `error`, ...) and `signal`.
+    Message(ServerMessage),
+    /// A `tts-chunk`'s audio, decoded from base64.
+    TtsChunk {
+        /// Audio format (`"pcm"`: 16-bit little-endian mono).
+        format: String,
+        /// Sample rate in Hz.
+        sample_rate: u32,
+        /// The decoded bytes.
+        audio: Vec<u8>,
+    },
+    /// The reply's LLM text: on `llm`, with what the `llm-chunk`s streamed before it.
+    LlmReply {
+        /// The `llm` message's text.
+        text: String,
+        /// The chunks' contents joined (empty when the server did not stream).
+        streamed: String,
+    },
+    /// A whole TTS reply: the chunks joined at `tts-complete`, or a `tts` message decoded.
+    TtsAudio {
+        /// Audio format.
+        format: String,
+        /// Sample rate (from the chunks; `None` for a `tts` message, which has none).
+        sample_rate: Option<u32>,
+        /// The decoded audio.
+        audio: Vec<u8>,
+    },
+    /// A server message this client ignored: an unknown `type` (spec: ignore), a message
+    /// before `ready`, or a copy that the dual-channel rule sends through the other channel.
+    Ignored {
+        /// Its `type` (cut to 64 bytes).
+        type_name: String,
+        /// Why.
+        reason: IgnoreReason,
+    },
+    /// A message that could not be decoded (or broke a limit); ignored, the connection stays.
+    ProtocolViolation {
+        /// What was wrong.
+        error: ClientError,
+    },
+}
+
+/// Why a server message was ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IgnoreReason {
+    /// The `type` is not one the server sends.
+    UnknownType,
+    /// It came before `ready`.
+    BeforeReady,
+    /// The dual-channel rule takes this message from the other channel.
+    OtherChannel,
+}
+
+/// A bad server message, reported by [`ClientEvent::ProtocolViolation`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The message did not decode.
+    #[error("undecodable server message: {0}")]
+    Decode(String),
+    /// A `tts-chunk` or `tts` whose `data` is not base64.
+    #[error("{0} with data that is not base64")]
+    BadAudio(&'static str),
+    /// Assembled TTS audio passed `max_tts_audio_bytes`; this reply's audio is dropped.
+    #[error("tts audio beyond {max} bytes")]
+    AudioTooLarge {
+        /// The limit.
+        max: usize,
+    },
+    /// The assembled LLM text passed `max_llm_text_bytes`; later chunks are not appended.
+    #[error("llm reply beyond {max} bytes")]
+    TextTooLarge {
+        /// The limit.
+        max: usize,
+    },
+}
+
+impl From<DecodeError> for ClientError {
+    fn from(e: DecodeError) -> Self {
+        Self::Decode(e.to_string())
+    }
+}
+
+/// Why a client command was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientCommandError {
+    /// The client is closed.
+    #[error("client is closed")]
+    Closed,
+    /// `start` while already started.
+    #[error("client is already {0}")]
+    AlreadyStarted(ConnectionState),
+    /// The queue for messages sent while not connected is full.
+    #[error("send queue full ({0})")]
+    QueueFull(&'static str),
+    /// The message could not be encoded (an attachment or signal that is not JSON).
+    #[error("cannot encode: {0}")]
+    Encode(String),
+}

@@ -1,0 +1,791 @@
+//! The `LlmrtcClient`: the client role, one connection at a time, surviving reconnects.
+
+mod config;
+mod event;
+mod jitter;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use agentwire_core::{
+    CloseCode, ConnId, Dial, Dialer, Frame, FrameBuf, Machine, Monotonic, Outbox, Output, PeerInfo,
+    TimerSet,
+};
+
+use crate::codec::{decode_base64, encode_audio, Decoded};
+use crate::message::{
+    channel_of, Attachments, Channel, ClientMessage, IceServer, Offer, Ping, RawJson, Ready,
+    Reconnect, ServerMessage, VisionAttachment, PROTOCOL_VERSION,
+};
+
+pub use config::{ClientConfig, Reconnection};
+pub use event::{
+    ClientCommandError, ClientError, ClientEvent, ConnectionState, IgnoreReason, LossReason,
+};
+pub use jitter::{FixedJitter, JitterSource, SplitMix64};
+
+/// Close reason sent when no `ready` came in time.
+pub const CLOSE_READY_TIMEOUT: &str = "ready-timeout";
+/// Close reason sent when pongs stopped coming.
+pub const CLOSE_PONG_TIMEOUT: &str = "pong-timeout";
+/// Close reason sent by [`LlmrtcClient::drop_connection`].
+pub const CLOSE_DROPPED: &str = "client-reconnect";
+/// Close reason sent by [`LlmrtcClient::close`].
+pub const CLOSE_CLIENT: &str = "client-closed";
+
+/// The client's deadlines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// `ready` must arrive by then.
+    Ready,
+    /// Send the next `ping`.
+    Ping,
+    /// The outstanding `ping` counts as missed.
+    Pong,
+    /// Start the next reconnect try.
+    Retry,
+}
+
+/// Where a server message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    WebSocket,
+    DataChannel,
+}
+
+/// TTS audio being assembled between `tts-start` and `tts-complete`.
+#[derive(Debug, Default)]
+struct TtsBuf {
+    format: Option<String>,
+    sample_rate: Option<u32>,
+    audio: Vec<u8>,
+    overflow: bool,
+}
+
+/// The llmrtc client role (what `@llmrtc/llmrtc-web-client` does), sans IO.
+///
+/// It owns one WebSocket at a time and keeps its session across reconnects:
+///
+/// - waits for `ready` ([`ClientConfig::ready_timeout`], 10 s), warns on a protocol version
+///   mismatch ([`ClientEvent::VersionMismatch`]) and carries on;
+/// - pings every 15 s; a pong not back in 10 s is a miss, two misses in a row drop the
+///   connection;
+/// - reconnects with backoff (1 s × 2^n, capped at 30 s, + up to 30 % jitter from the
+///   injected [`JitterSource`], at most 5 tries, then `failed`), and on each new connection
+///   sends `reconnect` with the previous session id right after `ready`, before anything
+///   else (queued commands follow it);
+/// - applies INTEROP.md's dual-channel rule, so each payload message is handled once:
+///   `signal`, `pong` and `reconnect-ack` only from the WebSocket, every other type from the
+///   WebSocket only while the data channel is not open and from the data channel while it is
+///   ([`set_data_channel_open`](Self::set_data_channel_open),
+///   [`handle_data_channel_frame`](Self::handle_data_channel_frame));
+/// - assembles the `llm-chunk` stream ([`ClientEvent::LlmReply`]) and TTS chunks
+///   ([`ClientEvent::TtsAudio`]);
+/// - exposes the web client's states ([`ConnectionState`]).
+///
+/// It implements [`Dialer`]: run it with `agentwire_tokio::Client::connect_dialer`, which
+/// dials only when the machine asks, so the backoff and the try limit are this machine's,
+/// tested in simulated time.
+///
+/// The four kinds of method, as in quinn:
+/// - input: [`Machine::handle_connect`], [`Machine::handle_frame`],
+///   [`Machine::handle_disconnect`], [`Machine::handle_timeout`],
+///   [`Dialer::handle_dial_failed`], [`LlmrtcClient::handle_data_channel_frame`];
+/// - output: [`Machine::poll_output`], [`Machine::poll_timeout`], [`Dialer::poll_dial`];
+/// - commands: [`LlmrtcClient::start`], [`LlmrtcClient::close`],
+///   [`LlmrtcClient::drop_connection`],
+///   [`LlmrtcClient::send_audio`], [`LlmrtcClient::send_attachments`],
+///   [`LlmrtcClient::send_offer`], [`LlmrtcClient::set_data_channel_open`],
+///   [`LlmrtcClient::set_wall_clock`];
+/// - getters: [`LlmrtcClient::state`], [`LlmrtcClient::session_id`],
+///   [`LlmrtcClient::ready_id`], [`LlmrtcClient::server_protocol_version`],
+///   [`LlmrtcClient::ice_servers`], [`LlmrtcClient::reconnect_tries`],
+///   [`LlmrtcClient::rtt`], [`LlmrtcClient::is_data_channel_open`],
+///   [`LlmrtcClient::queued`].
+///
+/// # Spec decisions (client role)
+///
+/// Each is pinned by the test named after it (`tests/client.rs`, `tests/client_sim.rs`).
+///
+/// 1. **Jitter is added, never subtracted, after the cap**: the wait before try `n` is
+///    `min(1 s × 2^n, 30 s)` plus up to 30 % of that (INTEROP.md's "+≤30 %"), so the longest
+///    wait is 39 s (`backoff_caps_at_thirty_seconds_and_jitter_adds_at_most_thirty_percent`).
+/// 2. **"At most 5 tries" counts the tries after a loss**, and the count resets on `ready`,
+///    not on the TCP/WebSocket open: a server that accepts but never says `ready` uses tries
+///    up (`backoff_doubles_from_one_second_and_gives_up_after_five_tries`,
+///    `tries_restart_from_one_second_after_a_successful_ready`,
+///    `no_ready_within_ten_seconds_closes_and_retries`).
+/// 3. **A failed first connection goes to `reconnecting`** (the web client's
+///    `CONNECTING → RECONNECTING`), and **`failed` is not terminal**: `start` tries again with
+///    a fresh count; only `closed` is terminal ([`Dial::Stop`]) (`close_is_terminal`).
+/// 4. **`connected` means `ready` arrived** (this client has no WebRTC to wait for)
+///    (`starts_disconnected_and_dials_only_after_start`, `the_full_state_cycle`).
+/// 5. **`reconnect` goes out right after `ready`, then the commands queued meanwhile**,
+///    without waiting for `reconnect-ack`: the server handles one connection's messages in
+///    order (`reconnect_is_sent_before_anything_else_and_the_session_follows_the_ack`).
+/// 6. **The session follows `reconnect-ack.sessionId`**: kept on success, replaced by the
+///    new connection's id on failure, kept while no ack has come (same test;
+///    `after_a_server_restart_the_client_moves_to_a_new_session` in `tests/llmrtc_e2e.rs`).
+/// 7. **Any `pong` resets the miss count; RTT only when it echoes the last `ping`**
+///    (`a_pong_between_misses_resets_the_count`,
+///    `pings_every_fifteen_seconds_and_measures_rtt_from_the_echo`). Ping timestamps are
+///    Unix milliseconds from [`set_wall_clock`](Self::set_wall_clock) (the browser's
+///    `Date.now()`); without it, milliseconds since the first time the client saw.
+/// 8. **Nothing before `ready` is handled** (reported as
+///    [`IgnoreReason::BeforeReady`]); `ready` counts only from the WebSocket, and a second
+///    one on a connection is a violation
+///    (`nothing_before_ready_unknown_types_and_garbage_are_ignored_without_harm`).
+/// 9. **`error` is a payload message** for the dual-channel rule (it is not in INTEROP.md's
+///    WebSocket-only list) (`dual_channel_each_payload_message_is_handled_once`).
+/// 10. **TTS chunks surface decoded** ([`ClientEvent::TtsChunk`], not as a
+///     [`ClientEvent::Message`]); the joined audio comes at `tts-complete`
+///     ([`ClientEvent::TtsAudio`]); `tts-cancelled` drops it
+///     (`tts_chunks_are_decoded_and_joined_at_tts_complete`).
+/// 11. **Bad server messages never close the connection**: they are reported
+///     ([`ClientEvent::ProtocolViolation`]) and skipped; assembled text and audio are
+///     bounded ([`ClientConfig::max_llm_text_bytes`], [`ClientConfig::max_tts_audio_bytes`])
+///     (`the_llm_text_limit_stops_appending_and_says_so_once`,
+///     `tts_audio_beyond_the_limit_is_dropped`).
+///
+/// # Limits
+///
+/// | limit | default |
+/// |---|---|
+/// | [`ClientConfig::max_message_bytes`] | 8 MiB |
+/// | [`ClientConfig::max_llm_text_bytes`] | 1 MiB |
+/// | [`ClientConfig::max_tts_audio_bytes`] | 32 MiB |
+/// | [`ClientConfig::max_queued`] / [`max_queued_bytes`](ClientConfig::max_queued_bytes) | 16 / 16 MiB |
+pub struct LlmrtcClient {
+    config: ClientConfig,
+    rng: Box<dyn JitterSource>,
+    clock: Monotonic,
+    state: ConnectionState,
+    conn: Option<ConnId>,
+    ready: bool,
+    want_dial: bool,
+    tries: u32,
+    timers: TimerSet<Timer>,
+    /// The session a `reconnect` asks for on the next connection.
+    session_id: Option<String>,
+    ready_id: Option<String>,
+    server_version: Option<u32>,
+    ice_servers: Option<Vec<IceServer>>,
+    data_channel_open: bool,
+    missed_pongs: u32,
+    last_ping: Option<(u64, Instant)>,
+    wall_clock: Option<(Instant, u64)>,
+    rtt: Option<Duration>,
+    queue: VecDeque<FrameBuf>,
+    queued_bytes: usize,
+    llm_text: String,
+    llm_overflow: bool,
+    tts: Option<TtsBuf>,
+    scratch: Vec<u8>,
+    out: Outbox<ClientEvent>,
+}
+
+impl std::fmt::Debug for LlmrtcClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmrtcClient")
+            .field("state", &self.state)
+            .field("conn", &self.conn)
+            .field("session_id", &self.session_id)
+            .field("tries", &self.tries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LlmrtcClient {
+    /// A client in state `disconnected`; call [`start`](Self::start) to connect. `jitter`
+    /// supplies the reconnect jitter (a seeded [`SplitMix64`] in tests).
+    pub fn new(config: ClientConfig, jitter: impl JitterSource + 'static) -> Self {
+        Self {
+            session_id: config.resume_session.clone(),
+            config,
+            rng: Box::new(jitter),
+            clock: Monotonic::new(),
+            state: ConnectionState::Disconnected,
+            conn: None,
+            ready: false,
+            want_dial: false,
+            tries: 0,
+            timers: TimerSet::new(),
+            ready_id: None,
+            server_version: None,
+            ice_servers: None,
+            data_channel_open: false,
+            missed_pongs: 0,
+            last_ping: None,
+            wall_clock: None,
+            rtt: None,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            llm_text: String::new(),
+            llm_overflow: false,
+            tts: None,
+            scratch: Vec::new(),
+            out: Outbox::new(),
+        }
+    }
+
+    // ----- getters -----
+
+    /// The connection state.
+    pub fn state(&self) -> ConnectionState {
+        self.state
+    }
+
+    /// The session this client belongs to: the first `ready.id`, kept across reconnects
+    /// while the server recovers it, replaced when a `reconnect-ack` says it is gone.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// `ready.id` of the current connection.
+    pub fn ready_id(&self) -> Option<&str> {
+        self.ready_id.as_deref()
+    }
+
+    /// The protocol version the server announced.
+    pub fn server_protocol_version(&self) -> Option<u32> {
+        self.server_version
+    }
+
+    /// The ICE servers of the last `ready`.
+    pub fn ice_servers(&self) -> Option<&[IceServer]> {
+        self.ice_servers.as_deref()
+    }
+
+    /// Reconnect tries made since the last `ready`.
+    pub fn reconnect_tries(&self) -> u32 {
+        self.tries
+    }
+
+    /// The last measured ping round trip.
+    pub fn rtt(&self) -> Option<Duration> {
+        self.rtt
+    }
+
+    /// Whether the application reported the data channel open.
+    pub fn is_data_channel_open(&self) -> bool {
+        self.data_channel_open
+    }
+
+    /// Messages queued until the next `ready`.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The current connection, once open.
+    pub fn conn(&self) -> Option<ConnId> {
+        self.conn
+    }
+
+    // ----- commands -----
+
+    /// Starts connecting (from `disconnected`, or again from `failed` with a fresh try
+    /// count). The driver dials next ([`Dialer::poll_dial`] says [`Dial::Now`]).
+    pub fn start(&mut self, now: Instant) -> Result<(), ClientCommandError> {
+        self.clock.observe(now);
+        match self.state {
+            ConnectionState::Closed => Err(ClientCommandError::Closed),
+            ConnectionState::Disconnected | ConnectionState::Failed => {
+                self.tries = 0;
+                self.want_dial = true;
+                self.set_state(ConnectionState::Connecting);
+                Ok(())
+            }
+            other => Err(ClientCommandError::AlreadyStarted(other)),
+        }
+    }
+
+    /// Closes the client for good (state `closed`): the socket gets close 1000, queued
+    /// messages are dropped, and the driver stops ([`Dial::Stop`]).
+    pub fn close(&mut self, now: Instant) {
+        self.clock.observe(now);
+        if self.state == ConnectionState::Closed {
+            return;
+        }
+        if let Some(conn) = self.conn.take() {
+            self.out.close(conn, CloseCode::NORMAL, CLOSE_CLIENT);
+        }
+        self.ready = false;
+        self.want_dial = false;
+        self.data_channel_open = false;
+        self.timers.clear();
+        self.queue.clear();
+        self.queued_bytes = 0;
+        self.tts = None;
+        self.set_state(ConnectionState::Closed);
+    }
+
+    /// Drops the current connection (close 1000) and reconnects through the usual backoff,
+    /// resuming the session: for a network change the application knows of, or to show
+    /// recovery. Returns whether there was a connection to drop.
+    pub fn drop_connection(&mut self, now: Instant) -> bool {
+        let now = self.clock.observe(now);
+        if self.conn.is_none() || self.state == ConnectionState::Closed {
+            return false;
+        }
+        self.lose(LossReason::Requested, Some(CLOSE_DROPPED), now);
+        true
+    }
+
+    /// Sends an utterance as `audio` (`wav`: a whole WAV file, base64-encoded here) with
+    /// optional images. Queued while not connected (bounded); sent after `reconnect`.
+    pub fn send_audio(
+        &mut self,
+        wav: &[u8],
+        attachments: &[VisionAttachment],
+        now: Instant,
+    ) -> Result<(), ClientCommandError> {
+        self.clock.observe(now);
+        let mut buf = Vec::with_capacity(wav.len() / 3 * 4 + 64);
+        encode_audio(&mut buf, wav, attachments);
+        self.send_or_queue(FrameBuf::json_from_vec(buf))
+    }
+
+    /// Sends `attachments` (queued by the server for the next speech segment).
+    pub fn send_attachments(
+        &mut self,
+        attachments: Vec<VisionAttachment>,
+        now: Instant,
+    ) -> Result<(), ClientCommandError> {
+        self.clock.observe(now);
+        let msg = ClientMessage::Attachments(Attachments { attachments });
+        let frame = msg.to_frame(&mut self.scratch);
+        self.send_or_queue(frame)
+    }
+
+    /// Sends a WebRTC SDP `offer` (opaque JSON); the answer arrives as a `signal` message.
+    pub fn send_offer(&mut self, signal: RawJson, now: Instant) -> Result<(), ClientCommandError> {
+        self.clock.observe(now);
+        let frame = ClientMessage::Offer(Offer { signal }).to_frame(&mut self.scratch);
+        self.send_or_queue(frame)
+    }
+
+    /// Reports whether the current connection's WebRTC data channel is open. While it is,
+    /// payload messages are taken from [`handle_data_channel_frame`](Self::handle_data_channel_frame)
+    /// and their WebSocket copies ignored. Reset to closed whenever the connection ends.
+    pub fn set_data_channel_open(&mut self, open: bool, now: Instant) {
+        self.clock.observe(now);
+        self.data_channel_open = open && self.conn.is_some();
+    }
+
+    /// Ties `ping` timestamps to the wall clock: `unix_ms` is the time in milliseconds since
+    /// the Unix epoch at `now` (the browser's `Date.now()`). Without it, timestamps count
+    /// milliseconds from the first time the client saw.
+    pub fn set_wall_clock(&mut self, unix_ms: u64, now: Instant) {
+        let now = self.clock.observe(now);
+        self.wall_clock = Some((now, unix_ms));
+    }
+
+    /// A message that arrived on the current connection's WebRTC data channel.
+    pub fn handle_data_channel_frame(&mut self, frame: Frame<'_>, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.conn.is_none() {
+            return;
+        }
+        self.on_message(Source::DataChannel, frame, now);
+    }
+
+    // ----- internals -----
+
+    fn set_state(&mut self, to: ConnectionState) {
+        if self.state != to {
+            let from = std::mem::replace(&mut self.state, to);
+            self.out.event(ClientEvent::StateChanged { from, to });
+        }
+    }
+
+    fn send_or_queue(&mut self, frame: FrameBuf) -> Result<(), ClientCommandError> {
+        if self.state == ConnectionState::Closed {
+            return Err(ClientCommandError::Closed);
+        }
+        if let (true, Some(conn)) = (self.ready, self.conn) {
+            self.out.send(conn, frame);
+            return Ok(());
+        }
+        if self.queue.len() >= self.config.max_queued {
+            return Err(ClientCommandError::QueueFull("max_queued"));
+        }
+        if self.queued_bytes + frame.len() > self.config.max_queued_bytes {
+            return Err(ClientCommandError::QueueFull("max_queued_bytes"));
+        }
+        self.queued_bytes += frame.len();
+        self.queue.push_back(frame);
+        Ok(())
+    }
+
+    fn unix_ms(&mut self, now: Instant) -> u64 {
+        let (at, base) = *self.wall_clock.get_or_insert((now, 0));
+        let since = u64::try_from(now.saturating_duration_since(at).as_millis()).unwrap_or(0);
+        base.saturating_add(since)
+    }
+
+    /// Drops the current connection (closing it when `close` is set) and schedules a retry.
+    fn lose(&mut self, reason: LossReason, close: Option<&'static str>, now: Instant) {
+        if let Some(conn) = self.conn.take() {
+            if let Some(why) = close {
+                self.out.close(conn, CloseCode::NORMAL, why);
+            }
+        }
+        self.ready = false;
+        self.want_dial = false;
+        self.data_channel_open = false;
+        self.missed_pongs = 0;
+        self.last_ping = None;
+        self.tts = None;
+        self.llm_text.clear();
+        self.llm_overflow = false;
+        for t in [Timer::Ready, Timer::Ping, Timer::Pong] {
+            self.timers.cancel(&t);
+        }
+        self.out.event(ClientEvent::ConnectionLost { reason });
+        self.schedule_retry(now);
+    }
+
+    fn schedule_retry(&mut self, now: Instant) {
+        let policy = self.config.reconnection;
+        if !policy.enabled || self.tries >= policy.max_retries {
+            self.set_state(ConnectionState::Failed);
+            return;
+        }
+        let delay = policy.delay(self.tries, self.rng.next_u64());
+        self.tries += 1;
+        self.timers.set(Timer::Retry, now + delay);
+        self.set_state(ConnectionState::Reconnecting);
+        self.out.event(ClientEvent::Reconnecting {
+            attempt: self.tries,
+            max_attempts: policy.max_retries,
+            delay,
+        });
+    }
+
+    fn violation(&mut self, error: ClientError) {
+        self.out.event(ClientEvent::ProtocolViolation { error });
+    }
+
+    fn ignore(&mut self, type_name: &str, reason: IgnoreReason) {
+        let mut end = type_name.len().min(64);
+        while !type_name.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.out.event(ClientEvent::Ignored {
+            type_name: type_name[..end].to_owned(),
+            reason,
+        });
+    }
+
+    fn on_message(&mut self, src: Source, frame: Frame<'_>, now: Instant) {
+        let msg = match ServerMessage::decode(frame, self.config.max_message_bytes) {
+            Ok(Decoded::Message(m)) => m,
+            Ok(Decoded::Unknown { type_name }) => {
+                return self.ignore(&type_name, IgnoreReason::UnknownType)
+            }
+            Err(e) => return self.violation(e.into()),
+        };
+        let ty = msg.type_name();
+        if !self.ready {
+            match msg {
+                ServerMessage::Ready(r) if src == Source::WebSocket => self.on_ready(r, now),
+                _ => self.ignore(ty, IgnoreReason::BeforeReady),
+            }
+            return;
+        }
+        // INTEROP.md's dual-channel rule: each payload message is handled from one channel.
+        let wanted = match channel_of(ty) {
+            Channel::WebSocket => src == Source::WebSocket,
+            Channel::Both => (src == Source::DataChannel) == self.data_channel_open,
+        };
+        if !wanted {
+            return self.ignore(ty, IgnoreReason::OtherChannel);
+        }
+        self.on_server_message(msg, now);
+    }
+
+    fn on_ready(&mut self, r: Ready, now: Instant) {
+        let Some(conn) = self.conn else { return };
+        self.ready = true;
+        self.timers.cancel(&Timer::Ready);
+        if r.protocol_version != PROTOCOL_VERSION {
+            self.out.event(ClientEvent::VersionMismatch {
+                server: r.protocol_version,
+                client: PROTOCOL_VERSION,
+            });
+        }
+        self.server_version = Some(r.protocol_version);
+        self.ice_servers.clone_from(&r.ice_servers);
+        self.ready_id = Some(r.id.clone());
+        self.out.event(ClientEvent::Ready {
+            id: r.id.clone(),
+            protocol_version: r.protocol_version,
+            ice_servers: r.ice_servers,
+        });
+        // `reconnect` before anything else on this connection (INTEROP.md).
+        match self.session_id.clone() {
+            Some(previous) if previous != r.id => {
+                let msg = ClientMessage::Reconnect(Reconnect {
+                    session_id: previous.clone(),
+                });
+                let frame = msg.to_frame(&mut self.scratch);
+                self.out.send(conn, frame);
+                self.out.event(ClientEvent::ResumeRequested { previous });
+            }
+            Some(_) => {}
+            None => self.session_id = Some(r.id),
+        }
+        while let Some(frame) = self.queue.pop_front() {
+            self.out.send(conn, frame);
+        }
+        self.queued_bytes = 0;
+        self.tries = 0;
+        self.missed_pongs = 0;
+        self.timers
+            .set(Timer::Ping, now + self.config.ping_interval);
+        self.set_state(ConnectionState::Connected);
+    }
+
+    fn on_server_message(&mut self, msg: ServerMessage, now: Instant) {
+        match msg {
+            ServerMessage::Ready(_) => self.violation(ClientError::Decode(
+                "a second ready on one connection".into(),
+            )),
+            ServerMessage::Pong(p) => {
+                self.missed_pongs = 0;
+                self.timers.cancel(&Timer::Pong);
+                let timestamp = p.timestamp.as_u64().unwrap_or(0);
+                let rtt = match self.last_ping.take() {
+                    Some((ts, sent)) if ts == timestamp => {
+                        Some(now.saturating_duration_since(sent))
+                    }
+                    other => {
+                        self.last_ping = other;
+                        None
+                    }
+                };
+                if rtt.is_some() {
+                    self.rtt = rtt;
+                }
+                self.out.event(ClientEvent::Pong { timestamp, rtt });
+            }
+            ServerMessage::ReconnectAck(a) => {
+                self.session_id = Some(a.session_id.clone());
+                self.out.event(ClientEvent::Resumed {
+                    success: a.success,
+                    session_id: a.session_id,
+                    history_recovered: a.history_recovered,
+                });
+            }
+            ServerMessage::Transcript(t) => {
+                if t.is_final {
+                    self.llm_text.clear();
+                    self.llm_overflow = false;
+                }
+                self.out
+                    .event(ClientEvent::Message(ServerMessage::Transcript(t)));
+            }
+            ServerMessage::LlmChunk(c) => {
+                if self.llm_text.len() + c.content.len() <= self.config.max_llm_text_bytes {
+                    self.llm_text.push_str(&c.content);
+                } else if !self.llm_overflow {
+                    self.llm_overflow = true;
+                    self.violation(ClientError::TextTooLarge {
+                        max: self.config.max_llm_text_bytes,
+                    });
+                }
+                self.out
+                    .event(ClientEvent::Message(ServerMessage::LlmChunk(c)));
+            }
+            ServerMessage::Llm(l) => {
+                let streamed = std::mem::take(&mut self.llm_text);
+                self.llm_overflow = false;
+                self.out
+                    .event(ClientEvent::Message(ServerMessage::Llm(l.clone())));
+                self.out.event(ClientEvent::LlmReply {
+                    text: l.text,
+                    streamed,
+                });
+            }
+            ServerMessage::TtsStart => {
+                self.tts = Some(TtsBuf::default());
+                self.out
+                    .event(ClientEvent::Message(ServerMessage::TtsStart));
+            }
+            ServerMessage::TtsChunk(c) => self.on_tts_chunk(c.format, c.sample_rate, &c.data),
+            ServerMessage::Tts(t) => {
+                let mut audio = Vec::new();
+                if decode_base64(&t.data, self.config.max_tts_audio_bytes, &mut audio).is_none() {
+                    return self.violation(ClientError::BadAudio("tts"));
+                }
+                self.out.event(ClientEvent::TtsAudio {
+                    format: t.format,
+                    sample_rate: None,
+                    audio,
+                });
+            }
+            ServerMessage::TtsComplete => {
+                let buf = self.tts.take();
+                self.out
+                    .event(ClientEvent::Message(ServerMessage::TtsComplete));
+                if let Some(b) = buf.filter(|b| !b.overflow && !b.audio.is_empty()) {
+                    self.out.event(ClientEvent::TtsAudio {
+                        format: b.format.unwrap_or_default(),
+                        sample_rate: b.sample_rate,
+                        audio: b.audio,
+                    });
+                }
+            }
+            ServerMessage::TtsCancelled => {
+                self.tts = None;
+                self.out
+                    .event(ClientEvent::Message(ServerMessage::TtsCancelled));
+            }
+            other => self.out.event(ClientEvent::Message(other)),
+        }
+    }
+
+    fn on_tts_chunk(&mut self, format: String, sample_rate: u32, data: &str) {
+        let max = self.config.max_tts_audio_bytes;
+        let mut audio = Vec::new();
+        if decode_base64(data, max, &mut audio).is_none() {
+            return self.violation(ClientError::BadAudio("tts-chunk"));
+        }
+        // Chunks without a tts-start still count: start a buffer.
+        let buf = self.tts.get_or_insert_with(TtsBuf::default);
+        let mut overflowed = false;
+        if !buf.overflow {
+            if buf.audio.len() + audio.len() > max {
+                buf.overflow = true;
+                buf.audio = Vec::new();
+                overflowed = true;
+            } else {
+                buf.audio.extend_from_slice(&audio);
+                buf.format.get_or_insert_with(|| format.clone());
+                buf.sample_rate.get_or_insert(sample_rate);
+            }
+        }
+        if overflowed {
+            self.violation(ClientError::AudioTooLarge { max });
+        }
+        self.out.event(ClientEvent::TtsChunk {
+            format,
+            sample_rate,
+            audio,
+        });
+    }
+
+    fn on_timer(&mut self, timer: Timer, now: Instant) {
+        match timer {
+            Timer::Ready => self.lose(LossReason::ReadyTimeout, Some(CLOSE_READY_TIMEOUT), now),
+            Timer::Ping => {
+                let Some(conn) = self.conn.filter(|_| self.ready) else {
+                    return;
+                };
+                let ts = self.unix_ms(now);
+                let frame = ClientMessage::Ping(Ping::new(ts)).to_frame(&mut self.scratch);
+                self.out.send(conn, frame);
+                self.last_ping = Some((ts, now));
+                if self.timers.get(&Timer::Pong).is_none() {
+                    self.timers.set(Timer::Pong, now + self.config.pong_timeout);
+                }
+                self.timers
+                    .set(Timer::Ping, now + self.config.ping_interval);
+            }
+            Timer::Pong => {
+                self.missed_pongs += 1;
+                self.out.event(ClientEvent::PongMissed {
+                    missed: self.missed_pongs,
+                });
+                if self.missed_pongs >= self.config.max_missed_pongs.max(1) {
+                    self.lose(LossReason::HeartbeatTimeout, Some(CLOSE_PONG_TIMEOUT), now);
+                }
+            }
+            Timer::Retry => {
+                if self.state == ConnectionState::Reconnecting {
+                    self.want_dial = true;
+                    self.set_state(ConnectionState::Connecting);
+                }
+            }
+        }
+    }
+}
+
+impl Machine for LlmrtcClient {
+    type Event = ClientEvent;
+
+    /// A WebSocket opened. The client waits for `ready` (timer started); a connection it
+    /// did not ask for (closed, or one already open) is closed at once.
+    fn handle_connect(&mut self, conn: ConnId, _peer: &PeerInfo, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.state == ConnectionState::Closed || self.conn.is_some() {
+            self.out.close(conn, CloseCode::NORMAL, CLOSE_CLIENT);
+            return;
+        }
+        self.conn = Some(conn);
+        self.want_dial = false;
+        self.ready = false;
+        self.data_channel_open = false;
+        self.timers.cancel(&Timer::Retry);
+        self.timers
+            .set(Timer::Ready, now + self.config.ready_timeout);
+        self.set_state(ConnectionState::Connecting);
+    }
+
+    /// A WebSocket message on the current connection; others are ignored. Never panics.
+    fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.conn != Some(conn) {
+            return;
+        }
+        self.on_message(Source::WebSocket, frame, now);
+    }
+
+    /// The current connection ended: a reconnect try is scheduled (or `failed`).
+    fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.conn == Some(conn) {
+            self.conn = None;
+            self.lose(LossReason::Disconnected, None, now);
+        }
+    }
+
+    /// Fires due timers: ready timeout, ping, pong timeout, reconnect try.
+    fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        while let Some(timer) = self.timers.pop_expired(now) {
+            self.on_timer(timer, now);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    fn poll_output(&mut self) -> Option<Output<ClientEvent>> {
+        self.out.pop()
+    }
+}
+
+impl Dialer for LlmrtcClient {
+    /// `Now` while connecting without a socket; `Stop` once closed.
+    fn poll_dial(&self) -> Dial {
+        match self.state {
+            ConnectionState::Closed => Dial::Stop,
+            _ if self.want_dial && self.conn.is_none() => Dial::Now,
+            _ => Dial::Wait,
+        }
+    }
+
+    /// A try failed before the WebSocket opened: the next one is scheduled (or `failed`).
+    fn handle_dial_failed(&mut self, _reason: &str, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.want_dial && self.conn.is_none() {
+            self.want_dial = false;
+            self.out.event(ClientEvent::ConnectionLost {
+                reason: LossReason::DialFailed,
+            });
+            self.schedule_retry(now);
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Server configuration and limits, with documented defaults.
+
+use std::time::Duration;
+
+use crate::codec::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::message::IceServer;
+use crate::playbook::Playbook;
+use crate::vad::VadConfig;
+
+/// Bounds on what peers can make the [`LlmrtcServer`](crate::LlmrtcServer) hold.
+///
+/// Every collection that peer input can grow has a limit here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerLimits {
+    /// Connections at once. Default 1,024; one more gets `error RATE_LIMITED` and close
+    /// 1013 `server-full` instead of `ready`.
+    pub max_connections: usize,
+    /// Sessions held at once, connected or waiting for a reconnect. Default 1,024. A new
+    /// connection over the limit evicts the least recently active disconnected session; if
+    /// every session is connected, it is refused like `max_connections`.
+    pub max_sessions: usize,
+    /// Largest message body in bytes, checked before parsing. Default 8 MiB
+    /// ([`DEFAULT_MAX_MESSAGE_BYTES`]): one `audio` message holds a whole utterance. Larger
+    /// bodies get `error INVALID_MESSAGE`; the connection stays.
+    pub max_message_bytes: usize,
+    /// PCM buffered for one speech segment, in bytes of 16-bit mono. Default 3,840,000
+    /// (two minutes at 16 kHz). A segment that reaches it ends there (`speech-end`) and is
+    /// transcribed as it is.
+    pub max_segment_bytes: usize,
+    /// Finished speech segments waiting for the session's current turn. Default 4; one more
+    /// gets `error RATE_LIMITED` and is dropped.
+    pub max_queued_turns: usize,
+    /// Attachments waiting for the next turn. Default 8; more get `error RATE_LIMITED` and
+    /// are dropped.
+    pub max_queued_attachments: usize,
+    /// Conversation history entries kept per session (user and assistant turns). Default
+    /// 100; the oldest are dropped.
+    pub max_history: usize,
+    /// Largest LLM reply in bytes. Default 64 KiB; a longer reply fails the turn with
+    /// `LLM_ERROR`.
+    pub max_reply_bytes: usize,
+    /// Largest transcript in bytes. Default 16 KiB; a longer one fails the turn with
+    /// `STT_ERROR`.
+    pub max_transcript_bytes: usize,
+    /// Expired session ids remembered, so that a late `reconnect` gets `SESSION_EXPIRED`
+    /// rather than `SESSION_NOT_FOUND`. Default 1,024 (oldest forgotten first).
+    pub max_expired_remembered: usize,
+    /// Tool rounds (LLM answers with tool calls, then is asked again) per turn in playbook
+    /// mode. Default 4; one more fails the turn with `PLAYBOOK_ERROR`.
+    pub max_tool_rounds: usize,
+    /// Tool calls in one LLM round. Default 8; more fail the turn with `PLAYBOOK_ERROR`.
+    pub max_tool_calls_per_round: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            max_sessions: 1024,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_segment_bytes: 3_840_000,
+            max_queued_turns: 4,
+            max_queued_attachments: 8,
+            max_history: 100,
+            max_reply_bytes: 64 << 10,
+            max_transcript_bytes: 16 << 10,
+            max_expired_remembered: 1024,
+            max_tool_rounds: 4,
+            max_tool_calls_per_round: 8,
+        }
+    }
+}
+
+/// How long the server waits for each provider before failing the turn with a `*_TIMEOUT`
+/// error. Each is an idle time: it restarts whenever the provider reports progress (a
+/// partial transcript, an LLM chunk, a TTS chunk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProviderTimeouts {
+    /// Speech-to-text. Default 30 s (`STT_TIMEOUT`).
+    pub stt: Duration,
+    /// LLM. Default 60 s (`LLM_TIMEOUT`).
+    pub llm: Duration,
+    /// Text-to-speech. Default 30 s (`TTS_TIMEOUT`).
+    pub tts: Duration,
+    /// One playbook tool. Default 30 s (`TOOL_ERROR`).
+    pub tool: Duration,
+}
+
+impl Default for ProviderTimeouts {
+    fn default() -> Self {
+        Self {
+            stt: Duration::from_secs(30),
+            llm: Duration::from_secs(60),
+            tts: Duration::from_secs(30),
+            tool: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Configuration of the [`LlmrtcServer`](crate::LlmrtcServer).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// ICE servers sent in every `ready`. Default none, and then `iceServers` is omitted.
+    pub ice_servers: Vec<IceServer>,
+    /// Time without a `ping` after which a connection is closed (1000 `heartbeat-timeout`);
+    /// the session stays for a reconnect. Default `Some(45 s)`; `None` never closes.
+    pub heartbeat_timeout: Option<Duration>,
+    /// How long a session whose connection ended waits for a `reconnect`, counted from its
+    /// last activity. Default 30 minutes.
+    pub session_ttl: Duration,
+    /// Whether the application answers WebRTC `offer`s ([`ServerEvent::Offer`](crate::ServerEvent::Offer),
+    /// [`LlmrtcServer::signal`](crate::LlmrtcServer::signal)). Default `false`: every offer is
+    /// answered `error WEBRTC_UNAVAILABLE`, as the reference server without WebRTC support.
+    pub webrtc: bool,
+    /// Voice activity detection thresholds.
+    pub vad: VadConfig,
+    /// Provider timeouts.
+    pub timeouts: ProviderTimeouts,
+    /// Playbook mode: stages with tools. Default `None` (a plain voice conversation).
+    pub playbook: Option<Playbook>,
+    /// Limits on what peers can make the server hold.
+    pub limits: ServerLimits,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            ice_servers: Vec::new(),
+            heartbeat_timeout: Some(Duration::from_secs(45)),
+            session_ttl: Duration::from_secs(30 * 60),
+            webrtc: false,
+            vad: VadConfig::default(),
+            timeouts: ProviderTimeouts::default(),
+            playbook: None,
+            limits: ServerLimits::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Sets the ICE servers of `ready`.
+    pub fn with_ice_servers(mut self, servers: Vec<IceServer>) -> Self {
+        self.ice_servers = servers;
+        self
+    }
+
+    /// Sets (or, with `None`, turns off) the heartbeat timeout.
+    pub fn with_heartbeat_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.heartbeat_timeout = timeout;
+        self
+    }
+
+    /// Sets the session TTL.
+    pub fn with_session_ttl(mut self, ttl: Duration) -> Self {
+        self.session_ttl = ttl;
+        self
+    }
+
+    /// Turns WebRTC offer handling on or off.
+    pub fn with_webrtc(mut self, webrtc: bool) -> Self {
+        self.webrtc = webrtc;
+        self
+    }
+
+    /// Sets the VAD thresholds.
+    pub fn with_vad(mut self, vad: VadConfig) -> Self {
+        self.vad = vad;
+        self
+    }
+
+    /// Sets the provider timeouts.
+    pub fn with_timeouts(mut self, timeouts: ProviderTimeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Turns playbook mode on with `playbook` (checked by [`Playbook::validate`] when the
+    /// server is built).
+    pub fn with_playbook(mut self, playbook: Playbook) -> Self {
+        self.playbook = Some(playbook);
+        self
+    }
+
+    /// Sets the limits.
+    pub fn with_limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}

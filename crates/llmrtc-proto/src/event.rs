@@ -1,0 +1,155 @@
+//! What the server tells the application, and why a command was refused.
+
+use agentwire_core::{ConnId, FrameBuf};
+
+use crate::error::ErrorCode;
+use crate::message::RawJson;
+use crate::provider::{
+    LlmRequest, ProviderKind, RequestId, SttRequest, ToolCallRequest, TtsRequest,
+};
+
+/// An [`Output::Event`](agentwire_core::Output::Event) of the
+/// [`LlmrtcServer`](crate::LlmrtcServer).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ServerEvent {
+    /// A connection got `ready` with a new session.
+    SessionStarted {
+        /// The connection.
+        conn: ConnId,
+        /// The new session's id (`ready.id`).
+        session: String,
+    },
+    /// A `reconnect` moved session `session` (and its history) to `conn`.
+    SessionResumed {
+        /// The connection.
+        conn: ConnId,
+        /// The recovered session.
+        session: String,
+        /// The session made for `conn` at connect, now discarded.
+        replaced: String,
+    },
+    /// A `reconnect` named a session that does not exist (`expired` tells which error).
+    ResumeFailed {
+        /// The connection.
+        conn: ConnId,
+        /// The id the client named.
+        requested: String,
+        /// Whether the id belonged to a session that expired.
+        expired: bool,
+    },
+    /// A session's connection ended; it waits for a reconnect until its TTL.
+    SessionDetached {
+        /// The session.
+        session: String,
+    },
+    /// A disconnected session reached its TTL (or was evicted for room) and is gone.
+    SessionExpired {
+        /// The session.
+        session: String,
+    },
+    /// The server closed a connection that sent no `ping` in time.
+    HeartbeatTimeout {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Transcribe a speech segment.
+    Stt(SttRequest),
+    /// Ask the LLM.
+    Llm(LlmRequest),
+    /// Synthesize speech.
+    Tts(TtsRequest),
+    /// Run a playbook tool.
+    ToolCall(ToolCallRequest),
+    /// The machine no longer wants the answer to `request` (barge-in, disconnect, timeout,
+    /// a failed turn): stop work on it.
+    Cancel {
+        /// The request.
+        request: RequestId,
+        /// Its provider.
+        kind: ProviderKind,
+    },
+    /// A WebRTC `offer` (only with [`ServerConfig::webrtc`](crate::ServerConfig::webrtc)):
+    /// answer with [`LlmrtcServer::signal`](crate::LlmrtcServer::signal).
+    Offer {
+        /// The connection.
+        conn: ConnId,
+        /// Its session.
+        session: String,
+        /// The SDP offer.
+        signal: RawJson,
+    },
+    /// The data-channel copy of a payload message (spec "Transport Channels"): carry it on
+    /// `conn`'s WebRTC data channel, or ignore it. Emitted only while the application has
+    /// reported the channel open ([`LlmrtcServer::set_data_channel_open`](crate::LlmrtcServer::set_data_channel_open)),
+    /// right after the WebSocket copy.
+    DataChannel {
+        /// The connection whose peer connection carries the channel.
+        conn: ConnId,
+        /// The same frame as sent on the WebSocket.
+        frame: FrameBuf,
+    },
+    /// A message with a `type` the server does not handle, ignored as the spec says.
+    Ignored {
+        /// The connection.
+        conn: ConnId,
+        /// Its `type`.
+        type_name: String,
+    },
+    /// The server sent `error` to a connection (for logs and metrics).
+    ErrorSent {
+        /// The connection.
+        conn: ConnId,
+        /// The code.
+        code: ErrorCode,
+        /// The text.
+        message: String,
+    },
+    /// A turn ended (answered, failed, or cut by barge-in or a disconnect).
+    TurnEnded {
+        /// The session.
+        session: String,
+        /// How.
+        outcome: TurnOutcome,
+    },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// `tts-complete` was sent (or the reply was empty, so there was nothing to speak).
+    Completed,
+    /// The transcript was empty: no LLM call.
+    NothingHeard,
+    /// Barge-in: `tts-cancelled` was sent.
+    Interrupted,
+    /// A provider failed or timed out; the `error` code sent.
+    Failed(ErrorCode),
+    /// The connection ended, or a reconnect replaced the session.
+    Abandoned,
+}
+
+/// Why a command was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// No such request, or it was cancelled or answered already (safe to ignore).
+    #[error("unknown or finished request")]
+    UnknownRequest,
+    /// The request is for another provider than this method answers.
+    #[error("request is a {0:?} request")]
+    WrongProvider(ProviderKind),
+    /// No such connection.
+    #[error("unknown connection")]
+    UnknownConnection,
+    /// No such session.
+    #[error("unknown session")]
+    UnknownSession,
+    /// Not in playbook mode, or no such stage.
+    #[error("unknown stage or not in playbook mode")]
+    UnknownStage,
+    /// The call breaks an order rule (e.g. a tool call after text in playbook mode, audio
+    /// after `tts_done`).
+    #[error("not allowed now: {0}")]
+    OutOfOrder(&'static str),
+}

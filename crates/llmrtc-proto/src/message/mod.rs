@@ -1,0 +1,29 @@
+//! Wire types: one enum per sender, exact names of the spec.
+//!
+//! - [`ClientMessage`]: client → server (`ping`, `offer`, `reconnect`, `audio`, `attachments`).
+//! - [`ServerMessage`]: server → client (`ready` ... `error`, 18 types).
+//!
+//! `type` values are kebab-case, fields camelCase. Optionality follows the spec's notation:
+//! `field?` is an `Option` omitted when `None`. Unknown fields are ignored on decode; an
+//! unknown `type` decodes to [`Decoded::Unknown`](crate::Decoded::Unknown), which callers
+//! ignore (spec "Compatibility Notes"). SDP payloads (`offer.signal`, `signal.signal`) are
+//! opaque JSON ([`RawJson`]), never parsed.
+
+mod client_message;
+mod common;
+mod raw;
+mod server_message;
+pub(crate) mod tagged;
+
+pub use client_message::{
+    Attachments, Audio, AudioRef, ClientMessage, ClientMessageRef, Offer, Ping, Reconnect,
+};
+pub use common::{IceServer, IceUrls, Timestamp, VisionAttachment};
+pub use raw::RawJson;
+pub use server_message::{
+    channel_of, Channel, ErrorMessage, Llm, LlmChunk, Pong, Ready, ReconnectAck, ServerMessage,
+    Signal, StageChange, ToolCallEnd, ToolCallStart, Transcript, Tts, TtsChunk,
+};
+
+/// The protocol version this crate speaks and writes in `ready.protocolVersion` (a number).
+pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,0 +1,217 @@
+//! The reference llmrtc server: an `LlmrtcServer` machine served by agentwire-tokio, its
+//! provider requests answered by [`Providers`] (the offline stand-ins unless you plug in
+//! real ones), LLM tokens and TTS audio streamed with a configurable pace.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agentwire::core::UuidV4Ids;
+use agentwire::llmrtc::{LlmrtcServer, ProviderError, RequestId, ServerConfig, ServerEvent};
+use agentwire::tokio::{Handle, Limits, Server, ServerConfig as TransportConfig};
+
+use super::providers::{LlmStep, Providers};
+
+/// How fast the stand-ins stream (a real LLM or TTS streams at its own pace).
+#[derive(Debug, Clone, Copy)]
+pub struct Pacing {
+    /// Wait before each LLM token.
+    pub token: Duration,
+    /// Wait before each TTS piece (one word of tones).
+    pub tts_piece: Duration,
+}
+
+impl Pacing {
+    /// About real time: 30 ms per token, 150 ms per spoken word.
+    pub fn real_time() -> Self {
+        Self {
+            token: Duration::from_millis(30),
+            tts_piece: Duration::from_millis(150),
+        }
+    }
+
+    /// Fast, for the demo and tests: 2 ms per token, 25 ms per spoken word (still slow
+    /// enough to interrupt).
+    pub fn fast() -> Self {
+        Self {
+            token: Duration::from_millis(2),
+            tts_piece: Duration::from_millis(25),
+        }
+    }
+}
+
+/// A running llmrtc server.
+pub struct LlmrtcApp {
+    /// The transport server (address, shutdown).
+    pub server: Server<LlmrtcServer>,
+    /// Commands to the machine.
+    pub handle: Handle<LlmrtcServer>,
+    /// The task answering provider requests; ends when the server stops.
+    pub events_task: tokio::task::JoinHandle<()>,
+}
+
+impl LlmrtcApp {
+    /// `ws://<addr>/`.
+    pub fn url(&self) -> String {
+        format!("ws://{}/", self.server.local_addr())
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Shuts the server down (peers get 1001) and waits for the event task.
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
+        let _ = self.events_task.await;
+    }
+}
+
+/// Transport headroom above the machine's own message limit, so an oversize `audio` still
+/// reaches the machine (which answers it) instead of being cut by the transport.
+const TRANSPORT_HEADROOM: usize = 64 << 10;
+
+/// Transport settings for `config`: message and frame caps follow its `max_message_bytes`.
+pub fn transport_config(config: &ServerConfig) -> TransportConfig {
+    let max = config
+        .limits
+        .max_message_bytes
+        .saturating_add(TRANSPORT_HEADROOM);
+    TransportConfig::default().with_limits(
+        Limits::default()
+            .with_max_message_size(max)
+            .with_max_frame_size(max),
+    )
+}
+
+/// Starts a server on `addr`. `on_event` sees every machine event first (in the event task:
+/// keep it quick).
+pub async fn start(
+    addr: &str,
+    config: ServerConfig,
+    mut providers: Providers,
+    pacing: Pacing,
+    mut on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<LlmrtcApp> {
+    let transport = transport_config(&config);
+    let machine = LlmrtcServer::new(config, UuidV4Ids)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+    let (server, mut events) = Server::bind(addr, machine, transport).await?;
+    let handle = server.handle();
+    let h = handle.clone();
+    let events_task = tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            on_event(&ev);
+            answer(&h, &mut providers, pacing, ev).await;
+        }
+    });
+    Ok(LlmrtcApp {
+        server,
+        handle,
+        events_task,
+    })
+}
+
+fn failed(e: String) -> ProviderError {
+    ProviderError::Failed(e)
+}
+
+/// Answers one provider request (streams run in their own tasks).
+async fn answer(h: &Handle<LlmrtcServer>, p: &mut Providers, pacing: Pacing, ev: ServerEvent) {
+    match ev {
+        ServerEvent::Stt(r) => {
+            let text = p.stt.transcribe(&r.segment).map_err(failed);
+            let _ = h
+                .call(move |m, now| m.stt_result(r.request, text, now))
+                .await;
+        }
+        ServerEvent::Llm(r) => {
+            let step = p.llm.reply(&r);
+            tokio::spawn(stream_llm(h.clone(), r.request, step, pacing.token));
+        }
+        ServerEvent::Tts(r) => {
+            let rate = p.tts.sample_rate();
+            let pieces = p.tts.synthesize(&r.text);
+            tokio::spawn(stream_tts(
+                h.clone(),
+                r.request,
+                rate,
+                pieces,
+                pacing.tts_piece,
+            ));
+        }
+        ServerEvent::ToolCall(r) => {
+            let outcome = p.tools.call(&r.name, &r.arguments);
+            let _ = h
+                .call(move |m, now| m.tool_result(r.request, outcome, now))
+                .await;
+        }
+        // Cancelled requests fail their next call with UnknownRequest, which ends their
+        // stream task; nothing else to do for the stand-ins.
+        _ => {}
+    }
+}
+
+async fn stream_llm(
+    h: Handle<LlmrtcServer>,
+    request: RequestId,
+    step: Result<LlmStep, String>,
+    pace: Duration,
+) {
+    let (tokens, tool) = match step {
+        Err(e) => {
+            let _ = h
+                .call(move |m, now| m.llm_failed(request, failed(e), now))
+                .await;
+            return;
+        }
+        Ok(LlmStep::Tokens(t)) => (t, None),
+        Ok(LlmStep::ToolCall {
+            preamble,
+            name,
+            arguments,
+        }) => (preamble, Some((name, arguments))),
+    };
+    for t in tokens {
+        tokio::time::sleep(pace).await;
+        match h.call(move |m, now| m.llm_chunk(request, &t, now)).await {
+            Ok(Ok(())) => {}
+            _ => return, // cancelled (barge-in, disconnect) or the server stopped
+        }
+    }
+    if let Some((name, arguments)) = tool {
+        let _ = h
+            .call(move |m, now| m.llm_tool_call(request, &name, arguments, now))
+            .await;
+    }
+    let _ = h.call(move |m, now| m.llm_done(request, now)).await;
+}
+
+async fn stream_tts(
+    h: Handle<LlmrtcServer>,
+    request: RequestId,
+    rate: u32,
+    pieces: Result<Vec<Vec<u8>>, String>,
+    pace: Duration,
+) {
+    let pieces = match pieces {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = h
+                .call(move |m, now| m.tts_failed(request, failed(e), now))
+                .await;
+            return;
+        }
+    };
+    for piece in pieces {
+        tokio::time::sleep(pace).await;
+        match h
+            .call(move |m, now| m.tts_chunk(request, "pcm", rate, &piece, now))
+            .await
+        {
+            Ok(Ok(())) => {}
+            _ => return,
+        }
+    }
+    let _ = h.call(move |m, now| m.tts_done(request, now)).await;
+}

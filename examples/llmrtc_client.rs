@@ -1,0 +1,109 @@
+//! Reference llmrtc client.
+//!
+//! Connects to `--url` (default ws://127.0.0.1:8787/), sends `--wav FILE` (or a generated
+//! utterance) as `audio` `--turns` times, prints every event, shows the LLM reply as it
+//! streams, and writes the TTS audio it receives to `--out` (a WAV file per turn:
+//! `reply-1.wav`, ...). `--drop-after N` drops the connection after turn N to show a
+//! reconnect that recovers the session's history.
+//!
+//! ```text
+//! cargo run --example llmrtc_server &
+//! cargo run --example llmrtc_client -- --turns 2 --drop-after 1
+//! ```
+
+#[path = "llmrtc/mod.rs"]
+mod llmrtc;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentwire::llmrtc::{ClientConfig, ClientEvent, ServerMessage};
+use clap::Parser;
+use llmrtc::audio::{utterance_wav, write_wav_file};
+use llmrtc::client_app::{describe, LlmrtcClientApp};
+
+/// Reference llmrtc client.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8787/")]
+    url: String,
+    /// A WAV file (PCM 16-bit, mono or stereo) to send; default: a generated utterance.
+    #[arg(long)]
+    wav: Option<PathBuf>,
+    /// How many turns (the same audio each time).
+    #[arg(long, default_value_t = 1)]
+    turns: u32,
+    /// Drop the connection after this turn, then reconnect and resume the session.
+    #[arg(long)]
+    drop_after: Option<u32>,
+    /// Directory for the received TTS audio.
+    #[arg(long, default_value = ".")]
+    out: PathBuf,
+    /// Seconds to wait for each turn.
+    #[arg(long, default_value_t = 60)]
+    turn_timeout: u64,
+}
+
+fn print_event(e: &ClientEvent) {
+    if let ClientEvent::Message(ServerMessage::LlmChunk(c)) = e {
+        print!("{}", c.content);
+        if c.done {
+            println!();
+        }
+        let _ = std::io::stdout().flush();
+    } else if let Some(line) = describe(e) {
+        println!("{line}");
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    llmrtc::init_tracing("warn");
+    let args = Args::parse();
+    let wav = match &args.wav {
+        Some(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        None => utterance_wav(700),
+    };
+    let (_, seed) = llmrtc::clocks();
+    let mut client = LlmrtcClientApp::start(&args.url, ClientConfig::default(), seed).await?;
+    let patience = Duration::from_secs(args.turn_timeout);
+    client
+        .wait_for("ready", patience, print_event, |e| {
+            matches!(e, ClientEvent::Ready { .. })
+        })
+        .await?;
+    for turn in 1..=args.turns {
+        println!("--- turn {turn}: sending {} bytes of WAV", wav.len());
+        client.send_audio(wav.clone()).await?;
+        let audio = client
+            .wait_for("the reply's audio", patience, print_event, |e| {
+                matches!(
+                    e,
+                    ClientEvent::TtsAudio { .. } | ClientEvent::Message(ServerMessage::Error(_))
+                )
+            })
+            .await?;
+        if let ClientEvent::TtsAudio {
+            sample_rate, audio, ..
+        } = audio
+        {
+            let path = args.out.join(format!("reply-{turn}.wav"));
+            write_wav_file(&path, sample_rate.unwrap_or(24_000), &audio)?;
+            println!("wrote {}", path.display());
+        }
+        if args.drop_after == Some(turn) {
+            println!("--- dropping the connection (--drop-after {turn})");
+            client.drop_connection().await?;
+            client
+                .wait_for("reconnect-ack", patience, print_event, |e| {
+                    matches!(e, ClientEvent::Resumed { .. })
+                })
+                .await?;
+        }
+    }
+    client.close().await;
+    Ok(())
+}
