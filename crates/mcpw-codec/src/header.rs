@@ -437,4 +437,124 @@ mod tests {
         h2.size = 100;
         assert_eq!(h2.to_bytes(), bytes);
     }
+
+    fn with(f: impl FnOnce(&mut [u8; 24])) -> [u8; 24] {
+        let mut b = go_vector();
+        f(&mut b);
+        b
+    }
+
+    #[test]
+    fn bad_magic_version_99_and_2_mib_give_the_three_errors() {
+        let l = Limits::default();
+        let bad_magic = with(|b| b[..4].copy_from_slice(b"MCPX"));
+        assert_eq!(
+            Header::parse(&bad_magic, &l),
+            Err(HeaderError::BadMagic(*b"MCPX"))
+        );
+        let v99 = with(|b| b[4] = 99);
+        assert_eq!(
+            Header::parse(&v99, &l),
+            Err(HeaderError::UnsupportedVersion(99))
+        );
+        let two_mib = with(|b| b[20..].copy_from_slice(&(2u32 << 20).to_be_bytes()));
+        assert_eq!(
+            Header::parse(&two_mib, &l),
+            Err(HeaderError::PayloadTooLarge {
+                size: 2 << 20,
+                max: 1 << 20
+            })
+        );
+        // The reference's messages, word for word, lead ours.
+        assert!(HeaderError::BadMagic(*b"MCPX")
+            .to_string()
+            .starts_with("invalid magic number"));
+        assert!(HeaderError::UnsupportedVersion(99)
+            .to_string()
+            .starts_with("unsupported protocol version"));
+        assert!(HeaderError::PayloadTooLarge { size: 1, max: 0 }
+            .to_string()
+            .starts_with("payload too large"));
+    }
+
+    #[test]
+    fn checks_run_in_order_magic_version_size_reserved() {
+        let l = Limits::default();
+        let all_bad = with(|b| {
+            b[0] = 0;
+            b[4] = 2;
+            b[18] = 1;
+            b[20] = 0xff;
+        });
+        assert!(matches!(
+            Header::parse(&all_bad, &l),
+            Err(HeaderError::BadMagic(_))
+        ));
+        let mut b = all_bad;
+        b[0] = b'M';
+        assert_eq!(
+            Header::parse(&b, &l),
+            Err(HeaderError::UnsupportedVersion(2))
+        );
+        b[4] = 1;
+        assert!(matches!(
+            Header::parse(&b, &l),
+            Err(HeaderError::PayloadTooLarge { .. })
+        ));
+        b[20] = 0;
+        assert_eq!(
+            Header::parse(&b, &l),
+            Err(HeaderError::ReservedNotZero(0x0100))
+        );
+    }
+
+    #[test]
+    fn exactly_1_mib_is_allowed_one_more_is_not() {
+        let l = Limits::default();
+        let exact = with(|b| b[20..].copy_from_slice(&(1u32 << 20).to_be_bytes()));
+        assert_eq!(Header::parse(&exact, &l).unwrap().size, 1 << 20);
+        let over = with(|b| b[20..].copy_from_slice(&((1u32 << 20) + 1).to_be_bytes()));
+        assert!(Header::parse(&over, &l).is_err());
+    }
+
+    #[test]
+    fn reserved_is_rejected_by_default_and_kept_when_ignored() {
+        let b = with(|b| b[18..20].copy_from_slice(&[0xbe, 0xef]));
+        assert_eq!(
+            Header::parse(&b, &Limits::default()),
+            Err(HeaderError::ReservedNotZero(0xbeef))
+        );
+        let mut l = Limits::default();
+        l.reserved = ReservedPolicy::Ignore;
+        let h = Header::parse(&b, &l).unwrap();
+        assert_eq!(h.reserved, 0xbeef);
+        assert_eq!(h.to_bytes(), b);
+        assert_eq!(Header::new(MessageType::PING, 0, Method::PING).reserved, 0);
+    }
+
+    #[test]
+    fn unknown_codes_survive_and_print() {
+        let b = with(|b| {
+            b[5] = 0xee;
+            b[6..8].copy_from_slice(&0x8009u16.to_be_bytes());
+            b[16..18].copy_from_slice(&4242u16.to_be_bytes());
+        });
+        let h = Header::parse(&b, &Limits::default()).unwrap();
+        assert_eq!(h.to_bytes(), b);
+        assert_eq!(format!("{:?}", h.kind), "MessageType(238)");
+        assert_eq!(format!("{:?}", h.flags), "COMPRESSED | PRIORITY | 0x8000");
+        assert_eq!(h.flags.unknown_bits(), 0x8000);
+        assert_eq!(format!("{:?}", h.method), "Method(4242)");
+        assert_eq!(format!("{:?}", Method::STATE_SYNC), "STATE_SYNC");
+        assert_eq!(Method::from_name("state.sync"), Method::STATE_SYNC);
+        assert_eq!(Method::from_name("no.such"), Method::UNKNOWN);
+    }
+
+    #[test]
+    fn short_input_is_truncated() {
+        assert_eq!(
+            Header::parse_slice(&go_vector()[..23], &Limits::default()),
+            Err(HeaderError::Truncated(23))
+        );
+    }
 }

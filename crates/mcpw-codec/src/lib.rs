@@ -111,7 +111,8 @@
 //!
 //! - `zlib-rs` (default): the zlib-rs deflate backend through flate2. miniz_oxide is always
 //!   available as [`Backend::MinizOxide`].
-//! - `tokio-util`: `Decoder`/`Encoder` for MCPW frames over byte streams.
+//! - `tokio-util`: `tokio_codec::McpwFrames`, a `Decoder`/`Encoder` for MCPW frames over
+//!   byte streams (`FramedRead`/`FramedWrite`).
 //! - `fuzzing`: `#[doc(hidden)]` entry points for the cargo-fuzz targets.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -121,12 +122,17 @@ mod codec;
 mod config;
 mod deflate;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gzip;
 mod header;
 pub mod json;
 mod message;
 pub mod params;
 pub mod signing;
+#[cfg(feature = "tokio-util")]
+pub mod tokio_codec;
 
 pub use codec::{Codec, Form, RawFrame};
 pub use config::{Backend, CodecConfig, CompressPolicy, Compression, Limits, ReservedPolicy};
