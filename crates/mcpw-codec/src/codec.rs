@@ -334,7 +334,13 @@ fn decode_frame_into<'a>(
         *inflated = Vec::new();
     }
     inflated.clear();
-    decoder.decompress(payload, inflated, limits.max_decompressed)?;
+    if let Err(e) = decoder.decompress(payload, inflated, limits.max_decompressed) {
+        // A refused bomb must not keep its cap-sized buffer alive until the next frame.
+        if inflated.capacity() > RETAIN_INFLATED {
+            *inflated = Vec::new();
+        }
+        return Err(e.into());
+    }
     Ok(RawFrame {
         header,
         payload: inflated,
