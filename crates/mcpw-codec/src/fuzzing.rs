@@ -31,9 +31,11 @@ fn backends() -> [Backend; 2] {
 /// exactly the same 24 bytes; strict acceptance implies lax acceptance of the same header.
 pub fn header(data: &[u8]) {
     let strict = Limits::default();
-    let mut lax = Limits::default();
-    lax.max_payload = u32::MAX;
-    lax.reserved = ReservedPolicy::Ignore;
+    let lax = Limits {
+        max_payload: u32::MAX,
+        reserved: ReservedPolicy::Ignore,
+        ..Limits::default()
+    };
     let Some(bytes) = data.first_chunk::<HEADER_LEN>() else {
         assert_eq!(
             Header::parse_slice(data, &strict),
@@ -185,8 +187,10 @@ fn round_trip(msg: &Message) {
     }
     let mut text = Vec::new();
     if crate::json::encode(&msg, &mut text).is_ok() {
-        let mut lax = Limits::default();
-        lax.max_text = usize::MAX;
+        let lax = Limits {
+            max_text: usize::MAX,
+            ..Limits::default()
+        };
         let back = crate::json::decode(&text, &lax).expect("own JSON decodes");
         assert_same(&back, &msg);
     }

@@ -524,8 +524,10 @@ mod tests {
             Header::parse(&b, &Limits::default()),
             Err(HeaderError::ReservedNotZero(0xbeef))
         );
-        let mut l = Limits::default();
-        l.reserved = ReservedPolicy::Ignore;
+        let l = Limits {
+            reserved: ReservedPolicy::Ignore,
+            ..Limits::default()
+        };
         let h = Header::parse(&b, &l).unwrap();
         assert_eq!(h.reserved, 0xbeef);
         assert_eq!(h.to_bytes(), b);

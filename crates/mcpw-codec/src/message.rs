@@ -205,7 +205,14 @@ impl Body {
         ) -> Result<Body, DecodeError> {
             match serde_json::from_str::<T>(json) {
                 Ok(v) => Ok(wrap(v)),
-                Err(error) => Err(invalid_params(method, json, error)),
+                // Not JSON at all is an invalid message (4000), not invalid params (4005).
+                // (On this error path only, check the whole text: serde may report a missing
+                // field before it reaches a syntax error further on.)
+                Err(error) if !error.is_data() => Err(DecodeError::Json(error)),
+                Err(error) => match serde_json::from_str::<serde::de::IgnoredAny>(json) {
+                    Err(syntax) => Err(DecodeError::Json(syntax)),
+                    Ok(_) => Err(invalid_params(method, json, error)),
+                },
             }
         }
         Some(match code {

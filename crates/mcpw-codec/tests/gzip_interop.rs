@@ -53,7 +53,11 @@ fn compressors() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
         ("gzip -1", "gzip", vec!["-c", "-n", "-1"]),
         ("gzip -9", "gzip", vec!["-c", "-9"]),
         ("python level 6", "python3", vec!["-c", PY_COMPRESS, "6"]),
-        ("python with FNAME and MTIME", "python3", vec!["-c", PY_COMPRESS_NAMED]),
+        (
+            "python with FNAME and MTIME",
+            "python3",
+            vec!["-c", PY_COMPRESS_NAMED],
+        ),
     ]
 }
 
@@ -65,8 +69,11 @@ fn decompressors() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
 }
 
 fn payloads() -> Vec<Vec<u8>> {
-    let json = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/task_complete.json"))
-        .expect("fixture");
+    let json = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/task_complete.json"
+    ))
+    .expect("fixture");
     let mut big = Vec::new();
     for i in 0..400 {
         big.extend_from_slice(format!("{{\"i\":{i},\"text\":\"finding number {i}\"}},").as_bytes());
@@ -78,7 +85,10 @@ fn payloads() -> Vec<Vec<u8>> {
 fn require_some(ran: usize, what: &str) {
     if ran == 0 {
         let msg = format!("skipped {what}: neither `gzip` nor `python3` is installed");
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg} (CI=true)");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{msg} (CI=true)"
+        );
         eprintln!("{msg}");
     }
 }
@@ -131,7 +141,8 @@ fn gzip_and_python_output_is_read_by_us() {
 /// A frame whose payload an outside tool compressed, as a Go peer would send it.
 #[test]
 fn frames_compressed_elsewhere_decode_and_ours_inflate_elsewhere() {
-    let params = serde_json::json!({"rows": (0..300).map(|i| format!("row {i}")).collect::<Vec<_>>()});
+    let params =
+        serde_json::json!({"rows": (0..300).map(|i| format!("row {i}")).collect::<Vec<_>>()});
     let payload = serde_json::to_vec(&params).unwrap();
     let mut ran = 0;
     for (name, cmd, args) in compressors() {
@@ -144,7 +155,9 @@ fn frames_compressed_elsewhere_decode_and_ours_inflate_elsewhere() {
         h.size = z.len() as u32;
         let mut frame = h.to_bytes().to_vec();
         frame.extend_from_slice(&z);
-        let msg = Codec::default().decode(&frame).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let msg = Codec::default()
+            .decode(&frame)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
             msg.body,
             Body::Other(OtherCall::new("tool.execute", params.clone())),
@@ -158,12 +171,18 @@ fn frames_compressed_elsewhere_decode_and_ours_inflate_elsewhere() {
     );
     let mut frame = Vec::new();
     let h = Codec::default().encode(&msg, &mut frame).unwrap();
-    assert!(h.flags.contains(Flags::COMPRESSED), "a 3 KB list compresses");
+    assert!(
+        h.flags.contains(Flags::COMPRESSED),
+        "a 3 KB list compresses"
+    );
     for (_, cmd, args) in decompressors() {
         if let Some(out) = run(cmd, &args, &frame[24..]) {
             ran += 1;
             assert_eq!(out, payload);
         }
     }
-    require_some(ran, "frames_compressed_elsewhere_decode_and_ours_inflate_elsewhere");
+    require_some(
+        ran,
+        "frames_compressed_elsewhere_decode_and_ours_inflate_elsewhere",
+    );
 }

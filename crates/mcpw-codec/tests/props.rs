@@ -93,15 +93,17 @@ fn capability() -> impl Strategy<Value = Capability> {
         option::of(s()),
         option::of(f()),
     )
-        .prop_map(|(name, confidence, languages, specialties, patterns, ls, tp)| Capability {
-            name,
-            confidence,
-            languages,
-            specialties,
-            patterns,
-            learning_status: ls,
-            training_progress: tp,
-        })
+        .prop_map(
+            |(name, confidence, languages, specialties, patterns, ls, tp)| Capability {
+                name,
+                confidence,
+                languages,
+                specialties,
+                patterns,
+                learning_status: ls,
+                training_progress: tp,
+            },
+        )
 }
 
 fn register() -> impl Strategy<Value = AgentRegister> {
@@ -110,11 +112,15 @@ fn register() -> impl Strategy<Value = AgentRegister> {
         option::of(s()),
         vec(capability(), 0..3),
         option::of((option::of(s()), option::of(s()), option::of(s()))),
-        option::of((option::of(any::<u64>()), option::of(any::<u64>()), option::of(any::<bool>()))),
+        option::of((
+            option::of(any::<u64>()),
+            option::of(any::<u64>()),
+            option::of(any::<bool>()),
+        )),
         option::of(json()),
     )
-        .prop_map(|(agent_id, agent_type, capabilities, model, resources, metadata)| {
-            AgentRegister {
+        .prop_map(
+            |(agent_id, agent_type, capabilities, model, resources, metadata)| AgentRegister {
                 agent_id,
                 agent_type,
                 capabilities,
@@ -129,19 +135,23 @@ fn register() -> impl Strategy<Value = AgentRegister> {
                     gpu_required: c,
                 }),
                 metadata,
-            }
-        })
+            },
+        )
 }
 
 fn confirmed() -> impl Strategy<Value = RegistrationConfirmed> {
-    (s(), option::of(s()), option::of(any::<u64>()), option::of(strings())).prop_map(
-        |(agent_id, session_id, hb, acc)| RegistrationConfirmed {
+    (
+        s(),
+        option::of(s()),
+        option::of(any::<u64>()),
+        option::of(strings()),
+    )
+        .prop_map(|(agent_id, session_id, hb, acc)| RegistrationConfirmed {
             agent_id,
             session_id,
             heartbeat_interval_ms: hb,
             accepted_capabilities: acc,
-        },
-    )
+        })
 }
 
 fn heartbeat() -> impl Strategy<Value = AgentHeartbeat> {
@@ -170,14 +180,18 @@ fn heartbeat() -> impl Strategy<Value = AgentHeartbeat> {
             processing_rate,
         },
     );
-    (s(), option::of(s()), option::of(metrics), option::of(workload)).prop_map(
-        |(agent_id, status, metrics, workload)| AgentHeartbeat {
+    (
+        s(),
+        option::of(s()),
+        option::of(metrics),
+        option::of(workload),
+    )
+        .prop_map(|(agent_id, status, metrics, workload)| AgentHeartbeat {
             agent_id,
             status,
             metrics,
             workload,
-        },
-    )
+        })
 }
 
 fn assigned() -> impl Strategy<Value = TaskAssigned> {
@@ -197,8 +211,8 @@ fn assigned() -> impl Strategy<Value = TaskAssigned> {
         option::of(json()),
         option::of(routing),
     )
-        .prop_map(|(task_id, task_type, priority, deadline, context, requirements, r)| {
-            TaskAssigned {
+        .prop_map(
+            |(task_id, task_type, priority, deadline, context, requirements, r)| TaskAssigned {
                 task_id,
                 task_type,
                 priority,
@@ -206,8 +220,8 @@ fn assigned() -> impl Strategy<Value = TaskAssigned> {
                 context,
                 requirements,
                 routing_metadata: r,
-            }
-        })
+            },
+        )
 }
 
 fn progress() -> impl Strategy<Value = TaskProgress> {
@@ -221,16 +235,18 @@ fn progress() -> impl Strategy<Value = TaskProgress> {
         option::of(s()),
         option::of(json()),
     )
-        .prop_map(|(task_id, agent_id, progress, status, cs, sc, ec, ir)| TaskProgress {
-            task_id,
-            agent_id,
-            progress,
-            status,
-            current_step: cs,
-            steps_completed: sc,
-            estimated_completion: ec,
-            intermediate_results: ir,
-        })
+        .prop_map(
+            |(task_id, agent_id, progress, status, cs, sc, ec, ir)| TaskProgress {
+                task_id,
+                agent_id,
+                progress,
+                status,
+                current_step: cs,
+                steps_completed: sc,
+                estimated_completion: ec,
+                intermediate_results: ir,
+            },
+        )
 }
 
 fn complete() -> impl Strategy<Value = TaskComplete> {
@@ -242,27 +258,36 @@ fn complete() -> impl Strategy<Value = TaskComplete> {
         option::of(s()),
         option::of(s()),
     )
-        .prop_map(|(kind, severity, file, line, description, suggestion)| Finding {
-            kind,
-            severity,
-            file,
-            line,
-            description,
-            suggestion,
-        });
-    let result = (option::of(s()), option::of(vec(finding, 0..3)), option::of(json()))
+        .prop_map(
+            |(kind, severity, file, line, description, suggestion)| Finding {
+                kind,
+                severity,
+                file,
+                line,
+                description,
+                suggestion,
+            },
+        );
+    let result = (
+        option::of(s()),
+        option::of(vec(finding, 0..3)),
+        option::of(json()),
+    )
         .prop_map(|(summary, findings, metrics)| TaskResult {
             summary,
             findings,
             metrics,
         });
-    let usage = (option::of(f()), option::of(any::<u64>()), option::of(any::<u64>())).prop_map(
-        |(cpu_seconds, memory_peak_mb, tokens_used)| ResourceUsage {
+    let usage = (
+        option::of(f()),
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+    )
+        .prop_map(|(cpu_seconds, memory_peak_mb, tokens_used)| ResourceUsage {
             cpu_seconds,
             memory_peak_mb,
             tokens_used,
-        },
-    );
+        });
     (
         s(),
         s(),
@@ -271,16 +296,16 @@ fn complete() -> impl Strategy<Value = TaskComplete> {
         option::of(result),
         option::of(usage),
     )
-        .prop_map(|(task_id, agent_id, status, duration_ms, result, resource_usage)| {
-            TaskComplete {
+        .prop_map(
+            |(task_id, agent_id, status, duration_ms, result, resource_usage)| TaskComplete {
                 task_id,
                 agent_id,
                 status,
                 duration_ms,
                 result,
                 resource_usage,
-            }
-        })
+            },
+        )
 }
 
 fn capability_update() -> impl Strategy<Value = CapabilityUpdate> {
@@ -289,14 +314,14 @@ fn capability_update() -> impl Strategy<Value = CapabilityUpdate> {
         Just(CapabilityOperation::Update),
         Just(CapabilityOperation::Remove),
     ];
-    (s(), op, capability(), option::of(s())).prop_map(|(agent_id, operation, capability, reason)| {
-        CapabilityUpdate {
+    (s(), op, capability(), option::of(s())).prop_map(
+        |(agent_id, operation, capability, reason)| CapabilityUpdate {
             agent_id,
             operation,
             capability,
             reason,
-        }
-    })
+        },
+    )
 }
 
 fn collaboration() -> impl Strategy<Value = CollaborationRequest> {
@@ -309,8 +334,8 @@ fn collaboration() -> impl Strategy<Value = CollaborationRequest> {
         option::of(any::<u64>()),
         option::of(json()),
     )
-        .prop_map(|(task_id, ra, ct, required_agents, cp, timeout_ms, context)| {
-            CollaborationRequest {
+        .prop_map(
+            |(task_id, ra, ct, required_agents, cp, timeout_ms, context)| CollaborationRequest {
                 task_id,
                 requesting_agent: ra,
                 collaboration_type: ct,
@@ -318,8 +343,8 @@ fn collaboration() -> impl Strategy<Value = CollaborationRequest> {
                 coordination_pattern: cp,
                 timeout_ms,
                 context,
-            }
-        })
+            },
+        )
 }
 
 fn state_sync() -> impl Strategy<Value = StateSync> {
@@ -352,23 +377,36 @@ fn state_sync() -> impl Strategy<Value = StateSync> {
         vec(prop_oneof![g, or], 0..4),
         option::of("[0-9a-f]{40}"),
     )
-        .prop_map(|(agent_id, vector_clock, operations, merkle_root)| StateSync {
-            agent_id,
-            vector_clock: vector_clock.into_iter().collect::<BTreeMap<_, _>>(),
-            operations,
-            merkle_root,
-        })
+        .prop_map(
+            |(agent_id, vector_clock, operations, merkle_root)| StateSync {
+                agent_id,
+                vector_clock: vector_clock.into_iter().collect::<BTreeMap<_, _>>(),
+                operations,
+                merkle_root,
+            },
+        )
 }
 
 fn shutdown() -> impl Strategy<Value = AgentShutdown> {
-    let fs = (option::of(any::<u64>()), option::of(strings()), option::of(strings())).prop_map(
-        |(completed_tasks, active_tasks, pending_transfers)| FinalState {
-            completed_tasks,
-            active_tasks,
-            pending_transfers,
-        },
-    );
-    (s(), option::of(s()), option::of(any::<u64>()), option::of(any::<bool>()), option::of(fs))
+    let fs = (
+        option::of(any::<u64>()),
+        option::of(strings()),
+        option::of(strings()),
+    )
+        .prop_map(
+            |(completed_tasks, active_tasks, pending_transfers)| FinalState {
+                completed_tasks,
+                active_tasks,
+                pending_transfers,
+            },
+        );
+    (
+        s(),
+        option::of(s()),
+        option::of(any::<u64>()),
+        option::of(any::<bool>()),
+        option::of(fs),
+    )
         .prop_map(|(agent_id, reason, gt, tt, final_state)| AgentShutdown {
             agent_id,
             reason,
@@ -441,14 +479,12 @@ fn binary_message() -> impl Strategy<Value = Message> {
         4 => call_body(),
         1 => vec(json_message(), 0..4).prop_map(Body::Batch),
     ];
-    (any::<u64>(), any::<u16>(), any::<u8>(), body).prop_map(move |(seq, flags, k, body)| {
-        Message {
-            id: None,
-            seq,
-            kind: kind_for(&body, k),
-            flags: Flags(flags).without(framing),
-            body,
-        }
+    (any::<u64>(), any::<u16>(), any::<u8>(), body).prop_map(move |(seq, flags, k, body)| Message {
+        id: None,
+        seq,
+        kind: kind_for(&body, k),
+        flags: Flags(flags).without(framing),
+        body,
     })
 }
 
