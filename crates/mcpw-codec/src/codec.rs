@@ -94,8 +94,8 @@ impl Codec {
 
     /// Appends the binary frame of `msg` to `out` and returns the header written.
     ///
-    /// The payload is the JSON of the params (see [`binary`](crate::binary) for the
-    /// layout), gzipped when the [`Compression`](crate::Compression) policy says so and the
+    /// The payload is the JSON of the params (the crate docs' "Spec decisions" 2-3
+    /// give the layout), gzipped when the [`Compression`](crate::Compression) policy says so and the
     /// result is smaller. On error `out` is unchanged.
     pub fn encode(&mut self, msg: &Message, out: &mut Vec<u8>) -> Result<Header, EncodeError> {
         json::check_kind(msg, self.config.limits.max_batch)?;

@@ -94,6 +94,7 @@ impl Header {
     /// [`Limits::max_payload`] (exactly the limit is allowed), then the reserved field.
     ///
     /// Nothing is allocated, so a frame's payload buffer is only sized after this passed.
+    #[inline]
     pub fn parse(bytes: &[u8; HEADER_LEN], limits: &Limits) -> Result<Self, HeaderError> {
         let magic = [bytes[0], bytes[1], bytes[2], bytes[3]];
         if magic != MAGIC {
@@ -129,6 +130,7 @@ impl Header {
     }
 
     /// [`Header::parse`] on the first 24 bytes of `bytes`; fewer is [`HeaderError::Truncated`].
+    #[inline]
     pub fn parse_slice(bytes: &[u8], limits: &Limits) -> Result<Self, HeaderError> {
         match bytes.first_chunk::<HEADER_LEN>() {
             Some(h) => Self::parse(h, limits),
@@ -137,6 +139,7 @@ impl Header {
     }
 
     /// The 24 wire bytes of this header.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[..4].copy_from_slice(&MAGIC);
@@ -151,6 +154,7 @@ impl Header {
     }
 
     /// Appends the 24 wire bytes to `out`.
+    #[inline]
     pub fn write(&self, out: &mut impl BufMut) {
         out.put_slice(&self.to_bytes());
     }
