@@ -270,7 +270,7 @@ fn frame_decode(c: &mut Criterion, out: &mut Vec<Paired>) {
 /// The raw engine with `reset()`, the baseline for one backend and level.
 enum Raw {
     Miniz(Box<CompressorOxide>, Box<InflateState>),
-    Zlib(flate2::Compress, flate2::Decompress),
+    Zlib(Box<flate2::Compress>, Box<flate2::Decompress>),
 }
 
 impl Raw {
@@ -285,8 +285,11 @@ impl Raw {
                 InflateState::new_boxed(DataFormat::Raw),
             ),
             _ => Self::Zlib(
-                flate2::Compress::new(flate2::Compression::new(level), false),
-                flate2::Decompress::new(false),
+                Box::new(flate2::Compress::new(
+                    flate2::Compression::new(level),
+                    false,
+                )),
+                Box::new(flate2::Decompress::new(false)),
             ),
         }
     }
