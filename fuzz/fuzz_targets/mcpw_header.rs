@@ -1,3 +1,2 @@
 #![no_main]
-// Placeholder: the target is written on its protocol branch.
-libfuzzer_sys::fuzz_target!(|_data: &[u8]| {});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mcpw_codec::fuzzing::header(data));

@@ -1,1 +1,177 @@
-//! Sans-IO MCPW codec (work in progress on this branch).
+//! Sans-IO codec for **MCPW**, the agent-orchestration WebSocket protocol of
+//! `specs/mcpw.md` (in the project's shared docs), byte-compatible with its reference Go
+//! implementation where the two differ on the wire (`INTEROP.md`, mcpw section: big-endian
+//! header, gzip, the 1 MiB size limit, method codes 1-9).
+//!
+//! Agents and an orchestration server exchange the same messages in two forms: **binary**
+//! frames (a 24-byte header, then the params' JSON, gzipped when that pays) and **JSON** text
+//! frames (`{"id", "type", "method", "params"}`). This crate encodes and decodes both, never
+//! opens a socket and never reads a clock. It works over WebSocket frames or over a plain
+//! byte stream ([`Codec::decode_stream`], or `tokio_util` with the `tokio-util` feature).
+//!
+//! # API map
+//!
+//! | item | what it is |
+//! |---|---|
+//! | [`Header`], [`HeaderError`] | the 24-byte header: `parse` (checks magic, version, size, reserved) and `write` |
+//! | [`MessageType`], [`Flags`], [`Method`] | open code spaces: unknown values survive a round trip |
+//! | [`Message`], [`Body`], [`OtherCall`] | one message, the same value in both forms; typed body per method |
+//! | [`params`] | typed params of every spec message (`AgentRegister`, `StateSync`, ...; re-exported at the root) |
+//! | [`ErrorBody`], [`ErrorCode`] | type-3 error messages, codes 4000-4008 as an open newtype |
+//! | [`Codec`] | binary encode/decode with reused gzip state, raw frames, the streaming decoder, WebSocket frames |
+//! | [`json`] | the JSON form as free functions (`json::decode`, `json::encode`) |
+//! | [`Limits`], [`Compression`], [`CodecConfig`] | every limit and compression setting, with defaults |
+//! | [`gzip`] | single-member gzip with a hard output cap and typed [`GzipError`]s |
+//! | [`signing`] | HMAC-SHA256 signing and constant-time verification |
+//! | [`DecodeError`], [`EncodeError`] | typed errors; [`DecodeError::code`] is the spec code to answer with |
+//!
+//! # Example
+//!
+//! ```
+//! use mcpw_codec::{AgentHeartbeat, Body, Codec, Form, Message, MessageType};
+//!
+//! let mut codec = Codec::default();
+//! let beat = Message::new(
+//!     MessageType::REQUEST,
+//!     Body::AgentHeartbeat(AgentHeartbeat {
+//!         agent_id: "agent-123".into(),
+//!         status: Some("healthy".into()),
+//!         metrics: None,
+//!         workload: None,
+//!     }),
+//! )
+//! .with_seq(1);
+//!
+//! // Binary form: 24-byte header + JSON params.
+//! let mut frame = Vec::new();
+//! let header = codec.encode(&beat, &mut frame).unwrap();
+//! assert_eq!(&frame[..4], b"MCPW");
+//! assert_eq!(header.method.as_str(), Some("agent.heartbeat"));
+//! assert_eq!(codec.decode(&frame).unwrap(), beat);
+//!
+//! // JSON form, in a text frame.
+//! let text = codec.encode_ws(&beat.clone().with_id("hb-1"), Form::Json).unwrap();
+//! assert_eq!(
+//!     text.as_text().unwrap(),
+//!     r#"{"id":"hb-1","type":0,"method":"agent.heartbeat","params":{"agent_id":"agent-123","status":"healthy"}}"#
+//! );
+//! ```
+//!
+//! # The binary payload
+//!
+//! | message | header type / method | payload (JSON) |
+//! |---|---|---|
+//! | a spec method | its type / code 10-19 | the params |
+//! | a reference method (codes 1-9) or an unknown code | its type / that code | the params (`null` if none) |
+//! | a method without a code | its type / 0 | `{"method": name, "params": ...}` |
+//! | an error | 3 / 0 | the error object |
+//! | a batch | 6, flag `BATCH` / 0 | `{"messages": [JSON form, ...], "count": n}` |
+//!
+//! The payload is gzipped (flag `COMPRESSED`) when it is longer than the threshold and the
+//! gzip member is smaller. Decoding checks the header before it allocates, inflates with a
+//! hard cap, then parses the params straight into their type.
+//!
+//! # Limits
+//!
+//! | limit ([`Limits`]) | default | beyond it |
+//! |---|---|---|
+//! | `max_payload` | 1 MiB (exactly 1 MiB allowed) | [`HeaderError::PayloadTooLarge`], code 4007, before any allocation |
+//! | `max_decompressed` | 10 MiB | [`GzipError::TooLarge`], code 4007, inflating stops at cap + 1 |
+//! | `max_batch` | 100 messages | [`DecodeError::BatchTooLarge`], code 4007, counted while parsing |
+//! | `max_text` | 1 MiB | [`DecodeError::TextTooLarge`], code 4007 |
+//! | `reserved` | [`ReservedPolicy::Reject`] | [`HeaderError::ReservedNotZero`], code 4000 |
+//!
+//! | compression ([`Compression`]) | default |
+//! |---|---|
+//! | `threshold` | 1024: only longer payloads are compressed, and only if gzip is smaller |
+//! | `level` | 1 |
+//! | `backend` | zlib-rs (feature `zlib-rs`, default), else miniz_oxide |
+//! | `policy` | [`CompressPolicy::IfSmaller`]; [`CompressPolicy::SPEC_ENTROPY`] is the spec's `ShouldCompress` |
+//!
+//! # Spec decisions
+//!
+//! 1. **Byte order and compression follow the reference**: big-endian header, gzip (RFC
+//!    1952) payloads, one member per payload. (`header::tests::go_test_vector`,
+//!    `tests/gzip_interop.rs`, `tests/bomb.rs`)
+//! 2. **Method codes**: 1-9 as the reference (`initialize` ... `pong`); the spec's agent
+//!    methods get 10-19 ([`Method`] lists them); 0 means the name travels in the payload as
+//!    `{"method": name, "params": ...}`. A code-0 payload of any other shape is taken as the
+//!    params of an unnamed method, as the reference sends unknown methods. Batches and errors
+//!    use 0. (`reference_methods_keep_codes_1_to_9_and_spec_methods_get_10_to_19`,
+//!    `methods_without_a_code_travel_as_0_with_their_name_in_the_payload`)
+//! 3. **Binary payload = the params' JSON** (the reference's `json.Marshal(msg.Params)`);
+//!    an error frame's payload is the error object, a batch's is
+//!    `{"messages": [JSON form...], "count": n}` (the reference's `BatchMessage`). The binary
+//!    form has no `id`, the JSON form no sequence id or flags.
+//! 4. **Type and body agree**: type 3 is exactly [`Body::Error`], type 6 exactly
+//!    [`Body::Batch`]; the encoder refuses anything else ([`EncodeError::KindMismatch`]).
+//!    A binary frame is a batch if its type is 6 *or* its `BATCH` flag is set (the reference
+//!    sets only the type; we set both). Batches do not nest.
+//!    (`a_go_batch_with_only_the_type_set_decodes_and_ours_sets_type_and_flag`,
+//!    `the_encoder_refuses_what_the_decoder_would_misread`, `batch_limits_and_shape`)
+//! 5. **JSON `result`**: params are written under `params`; on decode, `result` is accepted
+//!    when `params` is absent. (`json_result_is_read_as_params_and_errors_need_no_method`)
+//! 6. **Reserved field**: written 0; a non-zero value is refused by default (the spec says
+//!    "must be 0"), or kept with [`ReservedPolicy::Ignore`] (the reference ignores it).
+//!    (`reserved_is_rejected_by_default_and_kept_when_ignored`)
+//! 7. **Encrypted frames** (flag `ENCRYPTED`): the spec names no cipher, so the typed codec
+//!    refuses them ([`DecodeError::Encrypted`]); [`Codec::decode_frame`] and
+//!    [`Codec::encode_frame`] pass the bytes through, never compressing or inflating them.
+//!    (`encrypted_frames_are_refused_by_the_typed_codec_and_passed_raw`)
+//! 8. **gzip strictness**: truncated members, bad CRC-32, bad ISIZE, trailing garbage and a
+//!    second member are each a [`GzipError`] (Go's reader would accept several members).
+//!    (`gzip_edge_cases_each_have_a_typed_error`)
+//! 9. **Params optionality**: the spec has one example per message; the ids a message is
+//!    about and its essential lists are required, everything else optional (see [`params`]).
+//!    `registration.confirmed` has no example: its fields are ours. Params that are not
+//!    JSON are 4000; JSON of the wrong shape is 4005 with the field's path
+//!    ([`DecodeError::field`], e.g. `capabilities[1].name`).
+//!    (`tests/fixtures.rs`, `garbage_payloads_are_4000_and_bad_params_4005_naming_the_field`)
+//! 10. **Signing** covers exactly the bytes given; where the tag travels is left to the
+//!     application (the spec does not say).
+//! 11. **The stream decoder** consumes nothing on a bad header (the stream cannot be
+//!     resynchronised: close it) and consumes the frame on a bad payload (answer and go on).
+//!     (`a_stream_with_a_bad_frame_recovers_and_a_bad_header_stops`)
+//! 12. **The compression threshold** is exclusive: exactly 1024 bytes are sent as they are,
+//!     as in the reference (`len(payload) > 1024`).
+//!     (`compression_only_above_1024_bytes_and_only_if_smaller`)
+//!
+//! # Features
+//!
+//! - `zlib-rs` (default): the zlib-rs deflate backend through flate2. miniz_oxide is always
+//!   available as [`Backend::MinizOxide`].
+//! - `tokio-util`: `tokio_codec::McpwFrames`, a `Decoder`/`Encoder` for MCPW frames over
+//!   byte streams (`FramedRead`/`FramedWrite`).
+//! - `fuzzing`: `#[doc(hidden)]` entry points for the cargo-fuzz targets.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod binary;
+mod codec;
+mod config;
+mod deflate;
+mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod gzip;
+mod header;
+pub mod json;
+mod message;
+pub mod params;
+pub mod signing;
+#[cfg(feature = "tokio-util")]
+pub mod tokio_codec;
+
+pub use codec::{Codec, Form, RawFrame};
+pub use config::{Backend, CodecConfig, CompressPolicy, Compression, Limits, ReservedPolicy};
+pub use error::{DecodeError, EncodeError, ErrorBody, ErrorCode};
+pub use gzip::GzipError;
+pub use header::{Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC, VERSION};
+pub use message::{Body, Message, OtherCall, BATCH_METHOD};
+pub use params::*;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

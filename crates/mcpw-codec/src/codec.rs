@@ -1,0 +1,348 @@
+//! [`Codec`]: binary frames (header + payload, gzip, batches), the streaming decoder, and
+//! the WebSocket-frame entry points that pick the binary or JSON form.
+
+use agentwire_core::{Frame, FrameBuf};
+use bytes::{Bytes, BytesMut};
+
+use crate::binary;
+use crate::config::{CodecConfig, CompressPolicy, Limits};
+use crate::error::{DecodeError, EncodeError};
+use crate::gzip::{entropy_bits_per_byte, GzipDecoder, GzipEncoder};
+use crate::header::{Flags, Header, HEADER_LEN};
+use crate::json;
+use crate::message::Message;
+
+/// Inflate buffers larger than this are not kept between frames.
+const RETAIN_INFLATED: usize = 1 << 20;
+
+/// Which form a message travels in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// A binary WebSocket frame: the 24-byte header and the (maybe gzipped) JSON payload.
+    Binary,
+    /// A text WebSocket frame: the JSON form.
+    Json,
+}
+
+/// A decoded binary frame: its header as on the wire, and its payload, inflated if it was
+/// compressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawFrame<'a> {
+    /// The header as received ([`Flags::COMPRESSED`] and the wire size included).
+    pub header: Header,
+    /// The payload: borrowed from the input if it was not compressed, else from the codec's
+    /// reusable inflate buffer.
+    pub payload: &'a [u8],
+}
+
+/// The MCPW codec: encodes and decodes binary frames and JSON text, owning the gzip
+/// compressor and decompressor state and the buffers it reuses across frames.
+///
+/// One per connection (or per thread): every method takes `&mut self` only to reuse that
+/// state, never to remember anything between frames except in
+/// [`decode_stream`](Self::decode_stream)'s caller-owned buffer.
+pub struct Codec {
+    config: CodecConfig,
+    encoder: GzipEncoder,
+    decoder: GzipDecoder,
+    /// Reused inflate output.
+    inflated: Vec<u8>,
+    /// Reused compress output.
+    deflated: Vec<u8>,
+}
+
+impl Default for Codec {
+    fn default() -> Self {
+        Self::new(CodecConfig::default())
+    }
+}
+
+impl std::fmt::Debug for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Codec")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Codec {
+    /// A codec with `config`; builds its compressor and decompressor once, here.
+    pub fn new(config: CodecConfig) -> Self {
+        let c = &config.compression;
+        Self {
+            encoder: GzipEncoder::new(c.backend, c.level),
+            decoder: GzipDecoder::new(c.backend),
+            inflated: Vec::new(),
+            deflated: Vec::new(),
+            config,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CodecConfig {
+        &self.config
+    }
+
+    /// The decode limits.
+    pub fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Binary form
+    // -----------------------------------------------------------------------------------
+
+    /// Appends the binary frame of `msg` to `out` and returns the header written.
+    ///
+    /// The payload is the JSON of the params (the crate docs' "Spec decisions" 2-3
+    /// give the layout), gzipped when the [`Compression`](crate::Compression) policy says so and the
+    /// result is smaller. On error `out` is unchanged.
+    pub fn encode(&mut self, msg: &Message, out: &mut Vec<u8>) -> Result<Header, EncodeError> {
+        json::check_kind(msg, self.config.limits.max_batch)?;
+        if msg.flags.contains(Flags::ENCRYPTED) {
+            return Err(EncodeError::Encrypted);
+        }
+        let start = out.len();
+        out.extend_from_slice(&[0; HEADER_LEN]);
+        let method = match binary::write_payload(msg, out) {
+            Ok(m) => m,
+            Err(e) => {
+                out.truncate(start);
+                return Err(e);
+            }
+        };
+        let mut header = Header::new(msg.kind, msg.seq, method);
+        header.flags = binary::frame_flags(msg);
+        self.finish_frame(header, out, start)
+    }
+
+    /// Appends a frame with `header` (its size and [`Flags::COMPRESSED`] are set here) and
+    /// `payload` to `out`, compressing as [`encode`](Self::encode) does unless the
+    /// header has [`Flags::ENCRYPTED`] (ciphertext does not compress). For payloads the
+    /// typed layer does not cover: encrypted ones, or your own JSON.
+    pub fn encode_frame(
+        &mut self,
+        mut header: Header,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Header, EncodeError> {
+        let start = out.len();
+        header.flags = header.flags.without(Flags::COMPRESSED);
+        out.extend_from_slice(&[0; HEADER_LEN]);
+        out.extend_from_slice(payload);
+        self.finish_frame(header, out, start)
+    }
+
+    /// Compresses `out[start + 24..]` if worth it, checks the size and writes the header.
+    fn finish_frame(
+        &mut self,
+        mut header: Header,
+        out: &mut Vec<u8>,
+        start: usize,
+    ) -> Result<Header, EncodeError> {
+        let body = start + HEADER_LEN;
+        let len = out.len() - body;
+        if !header.flags.contains(Flags::ENCRYPTED) && self.should_compress(&out[body..]) {
+            self.deflated.clear();
+            if self
+                .encoder
+                .compress_within(&out[body..], &mut self.deflated, len - 1)
+            {
+                out.truncate(body);
+                out.extend_from_slice(&self.deflated);
+                header.flags = header.flags.with(Flags::COMPRESSED);
+            }
+            if self.deflated.capacity() > RETAIN_INFLATED {
+                self.deflated = Vec::new();
+            }
+        }
+        let size = out.len() - body;
+        let max = self.config.limits.max_payload as usize;
+        if size > max {
+            out.truncate(start);
+            return Err(EncodeError::PayloadTooLarge { size, max });
+        }
+        header.size = size as u32;
+        out[start..body].copy_from_slice(&header.to_bytes());
+        Ok(header)
+    }
+
+    /// Whether a payload goes through gzip, by the configured threshold and policy.
+    pub fn should_compress(&self, payload: &[u8]) -> bool {
+        let c = &self.config.compression;
+        if payload.len() <= c.threshold || payload.len() < 2 {
+            return false;
+        }
+        match c.policy {
+            CompressPolicy::Never => false,
+            CompressPolicy::IfSmaller => true,
+            CompressPolicy::Entropy { max_bits_per_byte } => {
+                let sample = &payload[..payload.len().min(1024)];
+                entropy_bits_per_byte(sample) < max_bits_per_byte
+            }
+        }
+    }
+
+    /// Decodes one binary frame (exactly one: a WebSocket binary message) into a message.
+    pub fn decode(&mut self, frame: &[u8]) -> Result<Message, DecodeError> {
+        let Self {
+            config,
+            decoder,
+            inflated,
+            ..
+        } = self;
+        let raw = decode_frame_into(frame, &config.limits, decoder, inflated)?;
+        binary::read_payload(&raw.header, raw.payload, &config.limits)
+    }
+
+    /// Decodes one binary frame's header and payload (inflated if compressed) without
+    /// parsing the payload. The header is checked before anything is allocated; an
+    /// uncompressed payload is borrowed from `frame`, not copied.
+    ///
+    /// An encrypted payload ([`Flags::ENCRYPTED`]) is returned as it is, never inflated.
+    pub fn decode_frame<'a>(&'a mut self, frame: &'a [u8]) -> Result<RawFrame<'a>, DecodeError> {
+        decode_frame_into(
+            frame,
+            &self.config.limits,
+            &mut self.decoder,
+            &mut self.inflated,
+        )
+    }
+
+    /// [`decode_frame`](Self::decode_frame) for a `Bytes` frame: an uncompressed payload
+    /// is a `slice` of `frame` (no copy), an inflated one a new buffer.
+    pub fn decode_frame_bytes(&mut self, frame: Bytes) -> Result<(Header, Bytes), DecodeError> {
+        let raw = self.decode_frame(&frame)?;
+        let header = raw.header;
+        let inflated =
+            header.flags.contains(Flags::COMPRESSED) && !header.flags.contains(Flags::ENCRYPTED);
+        let payload = if inflated {
+            Bytes::copy_from_slice(raw.payload)
+        } else {
+            frame.slice(HEADER_LEN..)
+        };
+        Ok((header, payload))
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Byte streams
+    // -----------------------------------------------------------------------------------
+
+    /// Decodes the next message from a byte stream.
+    ///
+    /// `Ok(None)`: `buf` does not hold a whole frame yet (nothing consumed; room for the
+    /// rest is reserved once the header is known good). `Ok(Some)`: exactly one frame was
+    /// consumed. `Err`: for a bad header nothing is consumed and the stream cannot be
+    /// resynchronised (close it); for a bad payload the frame is consumed and the next one
+    /// can be decoded (answer with the error's code and go on).
+    pub fn decode_stream(&mut self, buf: &mut BytesMut) -> Result<Option<Message>, DecodeError> {
+        match self.next_stream_frame(buf)? {
+            Some(frame) => self.decode(&frame).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// [`decode_stream`](Self::decode_stream) without parsing the payload: the next frame's
+    /// header and payload (inflated if it was compressed), same consumption rules.
+    pub fn decode_frame_stream(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> Result<Option<(Header, Bytes)>, DecodeError> {
+        match self.next_stream_frame(buf)? {
+            Some(frame) => self.decode_frame_bytes(frame).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Splits the next whole frame off `buf`, checking the header first.
+    fn next_stream_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, DecodeError> {
+        let Some(head) = buf.first_chunk::<HEADER_LEN>() else {
+            return Ok(None);
+        };
+        let header = Header::parse(head, &self.config.limits)?;
+        let total = HEADER_LEN + header.size as usize;
+        if buf.len() < total {
+            buf.reserve(total - buf.len());
+            return Ok(None);
+        }
+        Ok(Some(buf.split_to(total).freeze()))
+    }
+
+    // -----------------------------------------------------------------------------------
+    // JSON form and WebSocket frames
+    // -----------------------------------------------------------------------------------
+
+    /// Decodes a JSON-form message (a text frame), under this codec's limits.
+    pub fn decode_json(&self, text: &[u8]) -> Result<Message, DecodeError> {
+        json::decode(text, &self.config.limits)
+    }
+
+    /// Appends the JSON form of `msg` to `out` (see [`json::encode`]).
+    pub fn encode_json(&self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        json::check_kind(msg, self.config.limits.max_batch)?;
+        json::encode(msg, out)
+    }
+
+    /// Decodes a WebSocket frame: text frames as JSON, binary frames as MCPW frames.
+    /// Returns the form too, so a server can answer in the one its peer uses.
+    pub fn decode_ws(&mut self, frame: Frame<'_>) -> Result<(Message, Form), DecodeError> {
+        match frame {
+            Frame::Text(t) => self.decode_json(t.as_bytes()).map(|m| (m, Form::Json)),
+            Frame::Binary(b) => self.decode(b).map(|m| (m, Form::Binary)),
+        }
+    }
+
+    /// Encodes `msg` as a WebSocket frame of the given form.
+    pub fn encode_ws(&mut self, msg: &Message, form: Form) -> Result<FrameBuf, EncodeError> {
+        let mut out = Vec::new();
+        match form {
+            Form::Binary => {
+                self.encode(msg, &mut out)?;
+                Ok(FrameBuf::binary(out))
+            }
+            Form::Json => {
+                self.encode_json(msg, &mut out)?;
+                Ok(FrameBuf::json_from_vec(out))
+            }
+        }
+    }
+}
+
+/// The body of [`Codec::decode_frame`], on split borrows of the codec.
+fn decode_frame_into<'a>(
+    frame: &'a [u8],
+    limits: &Limits,
+    decoder: &mut GzipDecoder,
+    inflated: &'a mut Vec<u8>,
+) -> Result<RawFrame<'a>, DecodeError> {
+    let header = Header::parse_slice(frame, limits)?;
+    let payload = &frame[HEADER_LEN..];
+    let size = header.size as usize;
+    if payload.len() < size {
+        return Err(DecodeError::Truncated {
+            expected: header.size,
+            actual: payload.len(),
+        });
+    }
+    if payload.len() > size {
+        return Err(DecodeError::TrailingBytes(payload.len() - size));
+    }
+    if !header.flags.contains(Flags::COMPRESSED) || header.flags.contains(Flags::ENCRYPTED) {
+        return Ok(RawFrame { header, payload });
+    }
+    if inflated.capacity() > RETAIN_INFLATED {
+        *inflated = Vec::new();
+    }
+    inflated.clear();
+    if let Err(e) = decoder.decompress(payload, inflated, limits.max_decompressed) {
+        // A refused bomb must not keep its cap-sized buffer alive until the next frame.
+        if inflated.capacity() > RETAIN_INFLATED {
+            *inflated = Vec::new();
+        }
+        return Err(e.into());
+    }
+    Ok(RawFrame {
+        header,
+        payload: inflated,
+    })
+}

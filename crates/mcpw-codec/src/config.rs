@@ -1,0 +1,134 @@
+//! Limits and compression settings, with documented defaults.
+
+/// What [`Header::parse`](crate::Header::parse) does with a non-zero reserved field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReservedPolicy {
+    /// Refuse the frame with [`HeaderError::ReservedNotZero`](crate::HeaderError) (default:
+    /// a field the spec says "must be 0" that is not 0 means a peer we do not understand).
+    #[default]
+    Reject,
+    /// Keep the value in [`Header::reserved`](crate::Header::reserved) and go on, as the
+    /// reference implementation does (it never checks the field).
+    Ignore,
+}
+
+/// Decode limits: every size a peer controls is checked against one of these before memory
+/// is reserved for it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest header data size accepted, i.e. payload bytes on the wire. Default 1 MiB
+    /// (1,048,576; exactly this is allowed), the reference's limit.
+    pub max_payload: u32,
+    /// Largest inflated payload of a compressed frame. Default 10 MiB, enforced while
+    /// inflating: a gzip bomb costs at most this much memory.
+    pub max_decompressed: usize,
+    /// Largest number of messages in one batch. Default 100.
+    pub max_batch: usize,
+    /// Largest JSON text frame. Default 1 MiB, as for binary payloads.
+    pub max_text: usize,
+    /// What to do with a non-zero reserved header field. Default [`ReservedPolicy::Reject`].
+    pub reserved: ReservedPolicy,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_payload: 1 << 20,
+            max_decompressed: 10 << 20,
+            max_batch: 100,
+            max_text: 1 << 20,
+            reserved: ReservedPolicy::Reject,
+        }
+    }
+}
+
+/// The deflate implementation behind gzip.
+///
+/// Both are pure Rust. [`Backend::default`] is zlib-rs when the `zlib-rs` feature is on (the
+/// default), else miniz_oxide; the README has the measurement behind that choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// `miniz_oxide`, flate2's default backend (always available).
+    MinizOxide,
+    /// `zlib-rs` through flate2 (feature `zlib-rs`, on by default).
+    #[cfg(feature = "zlib-rs")]
+    ZlibRs,
+}
+
+#[allow(clippy::derivable_impls)] // the default depends on a feature
+impl Default for Backend {
+    fn default() -> Self {
+        #[cfg(feature = "zlib-rs")]
+        {
+            Self::ZlibRs
+        }
+        #[cfg(not(feature = "zlib-rs"))]
+        {
+            Self::MinizOxide
+        }
+    }
+}
+
+/// When the encoder tries to gzip a payload.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub enum CompressPolicy {
+    /// Never compress.
+    Never,
+    /// Compress every payload longer than [`Compression::threshold`], and send the result
+    /// only if it is smaller (the reference's rule; default).
+    #[default]
+    IfSmaller,
+    /// The spec's `ShouldCompress`: as [`IfSmaller`](Self::IfSmaller), but skip payloads whose
+    /// first 1 KiB has a Shannon entropy of `max_bits_per_byte` or more (the spec uses 6.5),
+    /// which would not shrink and only cost CPU.
+    Entropy {
+        /// Entropy (bits per byte, 0-8) at or above which compression is skipped.
+        max_bits_per_byte: f64,
+    },
+}
+
+impl CompressPolicy {
+    /// The spec's `ShouldCompress` policy with its 6.5 bits-per-byte cut-off.
+    pub const SPEC_ENTROPY: Self = Self::Entropy {
+        max_bits_per_byte: 6.5,
+    };
+}
+
+/// How outgoing payloads are compressed.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Compression {
+    /// Payloads of at most this many bytes are sent as they are. Default 1024 (the
+    /// reference compresses only payloads *longer* than 1024 bytes).
+    pub threshold: usize,
+    /// Deflate level, 0-9. Default 1: at 1 KiB-64 KiB JSON it is several times faster than 6
+    /// for a few percent larger output (README, "Benchmarks").
+    pub level: u32,
+    /// The deflate implementation. Default [`Backend::default`].
+    pub backend: Backend,
+    /// When to try. Default [`CompressPolicy::IfSmaller`].
+    pub policy: CompressPolicy,
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Self {
+            threshold: 1024,
+            level: 1,
+            backend: Backend::default(),
+            policy: CompressPolicy::IfSmaller,
+        }
+    }
+}
+
+/// Everything a [`Codec`](crate::Codec) is configured with.
+#[derive(Clone, Debug, PartialEq, Default)]
+#[non_exhaustive]
+pub struct CodecConfig {
+    /// Decode limits.
+    pub limits: Limits,
+    /// Outgoing compression.
+    pub compression: Compression,
+}
