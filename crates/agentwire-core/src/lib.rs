@@ -18,6 +18,7 @@
 //! | [`PeerInfo`] | remote address, request path, headers and subprotocol of a connection |
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
 //! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
+//! | [`Rate`], [`TokenBucket`] | a per-connection (or per-key) rate limiter, time passed in |
 //! | `sim` (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
 //!
 //! # A run loop
@@ -75,6 +76,7 @@ mod id;
 mod machine;
 mod output;
 mod peer;
+mod rate;
 mod time;
 
 #[cfg(feature = "sim")]
@@ -89,4 +91,5 @@ pub use id::{Hyphenated, Id128, IdGen, SequentialIds};
 pub use machine::Machine;
 pub use output::{Outbox, Output};
 pub use peer::PeerInfo;
+pub use rate::{Rate, TokenBucket};
 pub use time::{Monotonic, TimerSet};
