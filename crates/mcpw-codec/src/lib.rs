@@ -1,1 +1,3 @@
 //! Sans-IO MCPW codec (work in progress on this branch).
+
+pub mod crdt;
