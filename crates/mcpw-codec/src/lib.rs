@@ -1,3 +1,4 @@
 //! Sans-IO MCPW codec (work in progress on this branch).
 
 pub mod crdt;
+pub mod orchestrator;
