@@ -240,6 +240,8 @@ pub struct Orchestrator {
     state: CrdtStore,
     metrics: Metrics,
     last_method: Option<&'static str>,
+    /// Queued tasks may be routable now (drained after the current reply is sent).
+    queue_dirty: bool,
 }
 
 impl std::fmt::Debug for Orchestrator {
@@ -287,6 +289,7 @@ impl Orchestrator {
             state,
             metrics,
             last_method: None,
+            queue_dirty: false,
         }
     }
 
@@ -778,6 +781,9 @@ impl Orchestrator {
                 );
             }
         }
+        if std::mem::take(&mut self.queue_dirty) {
+            self.drain_queue();
+        }
     }
 
     /// A response or error from an agent: the answer to a forwarded collaboration request.
@@ -934,7 +940,7 @@ impl Orchestrator {
             self.out.event(OrchestratorEvent::Recovered {
                 agent_id: agent_id.clone(),
             });
-            self.drain_queue();
+            self.queue_dirty = true;
         }
         Ok(json!({"agent_id": agent_id, "status": "ok"}))
     }
@@ -977,7 +983,7 @@ impl Orchestrator {
             operation: u.op,
             capability: name,
         });
-        self.drain_queue();
+        self.queue_dirty = true;
         Ok(body)
     }
 
@@ -1074,8 +1080,8 @@ impl Orchestrator {
             result: c.result,
         });
         let body = json!({"task_id": c.task_id, "status": "accepted"});
-        // A slot is free: queued work may go now.
-        self.drain_queue();
+        // A slot is free: queued work may go now (after the reply).
+        self.queue_dirty = true;
         Ok(body)
     }
 
