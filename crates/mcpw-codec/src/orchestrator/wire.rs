@@ -118,29 +118,37 @@ impl ReplyKey {
     }
 }
 
-/// One decoded inbound message.
+/// One decoded message (either form).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Inbound {
-    pub(crate) form: Form,
-    pub(crate) reply: ReplyKey,
-    pub(crate) msg_type: u8,
+pub struct Inbound {
+    /// The form it came in.
+    pub form: Form,
+    /// Its id (JSON) or sequence id (binary).
+    pub reply: ReplyKey,
+    /// Its MCPW message type.
+    pub msg_type: u8,
     /// `None` when the message names no method (responses and errors may not).
-    pub(crate) method: Option<String>,
+    pub method: Option<String>,
     /// `params` (requests, notifications, progress), `result` (responses) or `error`.
-    pub(crate) body: Value,
+    pub body: Value,
 }
 
-/// Why an inbound frame could not be decoded.
+/// Why a frame could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct WireError {
-    pub(crate) form: Form,
-    pub(crate) code: u16,
-    pub(crate) reply: ReplyKey,
-    pub(crate) detail: String,
+pub struct WireError {
+    /// The form of the frame.
+    pub form: Form,
+    /// The error code to answer with (4000 or 4007).
+    pub code: u16,
+    /// The id recovered, if any.
+    pub reply: ReplyKey,
+    /// What was wrong.
+    pub detail: String,
 }
 
-/// Decodes one frame. The size was checked by the caller.
-pub(crate) fn decode(frame: Frame<'_>, max_bytes: usize) -> Result<Inbound, WireError> {
+/// Decodes one frame (text: the JSON form; binary: header and payload); `max_bytes`
+/// bounds a binary payload.
+pub fn decode(frame: Frame<'_>, max_bytes: usize) -> Result<Inbound, WireError> {
     match frame {
         Frame::Text(t) => decode_json(t.as_bytes(), Form::Json),
         Frame::Binary(b) => super::binary::decode(b, max_bytes),
@@ -193,17 +201,21 @@ pub(crate) fn decode_json(bytes: &[u8], form: Form) -> Result<Inbound, WireError
     })
 }
 
-/// One outbound message.
+/// One message to encode.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Outbound<'a> {
-    pub(crate) msg_type: u8,
-    pub(crate) method: Option<&'a str>,
-    pub(crate) reply: &'a ReplyKey,
-    pub(crate) body: &'a Value,
+pub struct Outbound<'a> {
+    /// Its MCPW message type.
+    pub msg_type: u8,
+    /// Its method, if any.
+    pub method: Option<&'a str>,
+    /// Its id / sequence id (or the one it answers).
+    pub reply: &'a ReplyKey,
+    /// `params`, `result` or `error`, by type.
+    pub body: &'a Value,
 }
 
-/// Encodes `msg` in `form`.
-pub(crate) fn encode(form: Form, msg: &Outbound<'_>) -> FrameBuf {
+/// Encodes `msg` in `form` (text frame for JSON, binary frame with the header).
+pub fn encode(form: Form, msg: &Outbound<'_>) -> FrameBuf {
     match form {
         Form::Json => FrameBuf::text(encode_json(msg)),
         Form::Binary => super::binary::encode(msg),
