@@ -1,52 +1,37 @@
-//! A per-connection token bucket in integer milli-tokens (deterministic, no floats).
+//! The per-connection token bucket: `agentwire_core`'s, configured by [`RateLimit`].
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use agentwire_core::Rate;
 
 use crate::config::RateLimit;
 
+impl From<RateLimit> for Rate {
+    fn from(r: RateLimit) -> Self {
+        Self::per_second(r.per_second, r.burst)
+    }
+}
+
 /// `burst` tokens at most, `per_second` added per second; one message costs one token.
 #[derive(Debug, Clone)]
-pub(crate) struct TokenBucket {
-    /// Thousandths of a token.
-    milli: u64,
-    /// Time up to which refills have been counted.
-    last: Instant,
-}
+pub(crate) struct TokenBucket(agentwire_core::TokenBucket);
 
 impl TokenBucket {
     /// A full bucket.
-    pub(crate) fn new(rate: RateLimit, now: Instant) -> Self {
-        Self {
-            milli: u64::from(rate.burst) * 1000,
-            last: now,
-        }
+    pub(crate) fn new(_rate: RateLimit, now: Instant) -> Self {
+        Self(agentwire_core::TokenBucket::new(now))
     }
 
     /// Takes one token at `now`; `false` if there is none.
     pub(crate) fn take(&mut self, rate: RateLimit, now: Instant) -> bool {
-        let elapsed_ms =
-            u64::try_from(now.saturating_duration_since(self.last).as_millis()).unwrap_or(u64::MAX);
-        if elapsed_ms > 0 {
-            let cap = u64::from(rate.burst) * 1000;
-            let added = elapsed_ms.saturating_mul(u64::from(rate.per_second));
-            self.milli = self.milli.saturating_add(added).min(cap);
-            // Count whole milliseconds only, so no fraction of a refill is lost.
-            self.last = self
-                .last
-                .checked_add(Duration::from_millis(elapsed_ms))
-                .unwrap_or(now);
-        }
-        if self.milli >= 1000 {
-            self.milli -= 1000;
-            true
-        } else {
-            false
-        }
+        self.0.take(&rate.into(), now)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[allow(clippy::disallowed_methods)] // test base time

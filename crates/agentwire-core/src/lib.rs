@@ -19,6 +19,7 @@
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
 //! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
 //! | [`Dialer`], [`Dial`] | client machines that own their reconnect policy (when to dial, when to give up) |
+//! | [`Rate`], [`TokenBucket`] | a per-connection (or per-key) rate limiter, time passed in |
 //! | `sim` (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
 //!
 //! # A run loop
@@ -77,6 +78,7 @@ mod id;
 mod machine;
 mod output;
 mod peer;
+mod rate;
 mod time;
 
 #[cfg(feature = "sim")]
@@ -92,4 +94,5 @@ pub use id::{Hyphenated, Id128, Id128Hasher, Id128Map, IdGen, SequentialIds};
 pub use machine::Machine;
 pub use output::{Outbox, Output};
 pub use peer::PeerInfo;
+pub use rate::{Rate, TokenBucket};
 pub use time::{Monotonic, TimerSet};

@@ -149,6 +149,7 @@
 mod binary;
 mod codec;
 mod config;
+pub mod crdt;
 mod deflate;
 mod error;
 #[cfg(feature = "fuzzing")]
@@ -158,6 +159,7 @@ pub mod gzip;
 mod header;
 pub mod json;
 mod message;
+pub mod orchestrator;
 pub mod params;
 pub mod signing;
 #[cfg(feature = "tokio-util")]

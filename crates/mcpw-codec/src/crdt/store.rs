@@ -1,0 +1,450 @@
+//! The server-side replicated state that every agent's `state.sync` is merged into.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{GCounter, OrSet, VectorClock};
+
+/// One operation of a `state.sync`, in the store's terms.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CrdtOp {
+    /// G-Counter `key`: `actor` counted `by` more.
+    Increment {
+        /// The counter.
+        key: String,
+        /// Whose entry grows.
+        actor: String,
+        /// How much.
+        by: u64,
+    },
+    /// OR-Set `key`: `element` added under the unique `tag`.
+    Add {
+        /// The set.
+        key: String,
+        /// The element.
+        element: String,
+        /// The add's unique id (the spec's `unique_id`).
+        tag: String,
+    },
+    /// OR-Set `key`: `element` removed. With a `tag`, exactly that add is tombstoned (which
+    /// commutes with everything); without, every tag of `element` the store has observed
+    /// so far (an observed remove, convergent when syncs arrive in causal order).
+    Remove {
+        /// The set.
+        key: String,
+        /// The element.
+        element: String,
+        /// The add being removed, when the sender names it.
+        tag: Option<String>,
+    },
+}
+
+impl CrdtOp {
+    fn key(&self) -> &str {
+        match self {
+            Self::Increment { key, .. } | Self::Add { key, .. } | Self::Remove { key, .. } => key,
+        }
+    }
+
+    fn is_counter(&self) -> bool {
+        matches!(self, Self::Increment { .. })
+    }
+
+    /// Every string of the op with the name of its field (for limit errors).
+    fn strings(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            Self::Increment { key, actor, .. } => vec![("key", key), ("actor", actor)],
+            Self::Add {
+                key, element, tag, ..
+            } => vec![("key", key), ("element", element), ("unique_id", tag)],
+            Self::Remove {
+                key, element, tag, ..
+            } => {
+                let mut v = vec![("key", key.as_str()), ("element", element.as_str())];
+                if let Some(t) = tag {
+                    v.push(("unique_id", t));
+                }
+                v
+            }
+        }
+    }
+}
+
+/// Bounds on what syncs can make a [`CrdtStore`] hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CrdtLimits {
+    /// Keys (counters and sets together). Default 1,024.
+    pub max_keys: usize,
+    /// Actors in one G-Counter. Default 1,024.
+    pub max_counter_actors: usize,
+    /// Tags plus tombstones in one OR-Set. Default 65,536.
+    pub max_set_tags: usize,
+    /// Actors in the merged vector clock. Default 1,024.
+    pub max_clock_actors: usize,
+    /// Operations in one sync. Default 1,024.
+    pub max_ops_per_sync: usize,
+    /// Longest key, actor, element or tag, in bytes. Default 256.
+    pub max_string_bytes: usize,
+    /// Distinct syncing agents remembered for deduplication. Default 4,096.
+    pub max_origins: usize,
+    /// Sync sequence numbers remembered per agent. Default 4,096: beyond it the oldest is
+    /// forgotten and every sync at or below it counts as already applied, so an agent's
+    /// syncs may arrive up to this many places out of order.
+    pub sync_window: usize,
+}
+
+impl Default for CrdtLimits {
+    fn default() -> Self {
+        Self {
+            max_keys: 1024,
+            max_counter_actors: 1024,
+            max_set_tags: 65_536,
+            max_clock_actors: 1024,
+            max_ops_per_sync: 1024,
+            max_string_bytes: 256,
+            max_origins: 4096,
+            sync_window: 4096,
+        }
+    }
+}
+
+/// Why a sync was refused (nothing of it was applied).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The sync's vector clock has no (non-zero) entry for its sender, which identifies the
+    /// sync for deduplication.
+    #[error("vector_clock has no entry for the sender {0:?}")]
+    MissingOwnEntry(String),
+    /// The same key is a G-Counter in one place and an OR-Set in another.
+    #[error("key {0:?} is used as both a g-counter and an or-set")]
+    KindConflict(String),
+    /// A string is longer than [`CrdtLimits::max_string_bytes`].
+    #[error("{0} is longer than the limit")]
+    TooLong(&'static str),
+    /// A limit of [`CrdtLimits`] would be exceeded (the field is named).
+    #[error("limit {0} reached")]
+    Limit(&'static str),
+}
+
+impl StoreError {
+    /// The message field the error is about (for the 4005/4007/4008 error's `data.field`).
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::MissingOwnEntry(_) => "vector_clock",
+            Self::KindConflict(_) => "operations.type",
+            Self::TooLong(f) => f,
+            Self::Limit("max_clock_actors") => "vector_clock",
+            Self::Limit(_) => "operations",
+        }
+    }
+}
+
+/// What [`CrdtStore::apply_sync`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncOutcome {
+    /// The sync was new; its operations were applied.
+    Applied {
+        /// How many operations.
+        ops: usize,
+    },
+    /// This sync (sender, sequence) was applied before; nothing changed (the vector clock
+    /// was still merged, which is idempotent).
+    Duplicate,
+}
+
+/// Sequence numbers of one sender's applied syncs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Applied {
+    /// Everything at or below is treated as applied.
+    floor: u64,
+    seen: BTreeSet<u64>,
+}
+
+/// The orchestrator's replicated state: a merged vector clock, G-Counters and OR-Sets by
+/// key, and which syncs were applied.
+///
+/// A sync is identified by its sender and the sender's own vector-clock entry; applying the
+/// same sync twice, or a set of syncs in any order, gives the same state (checked by
+/// `tests/crdt_props.rs`). A refused sync changes nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrdtStore {
+    clock: VectorClock,
+    counters: BTreeMap<String, GCounter>,
+    sets: BTreeMap<String, OrSet>,
+    applied: BTreeMap<String, Applied>,
+    limits: CrdtLimits,
+}
+
+impl CrdtStore {
+    /// An empty store with `limits`.
+    pub fn new(limits: CrdtLimits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// The merged vector clock of every sync seen.
+    pub fn clock(&self) -> &VectorClock {
+        &self.clock
+    }
+
+    /// The G-Counter `key`.
+    pub fn counter(&self, key: &str) -> Option<&GCounter> {
+        self.counters.get(key)
+    }
+
+    /// The OR-Set `key`.
+    pub fn set(&self, key: &str) -> Option<&OrSet> {
+        self.sets.get(key)
+    }
+
+    /// Counters by key.
+    pub fn counters(&self) -> impl Iterator<Item = (&str, &GCounter)> {
+        self.counters.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Sets by key.
+    pub fn sets(&self) -> impl Iterator<Item = (&str, &OrSet)> {
+        self.sets.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Whether the sync `seq` of `origin` was applied (or is below the forgotten floor).
+    pub fn was_applied(&self, origin: &str, seq: u64) -> bool {
+        self.applied
+            .get(origin)
+            .is_some_and(|a| seq <= a.floor || a.seen.contains(&seq))
+    }
+
+    /// Applies one `state.sync` from `origin` carrying `clock` and `ops`: all of it, or (on
+    /// error) none of it.
+    pub fn apply_sync(
+        &mut self,
+        origin: &str,
+        clock: &VectorClock,
+        ops: &[CrdtOp],
+    ) -> Result<SyncOutcome, StoreError> {
+        let l = &self.limits;
+        if origin.len() > l.max_string_bytes {
+            return Err(StoreError::TooLong("agent_id"));
+        }
+        let seq = clock.get(origin);
+        if seq == 0 {
+            return Err(StoreError::MissingOwnEntry(origin.to_owned()));
+        }
+        if clock.iter().any(|(a, _)| a.len() > l.max_string_bytes) {
+            return Err(StoreError::TooLong("vector_clock"));
+        }
+        let new_clock_actors = clock.iter().filter(|(a, _)| self.clock.get(a) == 0).count();
+        if self.clock.len() + new_clock_actors > l.max_clock_actors {
+            return Err(StoreError::Limit("max_clock_actors"));
+        }
+        if self.was_applied(origin, seq) {
+            self.clock.merge(clock);
+            return Ok(SyncOutcome::Duplicate);
+        }
+        if !self.applied.contains_key(origin) && self.applied.len() >= l.max_origins {
+            return Err(StoreError::Limit("max_origins"));
+        }
+        self.check_ops(ops)?;
+
+        for op in ops {
+            match op {
+                CrdtOp::Increment { key, actor, by } => self
+                    .counters
+                    .entry(key.clone())
+                    .or_default()
+                    .increment(actor, *by),
+                CrdtOp::Add { key, element, tag } => {
+                    self.sets.entry(key.clone()).or_default().add(element, tag);
+                }
+                CrdtOp::Remove { key, element, tag } => {
+                    let set = self.sets.entry(key.clone()).or_default();
+                    match tag {
+                        Some(t) => set.remove_tag(t),
+                        None => {
+                            set.remove_observed(element);
+                        }
+                    }
+                }
+            }
+        }
+        self.clock.merge(clock);
+        let window = self.limits.sync_window.max(1);
+        let applied = self.applied.entry(origin.to_owned()).or_default();
+        applied.seen.insert(seq);
+        while applied.seen.len() > window {
+            if let Some(oldest) = applied.seen.pop_first() {
+                applied.floor = applied.floor.max(oldest);
+            }
+        }
+        // Fold the contiguous run above the floor into it.
+        while let Some(&next) = applied.seen.first() {
+            if next != applied.floor.saturating_add(1) {
+                break;
+            }
+            applied.floor = next;
+            applied.seen.pop_first();
+        }
+        Ok(SyncOutcome::Applied { ops: ops.len() })
+    }
+
+    /// Checks every limit the ops could break, before anything is applied.
+    fn check_ops(&self, ops: &[CrdtOp]) -> Result<(), StoreError> {
+        let l = &self.limits;
+        if ops.len() > l.max_ops_per_sync {
+            return Err(StoreError::Limit("max_ops_per_sync"));
+        }
+        let mut kinds: BTreeMap<&str, bool> = BTreeMap::new();
+        let mut new_actors: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        let mut new_tags: BTreeMap<&str, usize> = BTreeMap::new();
+        for op in ops {
+            for (field, s) in op.strings() {
+                if s.len() > l.max_string_bytes {
+                    return Err(StoreError::TooLong(field));
+                }
+            }
+            let key = op.key();
+            let counter = op.is_counter();
+            let existing = if self.counters.contains_key(key) {
+                Some(true)
+            } else if self.sets.contains_key(key) {
+                Some(false)
+            } else {
+                None
+            };
+            match (existing, kinds.insert(key, counter)) {
+                (Some(k), _) | (None, Some(k)) if k != counter => {
+                    return Err(StoreError::KindConflict(key.to_owned()));
+                }
+                _ => {}
+            }
+            match op {
+                CrdtOp::Increment { actor, .. } => {
+                    let known = self.counters.get(key).is_some_and(|c| c.has_actor(actor));
+                    if !known {
+                        new_actors.entry(key).or_default().insert(actor);
+                    }
+                }
+                // Upper bound: a remove without a tag tombstones at most the tags there are.
+                CrdtOp::Add { .. } | CrdtOp::Remove { tag: Some(_), .. } => {
+                    *new_tags.entry(key).or_default() += 1;
+                }
+                CrdtOp::Remove { tag: None, .. } => {
+                    let here = self.sets.get(key).map_or(0, OrSet::tag_count);
+                    *new_tags.entry(key).or_default() += here;
+                }
+            }
+        }
+        let new_keys = kinds
+            .keys()
+            .filter(|k| !self.counters.contains_key(**k) && !self.sets.contains_key(**k))
+            .count();
+        if self.counters.len() + self.sets.len() + new_keys > l.max_keys {
+            return Err(StoreError::Limit("max_keys"));
+        }
+        for (key, actors) in &new_actors {
+            let have = self.counters.get(*key).map_or(0, GCounter::actors);
+            if have + actors.len() > l.max_counter_actors {
+                return Err(StoreError::Limit("max_counter_actors"));
+            }
+        }
+        for (key, n) in &new_tags {
+            let have = self.sets.get(*key).map_or(0, OrSet::tag_count);
+            if have.saturating_add(*n) > l.max_set_tags {
+                return Err(StoreError::Limit("max_set_tags"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock(pairs: &[(&str, u64)]) -> VectorClock {
+        pairs.iter().map(|(a, v)| (*a, *v)).collect()
+    }
+
+    fn inc(key: &str, actor: &str) -> CrdtOp {
+        CrdtOp::Increment {
+            key: key.into(),
+            actor: actor.into(),
+            by: 1,
+        }
+    }
+
+    #[test]
+    fn a_repeated_sync_is_applied_once() {
+        let mut s = CrdtStore::default();
+        let c = clock(&[("a", 1)]);
+        let ops = [inc("done", "a")];
+        assert_eq!(
+            s.apply_sync("a", &c, &ops),
+            Ok(SyncOutcome::Applied { ops: 1 })
+        );
+        assert_eq!(s.apply_sync("a", &c, &ops), Ok(SyncOutcome::Duplicate));
+        assert_eq!(s.counter("done").map(GCounter::value), Some(1));
+        let c2 = clock(&[("a", 2)]);
+        assert!(s.apply_sync("a", &c2, &ops).is_ok());
+        assert_eq!(s.counter("done").map(GCounter::value), Some(2));
+    }
+
+    #[test]
+    fn refusals_change_nothing() {
+        let mut s = CrdtStore::new(CrdtLimits {
+            max_keys: 1,
+            ..CrdtLimits::default()
+        });
+        assert_eq!(
+            s.apply_sync("a", &clock(&[("b", 1)]), &[]),
+            Err(StoreError::MissingOwnEntry("a".into()))
+        );
+        s.apply_sync("a", &clock(&[("a", 1)]), &[inc("k", "a")])
+            .unwrap();
+        let add = CrdtOp::Add {
+            key: "k".into(),
+            element: "e".into(),
+            tag: "t".into(),
+        };
+        let before = s.clone();
+        let err = s
+            .apply_sync("a", &clock(&[("a", 2)]), &[inc("k", "a"), add])
+            .unwrap_err();
+        assert_eq!(err, StoreError::KindConflict("k".into()));
+        assert_eq!(err.field(), "operations.type");
+        assert_eq!(
+            s.apply_sync("a", &clock(&[("a", 2)]), &[inc("k2", "a")]),
+            Err(StoreError::Limit("max_keys"))
+        );
+        assert_eq!(s, before);
+        assert!(!s.was_applied("a", 2));
+    }
+
+    #[test]
+    fn the_window_forgets_the_oldest_sequence_numbers() {
+        let mut s = CrdtStore::new(CrdtLimits {
+            sync_window: 2,
+            ..CrdtLimits::default()
+        });
+        for seq in [10, 12, 14] {
+            s.apply_sync("a", &clock(&[("a", seq)]), &[inc("k", "a")])
+                .unwrap();
+        }
+        // 10 was forgotten: everything up to it counts as applied, a late 9 included.
+        assert!(s.was_applied("a", 9) && s.was_applied("a", 10));
+        assert!(!s.was_applied("a", 11) && !s.was_applied("a", 13));
+        assert_eq!(
+            s.apply_sync("a", &clock(&[("a", 9)]), &[inc("k", "a")]),
+            Ok(SyncOutcome::Duplicate)
+        );
+        assert_eq!(s.counter("k").map(GCounter::value), Some(3));
+        // 11 fills the gap above the floor, which then moves up to 12.
+        s.apply_sync("a", &clock(&[("a", 11)]), &[inc("k", "a")])
+            .unwrap();
+        assert_eq!(s.counter("k").map(GCounter::value), Some(4));
+        assert!(s.was_applied("a", 12) && !s.was_applied("a", 13));
+    }
+}

@@ -1,0 +1,180 @@
+//! What the [`Orchestrator`](super::Orchestrator) tells its application.
+
+use agentwire_core::ConnId;
+use serde_json::Value;
+
+use super::params::CapabilityOp;
+use super::wire::Form;
+use crate::crdt::SyncOutcome;
+
+/// Why an agent was removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RemovalReason {
+    /// Its connection ended.
+    Disconnected,
+    /// It missed [`remove_after`](super::OrchestratorConfig::remove_after) heartbeats.
+    HeartbeatTimeout,
+    /// It announced `agent.shutdown` and its grace period ended (or it left).
+    Shutdown,
+    /// The same agent id registered on another connection.
+    Replaced,
+}
+
+/// Why a task failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskFailure {
+    /// Its deadline passed before `task.complete`.
+    DeadlineExceeded,
+    /// It was tried on [`max_task_attempts`](super::OrchestratorConfig::max_task_attempts)
+    /// agents, each of which disappeared.
+    AttemptsExhausted,
+}
+
+/// An event of the [`Orchestrator`](super::Orchestrator).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OrchestratorEvent {
+    /// A connection opened; the upgrade's `X-Agent-ID`/`X-Agent-Type` headers, if any.
+    Connected {
+        /// The connection.
+        conn: ConnId,
+        /// `X-Agent-ID`.
+        agent_id: Option<String>,
+        /// `X-Agent-Type`.
+        agent_type: Option<String>,
+    },
+    /// `agent.register` was accepted and confirmed.
+    Registered {
+        /// The connection.
+        conn: ConnId,
+        /// The agent.
+        agent_id: String,
+        /// Its capability names.
+        capabilities: Vec<String>,
+        /// The form it speaks.
+        form: Form,
+    },
+    /// An agent missed heartbeats and gets no new tasks until its next heartbeat.
+    Unhealthy {
+        /// The agent.
+        agent_id: String,
+    },
+    /// An unhealthy agent sent a heartbeat again.
+    Recovered {
+        /// The agent.
+        agent_id: String,
+    },
+    /// An agent is gone; its tasks were reassigned (or failed).
+    AgentRemoved {
+        /// The agent.
+        agent_id: String,
+        /// Why.
+        reason: RemovalReason,
+    },
+    /// `agent.capability.update` was applied.
+    CapabilityChanged {
+        /// The agent.
+        agent_id: String,
+        /// add, update or remove.
+        operation: CapabilityOp,
+        /// The capability's name.
+        capability: String,
+    },
+    /// A task was sent to an agent with `task.assigned`.
+    TaskAssigned {
+        /// The task.
+        task_id: String,
+        /// The agent.
+        agent_id: String,
+        /// The routing score.
+        score: f64,
+        /// The runners-up (`routing_metadata.alternative_agents`).
+        alternatives: Vec<String>,
+        /// 1 for the first assignment, more after reassignments.
+        attempt: u32,
+    },
+    /// No agent can take the task now; it waits for one.
+    TaskQueued {
+        /// The task.
+        task_id: String,
+    },
+    /// `task.progress` from the assigned agent.
+    TaskProgress {
+        /// The task.
+        task_id: String,
+        /// The agent.
+        agent_id: String,
+        /// 0..=1.
+        progress: f64,
+        /// The agent's `status`.
+        status: Option<String>,
+    },
+    /// `task.complete` from the assigned agent.
+    TaskCompleted {
+        /// The task.
+        task_id: String,
+        /// The agent.
+        agent_id: String,
+        /// The agent's `status` (`completed`, `failed`, ...).
+        status: String,
+        /// The agent's `result`.
+        result: Value,
+    },
+    /// A task failed for good.
+    TaskFailed {
+        /// The task.
+        task_id: String,
+        /// Why.
+        reason: TaskFailure,
+    },
+    /// A collaboration request was forwarded to the required agents.
+    CollaborationStarted {
+        /// The task it is about.
+        task_id: String,
+        /// Who asked.
+        requester: String,
+        /// Who was asked.
+        agents: Vec<String>,
+    },
+    /// A collaboration ended: everyone answered, or the timeout passed.
+    CollaborationFinished {
+        /// The task it is about.
+        task_id: String,
+        /// Who answered.
+        responded: Vec<String>,
+        /// Who did not (absent, gone, or too slow).
+        missing: Vec<String>,
+    },
+    /// A `state.sync` was merged (or recognised as a repeat).
+    StateSynced {
+        /// The sender.
+        agent_id: String,
+        /// What happened.
+        outcome: SyncOutcome,
+    },
+    /// `agent.shutdown` was received.
+    ShutdownRequested {
+        /// The agent.
+        agent_id: String,
+        /// Tasks moved to other agents (or queued) at once.
+        transferred: usize,
+    },
+    /// A message was refused with an error reply (for logs and metrics).
+    ProtocolViolation {
+        /// The connection.
+        conn: ConnId,
+        /// The error code sent (4000-4008).
+        code: u16,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A connection ended.
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+        /// The agent registered on it, if any.
+        agent_id: Option<String>,
+    },
+}

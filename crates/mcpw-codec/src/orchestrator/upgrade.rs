@@ -1,0 +1,358 @@
+//! The pre-upgrade policy: what the transport's upgrade hook asks before a WebSocket exists.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use agentwire_core::{Rate, TokenBucket};
+
+/// The subprotocol the spec requires every client to offer, and the server echoes.
+pub const SUBPROTOCOL: &str = "mcp.v1";
+
+/// Settings of the [`UpgradePolicy`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UpgradeConfig {
+    /// Whether an upgrade that does not offer [`SUBPROTOCOL`] is refused with 426. Default
+    /// `true`, as the spec requires (the reference Go server never enforced it).
+    pub require_subprotocol: bool,
+    /// API keys accepted in `Authorization: Bearer <key>`. Empty (the default): no
+    /// authentication, any or no `Authorization` is accepted.
+    pub api_keys: Vec<String>,
+    /// New connections per API key over time. Default `Some(60/min, burst 20)`; only
+    /// applies when [`api_keys`](Self::api_keys) is set (the key is what is counted).
+    pub connect_rate: Option<Rate>,
+    /// Connections at once; one more is refused with 503. Default 10,000.
+    pub max_connections: usize,
+}
+
+impl Default for UpgradeConfig {
+    fn default() -> Self {
+        Self {
+            require_subprotocol: true,
+            api_keys: Vec::new(),
+            connect_rate: Some(Rate::per_minute(60, 20)),
+            max_connections: 10_000,
+        }
+    }
+}
+
+impl UpgradeConfig {
+    /// Sets [`require_subprotocol`](Self::require_subprotocol).
+    pub fn with_required_subprotocol(mut self, required: bool) -> Self {
+        self.require_subprotocol = required;
+        self
+    }
+
+    /// Sets [`api_keys`](Self::api_keys).
+    pub fn with_api_keys<S: Into<String>>(mut self, keys: impl IntoIterator<Item = S>) -> Self {
+        self.api_keys = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`connect_rate`](Self::connect_rate).
+    pub fn with_connect_rate(mut self, rate: Option<Rate>) -> Self {
+        self.connect_rate = rate;
+        self
+    }
+
+    /// Sets [`max_connections`](Self::max_connections).
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
+}
+
+/// The upgrade is allowed: what to answer and what was learned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Admission {
+    /// The subprotocol to echo (`Some("mcp.v1")` when the client offered it).
+    pub subprotocol: Option<&'static str>,
+    /// Index into [`UpgradeConfig::api_keys`] of the key used, when keys are configured.
+    pub key_index: Option<usize>,
+    /// The `X-Agent-ID` header.
+    pub agent_id: Option<String>,
+    /// The `X-Agent-Type` header.
+    pub agent_type: Option<String>,
+}
+
+/// The upgrade is refused: the HTTP status to answer with instead of `101`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// 426: subprotocol `mcp.v1` not offered.
+    #[error("subprotocol mcp.v1 required")]
+    UpgradeRequired,
+    /// 401: missing, malformed or unknown bearer token.
+    #[error("unauthorized")]
+    Unauthorized,
+    /// 429: too many new connections for this API key; retry after the duration.
+    #[error("too many connections for this key")]
+    RateLimited {
+        /// When a new connection would be allowed.
+        retry_after: Duration,
+    },
+    /// 503: the connection cap is reached.
+    #[error("server at its connection limit")]
+    Unavailable,
+}
+
+impl Refusal {
+    /// The HTTP status code.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::UpgradeRequired => 426,
+            Self::Unauthorized => 401,
+            Self::RateLimited { .. } => 429,
+            Self::Unavailable => 503,
+        }
+    }
+
+    /// A plain-text body for the response.
+    pub fn body(&self) -> String {
+        match self {
+            Self::UpgradeRequired => {
+                format!("upgrade required: offer Sec-WebSocket-Protocol: {SUBPROTOCOL}")
+            }
+            Self::RateLimited { retry_after } => format!(
+                "too many new connections for this API key; retry in {} ms",
+                retry_after.as_millis()
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Decides whether an upgrade request becomes a connection, before the upgrade.
+///
+/// Sans-IO like the rest of the crate: the caller passes the request's headers, the
+/// subprotocols offered, the number of open connections and the time. Checks, in order
+/// (the first failing one answers):
+///
+/// 1. subprotocol [`SUBPROTOCOL`] offered, if required → else **426**;
+/// 2. `Authorization: Bearer <key>` with a configured key (compared in constant time,
+///    against every key), if keys are configured → else **401**;
+/// 3. fewer than `max_connections` open → else **503**;
+/// 4. the key's connection rate → else **429** (a token is spent only on admission).
+///
+/// `X-Agent-ID` and `X-Agent-Type` are returned in the [`Admission`] (they also reach the
+/// machine in `PeerInfo`, where the [`Orchestrator`](crate::orchestrator::Orchestrator)
+/// records them).
+#[derive(Debug, Clone)]
+pub struct UpgradePolicy {
+    config: UpgradeConfig,
+    /// One bucket per configured key (bounded by the configuration).
+    buckets: BTreeMap<usize, TokenBucket>,
+}
+
+impl UpgradePolicy {
+    /// A policy with `config`.
+    pub fn new(config: UpgradeConfig) -> Self {
+        Self {
+            config,
+            buckets: BTreeMap::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &UpgradeConfig {
+        &self.config
+    }
+
+    /// Checks one upgrade request. `headers` are `(name, value)` pairs (any case);
+    /// `offered` the subprotocols of `Sec-WebSocket-Protocol`; `open` the connections open
+    /// now.
+    pub fn check(
+        &mut self,
+        headers: &[(String, String)],
+        offered: &[String],
+        open: usize,
+        now: Instant,
+    ) -> Result<Admission, Refusal> {
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        };
+        let offers = offered.iter().any(|p| p == SUBPROTOCOL);
+        if self.config.require_subprotocol && !offers {
+            return Err(Refusal::UpgradeRequired);
+        }
+        let key_index = if self.config.api_keys.is_empty() {
+            None
+        } else {
+            let token = header("authorization").and_then(bearer_token);
+            let found = token.and_then(|t| find_key(&self.config.api_keys, t));
+            Some(found.ok_or(Refusal::Unauthorized)?)
+        };
+        if open >= self.config.max_connections {
+            return Err(Refusal::Unavailable);
+        }
+        if let (Some(i), Some(rate)) = (key_index, self.config.connect_rate) {
+            let bucket = self
+                .buckets
+                .entry(i)
+                .or_insert_with(|| TokenBucket::new(now));
+            if !bucket.take(&rate, now) {
+                return Err(Refusal::RateLimited {
+                    retry_after: bucket.retry_after(&rate, now),
+                });
+            }
+        }
+        Ok(Admission {
+            subprotocol: offers.then_some(SUBPROTOCOL),
+            key_index,
+            agent_id: header("x-agent-id").map(str::to_owned),
+            agent_type: header("x-agent-type").map(str::to_owned),
+        })
+    }
+}
+
+/// The token of `Bearer <token>` (scheme case-insensitive, RFC 6750).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The index of the key equal to `token`, comparing against every key in constant time
+/// per byte (no early exit on the first difference or the first match).
+fn find_key(keys: &[String], token: &str) -> Option<usize> {
+    let mut found = None;
+    for (i, k) in keys.iter().enumerate() {
+        if ct_eq(k.as_bytes(), token.as_bytes()) && !k.is_empty() {
+            found = found.or(Some(i));
+        }
+    }
+    found
+}
+
+/// Constant-time equality for equal lengths (a length difference is not secret).
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::disallowed_methods)] // test base time
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
+    fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn mcp() -> Vec<String> {
+        vec!["mcp.v1".to_owned()]
+    }
+
+    #[test]
+    fn subprotocol_is_required_unless_configured_otherwise() {
+        let t = t0();
+        let mut p = UpgradePolicy::new(UpgradeConfig::default());
+        assert_eq!(p.check(&[], &[], 0, t), Err(Refusal::UpgradeRequired));
+        assert_eq!(Refusal::UpgradeRequired.status(), 426);
+        let other = vec!["graphql-ws".to_owned()];
+        assert_eq!(p.check(&[], &other, 0, t), Err(Refusal::UpgradeRequired));
+        let ok = p.check(&[], &mcp(), 0, t).unwrap();
+        assert_eq!(ok.subprotocol, Some("mcp.v1"));
+
+        let mut lax = UpgradePolicy::new(UpgradeConfig::default().with_required_subprotocol(false));
+        assert_eq!(lax.check(&[], &[], 0, t).unwrap().subprotocol, None);
+    }
+
+    #[test]
+    fn bearer_tokens_are_checked_against_the_keys() {
+        let t = t0();
+        let mut p = UpgradePolicy::new(UpgradeConfig::default().with_api_keys(["k1", "k2"]));
+        let unauthorized = Err(Refusal::Unauthorized);
+        assert_eq!(p.check(&[], &mcp(), 0, t), unauthorized);
+        for bad in [
+            "Bearer nope",
+            "Basic k1",
+            "Bearer",
+            "k1",
+            "Bearer k1x",
+            "Bearer  ",
+        ] {
+            assert_eq!(
+                p.check(&h(&[("Authorization", bad)]), &mcp(), 0, t),
+                unauthorized,
+                "{bad}"
+            );
+        }
+        let ok = p
+            .check(
+                &h(&[
+                    ("authorization", "bearer k2"),
+                    ("X-Agent-ID", "agent-123"),
+                    ("x-agent-type", "code-analyzer"),
+                ]),
+                &mcp(),
+                0,
+                t,
+            )
+            .unwrap();
+        assert_eq!(ok.key_index, Some(1));
+        assert_eq!(ok.agent_id.as_deref(), Some("agent-123"));
+        assert_eq!(ok.agent_type.as_deref(), Some("code-analyzer"));
+        // The subprotocol is checked first.
+        assert_eq!(
+            p.check(&h(&[("authorization", "Bearer k1")]), &[], 0, t),
+            Err(Refusal::UpgradeRequired)
+        );
+    }
+
+    #[test]
+    fn connection_cap_answers_503() {
+        let t = t0();
+        let mut p = UpgradePolicy::new(UpgradeConfig::default().with_max_connections(2));
+        assert!(p.check(&[], &mcp(), 1, t).is_ok());
+        assert_eq!(p.check(&[], &mcp(), 2, t), Err(Refusal::Unavailable));
+        assert_eq!(Refusal::Unavailable.status(), 503);
+    }
+
+    #[test]
+    fn new_connections_per_key_are_rate_limited() {
+        let t = t0();
+        let cfg = UpgradeConfig::default()
+            .with_api_keys(["a", "b"])
+            .with_connect_rate(Some(Rate::per_second(1, 2)));
+        let mut p = UpgradePolicy::new(cfg);
+        let a = h(&[("authorization", "Bearer a")]);
+        let b = h(&[("authorization", "Bearer b")]);
+        assert!(p.check(&a, &mcp(), 0, t).is_ok());
+        assert!(p.check(&a, &mcp(), 0, t).is_ok());
+        let refused = p.check(&a, &mcp(), 0, t).unwrap_err();
+        assert_eq!(
+            refused,
+            Refusal::RateLimited {
+                retry_after: Duration::from_secs(1)
+            }
+        );
+        assert_eq!(refused.status(), 429);
+        assert!(refused.body().contains("1000 ms"));
+        // Another key has its own budget; a refusal for the cap spends no token.
+        assert_eq!(p.check(&b, &mcp(), 10_000, t), Err(Refusal::Unavailable));
+        assert!(p.check(&b, &mcp(), 0, t).is_ok());
+        assert!(p.check(&b, &mcp(), 0, t).is_ok());
+        assert!(p.check(&a, &mcp(), 0, t + Duration::from_secs(1)).is_ok());
+    }
+
+    #[test]
+    fn empty_keys_never_match() {
+        assert_eq!(find_key(&[String::new()], ""), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert!(ct_eq(b"abc", b"abc") && !ct_eq(b"abc", b"abd") && !ct_eq(b"ab", b"abc"));
+    }
+}

@@ -1,0 +1,239 @@
+//! The reference agent: registers with its capabilities, heartbeats, works on each task it is
+//! assigned (progress, then completion), and approves collaboration requests.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use agentwire::core::{ConnId, Frame, Machine, Outbox, Output, PeerInfo, TimerSet};
+use agentwire::mcpw::orchestrator::wire::{self, types, Form, Outbound, ReplyKey};
+use agentwire::tokio::{Client, ClientConfig, Events, Handle};
+use serde_json::{json, Value};
+
+/// What the agent is.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// `agent_id`.
+    pub agent_id: String,
+    /// `agent_type`.
+    pub agent_type: String,
+    /// `capabilities` of `agent.register`.
+    pub capabilities: Value,
+    /// Binary frames instead of JSON text.
+    pub binary: bool,
+    /// Heartbeat period.
+    pub heartbeat: Duration,
+    /// Progress reports per task before completion.
+    pub steps: u32,
+    /// Time per step.
+    pub step: Duration,
+}
+
+/// What the agent reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// `registration.confirmed` arrived.
+    Registered(Value),
+    /// A task arrived (`task.assigned` params).
+    TaskAssigned(Value),
+    /// A progress report was sent.
+    ProgressSent { task_id: String, progress: f64 },
+    /// `task.complete` was sent.
+    Completed { task_id: String },
+    /// The server accepted the completion.
+    CompletionAccepted(Value),
+    /// A collaboration request arrived and was approved.
+    Collaborated(Value),
+    /// An error message from the server.
+    Error(Value),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Heartbeat,
+    Step(String),
+}
+
+/// The agent's client machine.
+pub struct AgentMachine {
+    s: AgentSettings,
+    conn: Option<ConnId>,
+    out: Outbox<AgentEvent>,
+    timers: TimerSet<Timer>,
+    /// Task id -> steps done.
+    tasks: BTreeMap<String, u32>,
+    seq: u64,
+    started: Option<Instant>,
+}
+
+impl AgentMachine {
+    /// A machine for `settings`.
+    pub fn new(settings: AgentSettings) -> Self {
+        Self {
+            s: settings,
+            conn: None,
+            out: Outbox::new(),
+            timers: TimerSet::new(),
+            tasks: BTreeMap::new(),
+            seq: 0,
+            started: None,
+        }
+    }
+
+    fn form(&self) -> Form {
+        if self.s.binary {
+            Form::Binary
+        } else {
+            Form::Json
+        }
+    }
+
+    fn key(&mut self) -> ReplyKey {
+        self.seq += 1;
+        match self.form() {
+            Form::Json => ReplyKey::Id(format!("{}-{}", self.s.agent_id, self.seq)),
+            Form::Binary => ReplyKey::Seq(self.seq),
+        }
+    }
+
+    fn send(&mut self, msg_type: u8, method: Option<&str>, reply: &ReplyKey, body: &Value) {
+        let Some(conn) = self.conn else { return };
+        let frame = wire::encode(
+            self.form(),
+            &Outbound {
+                msg_type,
+                method,
+                reply,
+                body,
+            },
+        );
+        self.out.send(conn, frame);
+    }
+
+    fn request(&mut self, msg_type: u8, method: &str, body: &Value) {
+        let key = self.key();
+        self.send(msg_type, Some(method), &key, body);
+    }
+
+    fn step(&mut self, task_id: String, now: Instant) {
+        let Some(done) = self.tasks.get_mut(&task_id) else {
+            return;
+        };
+        *done += 1;
+        let done = *done;
+        if done <= self.s.steps {
+            let progress = f64::from(done) / f64::from(self.s.steps + 1);
+            let body = json!({"task_id": task_id, "agent_id": self.s.agent_id, "progress": progress,
+                "status": "analyzing", "current_step": format!("step-{done}")});
+            self.request(types::PROGRESS, "task.progress", &body);
+            self.out.event(AgentEvent::ProgressSent {
+                task_id: task_id.clone(),
+                progress,
+            });
+            self.timers.set(Timer::Step(task_id), now + self.s.step);
+        } else {
+            self.tasks.remove(&task_id);
+            let body = json!({"task_id": task_id, "agent_id": self.s.agent_id, "status": "completed",
+                "duration_ms": u64::from(done) * u64::try_from(self.s.step.as_millis()).unwrap_or(0),
+                "result": {"summary": format!("{} reviewed it", self.s.agent_id), "findings": []}});
+            self.request(types::REQUEST, "task.complete", &body);
+            self.out.event(AgentEvent::Completed { task_id });
+        }
+    }
+}
+
+impl Machine for AgentMachine {
+    type Event = AgentEvent;
+
+    fn handle_connect(&mut self, conn: ConnId, _: &PeerInfo, now: Instant) {
+        self.conn = Some(conn);
+        self.started.get_or_insert(now);
+        let body = json!({"agent_id": self.s.agent_id, "agent_type": self.s.agent_type,
+            "capabilities": self.s.capabilities,
+            "model": {"provider": "none", "name": "reference-agent", "version": "1"},
+            "resources": {"max_concurrent_tasks": 4}, "metadata": {"version": env!("CARGO_PKG_VERSION")}});
+        self.request(types::REQUEST, "agent.register", &body);
+    }
+
+    fn handle_frame(&mut self, _: ConnId, frame: Frame<'_>, now: Instant) {
+        let Ok(msg) = wire::decode(frame, 1 << 20) else {
+            return;
+        };
+        match (msg.msg_type, msg.method.as_deref()) {
+            (types::RESPONSE, Some("registration.confirmed")) => {
+                self.timers.set(Timer::Heartbeat, now + self.s.heartbeat);
+                self.out.event(AgentEvent::Registered(msg.body));
+            }
+            (types::RESPONSE, Some("task.complete")) => {
+                self.out.event(AgentEvent::CompletionAccepted(msg.body));
+            }
+            (_, Some("task.assigned")) => {
+                if let Some(id) = msg.body.get("task_id").and_then(Value::as_str) {
+                    self.tasks.insert(id.to_owned(), 0);
+                    self.timers
+                        .set(Timer::Step(id.to_owned()), now + self.s.step);
+                }
+                self.out.event(AgentEvent::TaskAssigned(msg.body));
+            }
+            (types::REQUEST, Some("collaboration.request")) => {
+                let answer = json!({"agent_id": self.s.agent_id, "vote": "approve"});
+                self.send(
+                    types::RESPONSE,
+                    Some("collaboration.request"),
+                    &msg.reply,
+                    &answer,
+                );
+                self.out.event(AgentEvent::Collaborated(msg.body));
+            }
+            (types::ERROR, _) => self.out.event(AgentEvent::Error(msg.body)),
+            _ => {}
+        }
+    }
+
+    fn handle_disconnect(&mut self, _: ConnId, _: Instant) {
+        self.conn = None;
+        self.timers.clear();
+        self.tasks.clear();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        while let Some(t) = self.timers.pop_expired(now) {
+            match t {
+                Timer::Heartbeat => {
+                    let body = json!({"agent_id": self.s.agent_id, "status": "healthy",
+                        "metrics": {"active_tasks": self.tasks.len()},
+                        "workload": {"current_load": 0.1, "queue_depth": self.tasks.len()}});
+                    self.request(types::NOTIFICATION, "agent.heartbeat", &body);
+                    self.timers.set(Timer::Heartbeat, now + self.s.heartbeat);
+                }
+                Timer::Step(id) => self.step(id, now),
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    fn poll_output(&mut self) -> Option<Output<AgentEvent>> {
+        self.out.pop()
+    }
+}
+
+/// Connects an agent to `url` with `api_key` (if any); returns its handle and events.
+pub fn connect(
+    url: &str,
+    settings: AgentSettings,
+    api_key: Option<&str>,
+) -> Result<(Handle<AgentMachine>, Events<AgentEvent>), agentwire::tokio::ConfigError> {
+    let mut cfg = ClientConfig::default()
+        .with_subprotocol("mcp.v1")
+        .with_header("X-Agent-ID", settings.agent_id.clone())
+        .with_header("X-Agent-Type", settings.agent_type.clone());
+    if settings.binary {
+        cfg = cfg.with_header("X-Protocol", "mcpw-binary-v1");
+    }
+    if let Some(k) = api_key {
+        cfg = cfg.with_header("Authorization", format!("Bearer {k}"));
+    }
+    Client::connect(url, AgentMachine::new(settings), cfg)
+}

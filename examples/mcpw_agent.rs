@@ -1,0 +1,86 @@
+//! Reference MCPW agent: registers with its capabilities, heartbeats, accepts tasks, reports
+//! progress and completion, approves collaboration requests. Prints one line per event.
+//!
+//! ```text
+//! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent-1 --capability code_review:0.9 --binary
+//! ```
+
+#[path = "mcpw/mod.rs"]
+mod mcpw;
+
+use std::time::Duration;
+
+use clap::Parser;
+use mcpw::agent_app::{connect, AgentSettings};
+use serde_json::json;
+
+/// Reference MCPW agent.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8080/")]
+    url: String,
+    /// `agent_id`.
+    #[arg(long, default_value = "agent-1")]
+    agent_id: String,
+    /// `agent_type`.
+    #[arg(long, default_value = "code-analyzer")]
+    agent_type: String,
+    /// A capability `NAME:CONFIDENCE` (repeatable).
+    #[arg(long = "capability", default_value = "code_review:0.9")]
+    capabilities: Vec<String>,
+    /// API key for `Authorization: Bearer`.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Speak binary MCPW frames.
+    #[arg(long, conflicts_with = "json")]
+    binary: bool,
+    /// Speak JSON text frames (the default).
+    #[arg(long)]
+    json: bool,
+    /// Heartbeat period, seconds.
+    #[arg(long, default_value_t = 10)]
+    heartbeat_secs: u64,
+    /// Progress reports per task.
+    #[arg(long, default_value_t = 2)]
+    steps: u32,
+    /// Milliseconds per step.
+    #[arg(long, default_value_t = 500)]
+    step_ms: u64,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    mcpw::init_tracing("warn");
+    let args = Args::parse();
+    let capabilities: Vec<_> = args
+        .capabilities
+        .iter()
+        .map(|c| {
+            let (name, conf) = c.split_once(':').unwrap_or((c, "0.8"));
+            json!({"name": name, "confidence": conf.parse::<f64>().unwrap_or(0.8)})
+        })
+        .collect();
+    let settings = AgentSettings {
+        agent_id: args.agent_id,
+        agent_type: args.agent_type,
+        capabilities: json!(capabilities),
+        binary: args.binary,
+        heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
+        steps: args.steps,
+        step: Duration::from_millis(args.step_ms),
+    };
+    let (handle, mut events) = connect(&args.url, settings, args.api_key.as_deref())?;
+    loop {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(ev) => println!("{ev:?}"),
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    handle.shutdown().await;
+    Ok(())
+}
