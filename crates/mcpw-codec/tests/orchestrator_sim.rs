@@ -504,3 +504,85 @@ fn unregistered_connections_are_closed_after_the_register_timeout() {
         [(c, CloseCode::POLICY, "register-required".to_owned())]
     );
 }
+
+/// Binary frames sent to `c`, as raw bytes.
+fn binary_frames_to(o: &mut Orchestrator, c: ConnId) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    while let Some(out) = o.poll_output() {
+        if let Output::Send { conn, frame } = out {
+            if conn == c {
+                assert!(
+                    frame.as_text().is_none(),
+                    "a binary peer gets binary frames"
+                );
+                v.push(frame.as_bytes().to_vec());
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn binary_frames_carry_the_codecs_method_codes_and_large_payloads_travel_gzipped() {
+    use mcpw_codec::{
+        AgentRegister, Body, Capability, Codec, Flags, Header, Limits, Message, MessageType, Method,
+    };
+    let mut e = Env::new(OrchestratorConfig::default());
+    let c = e.connect(1);
+    let mut agent = Codec::default();
+    // A register request whose params are well over 1024 bytes: the codec gzips it.
+    let params = AgentRegister {
+        agent_id: "big-bin".into(),
+        agent_type: Some("tester".into()),
+        capabilities: vec![Capability::new("code_review", 0.9)],
+        model: None,
+        resources: None,
+        metadata: Some(json!({"notes": "compressible ".repeat(200)})),
+    };
+    let register = Message::new(MessageType::REQUEST, Body::AgentRegister(params)).with_seq(5);
+    let mut frame = Vec::new();
+    let sent = agent.encode(&register, &mut frame).unwrap();
+    assert_eq!(sent.method, Method::AGENT_REGISTER);
+    assert!(sent.flags.contains(Flags::COMPRESSED), "{sent:?}");
+    assert!(sent.size < 1024, "compressed to {} bytes", sent.size);
+    e.o.handle_frame(c, Frame::Binary(&frame), e.now);
+    let replies = binary_frames_to(&mut e.o, c);
+    assert_eq!(replies.len(), 1);
+    let h = Header::parse_slice(&replies[0], &Limits::default()).unwrap();
+    assert_eq!(
+        (h.kind, h.method, h.seq),
+        (MessageType::RESPONSE, Method::REGISTRATION_CONFIRMED, 5)
+    );
+    let Body::RegistrationConfirmed(ok) = agent.decode(&replies[0]).unwrap().body else {
+        panic!("registration.confirmed decodes as the codec's type");
+    };
+    assert_eq!(ok.agent_id, "big-bin");
+    assert_eq!(
+        ok.accepted_capabilities,
+        Some(vec!["code_review".to_owned()])
+    );
+    assert!(e.o.agent("big-bin").is_some());
+
+    // The server's large task.assigned is gzipped too, and decodes to the typed params.
+    let context = json!({"diff": "+ fn main() {}\n".repeat(300)});
+    e.o.submit_task(
+        TaskSpec::new("code_review")
+            .with_id("big")
+            .with_context(context.clone()),
+        e.now,
+    )
+    .unwrap();
+    let frames = binary_frames_to(&mut e.o, c);
+    assert_eq!(frames.len(), 1);
+    let h = Header::parse_slice(&frames[0], &Limits::default()).unwrap();
+    assert_eq!(
+        (h.kind, h.method),
+        (MessageType::NOTIFICATION, Method::TASK_ASSIGNED)
+    );
+    assert!(h.flags.contains(Flags::COMPRESSED), "{h:?}");
+    let Body::TaskAssigned(t) = agent.decode(&frames[0]).unwrap().body else {
+        panic!("task.assigned decodes as the codec's type");
+    };
+    assert_eq!((t.task_id.as_str(), t.context), ("big", Some(context)));
+    assert_eq!(t.task_type.as_deref(), Some("code_review"));
+}

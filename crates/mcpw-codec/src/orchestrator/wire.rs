@@ -9,7 +9,7 @@ use crate::{
     HEADER_LEN, MAGIC,
 };
 
-/// Error codes of the spec (4000-4008): the codec's [`ErrorCode`](crate::ErrorCode)s as
+/// Error codes of the spec (4000-4008): the codec's [`ErrorCode`]s as
 /// the numbers the orchestrator's events and metrics carry.
 pub mod codes {
     /// Malformed message structure.
