@@ -112,7 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         {
             println!(
                 "[server] registered {agent_id} ({}, capabilities {capabilities:?})",
-                form.as_str()
+                agentwire::mcpw::orchestrator::wire::form_label(form)
             );
         }
     }

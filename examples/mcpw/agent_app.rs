@@ -1,11 +1,14 @@
 //! The reference agent: registers with its capabilities, heartbeats, works on each task it is
 //! assigned (progress, then completion), and approves collaboration requests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use agentwire::core::{ConnId, Frame, Machine, Outbox, Output, PeerInfo, TimerSet};
-use agentwire::mcpw::orchestrator::wire::{self, types, Form, Outbound, ReplyKey};
+use agentwire::mcpw::{
+    AgentHeartbeat, AgentRegister, Body, Codec, Form, Message, MessageType, OtherCall,
+    TaskComplete, TaskProgress,
+};
 use agentwire::tokio::{Client, ClientConfig, Events, Handle};
 use serde_json::{json, Value};
 
@@ -63,6 +66,10 @@ pub struct AgentMachine {
     tasks: BTreeMap<String, u32>,
     seq: u64,
     started: Option<Instant>,
+    /// Frames in both forms: gzip above 1 KiB, the codec's method codes.
+    codec: Codec,
+    /// Ids (JSON) or sequence ids (binary) of `task.complete` requests awaiting their response.
+    completing: BTreeSet<(Option<String>, u64)>,
 }
 
 impl AgentMachine {
@@ -76,6 +83,8 @@ impl AgentMachine {
             tasks: BTreeMap::new(),
             seq: 0,
             started: None,
+            codec: Codec::default(),
+            completing: BTreeSet::new(),
         }
     }
 
@@ -87,31 +96,30 @@ impl AgentMachine {
         }
     }
 
-    fn key(&mut self) -> ReplyKey {
+    /// A new message of type `kind` with `body`, with this agent's next id or sequence id.
+    fn message(&mut self, kind: MessageType, body: Body) -> Message {
         self.seq += 1;
+        let msg = Message::new(kind, body);
         match self.form() {
-            Form::Json => ReplyKey::Id(format!("{}-{}", self.s.agent_id, self.seq)),
-            Form::Binary => ReplyKey::Seq(self.seq),
+            Form::Json => msg.with_id(format!("{}-{}", self.s.agent_id, self.seq)),
+            Form::Binary => msg.with_seq(self.seq),
         }
     }
 
-    fn send(&mut self, msg_type: u8, method: Option<&str>, reply: &ReplyKey, body: &Value) {
+    fn send(&mut self, msg: &Message) {
         let Some(conn) = self.conn else { return };
-        let frame = wire::encode(
-            self.form(),
-            &Outbound {
-                msg_type,
-                method,
-                reply,
-                body,
-            },
-        );
-        self.out.send(conn, frame);
+        let form = self.form();
+        match self.codec.encode_ws(msg, form) {
+            Ok(frame) => self.out.send(conn, frame),
+            Err(e) => self
+                .out
+                .event(AgentEvent::Error(json!({"encode": e.to_string()}))),
+        }
     }
 
-    fn request(&mut self, msg_type: u8, method: &str, body: &Value) {
-        let key = self.key();
-        self.send(msg_type, Some(method), &key, body);
+    fn request(&mut self, kind: MessageType, body: Body) {
+        let msg = self.message(kind, body);
+        self.send(&msg);
     }
 
     fn step(&mut self, task_id: String, now: Instant) {
@@ -124,7 +132,10 @@ impl AgentMachine {
             let progress = f64::from(done) / f64::from(self.s.steps + 1);
             let body = json!({"task_id": task_id, "agent_id": self.s.agent_id, "progress": progress,
                 "status": "analyzing", "current_step": format!("step-{done}")});
-            self.request(types::PROGRESS, "task.progress", &body);
+            self.request(
+                MessageType::PROGRESS,
+                typed::<TaskProgress>("task.progress", body, Body::TaskProgress),
+            );
             self.out.event(AgentEvent::ProgressSent {
                 task_id: task_id.clone(),
                 progress,
@@ -135,7 +146,12 @@ impl AgentMachine {
             let body = json!({"task_id": task_id, "agent_id": self.s.agent_id, "status": "completed",
                 "duration_ms": u64::from(done) * u64::try_from(self.s.step.as_millis()).unwrap_or(0),
                 "result": {"summary": format!("{} reviewed it", self.s.agent_id), "findings": []}});
-            self.request(types::REQUEST, "task.complete", &body);
+            let msg = self.message(
+                MessageType::REQUEST,
+                typed::<TaskComplete>("task.complete", body, Body::TaskComplete),
+            );
+            self.completing.insert((msg.id.clone(), msg.seq));
+            self.send(&msg);
             self.out.event(AgentEvent::Completed { task_id });
         }
     }
@@ -151,40 +167,45 @@ impl Machine for AgentMachine {
             "capabilities": self.s.capabilities,
             "model": {"provider": "none", "name": "reference-agent", "version": "1"},
             "resources": {"max_concurrent_tasks": 4}, "metadata": {"version": env!("CARGO_PKG_VERSION")}});
-        self.request(types::REQUEST, "agent.register", &body);
+        self.request(
+            MessageType::REQUEST,
+            typed::<AgentRegister>("agent.register", body, Body::AgentRegister),
+        );
     }
 
     fn handle_frame(&mut self, _: ConnId, frame: Frame<'_>, now: Instant) {
-        let Ok(msg) = wire::decode(frame, 1 << 20) else {
+        let Ok((msg, _)) = self.codec.decode_ws(frame) else {
             return;
         };
-        match (msg.msg_type, msg.method.as_deref()) {
-            (types::RESPONSE, Some("registration.confirmed")) => {
+        match msg.body {
+            Body::RegistrationConfirmed(c) => {
                 self.timers.set(Timer::Heartbeat, now + self.s.heartbeat);
-                self.out.event(AgentEvent::Registered(msg.body));
+                self.out.event(AgentEvent::Registered(to_value(&c)));
             }
-            (types::RESPONSE, Some("task.complete")) => {
-                self.out.event(AgentEvent::CompletionAccepted(msg.body));
+            Body::TaskAssigned(t) => {
+                self.tasks.insert(t.task_id.clone(), 0);
+                self.timers
+                    .set(Timer::Step(t.task_id.clone()), now + self.s.step);
+                self.out.event(AgentEvent::TaskAssigned(to_value(&t)));
             }
-            (_, Some("task.assigned")) => {
-                if let Some(id) = msg.body.get("task_id").and_then(Value::as_str) {
-                    self.tasks.insert(id.to_owned(), 0);
-                    self.timers
-                        .set(Timer::Step(id.to_owned()), now + self.s.step);
-                }
-                self.out.event(AgentEvent::TaskAssigned(msg.body));
-            }
-            (types::REQUEST, Some("collaboration.request")) => {
+            Body::CollaborationRequest(c) if msg.kind == MessageType::REQUEST => {
                 let answer = json!({"agent_id": self.s.agent_id, "vote": "approve"});
-                self.send(
-                    types::RESPONSE,
-                    Some("collaboration.request"),
-                    &msg.reply,
-                    &answer,
+                let mut reply = Message::new(
+                    MessageType::RESPONSE,
+                    Body::Other(OtherCall::new("", answer)),
                 );
-                self.out.event(AgentEvent::Collaborated(msg.body));
+                reply.id = msg.id;
+                reply.seq = msg.seq;
+                self.send(&reply);
+                self.out.event(AgentEvent::Collaborated(to_value(&c)));
             }
-            (types::ERROR, _) => self.out.event(AgentEvent::Error(msg.body)),
+            Body::Error(e) => self.out.event(AgentEvent::Error(to_value(&e))),
+            Body::Other(r)
+                if msg.kind == MessageType::RESPONSE
+                    && self.completing.remove(&(msg.id.clone(), msg.seq)) =>
+            {
+                self.out.event(AgentEvent::CompletionAccepted(r.params));
+            }
             _ => {}
         }
     }
@@ -202,7 +223,10 @@ impl Machine for AgentMachine {
                     let body = json!({"agent_id": self.s.agent_id, "status": "healthy",
                         "metrics": {"active_tasks": self.tasks.len()},
                         "workload": {"current_load": 0.1, "queue_depth": self.tasks.len()}});
-                    self.request(types::NOTIFICATION, "agent.heartbeat", &body);
+                    self.request(
+                        MessageType::NOTIFICATION,
+                        typed::<AgentHeartbeat>("agent.heartbeat", body, Body::AgentHeartbeat),
+                    );
                     self.timers.set(Timer::Heartbeat, now + self.s.heartbeat);
                 }
                 Timer::Step(id) => self.step(id, now),
@@ -217,6 +241,20 @@ impl Machine for AgentMachine {
     fn poll_output(&mut self) -> Option<Output<AgentEvent>> {
         self.out.pop()
     }
+}
+
+/// `params` as the typed body `wrap` takes, or as raw params of `method` if they do
+/// not fit (never the case for the JSON this agent builds).
+fn typed<T: serde::de::DeserializeOwned>(method: &str, params: Value, wrap: fn(T) -> Body) -> Body {
+    match serde_json::from_value::<T>(params.clone()) {
+        Ok(p) => wrap(p),
+        Err(_) => Body::Other(OtherCall::new(method, params)),
+    }
+}
+
+/// A typed value as JSON, for the agent's events.
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 /// Connects an agent to `url` with `api_key` (if any); returns its handle and events.

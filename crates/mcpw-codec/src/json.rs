@@ -72,8 +72,9 @@ pub(crate) fn check_kind(msg: &Message, max_batch: usize) -> Result<(), EncodeEr
 struct Envelope<'a> {
     #[serde(default, borrow)]
     id: Option<Cow<'a, str>>,
-    #[serde(rename = "type")]
-    kind: u8,
+    /// Absent: a request (type 0) if a method is named, else invalid.
+    #[serde(rename = "type", default)]
+    kind: Option<u8>,
     #[serde(default, borrow)]
     method: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -86,7 +87,14 @@ struct Envelope<'a> {
 
 fn decode_str(text: &str, limits: &Limits, top: bool) -> Result<Message, DecodeError> {
     let env: Envelope<'_> = serde_json::from_str(text).map_err(DecodeError::Json)?;
-    let kind = MessageType(env.kind);
+    let kind = match (env.kind, &env.method) {
+        (Some(k), _) => MessageType(k),
+        (None, Some(_)) => MessageType::REQUEST,
+        (None, None) => {
+            let missing = <serde_json::Error as de::Error>::missing_field("type");
+            return Err(DecodeError::Json(missing));
+        }
+    };
     let params = env.params.or(env.result);
     let body = if let Some(error) = env.error {
         Body::Error(error)

@@ -135,6 +135,57 @@
 //! 12. **The compression threshold** is exclusive: exactly 1024 bytes are sent as they are,
 //!     as in the reference (`len(payload) > 1024`).
 //!     (`compression_only_above_1024_bytes_and_only_if_smaller`)
+//! 13. **JSON `type` may be omitted** when a `method` is named: the message is a request
+//!     (type 0), as orchestrator peers send it; with neither, the text is refused (4000).
+//!     `agent.register` may omit `capabilities` (an agent with none yet).
+//!     (`errors_4004_4005_4000_and_register_first`, `json_text_frames_are_checked_too`)
+//!
+//! The [`orchestrator`]'s decisions (the server role; `tests/orchestrator_sim.rs` unless
+//! named):
+//!
+//! 14. **Frames**: one [`Codec`] per connection (limits from
+//!     [`orchestrator::Limits::max_message_bytes`], inflated payloads up to ten times that);
+//!     every reply goes out in the form of the peer's latest frame, with the codec's method
+//!     codes, gzip above 1 KiB, and type-3 [`ErrorBody`]s. A decode error is answered with
+//!     [`DecodeError::code`] and, for bad params, `data: {"field", "reason"}`; the id (JSON)
+//!     or sequence id (binary header) is recovered when readable.
+//!     (`binary_frames_carry_the_codecs_method_codes_and_large_payloads_travel_gzipped`,
+//!     `bad_frames_get_their_error_and_the_other_connection_keeps_working`)
+//! 15. **Reply shapes**: a response (type 1) echoes its request's id / sequence id and
+//!     names **no method** (so the codec reads its body as raw params, not as the request's
+//!     type); the one exception is `registration.confirmed`, which is a response carrying
+//!     [`RegistrationConfirmed`] (`agent_id`, `session_id`, `heartbeat_interval_ms`,
+//!     `accepted_capabilities`; plus `status` and `server_time`). `task.assigned` is a
+//!     notification with [`TaskAssigned`] params; a missed task deadline sends the agent a
+//!     4006 error naming the `task_id`. (`register_is_confirmed_in_the_form_of_the_request`,
+//!     `tasks_route_by_capability_and_flow_to_completion`)
+//! 16. **Register first**: until `agent.register` succeeds, every other method (bad params
+//!     included) gets 4001, `ping` excepted; unknown methods still get 4004. A connection
+//!     that does not register within 30 s is closed 1008. Registering another `agent_id` on
+//!     the same connection is 4008; the same `agent_id` on a new connection replaces the old
+//!     one. (`errors_4004_4005_4000_and_register_first`,
+//!     `unregistered_connections_are_closed_after_the_register_timeout`)
+//! 17. **`state.sync` dedup**: a sync is identified by its sender's own entry in its
+//!     `vector_clock` (required, non-zero, else 4005); a (sender, entry) seen before is
+//!     answered `applied: false` and changes nothing; a key used as both a counter and a set
+//!     is 4008. (`state_sync_merges_into_the_crdt_store_once`,
+//!     `store_converges_whatever_the_order_and_repetition`)
+//! 18. **OR-Set remove**: with a `unique_id` it tombstones exactly that add (even before
+//!     the add arrives); without, every tag of the element observed so far. A concurrent add
+//!     wins. (`add_wins_over_a_concurrent_remove`,
+//!     `a_tombstone_before_its_add_keeps_the_element_out`)
+//! 19. **Routing score**: `(0.5·confidence + 0.2·focus-share + 0.3·(1 − load)) / 1.0`
+//!     over healthy agents with the task's capability and a free slot, where load is the
+//!     larger of held/`max_concurrent_tasks` and the reported `workload.current_load`;
+//!     ties go to the lower agent id; up to 3 runners-up in `alternative_agents`.
+//!     (`capability_confidence_and_load_decide`, `specialties_count_and_ties_go_by_id`)
+//! 20. **Heartbeats**: 30 s period; no heartbeat for 2 periods marks an agent unhealthy (no
+//!     new tasks), for 3 removes it (tasks reassigned, connection closed 1008).
+//!     (`missed_heartbeats_make_an_agent_unhealthy_then_remove_it`)
+//! 21. **Rates**: 1000 messages/min per connection (burst 100; beyond: 4002); with API keys,
+//!     60 new connections/min per key (burst 20; beyond: 429 before the upgrade).
+//!     (`rate_limit_is_4002_after_the_burst_and_refills`,
+//!     `new_connections_per_key_are_rate_limited`)
 //!
 //! # Features
 //!

@@ -89,7 +89,8 @@ pub struct AgentRegister {
     /// The agent's type, e.g. `code-analyzer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_type: Option<String>,
-    /// What it can do.
+    /// What it can do; absent is none (an agent may register before it has any).
+    #[serde(default)]
     pub capabilities: Vec<Capability>,
     /// Its model.
     #[serde(default, skip_serializing_if = "Option::is_none")]

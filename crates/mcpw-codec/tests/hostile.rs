@@ -301,6 +301,12 @@ fn json_text_frames_are_checked_too() {
         .decode_json(br#"{"type":0,"method":"task.progress","params":{"task_id":"t"}}"#)
         .unwrap_err();
     assert_eq!(e.field(), Some("agent_id"));
+    // No `type` but a method: a request (spec decision 13); register needs no capabilities.
+    let m = codec
+        .decode_json(br#"{"id":"r","method":"agent.register","params":{"agent_id":"a"}}"#)
+        .unwrap();
+    assert_eq!(m.kind, MessageType::REQUEST);
+    assert!(matches!(m.body, Body::AgentRegister(ref p) if p.capabilities.is_empty()));
 }
 
 #[test]

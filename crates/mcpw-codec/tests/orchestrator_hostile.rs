@@ -10,6 +10,22 @@ use mcpw_codec::orchestrator::{Orchestrator, OrchestratorConfig, TaskSpec};
 use proptest::prelude::*;
 use serde_json::Value;
 
+/// A sent frame in the JSON form, decoded with the codec (so binary frames, gzip included,
+/// must be what the codec reads).
+fn json_of(frame: &FrameBuf) -> Value {
+    let f = match frame.as_text() {
+        Some(t) => Frame::Text(t),
+        None => Frame::Binary(frame.as_bytes()),
+    };
+    let mut codec = mcpw_codec::Codec::default();
+    let (msg, _) = codec
+        .decode_ws(f)
+        .expect("the orchestrator sends what the codec reads");
+    let mut out = Vec::new();
+    codec.encode_json(&msg, &mut out).expect("re-encode");
+    serde_json::from_slice(&out).expect("JSON")
+}
+
 #[allow(clippy::disallowed_methods)] // the one base time of a test
 fn t0() -> Instant {
     Instant::now()
@@ -27,10 +43,7 @@ fn replies(o: &mut Orchestrator, conn: ConnId) -> Vec<Option<u64>> {
     while let Some(out) = o.poll_output() {
         if let Output::Send { conn: c, frame } = out {
             if c == conn {
-                let json: Value = match frame.as_text() {
-                    Some(t) => serde_json::from_str(t).unwrap(),
-                    None => serde_json::from_slice(&frame.as_bytes()[24..]).unwrap(),
-                };
+                let json = json_of(&frame);
                 v.push(json["error"]["code"].as_u64());
             }
         }

@@ -10,6 +10,22 @@ use mcpw_codec::orchestrator::{
 };
 use serde_json::{json, Value};
 
+/// A sent frame in the JSON form, decoded with the codec (so binary frames, gzip included,
+/// must be what the codec reads).
+fn json_of(frame: &agentwire_core::FrameBuf) -> Value {
+    let f = match frame.as_text() {
+        Some(t) => Frame::Text(t),
+        None => Frame::Binary(frame.as_bytes()),
+    };
+    let mut codec = mcpw_codec::Codec::default();
+    let (msg, _) = codec
+        .decode_ws(f)
+        .expect("the orchestrator sends what the codec reads");
+    let mut out = Vec::new();
+    codec.encode_json(&msg, &mut out).expect("re-encode");
+    serde_json::from_slice(&out).expect("JSON")
+}
+
 #[allow(clippy::disallowed_methods)] // the one base time of a test
 fn t0() -> Instant {
     Instant::now()
@@ -39,10 +55,7 @@ impl Env {
         while let Some(out) = self.o.poll_output() {
             match out {
                 Output::Send { conn, frame } => {
-                    let v = match frame.as_text() {
-                        Some(t) => serde_json::from_str(t).unwrap(),
-                        None => serde_json::from_slice(&frame.as_bytes()[24..]).unwrap(),
-                    };
+                    let v = json_of(&frame);
                     self.sent.push((conn, v));
                 }
                 Output::Close { conn, code, reason } => {
@@ -124,8 +137,8 @@ fn register_is_confirmed_in_the_form_of_the_request() {
     assert_eq!(r[0]["id"], "550e8400");
     assert_eq!(r[0]["type"], 1);
     assert_eq!(r[0]["method"], "registration.confirmed");
-    assert_eq!(r[0]["result"]["agent_id"], "agent-123");
-    assert_eq!(r[0]["result"]["heartbeat_interval_ms"], 30_000);
+    assert_eq!(r[0]["params"]["agent_id"], "agent-123");
+    assert_eq!(r[0]["params"]["heartbeat_interval_ms"], 30_000);
     assert!(e.o.agent("agent-123").is_some());
     assert!(e.events.iter().any(
         |ev| matches!(ev, OrchestratorEvent::Registered { agent_id, .. } if agent_id == "agent-123")
@@ -293,7 +306,7 @@ fn tasks_route_by_capability_and_flow_to_completion() {
     e.send(strong, json!({"id": "c", "method": "task.complete", "params": {"task_id": id, "agent_id": "strong", "status": "completed", "result": {"summary": "ok"}}}));
     let r = e.take(strong);
     assert_eq!(
-        r[0]["result"],
+        r[0]["params"],
         json!({"task_id": "task-456", "status": "accepted"})
     );
     assert!(e.o.task(&id).is_none());
@@ -351,7 +364,7 @@ fn shutdown_transfers_tasks_and_ends_after_the_grace_period() {
     e.send(a, json!({"id": "s", "method": "agent.shutdown", "params": {"agent_id": "a", "reason": "scheduled_maintenance", "graceful_timeout_ms": 5000, "transfer_tasks": true}}));
     let r = e.take(a);
     assert_eq!(
-        r[0]["result"]["transferred_tasks"],
+        r[0]["params"]["transferred_tasks"],
         json!([{"task_id": "t", "agent_id": "b"}])
     );
     assert_eq!(e.take(b)[0]["method"], "task.assigned");
@@ -379,7 +392,7 @@ fn capability_update_changes_routing() {
     e.send(a, json!({"id": "u", "method": "agent.capability.update", "params": {"agent_id": "a", "operation": "add",
         "capability": {"name": "rust_analysis", "confidence": 0.75, "languages": ["rust"]}, "reason": "fine-tuned"}}));
     let r = e.take(a);
-    assert_eq!(r[0]["result"]["capabilities"], json!(["rust_analysis"]));
+    assert_eq!(r[0]["params"]["capabilities"], json!(["rust_analysis"]));
     assert_eq!(r[1]["method"], "task.assigned");
     e.send(a, json!({"id": "v", "method": "agent.capability.update", "params": {"agent_id": "a", "operation": "explode", "capability": {"name": "x"}}}));
     assert_eq!(e.take(a)[0]["error"]["data"]["field"], "operation");
@@ -408,10 +421,10 @@ fn collaboration_is_fanned_out_and_answered_after_all_reply_or_the_timeout() {
     let r = e.take(a);
     assert_eq!(r[0]["id"], "col");
     assert_eq!(
-        r[0]["result"]["responses"],
+        r[0]["params"]["responses"],
         json!({"b": {"vote": "approve"}})
     );
-    assert_eq!(r[0]["result"]["missing"], json!(["c", "ghost"]));
+    assert_eq!(r[0]["params"]["missing"], json!(["c", "ghost"]));
     // c's late answer is dropped.
     e.send(
         c,
@@ -431,12 +444,12 @@ fn state_sync_merges_into_the_crdt_store_once() {
             {"type": "or-set", "key": "active_collaborations", "operation": "add", "element": "collab-xyz", "unique_id": "u-1"}],
         "merkle_root": "a1b2c3"}});
     e.send(a, sync.clone());
-    assert_eq!(e.take(a)[0]["result"]["applied"], true);
+    assert_eq!(e.take(a)[0]["params"]["applied"], true);
     e.send(a, sync);
     let r = e.take(a);
-    assert_eq!(r[0]["result"]["applied"], false);
+    assert_eq!(r[0]["params"]["applied"], false);
     assert_eq!(
-        r[0]["result"]["vector_clock"],
+        r[0]["params"]["vector_clock"],
         json!({"agent-123": 42, "agent-456": 38})
     );
     let st = e.o.state();
@@ -490,4 +503,86 @@ fn unregistered_connections_are_closed_after_the_register_timeout() {
         e.closed,
         [(c, CloseCode::POLICY, "register-required".to_owned())]
     );
+}
+
+/// Binary frames sent to `c`, as raw bytes.
+fn binary_frames_to(o: &mut Orchestrator, c: ConnId) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    while let Some(out) = o.poll_output() {
+        if let Output::Send { conn, frame } = out {
+            if conn == c {
+                assert!(
+                    frame.as_text().is_none(),
+                    "a binary peer gets binary frames"
+                );
+                v.push(frame.as_bytes().to_vec());
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn binary_frames_carry_the_codecs_method_codes_and_large_payloads_travel_gzipped() {
+    use mcpw_codec::{
+        AgentRegister, Body, Capability, Codec, Flags, Header, Limits, Message, MessageType, Method,
+    };
+    let mut e = Env::new(OrchestratorConfig::default());
+    let c = e.connect(1);
+    let mut agent = Codec::default();
+    // A register request whose params are well over 1024 bytes: the codec gzips it.
+    let params = AgentRegister {
+        agent_id: "big-bin".into(),
+        agent_type: Some("tester".into()),
+        capabilities: vec![Capability::new("code_review", 0.9)],
+        model: None,
+        resources: None,
+        metadata: Some(json!({"notes": "compressible ".repeat(200)})),
+    };
+    let register = Message::new(MessageType::REQUEST, Body::AgentRegister(params)).with_seq(5);
+    let mut frame = Vec::new();
+    let sent = agent.encode(&register, &mut frame).unwrap();
+    assert_eq!(sent.method, Method::AGENT_REGISTER);
+    assert!(sent.flags.contains(Flags::COMPRESSED), "{sent:?}");
+    assert!(sent.size < 1024, "compressed to {} bytes", sent.size);
+    e.o.handle_frame(c, Frame::Binary(&frame), e.now);
+    let replies = binary_frames_to(&mut e.o, c);
+    assert_eq!(replies.len(), 1);
+    let h = Header::parse_slice(&replies[0], &Limits::default()).unwrap();
+    assert_eq!(
+        (h.kind, h.method, h.seq),
+        (MessageType::RESPONSE, Method::REGISTRATION_CONFIRMED, 5)
+    );
+    let Body::RegistrationConfirmed(ok) = agent.decode(&replies[0]).unwrap().body else {
+        panic!("registration.confirmed decodes as the codec's type");
+    };
+    assert_eq!(ok.agent_id, "big-bin");
+    assert_eq!(
+        ok.accepted_capabilities,
+        Some(vec!["code_review".to_owned()])
+    );
+    assert!(e.o.agent("big-bin").is_some());
+
+    // The server's large task.assigned is gzipped too, and decodes to the typed params.
+    let context = json!({"diff": "+ fn main() {}\n".repeat(300)});
+    e.o.submit_task(
+        TaskSpec::new("code_review")
+            .with_id("big")
+            .with_context(context.clone()),
+        e.now,
+    )
+    .unwrap();
+    let frames = binary_frames_to(&mut e.o, c);
+    assert_eq!(frames.len(), 1);
+    let h = Header::parse_slice(&frames[0], &Limits::default()).unwrap();
+    assert_eq!(
+        (h.kind, h.method),
+        (MessageType::NOTIFICATION, Method::TASK_ASSIGNED)
+    );
+    assert!(h.flags.contains(Flags::COMPRESSED), "{h:?}");
+    let Body::TaskAssigned(t) = agent.decode(&frames[0]).unwrap().body else {
+        panic!("task.assigned decodes as the codec's type");
+    };
+    assert_eq!((t.task_id.as_str(), t.context), ("big", Some(context)));
+    assert_eq!(t.task_type.as_deref(), Some("code_review"));
 }

@@ -15,8 +15,9 @@ use super::metrics::Metrics;
 use super::params::{self, CapabilityOp, ParamError};
 use super::routing::{self, Candidate, CapabilityProfile};
 use super::wallclock::rfc3339;
-use super::wire::{self, codes, types, Form, Inbound, Outbound, ReplyKey};
+use super::wire::{self, codes, form_label, types, Form, Inbound, Outbound, ReplyKey};
 use crate::crdt::{CrdtStore, StoreError, SyncOutcome};
+use crate::Codec;
 
 /// Methods the orchestrator handles (and the only ones counted by name in metrics).
 pub const METHODS: &[&str] = &[
@@ -184,6 +185,8 @@ struct Conn {
     agent: Option<String>,
     agent_type_label: String,
     counted_as: Option<Form>,
+    /// The connection's codec: gzip state and the size limits.
+    codec: Codec,
 }
 
 /// A collaboration in flight.
@@ -242,6 +245,8 @@ pub struct Orchestrator {
     last_method: Option<&'static str>,
     /// Queued tasks may be routable now (drained after the current reply is sent).
     queue_dirty: bool,
+    /// Encodes for a connection that is already gone (nothing is sent then).
+    spare_codec: Codec,
 }
 
 impl std::fmt::Debug for Orchestrator {
@@ -290,6 +295,7 @@ impl Orchestrator {
             metrics,
             last_method: None,
             queue_dirty: false,
+            spare_codec: wire::codec_for(1 << 20),
         }
     }
 
@@ -398,7 +404,12 @@ impl Orchestrator {
         reply: &ReplyKey,
         body: &Value,
     ) {
+        let codec = match self.conns.get_mut(&conn) {
+            Some(c) => &mut c.codec,
+            None => &mut self.spare_codec,
+        };
         let frame = wire::encode(
+            codec,
             form,
             &Outbound {
                 msg_type,
@@ -644,7 +655,7 @@ impl Orchestrator {
                 c.origin,
                 c.origin_form,
                 types::RESPONSE,
-                Some("collaboration.request"),
+                None,
                 &c.origin_reply,
                 &result,
             );
@@ -757,14 +768,8 @@ impl Orchestrator {
             }
             Ok(body) => {
                 if t == types::REQUEST {
-                    self.send(
-                        conn,
-                        msg.form,
-                        types::RESPONSE,
-                        Some(&method),
-                        &msg.reply,
-                        &body,
-                    );
+                    // A response names no method: its id / sequence id matches it.
+                    self.send(conn, msg.form, types::RESPONSE, None, &msg.reply, &body);
                 }
                 self.metrics.count_message(types::name(t), label, "ok");
             }
@@ -893,9 +898,10 @@ impl Orchestrator {
             u64::try_from(self.config.heartbeat_interval.as_millis()).unwrap_or(u64::MAX);
         let body = json!({
             "agent_id": r.agent_id,
-            "status": "registered",
+            "session_id": format!("session-{}", conn.get()),
             "heartbeat_interval_ms": interval_ms,
-            "capabilities": r.capabilities.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            "accepted_capabilities": r.capabilities.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            "status": "registered",
             "server_time": rfc3339(self.wall_ms(now)),
         });
         // Replied as `registration.confirmed` whatever the request's type.
@@ -1312,6 +1318,7 @@ impl Machine for Orchestrator {
                 agent: None,
                 agent_type_label: label,
                 counted_as: None,
+                codec: wire::codec_for(self.config.limits.max_message_bytes),
             },
         );
         if let Some(t) = self.config.register_timeout {
@@ -1338,11 +1345,12 @@ impl Machine for Orchestrator {
         // Replies follow the form the peer uses.
         c.form = Some(frame_form);
         if c.counted_as != Some(frame_form) {
-            let old = c.counted_as.map_or("none", Form::as_str);
+            let old = c.counted_as.map_or("none", form_label);
             let label = c.agent_type_label.clone();
             c.counted_as = Some(frame_form);
             self.metrics.add_connection(&label, old, -1);
-            self.metrics.add_connection(&label, frame_form.as_str(), 1);
+            self.metrics
+                .add_connection(&label, form_label(frame_form), 1);
         }
         self.last_method = None;
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -1389,8 +1397,26 @@ impl Machine for Orchestrator {
             );
             return;
         }
-        match wire::decode(frame, max) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let registered = c.agent.is_some();
+        match wire::decode(&mut c.codec, frame) {
             Ok(msg) => self.on_message(conn, msg, now),
+            // Register first: an unregistered peer's bad params for any other method are
+            // answered as its other messages are, with 4001.
+            Err(e) if !registered && e.method.is_some_and(|m| m != "agent.register") => {
+                self.send_error(
+                    conn,
+                    e.form,
+                    &e.reply,
+                    types::REQUEST,
+                    e.method,
+                    codes::AUTHENTICATION_FAILED,
+                    "agent.register required first",
+                    None,
+                );
+            }
             Err(e) => {
                 let code = e.code;
                 self.send_error(
@@ -1401,7 +1427,7 @@ impl Machine for Orchestrator {
                     None,
                     code,
                     &e.detail,
-                    None,
+                    e.data,
                 );
             }
         }
@@ -1416,7 +1442,7 @@ impl Machine for Orchestrator {
         self.timers.cancel(&Timer::Register(conn));
         self.metrics.add_connection(
             &c.agent_type_label,
-            c.counted_as.map_or("none", Form::as_str),
+            c.counted_as.map_or("none", form_label),
             -1,
         );
         if let Some(agent_id) = &c.agent {

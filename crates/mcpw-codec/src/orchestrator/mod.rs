@@ -5,7 +5,6 @@
 //! - [`metrics`]: Prometheus text with the spec's metric names;
 //! - the [`Orchestrator`] itself, its [`OrchestratorConfig`] and [`OrchestratorEvent`]s.
 
-mod binary;
 mod config;
 mod event;
 mod machine;

@@ -4,26 +4,32 @@
 use agentwire_core::{Frame, FrameBuf};
 use serde_json::{json, Value};
 
-/// Error codes of the spec (4000-4008).
+use crate::{
+    Body, Codec, CodecConfig, DecodeError, ErrorBody, ErrorCode, Message, MessageType, OtherCall,
+    HEADER_LEN, MAGIC,
+};
+
+/// Error codes of the spec (4000-4008): the codec's [`ErrorCode`]s as
+/// the numbers the orchestrator's events and metrics carry.
 pub mod codes {
     /// Malformed message structure.
-    pub const INVALID_MESSAGE: u16 = 4000;
+    pub const INVALID_MESSAGE: u16 = crate::ErrorCode::INVALID_MESSAGE.0 as u16;
     /// Invalid credentials or token.
-    pub const AUTHENTICATION_FAILED: u16 = 4001;
+    pub const AUTHENTICATION_FAILED: u16 = crate::ErrorCode::AUTHENTICATION_FAILED.0 as u16;
     /// Too many requests.
-    pub const RATE_LIMITED: u16 = 4002;
+    pub const RATE_LIMITED: u16 = crate::ErrorCode::RATE_LIMITED.0 as u16;
     /// Internal server error (also: a server limit was reached).
-    pub const SERVER_ERROR: u16 = 4003;
+    pub const SERVER_ERROR: u16 = crate::ErrorCode::SERVER_ERROR.0 as u16;
     /// Unknown method.
-    pub const METHOD_NOT_FOUND: u16 = 4004;
+    pub const METHOD_NOT_FOUND: u16 = crate::ErrorCode::METHOD_NOT_FOUND.0 as u16;
     /// Invalid method parameters.
-    pub const INVALID_PARAMS: u16 = 4005;
+    pub const INVALID_PARAMS: u16 = crate::ErrorCode::INVALID_PARAMS.0 as u16;
     /// Task or operation cancelled.
-    pub const OPERATION_CANCELLED: u16 = 4006;
+    pub const OPERATION_CANCELLED: u16 = crate::ErrorCode::OPERATION_CANCELLED.0 as u16;
     /// Message exceeds size limit.
-    pub const CONTEXT_TOO_LARGE: u16 = 4007;
+    pub const CONTEXT_TOO_LARGE: u16 = crate::ErrorCode::CONTEXT_TOO_LARGE.0 as u16;
     /// State conflict detected.
-    pub const CONFLICT: u16 = 4008;
+    pub const CONFLICT: u16 = crate::ErrorCode::CONFLICT.0 as u16;
 
     /// The metric status label of a code.
     pub fn status(code: u16) -> &'static str {
@@ -77,22 +83,13 @@ pub mod types {
     }
 }
 
-/// Which form a peer speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Form {
-    /// JSON in text frames.
-    Json,
-    /// The 24-byte header and a (possibly gzip-compressed) JSON payload, in binary frames.
-    Binary,
-}
+pub use crate::Form;
 
-impl Form {
-    /// The metric label (`json` / `binary`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Json => "json",
-            Self::Binary => "binary",
-        }
+/// The metric label of a form (`json` / `binary`).
+pub fn form_label(form: Form) -> &'static str {
+    match form {
+        Form::Json => "json",
+        Form::Binary => "binary",
     }
 }
 
@@ -106,16 +103,6 @@ pub enum ReplyKey {
     Seq(u64),
     /// The message had no id.
     None,
-}
-
-impl ReplyKey {
-    fn to_json(&self) -> Value {
-        match self {
-            Self::Id(s) => Value::String(s.clone()),
-            Self::Seq(n) => Value::from(*n),
-            Self::None => Value::Null,
-        }
-    }
 }
 
 /// One decoded message (either form).
@@ -144,61 +131,105 @@ pub struct WireError {
     pub reply: ReplyKey,
     /// What was wrong.
     pub detail: String,
+    /// The error's `data` (`{"field", "reason"}` for bad params).
+    pub data: Option<Value>,
+    /// The method whose params were refused (4005 only).
+    pub method: Option<&'static str>,
 }
 
-/// Decodes one frame (text: the JSON form; binary: header and payload); `max_bytes`
-/// bounds a binary payload.
-pub fn decode(frame: Frame<'_>, max_bytes: usize) -> Result<Inbound, WireError> {
-    match frame {
-        Frame::Text(t) => decode_json(t.as_bytes(), Form::Json),
-        Frame::Binary(b) => super::binary::decode(b, max_bytes),
-    }
+/// A connection's codec, sized by the orchestrator's limits: `max_bytes` bounds a text
+/// frame, a binary payload on the wire, and (times ten) an inflated payload.
+pub(crate) fn codec_for(max_bytes: usize) -> Codec {
+    let mut config = CodecConfig::default();
+    config.limits.max_payload = u32::try_from(max_bytes).unwrap_or(u32::MAX);
+    config.limits.max_text = max_bytes;
+    config.limits.max_decompressed = max_bytes.saturating_mul(10);
+    Codec::new(config)
 }
 
-/// Decodes the JSON form (`{"id","type","method","params"|"result"|"error"}`).
-pub(crate) fn decode_json(bytes: &[u8], form: Form) -> Result<Inbound, WireError> {
-    let invalid = |reply: ReplyKey, detail: String| WireError {
+/// Decodes one frame with the connection's codec (text: the JSON form; binary: header,
+/// gzip, method code, params) into the orchestrator's view of it.
+pub fn decode(codec: &mut Codec, frame: Frame<'_>) -> Result<Inbound, WireError> {
+    let form = match frame {
+        Frame::Text(_) => Form::Json,
+        Frame::Binary(_) => Form::Binary,
+    };
+    let (msg, form) = codec.decode_ws(frame).map_err(|e| {
+        let body = e.to_error_body();
+        WireError {
+            form,
+            code: code_u16(body.code),
+            reply: key_of_bad(frame),
+            detail: body.message,
+            data: body.data,
+            method: match e {
+                DecodeError::InvalidParams { method, .. } => Some(method),
+                _ => None,
+            },
+        }
+    })?;
+    let reply = match form {
+        Form::Json => msg.id.clone().map_or(ReplyKey::None, ReplyKey::Id),
+        Form::Binary => ReplyKey::Seq(msg.seq),
+    };
+    let method = msg.method().filter(|m| !m.is_empty()).map(str::to_owned);
+    let body = body_value(msg.body).map_err(|e| WireError {
         form,
         code: codes::INVALID_MESSAGE,
-        reply,
-        detail,
-    };
-    let v: Value = serde_json::from_slice(bytes)
-        .map_err(|e| invalid(ReplyKey::None, format!("not JSON: {e}")))?;
-    let Value::Object(mut obj) = v else {
-        return Err(invalid(ReplyKey::None, "not a JSON object".into()));
-    };
-    let reply = match obj.get("id") {
-        None | Some(Value::Null) => ReplyKey::None,
-        Some(Value::String(s)) => ReplyKey::Id(s.clone()),
-        Some(Value::Number(n)) => ReplyKey::Id(n.to_string()),
-        Some(_) => return Err(invalid(ReplyKey::None, "id must be a string".into())),
-    };
-    let msg_type = match obj.get("type") {
-        None | Some(Value::Null) => types::REQUEST,
-        Some(v) => match v.as_u64().and_then(|n| u8::try_from(n).ok()) {
-            Some(t) => t,
-            None => return Err(invalid(reply, "type must be an integer 0-255".into())),
-        },
-    };
-    let method = match obj.get("method") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(invalid(reply, "method must be a string".into())),
-    };
-    let key = match msg_type {
-        types::RESPONSE => "result",
-        types::ERROR => "error",
-        _ => "params",
-    };
-    let body = obj.remove(key).unwrap_or(Value::Null);
+        reply: reply.clone(),
+        detail: e.to_string(),
+        data: None,
+        method: None,
+    })?;
     Ok(Inbound {
         form,
         reply,
-        msg_type,
+        msg_type: msg.kind.0,
         method,
         body,
     })
+}
+
+/// The id (JSON) or sequence id (binary header) of a frame the codec refused, if it can be
+/// read: the error reply carries it. Only on this error path is a text frame parsed again.
+fn key_of_bad(frame: Frame<'_>) -> ReplyKey {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        id: Option<String>,
+    }
+    match frame {
+        Frame::Binary(b) if b.len() >= HEADER_LEN && b[..4] == MAGIC => {
+            let mut s = [0u8; 8];
+            s.copy_from_slice(&b[8..16]);
+            ReplyKey::Seq(u64::from_be_bytes(s))
+        }
+        Frame::Text(t) => match serde_json::from_str::<IdOnly>(t) {
+            Ok(IdOnly { id: Some(id) }) => ReplyKey::Id(id),
+            _ => ReplyKey::None,
+        },
+        Frame::Binary(_) => ReplyKey::None,
+    }
+}
+
+/// The params (or error object) of a decoded body, as JSON for the orchestrator's checks.
+fn body_value(body: Body) -> serde_json::Result<Value> {
+    match body {
+        Body::AgentRegister(p) => serde_json::to_value(p),
+        Body::RegistrationConfirmed(p) => serde_json::to_value(p),
+        Body::AgentHeartbeat(p) => serde_json::to_value(p),
+        Body::TaskAssigned(p) => serde_json::to_value(p),
+        Body::TaskProgress(p) => serde_json::to_value(p),
+        Body::TaskComplete(p) => serde_json::to_value(p),
+        Body::CapabilityUpdate(p) => serde_json::to_value(p),
+        Body::CollaborationRequest(p) => serde_json::to_value(p),
+        Body::StateSync(p) => serde_json::to_value(p),
+        Body::AgentShutdown(p) => serde_json::to_value(p),
+        Body::Error(e) => serde_json::to_value(e),
+        // Batches are not part of the orchestrator's protocol: handed on as a method the
+        // machine answers with 4004.
+        Body::Batch(_) => Ok(Value::Null),
+        Body::Other(c) => Ok(c.params),
+    }
 }
 
 /// One message to encode.
@@ -210,37 +241,51 @@ pub struct Outbound<'a> {
     pub method: Option<&'a str>,
     /// Its id / sequence id (or the one it answers).
     pub reply: &'a ReplyKey,
-    /// `params`, `result` or `error`, by type.
+    /// `params`, `result` or the error object, by type.
     pub body: &'a Value,
 }
 
-/// Encodes `msg` in `form` (text frame for JSON, binary frame with the header).
-pub fn encode(form: Form, msg: &Outbound<'_>) -> FrameBuf {
-    match form {
-        Form::Json => FrameBuf::text(encode_json(msg)),
-        Form::Binary => super::binary::encode(msg),
+/// Encodes `msg` in `form` with the connection's codec: the method's code from the codec's
+/// [`Method`](crate::Method) table in the binary header, gzip above the threshold, errors as
+/// the codec's [`ErrorBody`].
+pub fn encode(codec: &mut Codec, form: Form, msg: &Outbound<'_>) -> FrameBuf {
+    let body = if msg.msg_type == types::ERROR {
+        match serde_json::from_value::<ErrorBody>(msg.body.clone()) {
+            Ok(e) => Body::Error(e),
+            Err(_) => Body::Error(ErrorBody::new(
+                ErrorCode::SERVER_ERROR,
+                "unencodable error".to_owned(),
+            )),
+        }
+    } else {
+        Body::Other(OtherCall::new(
+            msg.method.unwrap_or_default(),
+            msg.body.clone(),
+        ))
+    };
+    let mut m = Message::new(MessageType(msg.msg_type), body);
+    match msg.reply {
+        ReplyKey::Id(id) => m.id = Some(id.clone()),
+        ReplyKey::Seq(n) => m.seq = *n,
+        ReplyKey::None => {}
+    }
+    match codec.encode_ws(&m, form) {
+        Ok(f) => f,
+        Err(e) => {
+            // Only reachable for a message over the payload limit: say so instead.
+            let mut err = Message::error(ErrorBody::new(ErrorCode::SERVER_ERROR, e.to_string()));
+            err.id = m.id;
+            err.seq = m.seq;
+            codec
+                .encode_ws(&err, form)
+                .unwrap_or_else(|_| FrameBuf::text(String::new()))
+        }
     }
 }
 
-/// The JSON form of `msg`.
-pub(crate) fn encode_json(msg: &Outbound<'_>) -> String {
-    let mut obj = serde_json::Map::new();
-    if *msg.reply != ReplyKey::None {
-        obj.insert("id".into(), msg.reply.to_json());
-    }
-    obj.insert("type".into(), Value::from(msg.msg_type));
-    if let Some(m) = msg.method {
-        obj.insert("method".into(), Value::String(m.to_owned()));
-    }
-    let key = match msg.msg_type {
-        types::RESPONSE => "result",
-        types::ERROR => "error",
-        _ => "params",
-    };
-    if !msg.body.is_null() || key != "params" {
-        obj.insert(key.into(), msg.body.clone());
-    }
-    Value::Object(obj).to_string()
+/// The wire number of an error code (the spec's are 4000-4008).
+pub(crate) fn code_u16(code: ErrorCode) -> u16 {
+    u16::try_from(code.0).unwrap_or(codes::SERVER_ERROR)
 }
 
 /// The error body `{code, message, data?}`.
