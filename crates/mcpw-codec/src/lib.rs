@@ -143,7 +143,7 @@
 //! The [`orchestrator`]'s decisions (the server role; `tests/orchestrator_sim.rs` unless
 //! named):
 //!
-//! 14. **Frames**: one [`Codec`] per connection (limits from
+//! 14. **Frames**: one [`Codec`] shared by all connections (limits from
 //!     [`orchestrator::Limits::max_message_bytes`], inflated payloads up to ten times that);
 //!     every reply goes out in the form of the peer's latest frame, with the codec's method
 //!     codes, gzip above 1 KiB, and type-3 [`ErrorBody`]s. A decode error is answered with

@@ -185,8 +185,6 @@ struct Conn {
     agent: Option<String>,
     agent_type_label: String,
     counted_as: Option<Form>,
-    /// The connection's codec: gzip state and the size limits.
-    codec: Codec,
 }
 
 /// A collaboration in flight.
@@ -245,8 +243,9 @@ pub struct Orchestrator {
     last_method: Option<&'static str>,
     /// Queued tasks may be routable now (drained after the current reply is sent).
     queue_dirty: bool,
-    /// Encodes for a connection that is already gone (nothing is sent then).
-    spare_codec: Codec,
+    /// One codec for every connection: it keeps nothing between frames, only its gzip
+    /// state and buffers, which would cost hundreds of KiB per connection if each had one.
+    codec: Codec,
 }
 
 impl std::fmt::Debug for Orchestrator {
@@ -275,6 +274,7 @@ impl Orchestrator {
     ) -> Self {
         let metrics = Metrics::new(config.limits.max_metric_series);
         let state = CrdtStore::new(config.crdt.clone());
+        let codec = wire::codec_for(config.limits.max_message_bytes);
         let mut clock = Monotonic::new();
         clock.observe(now);
         Self {
@@ -295,7 +295,7 @@ impl Orchestrator {
             metrics,
             last_method: None,
             queue_dirty: false,
-            spare_codec: wire::codec_for(1 << 20),
+            codec,
         }
     }
 
@@ -404,12 +404,8 @@ impl Orchestrator {
         reply: &ReplyKey,
         body: &Value,
     ) {
-        let codec = match self.conns.get_mut(&conn) {
-            Some(c) => &mut c.codec,
-            None => &mut self.spare_codec,
-        };
         let frame = wire::encode(
-            codec,
+            &mut self.codec,
             form,
             &Outbound {
                 msg_type,
@@ -1318,7 +1314,6 @@ impl Machine for Orchestrator {
                 agent: None,
                 agent_type_label: label,
                 counted_as: None,
-                codec: wire::codec_for(self.config.limits.max_message_bytes),
             },
         );
         if let Some(t) = self.config.register_timeout {
@@ -1401,7 +1396,7 @@ impl Machine for Orchestrator {
             return;
         };
         let registered = c.agent.is_some();
-        match wire::decode(&mut c.codec, frame) {
+        match wire::decode(&mut self.codec, frame) {
             Ok(msg) => self.on_message(conn, msg, now),
             // Register first: an unregistered peer's bad params for any other method are
             // answered as its other messages are, with 4001.
