@@ -20,6 +20,18 @@ pub(crate) enum Step {
     Corrupt,
 }
 
+/// How a one-call inflate ([`Inflater::whole`]) ended.
+pub(crate) enum Whole {
+    /// The stream ended after consuming this many input bytes.
+    End(usize),
+    /// The output reached its limit before the stream ended.
+    Full,
+    /// The input ended inside the stream.
+    Truncated,
+    /// The deflate data is invalid.
+    Corrupt,
+}
+
 /// A raw deflate compressor (no zlib or gzip wrapper).
 pub(crate) enum Deflater {
     Miniz(Box<CompressorOxide>),
@@ -114,6 +126,51 @@ impl Inflater {
             Self::Miniz(s) => s.reset(DataFormat::Raw),
             #[cfg(feature = "zlib-rs")]
             Self::Zlib(d) => d.reset(false),
+        }
+    }
+
+    /// Inflates a whole stream from `input` in one call into `out` up to `out_limit` total
+    /// length, straight into the caller's buffer (for miniz_oxide this skips the 32 KiB
+    /// window copy of streaming mode; for zlib-rs, the final window update). Call only right
+    /// after [`reset`](Self::reset). On [`Whole::Full`] the state is spent: reset before
+    /// streaming the same input again.
+    pub(crate) fn whole(&mut self, input: &[u8], out: &mut Vec<u8>, out_limit: usize) -> Whole {
+        let filled = out.len();
+        match self {
+            Self::Miniz(s) => {
+                out.resize(out_limit, 0);
+                let r = miniz_oxide::inflate::stream::inflate(
+                    s,
+                    input,
+                    &mut out[filled..],
+                    MZFlush::Finish,
+                );
+                out.truncate(filled + r.bytes_written);
+                match r.status {
+                    Ok(MZStatus::StreamEnd) => Whole::End(r.bytes_consumed),
+                    Err(MZError::Buf) if out.len() == out_limit => Whole::Full,
+                    Ok(_) | Err(MZError::Buf) => Whole::Truncated,
+                    Err(_) => Whole::Corrupt,
+                }
+            }
+            #[cfg(feature = "zlib-rs")]
+            Self::Zlib(d) => {
+                let r = if out.capacity() <= out_limit {
+                    d.decompress_vec(input, out, flate2::FlushDecompress::Finish)
+                } else {
+                    out.resize(out_limit, 0);
+                    let r =
+                        d.decompress(input, &mut out[filled..], flate2::FlushDecompress::Finish);
+                    out.truncate(filled + d.total_out() as usize);
+                    r
+                };
+                match r {
+                    Ok(flate2::Status::StreamEnd) => Whole::End(d.total_in() as usize),
+                    Ok(_) if out.len() == out_limit => Whole::Full,
+                    Ok(_) => Whole::Truncated,
+                    Err(_) => Whole::Corrupt,
+                }
+            }
         }
     }
 

@@ -6,7 +6,7 @@
 //! members each have their own [`GzipError`]) and run deflate through [`Backend`].
 
 use crate::config::Backend;
-use crate::deflate::{Deflater, Inflater, Step};
+use crate::deflate::{Deflater, Inflater, Step, Whole};
 
 /// Bytes of a gzip member around the deflate data: a 10-byte header and an 8-byte trailer.
 pub const GZIP_OVERHEAD: usize = 18;
@@ -162,6 +162,29 @@ impl GzipDecoder {
         let hard = cap.saturating_add(1);
         // First guess: 4x the input (JSON compresses 4-10x), then doubling, never past cap + 1.
         let mut budget = input.len().saturating_mul(4).clamp(4096, 1 << 20).min(hard);
+        if let Some(size) = size_hint(input, pos, hard) {
+            // The trailer's ISIZE says how much comes out: inflate in one call into exactly
+            // that much room. A lying ISIZE only sizes the buffer (never past cap + 1, nor
+            // past what deflate can expand the input to); the checks below still decide.
+            if out.capacity() < start + size {
+                out.reserve_exact(start + size - out.len());
+            }
+            match self.inflater.whole(&input[pos..], out, start + size) {
+                Whole::End(consumed) => {
+                    return check_trailer(input, pos + consumed, &out[start..], cap)
+                }
+                Whole::Truncated => return Err(GzipError::Truncated),
+                Whole::Corrupt => return Err(GzipError::Corrupt),
+                Whole::Full if size >= hard => return Err(GzipError::TooLarge { cap }),
+                Whole::Full => {
+                    // More than ISIZE says: stream it again from the start to find out how
+                    // much more (the trailer check will then report the mismatch).
+                    out.truncate(start);
+                    self.inflater.reset();
+                    budget = size.saturating_mul(2).min(hard);
+                }
+            }
+        }
         loop {
             let produced = out.len() - start;
             if produced == budget {
@@ -183,37 +206,54 @@ impl GzipDecoder {
                 Step::Corrupt => return Err(GzipError::Corrupt),
             }
         }
-        let data = &out[start..];
-        if data.len() > cap {
-            return Err(GzipError::TooLarge { cap });
-        }
-        let Some(trailer) = input[pos..].first_chunk::<8>() else {
-            return Err(GzipError::Truncated);
-        };
-        let expected_crc = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
-        let expected_len = u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]);
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(data);
-        let actual_crc = crc.finalize();
-        if actual_crc != expected_crc {
-            return Err(GzipError::Crc {
-                expected: expected_crc,
-                actual: actual_crc,
-            });
-        }
-        let actual_len = data.len() as u32;
-        if actual_len != expected_len {
-            return Err(GzipError::Isize {
-                expected: expected_len,
-                actual: actual_len,
-            });
-        }
-        let rest = &input[pos + 8..];
-        match rest {
-            [] => Ok(()),
-            [0x1f, 0x8b, ..] => Err(GzipError::MultiMember),
-            _ => Err(GzipError::TrailingGarbage(rest.len())),
-        }
+        check_trailer(input, pos, &out[start..], cap)
+    }
+}
+
+/// Where the deflate data of a member whose header is `input[..pos]` ends if the trailer's
+/// ISIZE is true, as the output size to allocate: `None` when ISIZE is 0 or the input is too
+/// short to hold a trailer, else ISIZE clamped to `hard` and to deflate's maximum expansion
+/// (1032:1) of the input.
+fn size_hint(input: &[u8], pos: usize, hard: usize) -> Option<usize> {
+    let body = input.len().checked_sub(pos + 8)?;
+    let isize = input
+        .last_chunk::<4>()
+        .map(|b| u32::from_le_bytes(*b) as usize)?;
+    let most = body.saturating_mul(1032).saturating_add(1024);
+    (isize > 0).then(|| isize.min(most).min(hard))
+}
+
+/// Checks the trailer at `input[pos..]` against the inflated `data` and that nothing follows.
+fn check_trailer(input: &[u8], pos: usize, data: &[u8], cap: usize) -> Result<(), GzipError> {
+    if data.len() > cap {
+        return Err(GzipError::TooLarge { cap });
+    }
+    let Some(trailer) = input[pos..].first_chunk::<8>() else {
+        return Err(GzipError::Truncated);
+    };
+    let expected_crc = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+    let expected_len = u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(data);
+    let actual_crc = crc.finalize();
+    if actual_crc != expected_crc {
+        return Err(GzipError::Crc {
+            expected: expected_crc,
+            actual: actual_crc,
+        });
+    }
+    let actual_len = data.len() as u32;
+    if actual_len != expected_len {
+        return Err(GzipError::Isize {
+            expected: expected_len,
+            actual: actual_len,
+        });
+    }
+    let rest = &input[pos + 8..];
+    match rest {
+        [] => Ok(()),
+        [0x1f, 0x8b, ..] => Err(GzipError::MultiMember),
+        _ => Err(GzipError::TrailingGarbage(rest.len())),
     }
 }
 
@@ -383,5 +423,62 @@ mod tests {
             GzipDecoder::new(Backend::default()).decompress(&bad, &mut Vec::new(), 10),
             Err(GzipError::HeaderCrc)
         );
+    }
+
+    /// The one-call path trusts the trailer's ISIZE only to size the output: an understated,
+    /// overstated, zero or absurd ISIZE gives the same typed error (or data) as streaming, on
+    /// both backends, whatever the output vector already holds or can hold.
+    #[test]
+    fn isize_only_sizes_the_output() {
+        let data: Vec<u8> = (0..70_000u32)
+            .map(|i| (i % 97) as u8 ^ (i / 13) as u8)
+            .collect();
+        let mut enc = GzipEncoder::new(Backend::default(), 1);
+        let mut z = Vec::new();
+        enc.compress(&data, &mut z);
+        let n = z.len();
+        let with_isize = |v: u32| {
+            let mut z = z.clone();
+            z[n - 4..].copy_from_slice(&v.to_le_bytes());
+            z
+        };
+        let len = data.len() as u32;
+        for backend in backends() {
+            let mut dec = GzipDecoder::new(backend);
+            for prefix in [Vec::new(), vec![7u8; 3], Vec::with_capacity(1 << 20)] {
+                let mut out = prefix.clone();
+                dec.decompress(&z, &mut out, 1 << 20).unwrap();
+                assert_eq!(&out[prefix.len()..], &data[..], "{backend:?}");
+                for lie in [len - 1, 1, len + 1, 0, u32::MAX] {
+                    let mut out = prefix.clone();
+                    assert_eq!(
+                        dec.decompress(&with_isize(lie), &mut out, 1 << 20),
+                        Err(GzipError::Isize {
+                            expected: lie,
+                            actual: len
+                        }),
+                        "{backend:?} isize {lie}"
+                    );
+                    assert_eq!(out, prefix);
+                }
+                // Under the cap by ISIZE, over it in fact: still refused at cap + 1.
+                let mut out = prefix.clone();
+                assert_eq!(
+                    dec.decompress(&with_isize(100), &mut out, 50_000),
+                    Err(GzipError::TooLarge { cap: 50_000 })
+                );
+                // Truncated inside the deflate data, with whatever ISIZE the cut leaves.
+                let mut out = prefix.clone();
+                assert_eq!(
+                    dec.decompress(&z[..n / 2], &mut out, 1 << 20),
+                    Err(GzipError::Truncated),
+                    "{backend:?}"
+                );
+                // The state is reusable after every failure.
+                let mut out = Vec::new();
+                dec.decompress(&z, &mut out, 1 << 20).unwrap();
+                assert_eq!(out, data);
+            }
+        }
     }
 }
