@@ -499,7 +499,12 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let wants = |g: &str| filter.is_empty() || filter.iter().any(|f| g.contains(f.as_str()));
+    let wants = |g: &str| {
+        filter.is_empty()
+            || filter
+                .iter()
+                .any(|f| g.contains(f.as_str()) || f.starts_with(g))
+    };
     if wants("mcpw/header") {
         header(&mut c, &mut paired);
     }

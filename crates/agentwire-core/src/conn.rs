@@ -1,6 +1,15 @@
 //! Connection identifiers.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasherDefault;
+
+use crate::Id128Hasher;
+
+/// A `HashMap` keyed by [`ConnId`] with the multiplicative [`Id128Hasher`]: connection ids
+/// come from the driver's counter, never from a peer, so SipHash's flooding resistance
+/// buys nothing on a table every frame looks up.
+pub type ConnMap<V> = HashMap<ConnId, V, BuildHasherDefault<Id128Hasher>>;
 
 /// Identifies one connection (one WebSocket) for the lifetime of a driver.
 ///

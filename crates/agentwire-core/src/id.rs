@@ -251,8 +251,9 @@ pub type Id128Map<V> = HashMap<Id128, V, BuildHasherDefault<Id128Hasher>>;
 /// Hashes an [`Id128`] by folding its halves and multiplying by an odd constant.
 ///
 /// Meant for maps whose keys this side generated (UUID v4 or sequential): a peer can look a
-/// key up but never chooses what is inserted, so there is no chain for it to grow. Other
-/// byte input falls back to FNV-1a.
+/// key up but never chooses what is inserted, so there is no chain for it to grow. A `u64`
+/// (a [`ConnId`](crate::ConnId), a counter) is multiplied the same way; other byte input
+/// falls back to FNV-1a.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Id128Hasher(u64);
 
@@ -261,6 +262,10 @@ impl Hasher for Id128Hasher {
         for &b in bytes {
             self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
         }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 
     fn write_u128(&mut self, v: u128) {

@@ -85,7 +85,7 @@ mod time;
 pub mod sim;
 
 pub use close::CloseCode;
-pub use conn::ConnId;
+pub use conn::{ConnId, ConnMap};
 pub use dial::{Dial, Dialer};
 pub use frame::{Frame, FrameBuf, Utf8Bytes};
 #[cfg(feature = "uuid")]
@@ -95,4 +95,4 @@ pub use machine::Machine;
 pub use output::{Outbox, Output};
 pub use peer::PeerInfo;
 pub use rate::{Rate, TokenBucket};
-pub use time::{Monotonic, TimerSet};
+pub use time::{DeadlineQueue, Monotonic, TimerSet};

@@ -1,6 +1,7 @@
-//! Time helpers for machines: a clamp for time going backwards, and a deadline set.
+//! Time helpers for machines: a clamp for time going backwards, a deadline set, and a
+//! deadline queue for timeouts that all have the same length.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 /// Remembers the latest `now` a machine has seen and clamps earlier ones to it.
@@ -120,6 +121,91 @@ impl<K: Ord + Clone> TimerSet<K> {
     }
 }
 
+/// Deadlines pushed in time order, cancelled lazily: for timeouts that all have one length
+/// and start at a machine's monotonic `now` (per-request and per-hop timeouts), where a
+/// [`TimerSet`]'s two ordered trees cost more than the work they time.
+///
+/// `push` appends (O(1)); nothing is removed on cancel. Instead the owner gives each entry a
+/// key that it can tell is stale (say, a request id it no longer waits for, or a step
+/// counter that has moved on) and drops stale entries from the front with
+/// [`drop_stale_front`](Self::drop_stale_front) after it cancels, so the front is live
+/// whenever the owner reports [`next_deadline`](Self::next_deadline). Entries stuck behind a
+/// live one are removed by [`retain`](Self::retain), which the owner calls when
+/// [`len`](Self::len) outgrows its count of live timeouts (twice that, say), so memory stays
+/// proportional to live timeouts at amortized O(1) per push.
+///
+/// A deadline earlier than the last one pushed is raised to it, so the queue stays sorted
+/// (with one timeout length and a monotonic clock this never happens).
+#[derive(Debug, Clone)]
+pub struct DeadlineQueue<K> {
+    queue: VecDeque<(Instant, K)>,
+}
+
+impl<K> Default for DeadlineQueue<K> {
+    fn default() -> Self {
+        Self {
+            queue: VecDeque::new(),
+        }
+    }
+}
+
+impl<K> DeadlineQueue<K> {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a deadline for `key` (raised to the last deadline if earlier).
+    pub fn push(&mut self, at: Instant, key: K) {
+        let at = match self.queue.back() {
+            Some(&(last, _)) if at < last => last,
+            _ => at,
+        };
+        self.queue.push_back((at, key));
+    }
+
+    /// The first deadline in the queue and its key (live or not).
+    pub fn front(&self) -> Option<(Instant, &K)> {
+        self.queue.front().map(|(at, k)| (*at, k))
+    }
+
+    /// The first deadline in the queue; exact when the owner keeps the front live.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.queue.front().map(|(at, _)| *at)
+    }
+
+    /// Removes and returns the first key whose deadline is at or before `now` (live or not:
+    /// the owner checks).
+    pub fn pop_expired(&mut self, now: Instant) -> Option<K> {
+        match self.queue.front() {
+            Some((at, _)) if *at <= now => self.queue.pop_front().map(|(_, k)| k),
+            _ => None,
+        }
+    }
+
+    /// Drops entries from the front while `stale` says so.
+    pub fn drop_stale_front(&mut self, mut stale: impl FnMut(&K) -> bool) {
+        while self.queue.front().is_some_and(|(_, k)| stale(k)) {
+            self.queue.pop_front();
+        }
+    }
+
+    /// Keeps only the entries for which `live` holds, in order.
+    pub fn retain(&mut self, mut live: impl FnMut(&K) -> bool) {
+        self.queue.retain(|(_, k)| live(k));
+    }
+
+    /// Entries held, stale ones included.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether the queue holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +246,32 @@ mod tests {
         assert_eq!(t.cancel(&"a"), Some(base + 3 * s));
         assert_eq!(t.pop_expired(base + 10 * s), Some("c"));
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn deadline_queue_keeps_order_and_drops_stale_entries() {
+        #[allow(clippy::disallowed_methods)] // the one base time of a test
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut q = DeadlineQueue::new();
+        assert_eq!(q.next_deadline(), None);
+        q.push(ms(10), 1u32);
+        q.push(ms(20), 2);
+        q.push(ms(15), 3); // raised to 20
+        q.push(ms(30), 4);
+        assert_eq!(q.len(), 4);
+        assert_eq!(q.front(), Some((ms(10), &1)));
+        assert_eq!(q.pop_expired(ms(9)), None);
+        assert_eq!(q.pop_expired(ms(10)), Some(1));
+        // 2 is cancelled: dropping stale heads exposes 3, raised to 20.
+        q.drop_stale_front(|k| *k == 2);
+        assert_eq!(q.next_deadline(), Some(ms(20)));
+        q.retain(|k| *k != 3);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.pop_expired(ms(29)), None);
+        assert_eq!(q.pop_expired(ms(31)), Some(4));
+        assert!(q.is_empty());
+        q.drop_stale_front(|_| true);
+        assert_eq!(q.pop_expired(ms(100)), None);
     }
 }

@@ -2,11 +2,12 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::time::Instant;
 
 use agentwire_core::{
-    CloseCode, ConnId, Frame, FrameBuf, Id128, Id128Map, IdGen, Machine, Monotonic, Outbox, Output,
-    PeerInfo, TimerSet,
+    CloseCode, ConnId, ConnMap, DeadlineQueue, Frame, FrameBuf, Id128, Id128Hasher, Id128Map,
+    IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
 };
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -39,11 +40,8 @@ pub struct BusStats {
     pub completed: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Timer {
-    Hop(DeliveryId),
-    Init(ConnId),
-}
+/// A hop's timeout: live while delivery `.0` is still at hop `.1`.
+type HopTimer = (DeliveryId, usize);
 
 #[derive(Debug)]
 struct Subscription {
@@ -148,11 +146,11 @@ pub struct Bus {
     server_id: String,
     clock: Monotonic,
     wall: (Instant, u64),
-    conns: BTreeMap<ConnId, Conn>,
+    conns: ConnMap<Conn>,
     index: TopicIndex<u64>,
     sub_owner: HashMap<u64, ConnId>,
     next_sub: u64,
-    deliveries: BTreeMap<DeliveryId, Delivery>,
+    deliveries: HashMap<DeliveryId, Delivery, BuildHasherDefault<Id128Hasher>>,
     next_delivery: u64,
     /// Requests sent to subscribers: id → (subscriber, delivery).
     requests: Id128Map<(ConnId, DeliveryId)>,
@@ -160,7 +158,10 @@ pub struct Bus {
     next_batch: u64,
     /// Publishes by the application itself awaiting their result.
     app_publishing: usize,
-    timers: TimerSet<Timer>,
+    /// `initialize` deadlines.
+    init_timers: TimerSet<ConnId>,
+    /// Hop deadlines: one timeout length from a monotonic clock, so they come in order.
+    hop_timers: DeadlineQueue<HopTimer>,
     out: Outbox<BusEvent>,
     stats: BusStats,
     scratch_matches: Vec<u64>,
@@ -198,16 +199,17 @@ impl Bus {
             server_id,
             clock,
             wall: (now, unix_ms),
-            conns: BTreeMap::new(),
+            conns: ConnMap::default(),
             sub_owner: HashMap::new(),
             next_sub: 0,
-            deliveries: BTreeMap::new(),
+            deliveries: HashMap::default(),
             next_delivery: 0,
             requests: Id128Map::default(),
             batches: BTreeMap::new(),
             next_batch: 0,
             app_publishing: 0,
-            timers: TimerSet::new(),
+            init_timers: TimerSet::new(),
+            hop_timers: DeadlineQueue::new(),
             out: Outbox::new(),
             stats: BusStats::default(),
             scratch_matches: Vec::new(),
@@ -323,7 +325,23 @@ impl Bus {
             Frame::Binary(bytes) => split_body(bytes, max_len, max_batch),
         };
         match body {
-            Ok(Body::Single(raw)) => match classify(raw) {
+            Ok(Body::Single(raw)) => match fast_hop_ack(raw) {
+                Some((request, stop)) => {
+                    if let Some(delivery) = self.hop_answered(conn, Some(request)) {
+                        self.finish_hop(delivery, stop.outcome(), now);
+                    }
+                }
+                None => self.on_single(conn, raw, now),
+            },
+            Ok(Body::Batch(entries)) => self.on_batch(conn, &entries, now),
+            Err(e) => self.reject(conn, e),
+        }
+    }
+
+    /// One message object, the general way.
+    fn on_single(&mut self, conn: ConnId, raw: &str, now: Instant) {
+        {
+            match classify(raw) {
                 Ok(Incoming::Call(call)) => {
                     let origin = |id: Option<Id>| id.map_or(Origin::Silent, Origin::Request);
                     if let Handled::Now(bytes) = self.on_call(conn, call, origin, now) {
@@ -332,9 +350,7 @@ impl Bus {
                 }
                 Ok(Incoming::Reply(reply)) => self.on_reply(conn, reply, now),
                 Err(e) => self.reject(conn, e),
-            },
-            Ok(Body::Batch(entries)) => self.on_batch(conn, &entries, now),
-            Err(e) => self.reject(conn, e),
+            }
         }
     }
 
@@ -543,7 +559,7 @@ impl Bus {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.initialized = true;
         }
-        self.timers.cancel(&Timer::Init(conn));
+        self.init_timers.cancel(&conn);
         let _ = now;
         self.out.event(BusEvent::Initialized {
             conn,
@@ -790,8 +806,9 @@ impl Bus {
                 }
                 HopState::Reserved => {
                     let conn = hop.conn;
-                    self.timers
-                        .set(Timer::Hop(id), now + self.config.delivery_timeout);
+                    self.hop_timers
+                        .push(now + self.config.delivery_timeout, (id, d.pos));
+                    self.compact_hop_timers();
                     self.pump(conn);
                     return;
                 }
@@ -888,7 +905,6 @@ impl Bus {
                 c.inbox.remove(i);
             }
         }
-        self.timers.cancel(&Timer::Hop(id));
         count(&mut d.result, &outcome);
         if outcome == HopOutcome::Stopped {
             d.result.stop_propagation = true;
@@ -901,6 +917,33 @@ impl Bus {
         });
         self.activate(id, now);
         self.pump(subscriber);
+        self.drop_stale_hop_timers();
+    }
+
+    /// Whether a hop timer still times a hop: its delivery is at that hop.
+    fn hop_timer_live(
+        deliveries: &HashMap<DeliveryId, Delivery, BuildHasherDefault<Id128Hasher>>,
+        (id, pos): &HopTimer,
+    ) -> bool {
+        deliveries.get(id).is_some_and(|d| d.pos == *pos)
+    }
+
+    /// Drops timers of finished hops from the front, so [`Machine::poll_timeout`] is exact.
+    fn drop_stale_hop_timers(&mut self) {
+        let deliveries = &self.deliveries;
+        self.hop_timers
+            .drop_stale_front(|t| !Self::hop_timer_live(deliveries, t));
+    }
+
+    /// Removes timers of finished hops stuck behind a live one once they outnumber the
+    /// deliveries (each has at most one live hop timer) twice over: memory stays
+    /// proportional to the deliveries in flight, at amortized O(1) per hop.
+    fn compact_hop_timers(&mut self) {
+        if self.hop_timers.len() > 2 * self.deliveries.len() + 64 {
+            let deliveries = &self.deliveries;
+            self.hop_timers
+                .retain(|t| Self::hop_timer_live(deliveries, t));
+        }
     }
 
     /// Answers the publisher of `id` and drops the delivery.
@@ -908,7 +951,7 @@ impl Bus {
         let Some(d) = self.deliveries.remove(&id) else {
             return;
         };
-        self.timers.cancel(&Timer::Hop(id));
+        self.drop_stale_hop_timers();
         self.stats.completed += 1;
         // A stopped chain still holds reservations further on; release them.
         let mut unblocked = Vec::new();
@@ -956,42 +999,154 @@ impl Bus {
         }
     }
 
-    fn on_reply(&mut self, conn: ConnId, reply: Reply<'_>, now: Instant) {
-        let request = reply.id_str().and_then(|s| Id128::parse(&s));
+    /// The delivery whose hop request `request` answers, if `conn` may answer it; otherwise
+    /// the violation is reported.
+    fn hop_answered(&mut self, conn: ConnId, request: Option<Id128>) -> Option<DeliveryId> {
         let Some((owner, delivery)) = request.and_then(|r| self.requests.get(&r).copied()) else {
             self.violation(conn, ProtocolError::UnknownResponse);
-            return;
+            return None;
         };
         if owner != conn {
             self.violation(conn, ProtocolError::WrongResponder);
-            return;
+            return None;
         }
+        Some(delivery)
+    }
+
+    fn on_reply(&mut self, conn: ConnId, reply: Reply<'_>, now: Instant) {
+        let request = reply.id_str().and_then(|s| Id128::parse(&s));
+        let Some(delivery) = self.hop_answered(conn, request) else {
+            return;
+        };
         let outcome = match reply.outcome {
-            Ok(result) => {
-                #[derive(Deserialize)]
-                struct Ack {
-                    #[serde(default, rename = "stopPropagation")]
-                    stop: Option<bool>,
-                }
-                match serde_json::from_str::<Ack>(result.get()) {
-                    Ok(Ack { stop: Some(true) }) => HopOutcome::Stopped,
-                    Ok(_) => HopOutcome::Continued,
-                    Err(_) => {
-                        self.violation(
+            Ok(result) => match serde_json::from_str::<Ack>(result.get()) {
+                Ok(ack) => ack.outcome(),
+                Err(_) => {
+                    self.violation(
                             conn,
                             ProtocolError::Decode(DecodeError::InvalidRequest {
                                 id: reply.id(),
                                 reason: "sendMessage result must be an object with a boolean stopPropagation",
                             }),
                         );
-                        HopOutcome::Continued
-                    }
+                    HopOutcome::Continued
                 }
-            }
+            },
             Err(error) => HopOutcome::Error(error),
         };
         self.finish_hop(delivery, outcome, now);
     }
+}
+
+/// A subscriber's `sendMessage` result: only `stopPropagation` matters (absent = false).
+#[derive(Deserialize)]
+struct Ack {
+    #[serde(default, rename = "stopPropagation")]
+    stop: Option<bool>,
+}
+
+impl Ack {
+    fn outcome(&self) -> HopOutcome {
+        match self.stop {
+            Some(true) => HopOutcome::Stopped,
+            _ => HopOutcome::Continued,
+        }
+    }
+}
+
+/// The message the bus gets most: a subscriber's success reply to a hop,
+/// `{"jsonrpc":"2.0","result":{...},"id":"<uuid>"}` with exactly these members in any order.
+///
+/// Deserialized by hand so that anything else fails at its first unexpected member with an
+/// empty error (serde's derived `deny_unknown_fields` formats a message listing the fields,
+/// which costs more than the whole decode).
+struct HopAck<'a> {
+    jsonrpc: &'a str,
+    result: Ack,
+    id: &'a str,
+}
+
+/// A member name of [`HopAck`]; `Other` for any other.
+enum HopField {
+    Jsonrpc,
+    Result,
+    Id,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for HopField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Names;
+        impl serde::de::Visitor<'_> for Names {
+            type Value = HopField;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<HopField, E> {
+                Ok(match name {
+                    "jsonrpc" => HopField::Jsonrpc,
+                    "result" => HopField::Result,
+                    "id" => HopField::Id,
+                    _ => HopField::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(Names)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for HopAck<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Members<'a> {
+            type Value = HopAck<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a hop reply")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<HopAck<'a>, A::Error> {
+                use serde::de::Error;
+                let (mut jsonrpc, mut result, mut id) = (None, None, None);
+                while let Some(field) = map.next_key::<HopField>()? {
+                    match field {
+                        HopField::Jsonrpc if jsonrpc.is_none() => {
+                            jsonrpc = Some(map.next_value::<&'de str>()?);
+                        }
+                        HopField::Result if result.is_none() => {
+                            result = Some(map.next_value::<Ack>()?);
+                        }
+                        HopField::Id if id.is_none() => id = Some(map.next_value::<&'de str>()?),
+                        _ => return Err(A::Error::custom("")),
+                    }
+                }
+                match (jsonrpc, result, id) {
+                    (Some(jsonrpc), Some(result), Some(id)) => Ok(HopAck {
+                        jsonrpc,
+                        result,
+                        id,
+                    }),
+                    _ => Err(A::Error::custom("")),
+                }
+            }
+        }
+        d.deserialize_map(Members(std::marker::PhantomData))
+    }
+}
+
+/// Decodes `text` in one pass if it is a well-formed [`HopAck`] for an id of ours (the
+/// request id and the `stopPropagation` answer). Anything else, including every malformed
+/// or unusual reply (an escaped id, an error, a result that is not an object with a boolean
+/// `stopPropagation`, a duplicate or extra member), is `None` and goes the general way
+/// (`classify`), which gives it its answer or its violation; a request fails here at its
+/// first member that is not one of the three, before its params are read.
+fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
+    let ack: HopAck<'_> = serde_json::from_str(text).ok()?;
+    if ack.jsonrpc != "2.0" {
+        return None;
+    }
+    Some((Id128::parse(ack.id)?, ack.result))
 }
 
 /// A success result, encoded.
@@ -1062,7 +1217,7 @@ impl Machine for Bus {
         }
         self.conns.insert(conn, Conn::default());
         if let Some(t) = self.config.initialize_timeout {
-            self.timers.set(Timer::Init(conn), now + t);
+            self.init_timers.set(conn, now + t);
         }
         self.out.event(BusEvent::Connected {
             conn,
@@ -1089,7 +1244,7 @@ impl Machine for Bus {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
-        self.timers.cancel(&Timer::Init(conn));
+        self.init_timers.cancel(&conn);
         for sub in &c.subs {
             self.index.remove(&sub.pattern, sub.seq);
             self.sub_owner.remove(&sub.seq);
@@ -1123,25 +1278,176 @@ impl Machine for Bus {
     /// deadlines (close 1008 `initialize-required`).
     fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
-        while let Some(timer) = self.timers.pop_expired(now) {
-            match timer {
-                Timer::Hop(id) => self.finish_hop(id, HopOutcome::TimedOut, now),
-                Timer::Init(conn) => {
-                    if self.conns.get(&conn).is_some_and(|c| !c.initialized) {
-                        self.out
-                            .close(conn, CloseCode::POLICY, "initialize-required");
-                        self.violation(conn, ProtocolError::InitializeTimeout);
-                    }
-                }
+        while let Some(timer) = self.hop_timers.pop_expired(now) {
+            if Self::hop_timer_live(&self.deliveries, &timer) {
+                self.finish_hop(timer.0, HopOutcome::TimedOut, now);
+            }
+        }
+        self.drop_stale_hop_timers();
+        while let Some(conn) = self.init_timers.pop_expired(now) {
+            if self.conns.get(&conn).is_some_and(|c| !c.initialized) {
+                self.out
+                    .close(conn, CloseCode::POLICY, "initialize-required");
+                self.violation(conn, ProtocolError::InitializeTimeout);
             }
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next_deadline()
+        match (
+            self.hop_timers.next_deadline(),
+            self.init_timers.next_deadline(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn poll_output(&mut self) -> Option<Output<BusEvent>> {
         self.out.pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_core::SequentialIds;
+    use std::time::Duration;
+
+    fn call(method: &str, params: &str, id: u32) -> String {
+        format!(r#"{{"jsonrpc":"2.0","method":"{method}","params":{params},"id":{id}}}"#)
+    }
+
+    /// Hop requests sent to `conn` since the last call, as their ids.
+    fn hop_ids(bus: &mut Bus, conn: ConnId) -> Vec<String> {
+        let mut ids = Vec::new();
+        while let Some(out) = bus.poll_output() {
+            if let Output::Send { conn: c, frame } = out {
+                let text = frame.as_text().unwrap_or_default().to_owned();
+                if c == conn && text.contains("\"method\":\"sendMessage\"") {
+                    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    ids.push(v["id"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+        ids
+    }
+
+    /// A hop stuck on a silent subscriber keeps its timeout at the front of the queue while
+    /// thousands of other hops finish behind it: the queue stays bounded by the deliveries in
+    /// flight, `poll_timeout` stays the stuck hop's deadline, and it still fires on time.
+    #[test]
+    fn hop_timers_stay_bounded_behind_a_stuck_hop() {
+        #[allow(clippy::disallowed_methods)] // the one base time of a test
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(30);
+        let config = BusConfig {
+            delivery_timeout: timeout,
+            initialize_timeout: None,
+            ..BusConfig::default()
+        };
+        let mut bus = Bus::new(config, SequentialIds::new(1), t0, 0);
+        let peer = PeerInfo::new(None);
+        let (publisher, slow, fast) = (ConnId::new(1), ConnId::new(2), ConnId::new(3));
+        for (conn, topic) in [
+            (publisher, None),
+            (slow, Some("slow")),
+            (fast, Some("fast")),
+        ] {
+            bus.handle_connect(conn, &peer, t0);
+            let init = call("initialize", r#"{"clientId":"c"}"#, 1);
+            bus.handle_frame(conn, Frame::Text(&init), t0);
+            if let Some(topic) = topic {
+                let sub = call("subscribe", &format!(r#"{{"topic":"{topic}"}}"#), 2);
+                bus.handle_frame(conn, Frame::Text(&sub), t0);
+            }
+        }
+        while bus.poll_output().is_some() {}
+        let stuck = call("sendMessage", r#"{"topic":"slow","payload":0}"#, 3);
+        bus.handle_frame(publisher, Frame::Text(&stuck), t0);
+        assert_eq!(hop_ids(&mut bus, slow).len(), 1);
+        assert_eq!(bus.poll_timeout(), Some(t0 + timeout));
+
+        let mut most = 0;
+        for i in 0..5_000u32 {
+            let now = t0 + Duration::from_millis(u64::from(i));
+            let msg = call("sendMessage", r#"{"topic":"fast","payload":1}"#, 10 + i);
+            bus.handle_frame(publisher, Frame::Text(&msg), now);
+            for id in hop_ids(&mut bus, fast) {
+                let reply = format!(
+                    r#"{{"jsonrpc":"2.0","result":{{"success":true,"stopPropagation":false}},"id":"{id}"}}"#
+                );
+                bus.handle_frame(fast, Frame::Text(&reply), now);
+            }
+            most = most.max(bus.hop_timers.len());
+            assert_eq!(bus.poll_timeout(), Some(t0 + timeout), "round {i}");
+        }
+        assert!(most <= 2 * 2 + 64 + 1, "hop timers grew to {most}");
+        assert_eq!(bus.deliveries_in_flight(), 1);
+
+        bus.handle_timeout(t0 + timeout - Duration::from_millis(1));
+        assert_eq!(bus.deliveries_in_flight(), 1);
+        bus.handle_timeout(t0 + timeout);
+        assert_eq!(bus.deliveries_in_flight(), 0);
+        assert!(bus.hop_timers.is_empty());
+        assert_eq!(bus.poll_timeout(), None);
+        assert_eq!(bus.stats().completed, 5_001);
+    }
+
+    /// What the general path makes of a reply: the id and answer of a valid hop ack.
+    fn general_ack(text: &str) -> Option<(Id128, Option<bool>)> {
+        // As `on_body` hands it over: `split_text` trims leading whitespace.
+        let Ok(Incoming::Reply(reply)) = classify(text.trim_start()) else {
+            return None;
+        };
+        let id = Id128::parse(&reply.id_str()?)?;
+        let ack = serde_json::from_str::<Ack>(reply.outcome.ok()?.get()).ok()?;
+        Some((id, ack.stop))
+    }
+
+    /// The one-pass decoder accepts only what the general path reads the same way, and
+    /// everything else falls through to it.
+    #[test]
+    fn fast_hop_ack_agrees_with_the_general_path() {
+        let id = "00000000-0000-4000-8000-00000000002a";
+        let fast: &[String] = &[
+            format!(
+                r#"{{"jsonrpc":"2.0","result":{{"success":true,"stopPropagation":false}},"id":"{id}"}}"#
+            ),
+            format!(r#"{{"id":"{id}","result":{{"stopPropagation":true}},"jsonrpc":"2.0"}}"#),
+            format!(r#" {{ "jsonrpc" : "2.0" , "result" : {{ }} , "id" : "{id}" }} "#),
+            format!(
+                r#"{{"jsonrpc":"2.0","result":{{"x":[1,{{"y":null}}],"stopPropagation":null}},"id":"{id}"}}"#
+            ),
+        ];
+        for text in fast {
+            let got = fast_hop_ack(text).map(|(id, ack)| (id, ack.stop));
+            assert!(got.is_some(), "{text}");
+            assert_eq!(got, general_ack(text), "{text}");
+        }
+        let slow: &[String] = &[
+            format!(r#"{{"jsonrpc":"2.0","result":{{"stopPropagation":"yes"}},"id":"{id}"}}"#),
+            format!(r#"{{"jsonrpc":"2.0","result":true,"id":"{id}"}}"#),
+            format!(r#"{{"jsonrpc":"2.0","result":null,"id":"{id}"}}"#),
+            format!(r#"{{"jsonrpc":"1.0","result":{{}},"id":"{id}"}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","result":{{}},"id":"{id}","error":{{"code":1,"message":"m"}}}}"#
+            ),
+            format!(r#"{{"jsonrpc":"2.0","error":{{"code":1,"message":"m"}},"id":"{id}"}}"#),
+            format!(r#"{{"jsonrpc":"2.0","result":{{}},"result":{{}},"id":"{id}"}}"#),
+            format!(r#"{{"jsonrpc":"2.0","result":{{}},"id":"{id}","method":"x"}}"#),
+            r#"{"jsonrpc":"2.0","result":{},"id":"00000000-0000-4000-8000-00000000002\u0061"}"#
+                .to_owned(),
+            r#"{"jsonrpc":"2.0","result":{},"id":42}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","result":{},"id":null}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","result":{},"id":"not-a-uuid"}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","result":{}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t"},"id":"x"}"#
+                .to_owned(),
+            format!(r#"{{"jsonrpc":"2.0","result":{{}},"id":"{id}""#),
+        ];
+        for text in slow {
+            assert!(fast_hop_ack(text).is_none(), "{text}");
+        }
     }
 }
