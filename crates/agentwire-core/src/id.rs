@@ -232,7 +232,9 @@ fn set_v4_bits(raw: u128) -> u128 {
     (versioned & !(0b11 << 62)) | (0b10 << 62)
 }
 
-/// Random UUID v4 ids from the operating system's generator (via the `uuid` crate).
+/// Random UUID v4 ids (via the `uuid` crate with `fast-rng`: a thread-local ChaCha generator
+/// seeded from the operating system, about 9 ns per id here against 765 ns for a
+/// `getrandom` system call per id, which would cost more than a whole bus hop).
 #[cfg(feature = "uuid")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UuidV4Ids;
