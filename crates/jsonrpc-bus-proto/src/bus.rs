@@ -340,17 +340,15 @@ impl Bus {
 
     /// One message object, the general way.
     fn on_single(&mut self, conn: ConnId, raw: &str, now: Instant) {
-        {
-            match classify(raw) {
-                Ok(Incoming::Call(call)) => {
-                    let origin = |id: Option<Id>| id.map_or(Origin::Silent, Origin::Request);
-                    if let Handled::Now(bytes) = self.on_call(conn, call, origin, now) {
-                        self.send_bytes(conn, bytes);
-                    }
+        match classify(raw) {
+            Ok(Incoming::Call(call)) => {
+                let origin = |id: Option<Id>| id.map_or(Origin::Silent, Origin::Request);
+                if let Handled::Now(bytes) = self.on_call(conn, call, origin, now) {
+                    self.send_bytes(conn, bytes);
                 }
-                Ok(Incoming::Reply(reply)) => self.on_reply(conn, reply, now),
-                Err(e) => self.reject(conn, e),
             }
+            Ok(Incoming::Reply(reply)) => self.on_reply(conn, reply, now),
+            Err(e) => self.reject(conn, e),
         }
     }
 
@@ -1022,13 +1020,13 @@ impl Bus {
             Ok(result) => match serde_json::from_str::<Ack>(result.get()) {
                 Ok(ack) => ack.outcome(),
                 Err(_) => {
-                    self.violation(
-                            conn,
-                            ProtocolError::Decode(DecodeError::InvalidRequest {
-                                id: reply.id(),
-                                reason: "sendMessage result must be an object with a boolean stopPropagation",
-                            }),
-                        );
+                    const REASON: &str =
+                        "sendMessage result must be an object with a boolean stopPropagation";
+                    let error = DecodeError::InvalidRequest {
+                        id: reply.id(),
+                        reason: REASON,
+                    };
+                    self.violation(conn, ProtocolError::Decode(error));
                     HopOutcome::Continued
                 }
             },
