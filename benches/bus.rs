@@ -839,18 +839,7 @@ fn print_ratios(paired: &[Paired]) {
 fn main() {
     let mut c = criterion();
     let mut paired = Vec::new();
-    // `cargo bench --bench bus -- bus/fanout` runs only the groups whose name contains one of
-    // the arguments (criterion filters its own timings the same way).
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wants = |g: &str| {
-        filter.is_empty()
-            || filter
-                .iter()
-                .any(|f| g.contains(f.as_str()) || f.starts_with(g))
-    };
+    let wants = common::family_filter();
     if wants("bus/decode") {
         decode(&mut c, &mut paired);
     }

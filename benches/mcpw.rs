@@ -22,6 +22,8 @@
 //! end and recorded in `crates/mcpw-codec/README.md`.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -495,16 +497,7 @@ fn print_ratios(paired: &[Paired]) {
 fn main() {
     let mut c = criterion();
     let mut paired = Vec::new();
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wants = |g: &str| {
-        filter.is_empty()
-            || filter
-                .iter()
-                .any(|f| g.contains(f.as_str()) || f.starts_with(g))
-    };
+    let wants = common::family_filter();
     if wants("mcpw/header") {
         header(&mut c, &mut paired);
     }
