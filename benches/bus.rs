@@ -790,6 +790,19 @@ fn print_ratios(paired: &[Paired]) {
             );
         }
     }
+    // The marginal cost of one more delivery in a chain (the publish's fixed work cancels):
+    // (T(100) - T(1)) / 99 against one encode + decode.
+    if let (Some((t1, _)), Some((t100, b100))) = (
+        ratio("bus/fanout/in_memory/1", "bus", "encode_req_decode_reply"),
+        ratio("bus/fanout/in_memory/100", "bus", "encode_req_decode_reply"),
+    ) {
+        let marginal = (t100 - t1) / 99.0;
+        let bare = b100 / 100.0;
+        println!(
+            "  bus/fanout/in_memory marginal: {marginal:.0} ns per extra delivery, bare {bare:.0} ns -> {:.2}x the bare deliveries/s",
+            bare / marginal
+        );
+    }
     let group = "bus/fanout/loopback/chain10";
     if let Some((o, b)) = ratio(group, "bus", "ten_round_trips") {
         println!(
