@@ -328,7 +328,7 @@ async fn run<M: Machine>(
             () = timer.wait() => core.timeout(),
             _ = control.stop.changed() => {}
         }
-        core.finish_step(more_input).await;
+        core.finish_step(more_input, &mut control.commands).await;
         for (conn, writer) in core.take_ended() {
             if current == Some(conn) {
                 current = None;

@@ -14,6 +14,7 @@ use tokio_tungstenite::WebSocketStream;
 use crate::clock;
 use crate::config::Limits;
 use crate::conn::{self, close_frame, ConnSlot, ConnTx, Inbound, SendError};
+use crate::handle::Command;
 
 /// Capacity of the channel from all reader tasks to the owner task.
 const INBOUND_CAPACITY: usize = 256;
@@ -138,7 +139,7 @@ impl<M: Machine> Core<M> {
     }
 
     /// Runs a command with the machine.
-    pub(crate) fn command(&mut self, cmd: crate::handle::Command<M>) {
+    pub(crate) fn command(&mut self, cmd: Command<M>) {
         cmd(&mut self.machine, clock::now());
     }
 
@@ -170,8 +171,16 @@ impl<M: Machine> Core<M> {
     /// Ends one owner-loop step: drains the outputs, then, if input is still waiting, yields
     /// so the writers can empty their queues before the next slice of input (otherwise a
     /// peer's burst could make its own writer look like a slow reader).
-    pub(crate) async fn finish_step(&mut self, more_input: bool) {
-        self.drain().await;
+    ///
+    /// While an event waits for room in the event channel, commands from `commands` keep
+    /// running, so an application that awaits [`Handle::call`](crate::Handle::call) in the
+    /// task that reads events cannot deadlock the driver.
+    pub(crate) async fn finish_step(
+        &mut self,
+        more_input: bool,
+        commands: &mut mpsc::Receiver<Command<M>>,
+    ) {
+        self.drain_serving(Some(commands)).await;
         if more_input {
             tokio::task::yield_now().await;
         }
@@ -180,6 +189,11 @@ impl<M: Machine> Core<M> {
     /// Drains the machine's outputs: frames to their queues, closes to their writers,
     /// events to the application (waiting while the event channel is full).
     pub(crate) async fn drain(&mut self) {
+        self.drain_serving(None).await;
+    }
+
+    /// [`drain`](Self::drain), running `commands` while an event waits for room.
+    async fn drain_serving(&mut self, mut commands: Option<&mut mpsc::Receiver<Command<M>>>) {
         while let Some(out) = self.machine.poll_output() {
             match out {
                 Output::Send { conn, frame } => {
@@ -200,33 +214,55 @@ impl<M: Machine> Core<M> {
                         self.kill(conn, code, &reason);
                     }
                 }
-                Output::Event(e) => self.event(e).await,
+                Output::Event(e) => self.event(e, commands.as_deref_mut()).await,
             }
         }
     }
 
     /// Hands an event to the application, waiting while the channel is full (until
     /// shutdown is requested; then an event that does not fit is dropped).
-    async fn event(&mut self, e: M::Event) {
+    ///
+    /// While it waits, commands from `commands` run: the application may be awaiting one in
+    /// the very task that would make room. Their outputs join the machine's queue and are
+    /// drained after this event, in order.
+    async fn event(&mut self, e: M::Event, mut commands: Option<&mut mpsc::Receiver<Command<M>>>) {
         let Some(events) = &self.events else {
             return;
         };
-        let res = if *self.stop.borrow() {
-            match events.try_send(e) {
-                Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
-                _ => Ok(()),
+        let e = match events.try_send(e) {
+            Ok(()) => return,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.events = None;
+                return;
             }
-        } else {
+            Err(mpsc::error::TrySendError::Full(e)) => e,
+        };
+        if *self.stop.borrow() {
+            return; // shutting down: an event that does not fit is dropped
+        }
+        let events = events.clone();
+        let mut stop = self.stop.clone();
+        loop {
+            let next_command = async {
+                match commands.as_deref_mut() {
+                    Some(c) => c.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                res = events.send(e) => res.map_err(|_| ()),
-                _ = self.stop.wait_for(|s| *s) => {
+                permit = events.reserve() => {
+                    match permit {
+                        Ok(permit) => permit.send(e),
+                        Err(_) => self.events = None,
+                    }
+                    return;
+                }
+                Some(cmd) = next_command => cmd(&mut self.machine, clock::now()),
+                _ = stop.wait_for(|s| *s) => {
                     tracing::debug!("event dropped: shutting down and the event channel is full");
-                    Ok(())
+                    return;
                 }
             }
-        };
-        if res.is_err() {
-            self.events = None;
         }
     }
 

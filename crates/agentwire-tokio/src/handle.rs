@@ -85,7 +85,11 @@ impl<M: 'static> Handle<M> {
     /// and returns its result.
     ///
     /// After `f` the driver drains the machine's outputs as after any input, so frames a
-    /// command queues (`m.publish(...)`) are on their way when this returns.
+    /// command queues (`m.publish(...)`) are on their way when this returns, with one
+    /// exception: a command that runs while the driver waits for room in a full event
+    /// channel (it keeps running commands then, so awaiting `call` in the task that reads
+    /// [`Events`] cannot deadlock) returns first, and its frames follow once that event is
+    /// delivered.
     pub async fn call<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut M, Instant) -> R + Send + 'static,

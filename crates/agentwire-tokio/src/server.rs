@@ -129,7 +129,7 @@ async fn run<M: Machine>(
             () = timer.wait() => core.timeout(),
             _ = control.stop.changed() => {}
         }
-        core.finish_step(more_input).await;
+        core.finish_step(more_input, &mut control.commands).await;
         core.take_ended();
     }
     tracing::debug!(open = core.len(), "shutting down");

@@ -503,3 +503,45 @@ async fn a_stalled_handshake_is_dropped_after_the_handshake_timeout() {
     );
     server.shutdown().await;
 }
+
+/// An application that awaits `Handle::call` in the task that reads events, with the event
+/// channel full behind it: the driver keeps running commands while it waits for room, so
+/// neither side waits for the other forever.
+#[tokio::test]
+async fn a_call_awaited_while_reading_events_does_not_deadlock_a_full_event_channel() {
+    let (server, mut events, url) =
+        echo_server(ServerConfig::default().with_event_capacity(1)).await;
+    let handle = server.handle();
+    let mut ws = raw_client(&url).await;
+    let (conn, _) = next_connected(&mut events).await;
+    for i in 0..20 {
+        ws.send(Message::text(format!("m{i}"))).await.expect("send");
+    }
+    let reader = async {
+        let mut seen = Vec::new();
+        while seen.len() < 20 {
+            match events.recv().await {
+                Some(Ev::Text(c, t)) if c == conn => {
+                    // The channel is full again by now; before the fix the driver sat in
+                    // its event send while this call waited for the driver.
+                    let open = handle
+                        .call(|m: &mut TestMachine, _| m.conns.len())
+                        .await
+                        .expect("call");
+                    assert_eq!(open, 1);
+                    seen.push(t);
+                }
+                Some(_) => {}
+                None => panic!("events ended"),
+            }
+        }
+        seen
+    };
+    let seen = within(20, "20 events, each answered by a call", reader).await;
+    let want: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
+    assert_eq!(seen, want, "events in order");
+    for i in 0..20 {
+        assert_eq!(next_data(&mut ws).await, Message::text(format!("m{i}")));
+    }
+    server.shutdown().await;
+}
