@@ -20,18 +20,6 @@ pub(crate) enum Step {
     Corrupt,
 }
 
-/// How a one-call inflate ([`Inflater::whole`]) ended.
-pub(crate) enum Whole {
-    /// The stream ended after consuming this many input bytes.
-    End(usize),
-    /// The output reached its limit before the stream ended.
-    Full,
-    /// The input ended inside the stream.
-    Truncated,
-    /// The deflate data is invalid.
-    Corrupt,
-}
-
 /// A raw deflate compressor (no zlib or gzip wrapper).
 pub(crate) enum Deflater {
     Miniz(Box<CompressorOxide>),
@@ -129,53 +117,13 @@ impl Inflater {
         }
     }
 
-    /// Inflates a whole stream from `input` in one call into `out` up to `out_limit` total
-    /// length, straight into the caller's buffer (for miniz_oxide this skips the 32 KiB
-    /// window copy of streaming mode; for zlib-rs, the final window update). Call only right
-    /// after [`reset`](Self::reset). On [`Whole::Full`] the state is spent: reset before
-    /// streaming the same input again.
-    pub(crate) fn whole(&mut self, input: &[u8], out: &mut Vec<u8>, out_limit: usize) -> Whole {
-        let filled = out.len();
-        match self {
-            Self::Miniz(s) => {
-                out.resize(out_limit, 0);
-                let r = miniz_oxide::inflate::stream::inflate(
-                    s,
-                    input,
-                    &mut out[filled..],
-                    MZFlush::Finish,
-                );
-                out.truncate(filled + r.bytes_written);
-                match r.status {
-                    Ok(MZStatus::StreamEnd) => Whole::End(r.bytes_consumed),
-                    Err(MZError::Buf) if out.len() == out_limit => Whole::Full,
-                    Ok(_) | Err(MZError::Buf) => Whole::Truncated,
-                    Err(_) => Whole::Corrupt,
-                }
-            }
-            #[cfg(feature = "zlib-rs")]
-            Self::Zlib(d) => {
-                let r = if out.capacity() <= out_limit {
-                    d.decompress_vec(input, out, flate2::FlushDecompress::Finish)
-                } else {
-                    out.resize(out_limit, 0);
-                    let r =
-                        d.decompress(input, &mut out[filled..], flate2::FlushDecompress::Finish);
-                    out.truncate(filled + d.total_out() as usize);
-                    r
-                };
-                match r {
-                    Ok(flate2::Status::StreamEnd) => Whole::End(d.total_in() as usize),
-                    Ok(_) if out.len() == out_limit => Whole::Full,
-                    Ok(_) => Whole::Truncated,
-                    Err(_) => Whole::Corrupt,
-                }
-            }
-        }
-    }
-
     /// One inflate step from `input` into the spare room of `out` up to `out_limit` total
     /// length (`out.len() < out_limit`); returns the input consumed and how it ended.
+    ///
+    /// With `finish`, right after [`reset`](Self::reset), the whole stream is expected to
+    /// fit: it is inflated straight into `out` (miniz_oxide skips its 32 KiB window copy,
+    /// zlib-rs its final window update). If it does not fit, the state is spent: reset
+    /// before streaming the same input again.
     ///
     /// `out` never grows past `out_limit`, and its allocation only as far as the caller
     /// reserved: the caller decides every allocation.
@@ -184,17 +132,18 @@ impl Inflater {
         input: &[u8],
         out: &mut Vec<u8>,
         out_limit: usize,
+        finish: bool,
     ) -> (usize, Step) {
         match self {
             Self::Miniz(s) => {
                 let filled = out.len();
                 out.resize(out_limit, 0);
-                let r = miniz_oxide::inflate::stream::inflate(
-                    s,
-                    input,
-                    &mut out[filled..],
-                    MZFlush::None,
-                );
+                let flush = if finish {
+                    MZFlush::Finish
+                } else {
+                    MZFlush::None
+                };
+                let r = miniz_oxide::inflate::stream::inflate(s, input, &mut out[filled..], flush);
                 out.truncate(filled + r.bytes_written);
                 let progressed = r.bytes_consumed + r.bytes_written > 0;
                 let step = match r.status {
@@ -210,12 +159,17 @@ impl Inflater {
                 let in_before = d.total_in();
                 let out_before = d.total_out();
                 let filled = out.len();
+                let flush = if finish {
+                    flate2::FlushDecompress::Finish
+                } else {
+                    flate2::FlushDecompress::None
+                };
                 let r = if out.capacity() <= out_limit {
                     // Writes into spare capacity only, without zeroing it first.
-                    d.decompress_vec(input, out, flate2::FlushDecompress::None)
+                    d.decompress_vec(input, out, flush)
                 } else {
                     out.resize(out_limit, 0);
-                    let r = d.decompress(input, &mut out[filled..], flate2::FlushDecompress::None);
+                    let r = d.decompress(input, &mut out[filled..], flush);
                     out.truncate(filled + (d.total_out() - out_before) as usize);
                     r
                 };

@@ -6,7 +6,7 @@
 //! members each have their own [`GzipError`]) and run deflate through [`Backend`].
 
 use crate::config::Backend;
-use crate::deflate::{Deflater, Inflater, Step, Whole};
+use crate::deflate::{Deflater, Inflater, Step};
 
 /// Bytes of a gzip member around the deflate data: a 10-byte header and an 8-byte trailer.
 pub const GZIP_OVERHEAD: usize = 18;
@@ -166,17 +166,15 @@ impl GzipDecoder {
             // The trailer's ISIZE says how much comes out: inflate in one call into exactly
             // that much room. A lying ISIZE only sizes the buffer (never past cap + 1, nor
             // past what deflate can expand the input to); the checks below still decide.
-            if out.capacity() < start + size {
-                out.reserve_exact(start + size - out.len());
-            }
-            match self.inflater.whole(&input[pos..], out, start + size) {
-                Whole::End(consumed) => {
-                    return check_trailer(input, pos + consumed, &out[start..], cap)
-                }
-                Whole::Truncated => return Err(GzipError::Truncated),
-                Whole::Corrupt => return Err(GzipError::Corrupt),
-                Whole::Full if size >= hard => return Err(GzipError::TooLarge { cap }),
-                Whole::Full => {
+            let limit = start + size;
+            reserve_up_to(out, limit);
+            let (consumed, step) = self.inflater.step(&input[pos..], out, limit, true);
+            match step {
+                Step::End => return check_trailer(input, pos + consumed, &out[start..], cap),
+                Step::Corrupt => return Err(GzipError::Corrupt),
+                _ if out.len() < limit => return Err(GzipError::Truncated),
+                _ if size >= hard => return Err(GzipError::TooLarge { cap }),
+                _ => {
                     // More than ISIZE says: stream it again from the start to find out how
                     // much more (the trailer check will then report the mismatch).
                     out.truncate(start);
@@ -194,10 +192,8 @@ impl GzipDecoder {
                 budget = budget.saturating_mul(2).min(hard);
             }
             let limit = start + budget;
-            if out.capacity() < limit {
-                out.reserve_exact(limit - out.len());
-            }
-            let (consumed, step) = self.inflater.step(&input[pos..], out, limit);
+            reserve_up_to(out, limit);
+            let (consumed, step) = self.inflater.step(&input[pos..], out, limit, false);
             pos += consumed;
             match step {
                 Step::End => break,
@@ -207,6 +203,14 @@ impl GzipDecoder {
             }
         }
         check_trailer(input, pos, &out[start..], cap)
+    }
+}
+
+/// Makes room in `out` for `limit` bytes in all, exactly (the caller decides every
+/// allocation, so a bomb grows `out` no further than the cap + 1).
+fn reserve_up_to(out: &mut Vec<u8>, limit: usize) {
+    if out.capacity() < limit {
+        out.reserve_exact(limit - out.len());
     }
 }
 
