@@ -193,6 +193,7 @@ mod client;
 mod config;
 mod error;
 mod event;
+mod hop_ack;
 pub mod jsonrpc;
 pub mod message;
 pub mod topic;
