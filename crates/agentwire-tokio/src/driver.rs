@@ -180,20 +180,16 @@ impl<M: Machine> Core<M> {
         more_input: bool,
         commands: &mut mpsc::Receiver<Command<M>>,
     ) {
-        self.drain_serving(Some(commands)).await;
+        self.drain(Some(commands)).await;
         if more_input {
             tokio::task::yield_now().await;
         }
     }
 
     /// Drains the machine's outputs: frames to their queues, closes to their writers,
-    /// events to the application (waiting while the event channel is full).
-    pub(crate) async fn drain(&mut self) {
-        self.drain_serving(None).await;
-    }
-
-    /// [`drain`](Self::drain), running `commands` while an event waits for room.
-    async fn drain_serving(&mut self, mut commands: Option<&mut mpsc::Receiver<Command<M>>>) {
+    /// events to the application (waiting while the event channel is full, and running
+    /// `commands` meanwhile).
+    pub(crate) async fn drain(&mut self, mut commands: Option<&mut mpsc::Receiver<Command<M>>>) {
         while let Some(out) = self.machine.poll_output() {
             match out {
                 Output::Send { conn, frame } => {
@@ -257,7 +253,7 @@ impl<M: Machine> Core<M> {
                     }
                     return;
                 }
-                Some(cmd) = next_command => cmd(&mut self.machine, clock::now()),
+                Some(cmd) = next_command => self.command(cmd),
                 _ = stop.wait_for(|s| *s) => {
                     tracing::debug!("event dropped: shutting down and the event channel is full");
                     return;
@@ -277,7 +273,7 @@ impl<M: Machine> Core<M> {
                 }
             }
         }
-        self.drain().await;
+        self.drain(None).await; // shutting down: events that do not fit are dropped
         let wait = self.limits.close_timeout.saturating_mul(2);
         let deadline = clock::to_tokio(clock::now() + wait);
         while !self.conns.is_empty() {
@@ -287,13 +283,13 @@ impl<M: Machine> Core<M> {
                 }
                 () = tokio::time::sleep_until(deadline) => break,
             }
-            self.drain().await;
+            self.drain(None).await;
         }
         let rest: Vec<ConnId> = self.conns.keys().copied().collect();
         for conn in rest {
             self.kill(conn, code, reason);
         }
-        self.drain().await;
+        self.drain(None).await;
     }
 
     /// The machine's next deadline.
