@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use agentwire_core::{Rate, TokenBucket};
+use subtle::ConstantTimeEq;
 
 /// The subprotocol the spec requires every client to offer, and the server echoes.
 pub const SUBPROTOCOL: &str = "mcp.v1";
@@ -221,19 +222,12 @@ fn bearer_token(value: &str) -> Option<&str> {
 fn find_key(keys: &[String], token: &str) -> Option<usize> {
     let mut found = None;
     for (i, k) in keys.iter().enumerate() {
-        if ct_eq(k.as_bytes(), token.as_bytes()) && !k.is_empty() {
+        // `subtle`, as the HMAC check uses: a length difference is not secret, bytes are.
+        if bool::from(k.as_bytes().ct_eq(token.as_bytes())) && !k.is_empty() {
             found = found.or(Some(i));
         }
     }
     found
-}
-
-/// Constant-time equality for equal lengths (a length difference is not secret).
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -353,6 +347,11 @@ mod tests {
     fn empty_keys_never_match() {
         assert_eq!(find_key(&[String::new()], ""), None);
         assert_eq!(bearer_token("Bearer "), None);
-        assert!(ct_eq(b"abc", b"abc") && !ct_eq(b"abc", b"abd") && !ct_eq(b"ab", b"abc"));
+        let keys = ["abc".to_owned(), "xyz".to_owned()];
+        assert_eq!(find_key(&keys, "abc"), Some(0));
+        assert_eq!(find_key(&keys, "xyz"), Some(1));
+        assert_eq!(find_key(&keys, "abd"), None);
+        assert_eq!(find_key(&keys, "ab"), None);
+        assert_eq!(find_key(&keys, "abcd"), None);
     }
 }
