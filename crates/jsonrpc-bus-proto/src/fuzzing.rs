@@ -18,6 +18,7 @@ use serde_json::{json, Map, Number, Value};
 use crate::config::{BusConfig, ClientConfig, Limits};
 use crate::error::{DecodeError, ErrorCode, ErrorObject};
 use crate::event::{BusEvent, ClientEvent, DeliveryId, HopOutcome, IncomingId, RequestKind};
+use crate::hop_ack::{fast_hop_ack, Ack};
 use crate::jsonrpc::{
     classify, split_body, write_call_raw, write_error, write_json_str, write_result_raw, Body, Id,
     Incoming,
@@ -50,10 +51,14 @@ const MAX_MATCHED_TOPIC: usize = 1024;
 /// and error object; every request, notification and response re-encoded with the crate's
 /// writers classifies to the same id, method, params, result or error; the borrowed and
 /// owned `sendMessage` params agree; typed results round-trip; and a topic compiled as a
-/// pattern gives the same answers from [`Pattern::matches`] and [`TopicIndex`].
+/// pattern gives the same answers from [`Pattern::matches`] and [`TopicIndex`]; and a reply
+/// that the bus's one-pass hop-reply reader takes is read the same way by the general path.
 pub fn decode(data: &[u8]) {
     match split_body(data, FUZZ_MAX, FUZZ_BATCH) {
-        Ok(Body::Single(raw)) => entry(raw),
+        Ok(Body::Single(raw)) => {
+            hop_ack_agrees(raw);
+            entry(raw);
+        }
         Ok(Body::Batch(entries)) => {
             let n = entries.len();
             assert!(n > 0 && n <= FUZZ_BATCH, "batch of {n} entries accepted");
@@ -79,6 +84,22 @@ pub fn decode(data: &[u8]) {
             "the size limit is checked first"
         );
     }
+}
+
+/// The bus's one-pass hop-reply reader accepts only what the general path reads the same
+/// way (the same request id and `stopPropagation`).
+fn hop_ack_agrees(text: &str) {
+    let Some((id, ack)) = fast_hop_ack(text) else {
+        return;
+    };
+    let Ok(Incoming::Reply(reply)) = classify(text) else {
+        panic!("the fast path took a non-reply: {text}");
+    };
+    let general = reply.id_str().and_then(|s| Id128::parse(&s));
+    assert_eq!(general, Some(id), "request id of {text}");
+    let result = reply.outcome.expect("the fast path took an error reply");
+    let general = serde_json::from_str::<Ack>(result.get()).expect("the general path refuses");
+    assert_eq!(general.stop, ack.stop, "stopPropagation of {text}");
 }
 
 /// One message object (or batch entry).
