@@ -45,7 +45,7 @@ use agentwire_tokio::{Limits, Server, ServerConfig};
 use criterion::Criterion;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use jsonrpc_bus_proto::jsonrpc::{
-    classify, split_body, write_call_raw, write_result, Body, Incoming,
+    classify, split_body, write_call_raw, write_result_with, Body, Incoming,
 };
 use jsonrpc_bus_proto::message::{SendMessageRef, SendMessageResult};
 use jsonrpc_bus_proto::topic::{MatchMode, Pattern, TopicIndex};
@@ -469,7 +469,9 @@ fn fanout_in_memory(c: &mut Criterion, out: &mut Vec<Paired>) {
             let ok = typed_decode(black_box(PUBLISH.as_bytes()));
             let hops = bare_hops(k, &mut buf2, &id, &reply);
             result_buf.clear();
-            write_result(&mut result_buf, &Id::from(4), black_box(&result));
+            write_result_with(&mut result_buf, &Id::from(4), |out| {
+                black_box(&result).write_json(out);
+            });
             black_box(&result_buf);
             usize::from(ok) + hops
         };

@@ -16,10 +16,11 @@ use serde_json::value::RawValue;
 use crate::config::BusConfig;
 use crate::error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
 use crate::event::{BusEvent, DeliveryId, HopOutcome};
+use crate::fast_publish::{fast_publish, Publish};
 use crate::hop_ack::{fast_hop_ack, Ack};
 use crate::jsonrpc::{
-    self, classify, raw_str, split_body, split_text, write_error, write_json_str, write_result,
-    Body, Call, Id, Incoming, Reply,
+    self, classify, raw_str, split_body, split_text, write_error, write_json_str,
+    write_result_with, Body, Call, Id, Incoming, Reply,
 };
 use crate::message::{
     method, rfc3339_utc, Capabilities, ClientInfo, InitializeResult, SendMessageResult, ServerInfo,
@@ -329,14 +330,22 @@ impl Bus {
             Frame::Binary(bytes) => split_body(bytes, max_len, max_batch),
         };
         match body {
-            Ok(Body::Single(raw)) => match fast_hop_ack(raw) {
-                Some((request, stop)) => {
+            Ok(Body::Single(raw)) => {
+                // The two messages a bus gets most, each read in one pass when plain.
+                if let Some((request, stop)) = fast_hop_ack(raw) {
                     if let Some(delivery) = self.hop_answered(conn, Some(request)) {
                         self.finish_hop(delivery, stop.outcome(), now);
                     }
+                } else if let Some(publish) = self
+                    .is_initialized(conn)
+                    .then(|| fast_publish(raw))
+                    .flatten()
+                {
+                    self.on_publish(conn, publish, now);
+                } else {
+                    self.on_single(conn, raw, now);
                 }
-                None => self.on_single(conn, raw, now),
-            },
+            }
             Ok(Body::Batch(entries)) => self.on_batch(conn, &entries, now),
             Err(e) => self.reject(conn, e),
         }
@@ -582,34 +591,18 @@ impl Bus {
         }))
     }
 
-    /// Reads `{topic, payload?}`: a missing or empty topic is -32600 (the spec's table), a
-    /// topic that is not a string -32602, one longer than the limit -32005.
+    /// Reads `{topic, payload?}` ([`topic_params`]) and checks the topic's length (-32005).
     fn topic_param<'a>(
         &self,
         params: Option<&'a RawValue>,
     ) -> Result<(Cow<'a, str>, Option<&'a RawValue>), ErrorObject> {
-        #[derive(Deserialize)]
-        struct Raw<'a> {
-            #[serde(default, borrow)]
-            topic: Option<&'a RawValue>,
-            #[serde(default, borrow)]
-            payload: Option<&'a RawValue>,
-        }
-        let Some(params) = params else {
-            return Err(missing_topic());
-        };
-        let raw: Raw<'a> = serde_json::from_str(params.get()).map_err(|_| {
-            ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "params must be an object")
-        })?;
-        let Some(topic) = raw.topic.filter(|t| t.get() != "null") else {
-            return Err(missing_topic());
-        };
-        let Some(topic) = raw_str(topic) else {
-            return Err(ErrorObject::with_data(
-                ErrorCode::INVALID_PARAMS,
-                "topic must be a string",
-            ));
-        };
+        let (topic, payload) = topic_params(params)?;
+        self.check_topic(&topic)?;
+        Ok((topic, payload))
+    }
+
+    /// A topic (or pattern) must not be empty (-32600) nor longer than the limit (-32005).
+    fn check_topic(&self, topic: &str) -> Result<(), ErrorObject> {
         if topic.is_empty() {
             return Err(missing_topic());
         }
@@ -619,7 +612,7 @@ impl Bus {
                 "max_topic_bytes",
             ));
         }
-        Ok((topic, raw.payload))
+        Ok(())
     }
 
     fn subscribe(
@@ -691,17 +684,42 @@ impl Bus {
         now: Instant,
     ) -> Result<(), ErrorObject> {
         let (topic, payload) = self.topic_param(params)?;
-        let max = self.config.limits.max_pending_per_publisher;
+        self.may_publish(conn)?;
+        self.start_delivery(Some(conn), origin, &topic, payload, now);
+        Ok(())
+    }
+
+    /// A publish read by [`fast_publish`] from an initialized connection: what `on_call`
+    /// and `send_message` do for it, without reading it again.
+    fn on_publish(&mut self, conn: ConnId, publish: Publish<'_>, now: Instant) {
+        let Publish { id, topic, payload } = publish;
+        match self
+            .check_topic(topic)
+            .and_then(|()| self.may_publish(conn))
+        {
+            Ok(()) => {
+                let origin = id.map_or(Origin::Silent, Origin::Request);
+                self.start_delivery(Some(conn), origin, topic, payload, now);
+            }
+            Err(e) => {
+                if let Handled::Now(bytes) = respond(id.as_ref(), Err(e)) {
+                    self.send_bytes(conn, bytes);
+                }
+            }
+        }
+    }
+
+    /// Whether `conn` may start one more publish (`max_pending_per_publisher`).
+    fn may_publish(&self, conn: ConnId) -> Result<(), ErrorObject> {
         let Some(c) = self.conns.get(&conn) else {
             return Err(ErrorObject::new(ErrorCode::INTERNAL_ERROR));
         };
-        if c.publishing >= max {
+        if c.publishing >= self.config.limits.max_pending_per_publisher {
             return Err(ErrorObject::with_data(
                 ErrorCode::LIMIT_EXCEEDED,
                 "max_pending_per_publisher",
             ));
         }
-        self.start_delivery(Some(conn), origin, &topic, payload, now);
         Ok(())
     }
 
@@ -972,13 +990,13 @@ impl Bus {
         match (&d.origin, d.publisher) {
             (Origin::Request(req), Some(p)) if self.conns.contains_key(&p) => {
                 let mut out = Vec::with_capacity(160);
-                write_result(&mut out, req, &d.result);
+                write_result_with(&mut out, req, |out| d.result.write_json(out));
                 self.send_bytes(p, out);
             }
             (Origin::Batch { batch, slot, id }, _) => {
                 if let Some(b) = self.batches.get_mut(batch) {
                     let mut out = Vec::with_capacity(160);
-                    write_result(&mut out, id, &d.result);
+                    write_result_with(&mut out, id, |out| d.result.write_json(out));
                     if let Some(s) = b.slots.get_mut(*slot) {
                         *s = Some(out);
                     }
@@ -1035,6 +1053,39 @@ impl Bus {
         };
         self.finish_hop(delivery, outcome, now);
     }
+}
+
+/// Reads `{topic, payload?}` the general way: a missing, `null` or empty topic is -32600
+/// (the spec's table), params that are not an object or a topic that is not a string -32602.
+pub(crate) fn topic_params(
+    params: Option<&RawValue>,
+) -> Result<(Cow<'_, str>, Option<&RawValue>), ErrorObject> {
+    #[derive(Deserialize)]
+    struct Raw<'a> {
+        #[serde(default, borrow)]
+        topic: Option<&'a RawValue>,
+        #[serde(default, borrow)]
+        payload: Option<&'a RawValue>,
+    }
+    let Some(params) = params else {
+        return Err(missing_topic());
+    };
+    let raw: Raw<'_> = serde_json::from_str(params.get()).map_err(|_| {
+        ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "params must be an object")
+    })?;
+    let Some(topic) = raw.topic.filter(|t| t.get() != "null") else {
+        return Err(missing_topic());
+    };
+    let Some(topic) = raw_str(topic) else {
+        return Err(ErrorObject::with_data(
+            ErrorCode::INVALID_PARAMS,
+            "topic must be a string",
+        ));
+    };
+    if topic.is_empty() {
+        return Err(missing_topic());
+    }
+    Ok((topic, raw.payload))
 }
 
 /// A success result, encoded.

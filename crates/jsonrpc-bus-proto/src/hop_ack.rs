@@ -12,6 +12,7 @@ use agentwire_core::Id128;
 use serde::Deserialize;
 
 use crate::event::HopOutcome;
+use crate::scan::Scan;
 
 /// A subscriber's `sendMessage` result: only `stopPropagation` matters (absent = false).
 #[derive(Deserialize)]
@@ -29,125 +30,27 @@ impl Ack {
     }
 }
 
-/// A cursor over the bytes of a reply.
-struct Scan<'a> {
-    text: &'a str,
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Scan<'a> {
-    /// Skips JSON whitespace (RFC 8259: space, tab, line feed, carriage return).
-    fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
-            self.at += 1;
-        }
-    }
-
-    /// The next byte after whitespace, consumed.
-    fn next(&mut self) -> Option<u8> {
-        self.skip_ws();
-        let b = *self.bytes.get(self.at)?;
-        self.at += 1;
-        Some(b)
-    }
-
-    /// Consumes `byte` after whitespace.
-    fn eat(&mut self, byte: u8) -> Option<()> {
-        (self.next()? == byte).then_some(())
-    }
-
-    /// The rest of a string whose opening quote is consumed: its contents, if it has no
-    /// escape and no control character (anything else is left to the general path).
-    fn string_rest(&mut self) -> Option<&'a str> {
-        const ONES: u64 = u64::from_le_bytes([1; 8]);
-        const HIGHS: u64 = ONES << 7;
-        let start = self.at;
-        // Eight bytes at a time (as serde_json does) up to the first that may end the string:
-        // the lowest byte flagged is the first quote, backslash or control byte, if any.
-        while let Some(chunk) = self.bytes.get(self.at..self.at + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().ok()?);
-            let quote = w ^ (ONES * u64::from(b'"'));
-            let backslash = w ^ (ONES * u64::from(b'\\'));
-            let flags = (quote.wrapping_sub(ONES) & !quote)
-                | (backslash.wrapping_sub(ONES) & !backslash)
-                | (w.wrapping_sub(ONES * 0x20) & !w);
-            if flags & HIGHS != 0 {
-                self.at += (flags & HIGHS).trailing_zeros() as usize / 8;
-                break;
-            }
-            self.at += 8;
-        }
-        loop {
-            match *self.bytes.get(self.at)? {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => self.at += 1,
-            }
-        }
-        // Both ends are at an ASCII quote, so on character boundaries.
-        let s = self.text.get(start..self.at)?;
-        self.at += 1;
-        Some(s)
-    }
-
-    /// A string (see [`Scan::string_rest`]).
-    fn string(&mut self) -> Option<&'a str> {
-        self.eat(b'"')?;
-        self.string_rest()
-    }
-
-    /// The rest of a literal whose first byte `first` is consumed: `true`, `false` or
-    /// `null` (as `None`).
-    fn literal_rest(&mut self, first: u8) -> Option<Option<bool>> {
-        let (rest, value): (&[u8], _) = match first {
-            b't' => (b"rue", Some(true)),
-            b'f' => (b"alse", Some(false)),
-            b'n' => (b"ull", None),
-            _ => return None,
+/// The `result` object, whose members may only have `true`, `false`, `null` or a plain
+/// string as their value: its `stopPropagation` (`None` when absent or `null`).
+fn result(scan: &mut Scan<'_>) -> Option<Ack> {
+    scan.eat(b'{')?;
+    let (mut stop, mut seen_stop, mut first) = (None, false, true);
+    while let Some(key) = scan.key(&mut first)? {
+        // `Some(bool or null)` for a literal, `None` for a string.
+        let value = match scan.next()? {
+            b'"' => scan.string_rest().map(|_| None)?,
+            byte => Some(scan.literal_rest(byte)?),
         };
-        let end = self.at + rest.len();
-        (self.bytes.get(self.at..end)? == rest).then(|| {
-            self.at = end;
-            value
-        })
-    }
-
-    /// The `result` object, whose members may only have `true`, `false`, `null` or a plain
-    /// string as their value: its `stopPropagation` (`None` when absent or `null`).
-    fn result(&mut self) -> Option<Ack> {
-        self.eat(b'{')?;
-        let (mut stop, mut seen_stop) = (None, false);
-        let mut next = self.next()?;
-        if next == b'}' {
-            return Some(Ack { stop });
-        }
-        loop {
-            if next != b'"' {
+        if key == "stopPropagation" {
+            // A string or a second `stopPropagation` is the general path's error.
+            if seen_stop {
                 return None;
             }
-            let key = self.string_rest()?;
-            self.eat(b':')?;
-            // `Some(bool or null)` for a literal, `None` for a string.
-            let value = match self.next()? {
-                b'"' => self.string_rest().map(|_| None)?,
-                first => Some(self.literal_rest(first)?),
-            };
-            if key == "stopPropagation" {
-                // A string or a second `stopPropagation` is the general path's error.
-                if seen_stop {
-                    return None;
-                }
-                seen_stop = true;
-                stop = value?;
-            }
-            match self.next()? {
-                b',' => next = self.next()?,
-                b'}' => return Some(Ack { stop }),
-                _ => return None,
-            }
+            seen_stop = true;
+            stop = value?;
         }
     }
+    Some(Ack { stop })
 }
 
 /// Reads `text` in one pass if it is a subscriber's success reply for one of our request
@@ -161,19 +64,10 @@ impl<'a> Scan<'a> {
 /// member, a request (which fails here at its first member, before its params are read).
 /// `text` starts at its `{` (`split_text` trims what comes before).
 pub(crate) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
-    let mut scan = Scan {
-        text,
-        bytes: text.as_bytes(),
-        at: 0,
-    };
+    let mut scan = Scan::new(text);
     scan.eat(b'{')?;
-    let (mut version, mut result, mut id) = (false, None, None);
-    for i in 0..3 {
-        if i > 0 {
-            scan.eat(b',')?;
-        }
-        let key = scan.string()?;
-        scan.eat(b':')?;
+    let (mut version, mut ack, mut id, mut first) = (false, None, None, true);
+    while let Some(key) = scan.key(&mut first)? {
         match key {
             "jsonrpc" if !version => {
                 if scan.string()? != "2.0" {
@@ -181,18 +75,15 @@ pub(crate) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
                 }
                 version = true;
             }
-            "result" if result.is_none() => result = Some(scan.result()?),
+            "result" if ack.is_none() => ack = Some(result(&mut scan)?),
             "id" if id.is_none() => id = Some(Id128::parse(scan.string()?)?),
             _ => return None,
         }
     }
-    scan.eat(b'}')?;
-    scan.skip_ws();
-    if scan.at != scan.bytes.len() {
+    if !version || !scan.at_end() {
         return None;
     }
-    // Three members, each read once: `jsonrpc`, `result` and `id`.
-    Some((id?, result?))
+    Some((id?, ack?))
 }
 
 #[cfg(test)]
@@ -380,7 +271,8 @@ mod tests {
         use proptest::prelude::*;
         (
             Just(vec![0usize, 1, 2]).prop_shuffle(),
-            proptest::array::uniform3(0usize..16),
+            // Half the values are each member's first (valid) one.
+            proptest::array::uniform3(prop_oneof![Just(0usize), 0usize..16]),
             proptest::option::weighted(0.3, (0usize..4, 0usize..KEYS.len(), 0usize..16)),
         )
             .prop_map(|(order, values, change)| {
@@ -407,7 +299,11 @@ mod tests {
         #[test]
         fn fast_hop_ack_never_disagrees(
             members in members(),
-            spaces in proptest::collection::vec(0..SPACES.len(), 1..40),
+            // A quarter of the cases may hold a form feed (not JSON whitespace) anywhere.
+            spaces in proptest::prop_oneof![
+                3 => proptest::collection::vec(0..SPACES.len() - 1, 1..40),
+                1 => proptest::collection::vec(0..SPACES.len(), 1..40),
+            ],
             edit in proptest::option::weighted(0.3, (0usize..400, proptest::option::of(
                 proptest::sample::select(
                     vec!['{', '}', '[', ',', ':', '"', '\\', ' ', '0', 't', 'n', '\u{1}', '\u{e9}'],

@@ -60,7 +60,7 @@ impl Id {
         match text.as_bytes().first()? {
             b'"' => raw_str(raw).map(|s| Self::Str(s.into_owned())),
             b'n' => Some(Self::Null),
-            b'-' | b'0'..=b'9' => serde_json::from_str(text).ok().map(Self::Number),
+            b'-' | b'0'..=b'9' => raw_number(text).map(Self::Number),
             _ => None,
         }
     }
@@ -77,7 +77,11 @@ impl Id {
     pub fn write_json(&self, out: &mut Vec<u8>) {
         match self {
             Self::Null => out.extend_from_slice(b"null"),
-            Self::Number(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            Self::Number(n) => match n.as_u64() {
+                Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+                // Negative and fractional ids: serde_json's own formatting.
+                None => out.extend_from_slice(n.to_string().as_bytes()),
+            },
             Self::Str(s) => write_json_str(out, s),
         }
     }
@@ -474,16 +478,29 @@ fn valid_id(raw: &RawValue) -> bool {
     match text.as_bytes().first() {
         Some(b'"') => raw_str(raw).is_some(),
         Some(b'n') => true,
-        Some(b'-' | b'0'..=b'9') => serde_json::from_str::<Number>(text).is_ok(),
+        Some(b'-' | b'0'..=b'9') => raw_number(text).is_some(),
         _ => false,
     }
+}
+
+/// Reads a JSON number held raw. Up to 19 plain digits (every id a client counts up) are read
+/// without serde, as the same `u64` serde_json would make; anything else goes to serde_json.
+fn raw_number(text: &str) -> Option<Number> {
+    if text.len() <= 19 && text.bytes().all(|b| b.is_ascii_digit()) {
+        // Valid JSON (a raw value), so no leading zero; 19 digits fit a u64.
+        return text.parse::<u64>().ok().map(Number::from);
+    }
+    serde_json::from_str(text).ok()
 }
 
 /// Decodes a JSON string held raw, borrowing when it has no escapes.
 pub(crate) fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
     let text = raw.get();
-    if let Ok(s) = serde_json::from_str::<&str>(text) {
-        return Some(Cow::Borrowed(s));
+    // A raw value is valid JSON already: a string without a backslash is its contents.
+    if let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        if !inner.contains('\\') {
+            return Some(Cow::Borrowed(inner));
+        }
     }
     serde_json::from_str::<String>(text).ok().map(Cow::Owned)
 }
@@ -504,19 +521,22 @@ pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
 
 /// Appends `{"jsonrpc":"2.0","result":<result>,"id":<id>}` where `result` is raw JSON.
 pub fn write_result_raw(out: &mut Vec<u8>, id: &Id, result: &[u8]) {
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"result\":");
-    out.extend_from_slice(result);
-    out.extend_from_slice(b",\"id\":");
-    id.write_json(out);
-    out.push(b'}');
+    write_result_with(out, id, |out| out.extend_from_slice(result));
 }
 
 /// Appends a success response whose result is `result` serialized.
 pub fn write_result<R: Serialize>(out: &mut Vec<u8>, id: &Id, result: &R) {
+    write_result_with(out, id, |out| {
+        if serde_json::to_writer(&mut *out, result).is_err() {
+            out.extend_from_slice(b"null");
+        }
+    });
+}
+
+/// Appends a success response whose result `write` appends (its JSON, exactly one value).
+pub fn write_result_with(out: &mut Vec<u8>, id: &Id, write: impl FnOnce(&mut Vec<u8>)) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"result\":");
-    if serde_json::to_writer(&mut *out, result).is_err() {
-        out.extend_from_slice(b"null");
-    }
+    write(out);
     out.extend_from_slice(b",\"id\":");
     id.write_json(out);
     out.push(b'}');
@@ -550,6 +570,46 @@ pub fn write_call_raw(out: &mut Vec<u8>, id: Option<&Id>, method: &str, params: 
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
+
+    /// The shortcuts for plain strings and plain integers read what serde_json reads.
+    #[test]
+    fn raw_shortcuts_agree_with_serde() {
+        let numbers = [
+            "0",
+            "7",
+            "1234567890123456789",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-0",
+            "-1",
+            "1.5",
+            "1e3",
+            "-9223372036854775809",
+        ];
+        for text in numbers {
+            let raw = RawValue::from_string(text.to_owned()).unwrap();
+            let serde = serde_json::from_str::<Number>(text).ok();
+            assert_eq!(raw_number(raw.get()), serde, "{text}");
+            assert_eq!(Id::from_raw(&raw), serde.map(Id::Number), "{text}");
+        }
+        let strings = [
+            r#""""#,
+            r#""sendMessage""#,
+            r#""d\u00e9j\u00e0 \"q\"""#,
+            "\"d\u{e9}j\u{e0}\"",
+            r#""\\""#,
+        ];
+        for text in strings {
+            let raw = RawValue::from_string(text.to_owned()).unwrap();
+            let serde = serde_json::from_str::<String>(text).unwrap();
+            assert_eq!(raw_str(&raw).as_deref(), Some(serde.as_str()), "{text}");
+        }
+        for text in ["1", "null", "{}", r#"["a"]"#] {
+            let raw = RawValue::from_string(text.to_owned()).unwrap();
+            assert_eq!(raw_str(&raw), None, "{text}");
+        }
+    }
 
     fn one(text: &str) -> Result<Incoming<'_>, DecodeError> {
         match split_body(text.as_bytes(), 1 << 20, 10)? {

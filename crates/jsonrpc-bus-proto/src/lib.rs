@@ -193,9 +193,11 @@ mod client;
 mod config;
 mod error;
 mod event;
+mod fast_publish;
 mod hop_ack;
 pub mod jsonrpc;
 pub mod message;
+mod scan;
 pub mod topic;
 
 #[cfg(feature = "fuzzing")]

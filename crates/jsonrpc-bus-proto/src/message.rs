@@ -242,6 +242,32 @@ impl SendMessageResult {
             ..Self::default()
         }
     }
+
+    /// Appends this result's JSON, byte for byte what its `Serialize` impl writes, without
+    /// going through serde (the bus writes one per publish).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(match (self.success, self.stop_propagation) {
+            (true, false) => b"{\"success\":true,\"stopPropagation\":false",
+            (true, true) => b"{\"success\":true,\"stopPropagation\":true",
+            (false, false) => b"{\"success\":false,\"stopPropagation\":false",
+            (false, true) => b"{\"success\":false,\"stopPropagation\":true",
+        });
+        let counters = [
+            (&b",\"delivered\":"[..], self.delivered),
+            (b",\"errors\":", self.errors),
+            (b",\"timeouts\":", self.timeouts),
+            (b",\"disconnected\":", self.disconnected),
+            (b",\"overloaded\":", self.overloaded),
+        ];
+        let mut digits = itoa::Buffer::new();
+        for (name, count) in counters {
+            if let Some(n) = count {
+                out.extend_from_slice(name);
+                out.extend_from_slice(digits.format(n).as_bytes());
+            }
+        }
+        out.push(b'}');
+    }
 }
 
 /// `ping` result: `{timestamp}` (RFC 3339, UTC).
@@ -281,6 +307,33 @@ mod tests {
         assert_eq!(rfc3339_utc(1_739_534_400_000), "2025-02-14T12:00:00Z");
         assert_eq!(rfc3339_utc(951_782_400_999), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339_utc(4_107_542_399_000), "2100-02-28T23:59:59Z");
+    }
+
+    proptest::proptest! {
+        /// The hand-written writer and serde agree on every result.
+        #[test]
+        fn write_json_is_the_serde_encoding(
+            success: bool,
+            stop_propagation: bool,
+            counters in proptest::array::uniform5(proptest::option::of(proptest::num::u32::ANY)),
+        ) {
+            let [delivered, errors, timeouts, disconnected, overloaded] = counters;
+            let result = SendMessageResult {
+                success,
+                stop_propagation,
+                delivered,
+                errors,
+                timeouts,
+                disconnected,
+                overloaded,
+            };
+            let mut ours = Vec::new();
+            result.write_json(&mut ours);
+            proptest::prop_assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                serde_json::to_string(&result).unwrap()
+            );
+        }
     }
 
     #[test]

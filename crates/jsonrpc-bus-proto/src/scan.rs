@@ -1,0 +1,154 @@
+//! A byte cursor for the bus's one-pass readers of its two most frequent messages (a
+//! subscriber's hop reply, [`crate::hop_ack`], and a client's publish,
+//! [`crate::fast_publish`]).
+//!
+//! It is not a JSON parser: it reads only plain forms (strings without escapes, the three
+//! literals, plain integers) and returns `None` at the first byte outside them, so that
+//! a reader built on it can leave anything unusual to the general path (serde_json) and
+//! never accept what serde_json would read differently. Values it does not read itself
+//! (a publish's payload) it hands to serde_json ([`Scan::raw_value`]).
+
+use serde_json::value::RawValue;
+
+/// A cursor over a message's text.
+pub(crate) struct Scan<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    /// A cursor at the start of `text`.
+    pub(crate) fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            bytes: text.as_bytes(),
+            at: 0,
+        }
+    }
+
+    /// Skips JSON whitespace (RFC 8259: space, tab, line feed, carriage return).
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace, consumed.
+    pub(crate) fn next(&mut self) -> Option<u8> {
+        self.skip_ws();
+        let b = *self.bytes.get(self.at)?;
+        self.at += 1;
+        Some(b)
+    }
+
+    /// Consumes `byte` after whitespace.
+    pub(crate) fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.next()? == byte).then_some(())
+    }
+
+    /// Whether only whitespace is left.
+    pub(crate) fn at_end(&mut self) -> bool {
+        self.skip_ws();
+        self.at == self.bytes.len()
+    }
+
+    /// The next member name of an object whose `{` is consumed, with its `:` consumed too;
+    /// `Some(None)` at the object's `}`. `first` is true until the first call returns.
+    pub(crate) fn key(&mut self, first: &mut bool) -> Option<Option<&'a str>> {
+        match (self.next()?, *first) {
+            (b'}', true) => return Some(None),
+            (b'"', true) => {}
+            (b',', false) => self.eat(b'"')?,
+            (b'}', false) => return Some(None),
+            _ => return None,
+        }
+        *first = false;
+        let key = self.string_rest()?;
+        self.eat(b':')?;
+        Some(Some(key))
+    }
+
+    /// The rest of a string whose opening quote is consumed: its contents, if it has no
+    /// escape and no control character.
+    pub(crate) fn string_rest(&mut self) -> Option<&'a str> {
+        const ONES: u64 = u64::from_le_bytes([1; 8]);
+        const HIGHS: u64 = ONES << 7;
+        let start = self.at;
+        // Eight bytes at a time (as serde_json does) up to the first that may end the string:
+        // the lowest byte flagged is the first quote, backslash or control byte, if any.
+        while let Some(chunk) = self.bytes.get(self.at..self.at + 8) {
+            let w = u64::from_le_bytes(chunk.try_into().ok()?);
+            let quote = w ^ (ONES * u64::from(b'"'));
+            let backslash = w ^ (ONES * u64::from(b'\\'));
+            let flags = (quote.wrapping_sub(ONES) & !quote)
+                | (backslash.wrapping_sub(ONES) & !backslash)
+                | (w.wrapping_sub(ONES * 0x20) & !w);
+            if flags & HIGHS != 0 {
+                self.at += (flags & HIGHS).trailing_zeros() as usize / 8;
+                break;
+            }
+            self.at += 8;
+        }
+        loop {
+            match *self.bytes.get(self.at)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => self.at += 1,
+            }
+        }
+        // Both ends are at an ASCII quote, so on character boundaries.
+        let s = self.text.get(start..self.at)?;
+        self.at += 1;
+        Some(s)
+    }
+
+    /// A string (see [`Scan::string_rest`]).
+    pub(crate) fn string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        self.string_rest()
+    }
+
+    /// The rest of a literal whose first byte `first` is consumed: `true`, `false` or
+    /// `null` (as `None`).
+    pub(crate) fn literal_rest(&mut self, first: u8) -> Option<Option<bool>> {
+        let (rest, value): (&[u8], _) = match first {
+            b't' => (b"rue", Some(true)),
+            b'f' => (b"alse", Some(false)),
+            b'n' => (b"ull", None),
+            _ => return None,
+        };
+        let end = self.at + rest.len();
+        (self.bytes.get(self.at..end)? == rest).then(|| {
+            self.at = end;
+            value
+        })
+    }
+
+    /// The rest of a plain integer whose first digit is consumed: up to 19 digits, no
+    /// leading zero, not followed by a fraction or exponent.
+    pub(crate) fn integer_rest(&mut self) -> Option<u64> {
+        let start = self.at.checked_sub(1)?;
+        while self.bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
+            self.at += 1;
+        }
+        let digits = self.at - start;
+        let leading_zero = self.bytes.get(start) == Some(&b'0') && digits > 1;
+        if leading_zero
+            || digits > 19
+            || matches!(self.bytes.get(self.at), Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        self.text.get(start..self.at)?.parse().ok()
+    }
+
+    /// Any JSON value, read by serde_json and kept raw.
+    pub(crate) fn raw_value(&mut self) -> Option<&'a RawValue> {
+        let rest = self.text.get(self.at..)?;
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<&RawValue>();
+        let value = values.next()?.ok()?;
+        self.at += values.byte_offset();
+        Some(value)
+    }
+}
