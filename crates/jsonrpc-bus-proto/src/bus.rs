@@ -894,7 +894,7 @@ impl Bus {
         out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"sendMessage\",\"params\":");
         out.extend_from_slice(&d.params);
         out.extend_from_slice(b",\"id\":\"");
-        out.extend_from_slice(request.hyphenated().as_str().as_bytes());
+        out.extend_from_slice(request.hyphenated().as_bytes());
         out.extend_from_slice(b"\"}");
         d.sent = Some(request);
         self.requests.insert(request, (conn, id));
@@ -914,13 +914,14 @@ impl Bus {
             return;
         };
         let subscriber = hop.conn;
-        if let Some(request) = d.sent.take() {
+        let sent = d.sent.take();
+        if let Some(request) = sent {
             self.requests.remove(&request);
-            if let Some(c) = self.conns.get_mut(&subscriber) {
-                c.in_flight = c.in_flight.saturating_sub(1);
-            }
         }
         if let Some(c) = self.conns.get_mut(&subscriber) {
+            if sent.is_some() {
+                c.in_flight = c.in_flight.saturating_sub(1);
+            }
             if let Some(i) = c.inbox.iter().position(|x| *x == id) {
                 c.inbox.remove(i);
             }

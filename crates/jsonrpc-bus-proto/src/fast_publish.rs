@@ -12,7 +12,8 @@
 use serde_json::value::RawValue;
 
 use crate::jsonrpc::Id;
-use crate::scan::Scan;
+use crate::message::method;
+use crate::scan::{Key, Scan};
 
 /// A publish read by [`fast_publish`].
 #[derive(Debug)]
@@ -36,29 +37,31 @@ pub(crate) struct Publish<'a> {
 /// extra, duplicate or missing member, a negative or fractional id, an empty or missing
 /// topic, malformed JSON. `text` starts at its `{` (`split_text` trims what comes before).
 pub(crate) fn fast_publish(text: &str) -> Option<Publish<'_>> {
+    const JSONRPC: usize = 0;
+    const METHOD: usize = 1;
+    const PARAMS: usize = 2;
+    const ID: usize = 3;
     let mut scan = Scan::new(text);
     scan.eat(b'{')?;
-    let (mut version, mut method, mut params, mut id, mut first) = (false, false, None, None, true);
-    while let Some(key) = scan.key(&mut first)? {
-        match key {
-            "jsonrpc" if !version => {
-                if scan.string()? != "2.0" {
-                    return None;
-                }
-                version = true;
+    let (mut version, mut is_publish, mut params, mut id, mut first) =
+        (false, false, None, None, true);
+    loop {
+        match scan.key(&mut first, &["jsonrpc", "method", "params", "id"])? {
+            Key::End => break,
+            Key::Known(JSONRPC) if !version => {
+                scan.eat(b'"')?;
+                version = scan.word_rest("2.0").then_some(true)?;
             }
-            "method" if !method => {
-                if scan.string()? != "sendMessage" {
-                    return None;
-                }
-                method = true;
+            Key::Known(METHOD) if !is_publish => {
+                scan.eat(b'"')?;
+                is_publish = scan.word_rest(method::SEND_MESSAGE).then_some(true)?;
             }
-            "params" if params.is_none() => params = Some(topic_payload(&mut scan)?),
-            "id" if id.is_none() => id = Some(plain_id(&mut scan)?),
+            Key::Known(PARAMS) if params.is_none() => params = Some(topic_payload(&mut scan)?),
+            Key::Known(ID) if id.is_none() => id = Some(plain_id(&mut scan)?),
             _ => return None,
         }
     }
-    if !version || !method || !scan.at_end() {
+    if !version || !is_publish || !scan.at_end() {
         return None;
     }
     let (topic, payload) = params?;
@@ -67,12 +70,15 @@ pub(crate) fn fast_publish(text: &str) -> Option<Publish<'_>> {
 
 /// `{"topic":"..","payload":..}` with a non-empty topic, in either order, nothing else.
 fn topic_payload<'a>(scan: &mut Scan<'a>) -> Option<(&'a str, Option<&'a RawValue>)> {
+    const TOPIC: usize = 0;
+    const PAYLOAD: usize = 1;
     scan.eat(b'{')?;
     let (mut topic, mut payload, mut first) = (None, None, true);
-    while let Some(key) = scan.key(&mut first)? {
-        match key {
-            "topic" if topic.is_none() => topic = Some(scan.string()?),
-            "payload" if payload.is_none() => payload = Some(scan.raw_value()?),
+    loop {
+        match scan.key(&mut first, &["topic", "payload"])? {
+            Key::End => break,
+            Key::Known(TOPIC) if topic.is_none() => topic = Some(scan.string()?),
+            Key::Known(PAYLOAD) if payload.is_none() => payload = Some(scan.raw_value()?),
             _ => return None,
         }
     }

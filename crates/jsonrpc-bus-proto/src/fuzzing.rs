@@ -15,10 +15,10 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Number, Value};
 
+use crate::bus::topic_params;
 use crate::config::{BusConfig, ClientConfig, Limits};
 use crate::error::{DecodeError, ErrorCode, ErrorObject};
 use crate::event::{BusEvent, ClientEvent, DeliveryId, HopOutcome, IncomingId, RequestKind};
-use crate::bus::topic_params;
 use crate::fast_publish::fast_publish;
 use crate::hop_ack::{fast_hop_ack, Ack};
 use crate::jsonrpc::{

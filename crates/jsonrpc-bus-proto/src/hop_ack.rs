@@ -12,7 +12,7 @@ use agentwire_core::Id128;
 use serde::Deserialize;
 
 use crate::event::HopOutcome;
-use crate::scan::Scan;
+use crate::scan::{Key, Scan};
 
 /// A subscriber's `sendMessage` result: only `stopPropagation` matters (absent = false).
 #[derive(Deserialize)]
@@ -35,13 +35,17 @@ impl Ack {
 fn result(scan: &mut Scan<'_>) -> Option<Ack> {
     scan.eat(b'{')?;
     let (mut stop, mut seen_stop, mut first) = (None, false, true);
-    while let Some(key) = scan.key(&mut first)? {
+    loop {
+        let key = match scan.key(&mut first, &["stopPropagation"])? {
+            Key::End => break,
+            key => key,
+        };
         // `Some(bool or null)` for a literal, `None` for a string.
         let value = match scan.next()? {
             b'"' => scan.string_rest().map(|_| None)?,
             byte => Some(scan.literal_rest(byte)?),
         };
-        if key == "stopPropagation" {
+        if let Key::Known(_) = key {
             // A string or a second `stopPropagation` is the general path's error.
             if seen_stop {
                 return None;
@@ -64,19 +68,21 @@ fn result(scan: &mut Scan<'_>) -> Option<Ack> {
 /// member, a request (which fails here at its first member, before its params are read).
 /// `text` starts at its `{` (`split_text` trims what comes before).
 pub(crate) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
+    const JSONRPC: usize = 0;
+    const RESULT: usize = 1;
+    const ID: usize = 2;
     let mut scan = Scan::new(text);
     scan.eat(b'{')?;
     let (mut version, mut ack, mut id, mut first) = (false, None, None, true);
-    while let Some(key) = scan.key(&mut first)? {
-        match key {
-            "jsonrpc" if !version => {
-                if scan.string()? != "2.0" {
-                    return None;
-                }
-                version = true;
+    loop {
+        match scan.key(&mut first, &["jsonrpc", "result", "id"])? {
+            Key::End => break,
+            Key::Known(JSONRPC) if !version => {
+                scan.eat(b'"')?;
+                version = scan.word_rest("2.0").then_some(true)?;
             }
-            "result" if ack.is_none() => ack = Some(result(&mut scan)?),
-            "id" if id.is_none() => id = Some(Id128::parse(scan.string()?)?),
+            Key::Known(RESULT) if ack.is_none() => ack = Some(result(&mut scan)?),
+            Key::Known(ID) if id.is_none() => id = Some(Id128::parse(scan.string()?)?),
             _ => return None,
         }
     }

@@ -10,6 +10,16 @@
 
 use serde_json::value::RawValue;
 
+/// A member name read by [`Scan::key`].
+pub(crate) enum Key {
+    /// The name at this index of the names the reader expects.
+    Known(usize),
+    /// Any other name (read, and plain: no escape).
+    Other,
+    /// The end of the object.
+    End,
+}
+
 /// A cursor over a message's text.
 pub(crate) struct Scan<'a> {
     text: &'a str,
@@ -53,20 +63,37 @@ impl<'a> Scan<'a> {
         self.at == self.bytes.len()
     }
 
-    /// The next member name of an object whose `{` is consumed, with its `:` consumed too;
-    /// `Some(None)` at the object's `}`. `first` is true until the first call returns.
-    pub(crate) fn key(&mut self, first: &mut bool) -> Option<Option<&'a str>> {
+    /// The next member of an object whose `{` is consumed, with its `:` consumed too: its
+    /// name's index in `names` (compared in place, without a string scan), [`Key::Other`] for
+    /// any other plain name, [`Key::End`] at the object's `}`. `first` is true until the first
+    /// call returns.
+    pub(crate) fn key(&mut self, first: &mut bool, names: &[&str]) -> Option<Key> {
         match (self.next()?, *first) {
-            (b'}', true) => return Some(None),
+            (b'}', _) => return Some(Key::End),
             (b'"', true) => {}
             (b',', false) => self.eat(b'"')?,
-            (b'}', false) => return Some(None),
             _ => return None,
         }
         *first = false;
-        let key = self.string_rest()?;
+        let key = match names.iter().position(|name| self.word_rest(name)) {
+            Some(i) => Key::Known(i),
+            None => self.string_rest().map(|_| Key::Other)?,
+        };
         self.eat(b':')?;
-        Some(Some(key))
+        Some(key)
+    }
+
+    /// Consumes `word` and its closing quote if they come next: the rest of a string whose
+    /// opening quote is consumed, when the reader expects that string (a member name or a
+    /// fixed value) and wants to skip the general string scan.
+    pub(crate) fn word_rest(&mut self, word: &str) -> bool {
+        let end = self.at + word.len();
+        let hit = self.bytes.get(self.at..end) == Some(word.as_bytes())
+            && self.bytes.get(end) == Some(&b'"');
+        if hit {
+            self.at = end + 1;
+        }
+        hit
     }
 
     /// The rest of a string whose opening quote is consumed: its contents, if it has no
