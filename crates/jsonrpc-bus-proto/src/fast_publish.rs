@@ -42,6 +42,10 @@ pub(crate) fn fast_publish(text: &str) -> Option<Publish<'_>> {
     const PARAMS: usize = 2;
     const ID: usize = 3;
     let mut scan = Scan::new(text);
+    // As `classify`: the text starts at its `{` (`split_text` trims what comes before).
+    if !text.starts_with('{') {
+        return None;
+    }
     scan.eat(b'{')?;
     let (mut version, mut is_publish, mut params, mut id, mut first) =
         (false, false, None, None, true);
@@ -135,18 +139,19 @@ mod tests {
         let fast_ones = [
             r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"inbound:chat-1","payload":{"chat_id":"chat-1","text":"hello","from":"user-1"}},"id":4}"#,
             r#"{"id":"a-b","params":{"payload":[1,"x\"y",{"z":null}],"topic":"t"},"method":"sendMessage","jsonrpc":"2.0"}"#,
-            " {\n\t\"jsonrpc\" : \"2.0\" , \"method\" : \"sendMessage\" , \"params\" : { \"topic\" : \"d\u{e9}j\u{e0}\" , \"payload\" : 1.5e3 } , \"id\" : null } \r\n",
+            "{\n\t\"jsonrpc\" : \"2.0\" , \"method\" : \"sendMessage\" , \"params\" : { \"topic\" : \"d\u{e9}j\u{e0}\" , \"payload\" : 1.5e3 } , \"id\" : null } \r\n",
             r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t"}}"#,
             r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t","payload":null},"id":0}"#,
             r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t","payload":"\ud83d\ude00"},"id":9999999999999999999}"#,
         ];
         for text in fast_ones {
-            let text = text.trim_start();
             let got = fast(text);
             assert!(got.is_some(), "{text}");
             assert_eq!(got, general(text), "{text}");
         }
         let slow = [
+            // Not trimmed: `split_text` hands bodies over from their `{`.
+            r#" {"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t"}}"#,
             r#"{"jsonrpc":"2.0","method":"subscribe","params":{"topic":"t"},"id":1}"#,
             r#"{"jsonrpc":"2.0","method":"send\u004dessage","params":{"topic":"t"},"id":1}"#,
             r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t\u0031"},"id":1}"#,
@@ -328,7 +333,7 @@ mod tests {
         ) {
             let text = publish(&members, &spaces, edit);
             if let Some(read) = fast(&text) {
-                proptest::prop_assert_eq!(Some(read), general(&text), "{}", text);
+                proptest::prop_assert_eq!(Some(read), general(&text), "{:?}", text);
             }
         }
 

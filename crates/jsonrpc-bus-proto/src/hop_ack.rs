@@ -72,6 +72,10 @@ pub(crate) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
     const RESULT: usize = 1;
     const ID: usize = 2;
     let mut scan = Scan::new(text);
+    // As `classify`: the text starts at its `{` (`split_text` trims what comes before).
+    if !text.starts_with('{') {
+        return None;
+    }
     scan.eat(b'{')?;
     let (mut version, mut ack, mut id, mut first) = (false, None, None, true);
     loop {
@@ -97,10 +101,10 @@ mod tests {
     use super::*;
     use crate::jsonrpc::{classify, Incoming};
 
-    /// What the general path makes of a reply: the id and answer of a valid hop ack.
+    /// What the general path makes of a reply: the id and answer of a valid hop ack. `text`
+    /// is as `on_body` hands it over (`split_text` trims leading whitespace).
     fn general_ack(text: &str) -> Option<(Id128, Option<bool>)> {
-        // As `on_body` hands it over: `split_text` trims leading whitespace.
-        let Ok(Incoming::Reply(reply)) = classify(text.trim_start()) else {
+        let Ok(Incoming::Reply(reply)) = classify(text) else {
             return None;
         };
         let id = Id128::parse(&reply.id_str()?)?;
@@ -118,7 +122,7 @@ mod tests {
                 r#"{{"jsonrpc":"2.0","result":{{"success":true,"stopPropagation":false}},"id":"{id}"}}"#
             ),
             format!(r#"{{"id":"{id}","result":{{"stopPropagation":true}},"jsonrpc":"2.0"}}"#),
-            format!(r#" {{ "jsonrpc" : "2.0" , "result" : {{ }} , "id" : "{id}" }} "#),
+            format!(r#"{{ "jsonrpc" : "2.0" , "result" : {{ }} , "id" : "{id}" }} "#),
             format!(
                 "{{\"jsonrpc\":\"2.0\",\"result\":{{\"note\":\"d\u{e9}j\u{e0}\",\"stopPropagation\":null,\"x\":false}},\"id\":\"{id}\"}}\r\n\t"
             ),
@@ -131,6 +135,8 @@ mod tests {
             assert_eq!(got, general_ack(text), "{text}");
         }
         let slow: &[String] = &[
+            // Not trimmed: `split_text` hands bodies over from their `{`.
+            format!(r#" {{"jsonrpc":"2.0","result":{{}},"id":"{id}"}}"#),
             format!(
                 r#"{{"jsonrpc":"2.0","result":{{"x":[1,{{"y":null}}],"stopPropagation":null}},"id":"{id}"}}"#
             ),
@@ -318,9 +324,9 @@ mod tests {
         ) {
             let text = reply(&members, &spaces, edit);
             // As `on_body` hands it over: from the first `{`, if the body is an object.
-            let from = text.trim_start_matches(|c: char| c.is_ascii_whitespace());
+            let from = text.trim_start_matches([' ', '\t', '\n', '\r']);
             if let Some((id, ack)) = fast_hop_ack(from) {
-                proptest::prop_assert_eq!(Some((id, ack.stop)), general_ack(from), "{}", text);
+                proptest::prop_assert_eq!(Some((id, ack.stop)), general_ack(from), "{:?}", text);
             }
         }
 
@@ -336,7 +342,7 @@ mod tests {
         ) {
             let members: Vec<(usize, usize)> = order.iter().map(|&k| (k, [0, result, 0][k])).collect();
             let text = reply(&members, &spaces, None);
-            let from = text.trim_start_matches(|c: char| c.is_ascii_whitespace());
+            let from = text.trim_start_matches([' ', '\t', '\n', '\r']);
             let fast = fast_hop_ack(from).map(|(id, ack)| (id, ack.stop));
             proptest::prop_assert!(fast.is_some(), "{}", text);
             proptest::prop_assert_eq!(fast, general_ack(from), "{}", text);

@@ -297,7 +297,8 @@ pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'
             max: max_len,
         });
     }
-    let first = text.bytes().find(|b| !b.is_ascii_whitespace());
+    // JSON whitespace only (RFC 8259): a form feed before the body is a parse error.
+    let first = text.bytes().find(|b| !is_json_space(*b));
     match first {
         Some(b'[') => {
             let mut de = serde_json::Deserializer::from_str(text);
@@ -312,9 +313,11 @@ pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'
         }
         // Not validated here: `classify` parses the object once and reports its syntax
         // errors as -32700 itself.
-        Some(b'{') => Ok(Body::Single(
-            text.trim_start_matches(|c: char| c.is_ascii_whitespace()),
-        )),
+        Some(b'{') => {
+            Ok(Body::Single(text.trim_start_matches(|c: char| {
+                c.is_ascii() && is_json_space(c as u8)
+            })))
+        }
         _ => Err(match serde_json::from_str::<IgnoredAny>(text) {
             Ok(_) => DecodeError::InvalidRequest {
                 id: Id::Null,
@@ -323,6 +326,11 @@ pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'
             Err(e) => DecodeError::Json(e.to_string()),
         }),
     }
+}
+
+/// JSON's four whitespace bytes: space, tab, line feed, carriage return.
+fn is_json_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 const BATCH_TOO_LARGE: &str = "\u{0}batch-too-large";
@@ -608,6 +616,29 @@ mod tests {
         for text in ["1", "null", "{}", r#"["a"]"#] {
             let raw = RawValue::from_string(text.to_owned()).unwrap();
             assert_eq!(raw_str(&raw), None, "{text}");
+        }
+    }
+
+    /// Only JSON's whitespace may come before a body: a form feed (which Rust's
+    /// `is_ascii_whitespace` includes) is a parse error, as serde_json has it.
+    #[test]
+    fn only_json_whitespace_leads_a_body() {
+        let ping = r#"{"jsonrpc":"2.0","method":"ping","id":1}"#;
+        for lead in [" ", "\t", "\r\n", " \n\t"] {
+            let text = format!("{lead}{ping}");
+            assert!(matches!(split_text(&text, 1 << 20, 10), Ok(Body::Single(s)) if s == ping));
+        }
+        for lead in ["\u{c}", " \u{c}"] {
+            let text = format!("{lead}{ping}");
+            assert!(
+                matches!(split_text(&text, 1 << 20, 10), Err(DecodeError::Json(_))),
+                "{text:?}"
+            );
+            let text = format!("{lead}[{ping}]");
+            assert!(
+                matches!(split_text(&text, 1 << 20, 10), Err(DecodeError::Json(_))),
+                "{text:?}"
+            );
         }
     }
 

@@ -182,6 +182,17 @@
 //!     until the delivery timeout skips one of them. Nothing hangs; raise the window or answer
 //!     before awaiting. (`an_interceptor_may_publish_and_await_before_it_answers`, end to end)
 //!
+//! # How messages are read
+//!
+//! Two messages make up almost all of a busy bus's input: subscribers' replies to hops and
+//! clients' publishes. In their plain shape (members in any order, any JSON whitespace, no
+//! escape in the strings the bus reads itself, no extra member) each is read in one pass by a
+//! small scanner, and a publish's payload is skipped once, by serde_json, and forwarded as
+//! sent. Anything else (an escaped string, an extra member, a batch entry, malformed JSON)
+//! takes the general path through [`jsonrpc::classify`], which gives the same answers, only
+//! slower. Proptests and the `bus_decode` fuzz target hold the two together: whatever a
+//! one-pass reader accepts, the general path reads the same way.
+//!
 //! # Feature flags
 //!
 //! - `fuzzing`: `#[doc(hidden)] pub mod fuzzing`, the entry points of the cargo-fuzz targets.

@@ -88,7 +88,11 @@ impl<'a> Scan<'a> {
     /// fixed value) and wants to skip the general string scan.
     pub(crate) fn word_rest(&mut self, word: &str) -> bool {
         let end = self.at + word.len();
-        let hit = self.bytes.get(self.at..end) == Some(word.as_bytes())
+        // Byte by byte: the words are short, and a slice comparison calls `memcmp`.
+        let hit = self
+            .bytes
+            .get(self.at..end)
+            .is_some_and(|here| here.iter().zip(word.as_bytes()).all(|(a, b)| a == b))
             && self.bytes.get(end) == Some(&b'"');
         if hit {
             self.at = end + 1;
