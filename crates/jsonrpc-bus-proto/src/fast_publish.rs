@@ -104,6 +104,7 @@ mod tests {
     use super::*;
     use crate::bus::topic_params;
     use crate::jsonrpc::{classify, Incoming};
+    use crate::scan::near;
 
     /// A publish as both paths give it: id, topic, payload (absent as `null`).
     type Read = (Option<Id>, String, String);
@@ -186,8 +187,6 @@ mod tests {
         }
     }
 
-    /// Where whitespace may go in a generated publish: `~`.
-    const SPACES: &[&str] = &["", "", " ", "\n", "\t", "\r\n  ", "\u{c}"];
     /// Member names: the four of a publish, then others.
     const KEYS: &[&str] = &[
         "\"jsonrpc\"",
@@ -240,7 +239,7 @@ mod tests {
 
     /// One member of a generated publish: `(key, value)` as indexes into [`KEYS`] and the
     /// value list of that key (other keys take theirs from [`PARAMS`]).
-    fn member((k, v): (usize, usize)) -> String {
+    fn member(&(k, v): &(usize, usize)) -> String {
         let value = match k {
             0 => VERSIONS[v % VERSIONS.len()],
             1 => METHODS[v % METHODS.len()],
@@ -250,67 +249,14 @@ mod tests {
         format!("~{}~:~{}", KEYS[k], value)
     }
 
-    /// A publish of `members`, with whitespace from `spaces` at every `~` and, maybe, one
-    /// character deleted or inserted.
+    /// A publish of `members`.
     fn publish(
         members: &[(usize, usize)],
         spaces: &[usize],
         edit: Option<(usize, Option<char>)>,
     ) -> String {
-        let body: Vec<String> = members.iter().copied().map(member).collect();
-        let text = format!("{{{}~}}~", body.join("~,"));
-        let mut spaces = spaces.iter().cycle();
-        let mut out: String = text
-            .split('~')
-            .enumerate()
-            .flat_map(|(i, part)| {
-                let space = match i {
-                    0 => "",
-                    _ => SPACES[*spaces.next().unwrap_or(&0)],
-                };
-                [space, part]
-            })
-            .collect();
-        if let Some((at, ch)) = edit {
-            let at = out
-                .char_indices()
-                .map(|(i, _)| i)
-                .nth(at % out.chars().count());
-            match (at, ch) {
-                (Some(at), Some(ch)) => out.insert(at, ch),
-                (Some(at), None) => {
-                    out.remove(at);
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
-    /// Members near a publish: the four in some order (`id` maybe left out) with values
-    /// from their lists, maybe one dropped, renamed or repeated, maybe an extra one.
-    fn members() -> impl proptest::strategy::Strategy<Value = Vec<(usize, usize)>> {
-        use proptest::prelude::*;
-        (
-            Just(vec![0usize, 1, 2, 3]).prop_shuffle(),
-            // Half the values are each member's first (valid) one.
-            proptest::array::uniform4(prop_oneof![Just(0usize), 0usize..16]),
-            proptest::option::weighted(0.3, (0usize..4, 0usize..KEYS.len(), 0usize..16)),
-        )
-            .prop_map(|(order, values, change)| {
-                let mut members: Vec<(usize, usize)> =
-                    order.iter().map(|&k| (k, values[k])).collect();
-                if let Some((what, key, value)) = change {
-                    let at = key % members.len();
-                    match what {
-                        0 => drop(members.remove(at)),
-                        1 => members[at].0 = key,
-                        2 => members.insert(at, members[at]),
-                        _ => members.insert(at, (key, value)),
-                    }
-                }
-                members
-            })
+        let members: Vec<String> = members.iter().map(member).collect();
+        near::render(&members, spaces, edit)
     }
 
     proptest::proptest! {
@@ -319,17 +265,11 @@ mod tests {
         /// Whatever the one-pass reader accepts, the general path reads the same way.
         #[test]
         fn fast_publish_never_disagrees(
-            members in members(),
-            // A quarter of the cases may hold a form feed (not JSON whitespace) anywhere.
-            spaces in proptest::prop_oneof![
-                3 => proptest::collection::vec(0..SPACES.len() - 1, 1..40),
-                1 => proptest::collection::vec(0..SPACES.len(), 1..40),
-            ],
-            edit in proptest::option::weighted(0.3, (0usize..400, proptest::option::of(
-                proptest::sample::select(
-                    vec!['{', '}', '[', ',', ':', '"', '\\', ' ', '0', '-', '.', 'e', '\u{1}'],
-                ),
-            ))),
+            members in near::members(4, KEYS.len()),
+            spaces in near::spaces(),
+            edit in near::edit(
+                vec!['{', '}', '[', ',', ':', '"', '\\', ' ', '0', '-', '.', 'e', '\u{1}'],
+            ),
         ) {
             let text = publish(&members, &spaces, edit);
             if let Some(read) = fast(&text) {
@@ -346,7 +286,7 @@ mod tests {
             ),
             params in 0usize..4,
             id in 0usize..5,
-            spaces in proptest::collection::vec(0..SPACES.len() - 1, 1..40),
+            spaces in near::json_spaces(),
         ) {
             let members: Vec<(usize, usize)> =
                 order.iter().map(|&k| (k, [0, 0, params, id][k])).collect();

@@ -100,6 +100,7 @@ pub(crate) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
 mod tests {
     use super::*;
     use crate::jsonrpc::{classify, Incoming};
+    use crate::scan::near;
 
     /// What the general path makes of a reply: the id and answer of a valid hop ack. `text`
     /// is as `on_body` hands it over (`split_text` trims leading whitespace).
@@ -178,8 +179,6 @@ mod tests {
         }
     }
 
-    /// Where whitespace may go in a generated reply: `~`.
-    const SPACES: &[&str] = &["", "", " ", "\n", "\t", "\r\n  ", "\u{c}"];
     const ID: &str = "\"00000000-0000-4000-8000-00000000002a\"";
     /// Member names: the three of a hop reply, then others.
     const KEYS: &[&str] = &[
@@ -231,7 +230,7 @@ mod tests {
 
     /// One member of a generated reply: `(key, value)` as indexes into [`KEYS`] and the
     /// value list of that key (other keys take their value from [`RESULTS`]).
-    fn member((k, v): (usize, usize)) -> String {
+    fn member(&(k, v): &(usize, usize)) -> String {
         let value = match k {
             0 => VERSIONS[v % VERSIONS.len()],
             2 | 4 => IDS[v % IDS.len()],
@@ -240,67 +239,14 @@ mod tests {
         format!("~{}~:~{}", KEYS[k], value)
     }
 
-    /// A reply of `members`, with whitespace from `spaces` at every `~` and, maybe, one
-    /// character deleted or inserted.
+    /// A reply of `members`.
     fn reply(
         members: &[(usize, usize)],
         spaces: &[usize],
         edit: Option<(usize, Option<char>)>,
     ) -> String {
-        let body: Vec<String> = members.iter().copied().map(member).collect();
-        let text = format!("~{{{}~}}~", body.join("~,"));
-        let mut spaces = spaces.iter().cycle();
-        let mut out: String = text
-            .split('~')
-            .enumerate()
-            .flat_map(|(i, part)| {
-                let space = match i {
-                    0 => "",
-                    _ => SPACES[*spaces.next().unwrap_or(&0)],
-                };
-                [space, part]
-            })
-            .collect();
-        if let Some((at, ch)) = edit {
-            let at = out
-                .char_indices()
-                .map(|(i, _)| i)
-                .nth(at % out.chars().count());
-            match (at, ch) {
-                (Some(at), Some(ch)) => out.insert(at, ch),
-                (Some(at), None) => {
-                    out.remove(at);
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
-    /// Members near a hop reply: the three in some order with values from their lists,
-    /// maybe one dropped, renamed or repeated, maybe an extra one.
-    fn members() -> impl proptest::strategy::Strategy<Value = Vec<(usize, usize)>> {
-        use proptest::prelude::*;
-        (
-            Just(vec![0usize, 1, 2]).prop_shuffle(),
-            // Half the values are each member's first (valid) one.
-            proptest::array::uniform3(prop_oneof![Just(0usize), 0usize..16]),
-            proptest::option::weighted(0.3, (0usize..4, 0usize..KEYS.len(), 0usize..16)),
-        )
-            .prop_map(|(order, values, change)| {
-                let mut members: Vec<(usize, usize)> =
-                    order.iter().map(|&k| (k, values[k])).collect();
-                if let Some((what, key, value)) = change {
-                    let at = key % members.len();
-                    match what {
-                        0 => drop(members.remove(at)),
-                        1 => members[at].0 = key,
-                        2 => members.insert(at, members[at]),
-                        _ => members.insert(at, (key, value)),
-                    }
-                }
-                members
-            })
+        let members: Vec<String> = members.iter().map(member).collect();
+        near::render(&members, spaces, edit)
     }
 
     proptest::proptest! {
@@ -310,17 +256,11 @@ mod tests {
         /// member orders, names, values, repeats, whitespace and one-character edits.
         #[test]
         fn fast_hop_ack_never_disagrees(
-            members in members(),
-            // A quarter of the cases may hold a form feed (not JSON whitespace) anywhere.
-            spaces in proptest::prop_oneof![
-                3 => proptest::collection::vec(0..SPACES.len() - 1, 1..40),
-                1 => proptest::collection::vec(0..SPACES.len(), 1..40),
-            ],
-            edit in proptest::option::weighted(0.3, (0usize..400, proptest::option::of(
-                proptest::sample::select(
-                    vec!['{', '}', '[', ',', ':', '"', '\\', ' ', '0', 't', 'n', '\u{1}', '\u{e9}'],
-                ),
-            ))),
+            members in near::members(3, KEYS.len()),
+            spaces in near::spaces(),
+            edit in near::edit(
+                vec!['{', '}', '[', ',', ':', '"', '\\', ' ', '0', 't', 'n', '\u{1}', '\u{e9}'],
+            ),
         ) {
             let text = reply(&members, &spaces, edit);
             // As `on_body` hands it over: from the first `{`, if the body is an object.
@@ -338,7 +278,7 @@ mod tests {
                 proptest::strategy::Just(vec![0usize, 1, 2]),
             ),
             result in 0usize..4,
-            spaces in proptest::collection::vec(0..SPACES.len() - 1, 1..40),
+            spaces in near::json_spaces(),
         ) {
             let members: Vec<(usize, usize)> = order.iter().map(|&k| (k, [0, result, 0][k])).collect();
             let text = reply(&members, &spaces, None);

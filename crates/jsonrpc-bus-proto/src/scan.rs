@@ -10,6 +10,9 @@
 
 use serde_json::value::RawValue;
 
+#[cfg(test)]
+pub(crate) mod near;
+
 /// A member name read by [`Scan::key`].
 pub(crate) enum Key {
     /// The name at this index of the names the reader expects.
