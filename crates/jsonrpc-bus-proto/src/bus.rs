@@ -153,7 +153,8 @@ pub struct Bus {
     wall: (Instant, u64),
     conns: ConnMap<Conn>,
     index: TopicIndex<u64>,
-    sub_owner: HashMap<u64, ConnId>,
+    /// Subscription (the bus's own counter) → its connection.
+    sub_owner: HashMap<u64, ConnId, BuildHasherDefault<Id128Hasher>>,
     next_sub: u64,
     deliveries: Deliveries,
     next_delivery: u64,
@@ -205,7 +206,7 @@ impl Bus {
             clock,
             wall: (now, unix_ms),
             conns: ConnMap::default(),
-            sub_owner: HashMap::new(),
+            sub_owner: HashMap::default(),
             next_sub: 0,
             deliveries: HashMap::default(),
             next_delivery: 0,
