@@ -76,6 +76,13 @@ enum Origin {
     Batch { batch: u64, slot: usize, id: Id },
 }
 
+impl Origin {
+    /// The origin of a message on its own (not in a batch) with this id.
+    fn direct(id: Option<Id>) -> Self {
+        id.map_or(Self::Silent, Self::Request)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HopState {
     Reserved,
@@ -337,12 +344,16 @@ impl Bus {
                     if let Some(delivery) = self.hop_answered(conn, Some(request)) {
                         self.finish_hop(delivery, stop.outcome(), now);
                     }
-                } else if let Some(publish) = self
+                } else if let Some(Publish { id, topic, payload }) = self
                     .is_initialized(conn)
                     .then(|| fast_publish(raw))
                     .flatten()
                 {
-                    self.on_publish(conn, publish, now);
+                    if let Handled::Now(bytes) =
+                        self.send_message(conn, id, topic, payload, Origin::direct, now)
+                    {
+                        self.send_bytes(conn, bytes);
+                    }
                 } else {
                     self.on_single(conn, raw, now);
                 }
@@ -356,8 +367,7 @@ impl Bus {
     fn on_single(&mut self, conn: ConnId, raw: &str, now: Instant) {
         match classify(raw) {
             Ok(Incoming::Call(call)) => {
-                let origin = |id: Option<Id>| id.map_or(Origin::Silent, Origin::Request);
-                if let Handled::Now(bytes) = self.on_call(conn, call, origin, now) {
+                if let Handled::Now(bytes) = self.on_call(conn, call, Origin::direct, now) {
                     self.send_bytes(conn, bytes);
                 }
             }
@@ -505,9 +515,10 @@ impl Bus {
                 method::UNSUBSCRIBE => self.unsubscribe(conn, params),
                 method::PING => Ok(Encoded::ping(rfc3339_utc(self.unix_ms(now)))),
                 method::SEND_MESSAGE => {
-                    return match self.send_message(conn, params, origin(id.clone()), now) {
-                        Ok(()) if id.is_some() => Handled::Later,
-                        Ok(()) => Handled::Nothing,
+                    return match topic_params(params) {
+                        Ok((topic, payload)) => {
+                            self.send_message(conn, id, &topic, payload, origin, now)
+                        }
                         Err(e) => respond(id.as_ref(), Err(e)),
                     };
                 }
@@ -677,36 +688,30 @@ impl Bus {
         Ok(Encoded::encode(&UnsubscribeResult { success: true }))
     }
 
+    /// A `sendMessage` from `conn` whose params are read (by `topic_params` or
+    /// `fast_publish`): checks the topic's length and the publisher's limit, then starts the
+    /// delivery, answered when its chain ends (`origin` makes the answer's address from `id`).
     fn send_message(
         &mut self,
         conn: ConnId,
-        params: Option<&RawValue>,
-        origin: Origin,
+        id: Option<Id>,
+        topic: &str,
+        payload: Option<&RawValue>,
+        origin: impl FnOnce(Option<Id>) -> Origin,
         now: Instant,
-    ) -> Result<(), ErrorObject> {
-        let (topic, payload) = self.topic_param(params)?;
-        self.may_publish(conn)?;
-        self.start_delivery(Some(conn), origin, &topic, payload, now);
-        Ok(())
-    }
-
-    /// A publish read by [`fast_publish`] from an initialized connection: what `on_call`
-    /// and `send_message` do for it, without reading it again.
-    fn on_publish(&mut self, conn: ConnId, publish: Publish<'_>, now: Instant) {
-        let Publish { id, topic, payload } = publish;
-        match self
+    ) -> Handled {
+        if let Err(e) = self
             .check_topic(topic)
             .and_then(|()| self.may_publish(conn))
         {
-            Ok(()) => {
-                let origin = id.map_or(Origin::Silent, Origin::Request);
-                self.start_delivery(Some(conn), origin, topic, payload, now);
-            }
-            Err(e) => {
-                if let Handled::Now(bytes) = respond(id.as_ref(), Err(e)) {
-                    self.send_bytes(conn, bytes);
-                }
-            }
+            return respond(id.as_ref(), Err(e));
+        }
+        let answered = id.is_some();
+        self.start_delivery(Some(conn), origin(id), topic, payload, now);
+        if answered {
+            Handled::Later
+        } else {
+            Handled::Nothing
         }
     }
 
