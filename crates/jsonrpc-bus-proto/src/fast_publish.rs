@@ -41,12 +41,7 @@ pub(crate) fn fast_publish(text: &str) -> Option<Publish<'_>> {
     const METHOD: usize = 1;
     const PARAMS: usize = 2;
     const ID: usize = 3;
-    let mut scan = Scan::new(text);
-    // As `classify`: the text starts at its `{` (`split_text` trims what comes before).
-    if !text.starts_with('{') {
-        return None;
-    }
-    scan.eat(b'{')?;
+    let mut scan = Scan::object(text)?;
     let (mut version, mut is_publish, mut params, mut id, mut first) =
         (false, false, None, None, true);
     loop {

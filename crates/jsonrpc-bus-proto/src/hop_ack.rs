@@ -71,12 +71,7 @@ pub(crate) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
     const JSONRPC: usize = 0;
     const RESULT: usize = 1;
     const ID: usize = 2;
-    let mut scan = Scan::new(text);
-    // As `classify`: the text starts at its `{` (`split_text` trims what comes before).
-    if !text.starts_with('{') {
-        return None;
-    }
-    scan.eat(b'{')?;
+    let mut scan = Scan::object(text)?;
     let (mut version, mut ack, mut id, mut first) = (false, None, None, true);
     loop {
         match scan.key(&mut first, &["jsonrpc", "result", "id"])? {

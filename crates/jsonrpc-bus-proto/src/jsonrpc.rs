@@ -298,9 +298,9 @@ pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'
         });
     }
     // JSON whitespace only (RFC 8259): a form feed before the body is a parse error.
-    let first = text.bytes().find(|b| !is_json_space(*b));
-    match first {
-        Some(b'[') => {
+    let start = text.bytes().position(|b| !is_json_space(b));
+    match start.map(|at| (at, text.as_bytes()[at])) {
+        Some((_, b'[')) => {
             let mut de = serde_json::Deserializer::from_str(text);
             let entries = de
                 .deserialize_seq(BatchVisitor { max: max_batch })
@@ -313,11 +313,8 @@ pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'
         }
         // Not validated here: `classify` parses the object once and reports its syntax
         // errors as -32700 itself.
-        Some(b'{') => {
-            Ok(Body::Single(text.trim_start_matches(|c: char| {
-                c.is_ascii() && is_json_space(c as u8)
-            })))
-        }
+        // `at` is the index of an ASCII byte, so a character boundary.
+        Some((at, b'{')) => Ok(Body::Single(&text[at..])),
         _ => Err(match serde_json::from_str::<IgnoredAny>(text) {
             Ok(_) => DecodeError::InvalidRequest {
                 id: Id::Null,
@@ -328,8 +325,8 @@ pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'
     }
 }
 
-/// JSON's four whitespace bytes: space, tab, line feed, carriage return.
-fn is_json_space(b: u8) -> bool {
+/// JSON's four whitespace bytes (RFC 8259): space, tab, line feed, carriage return.
+pub(crate) fn is_json_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 

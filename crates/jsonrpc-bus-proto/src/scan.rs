@@ -10,6 +10,8 @@
 
 use serde_json::value::RawValue;
 
+use crate::jsonrpc::is_json_space;
+
 #[cfg(test)]
 pub(crate) mod near;
 
@@ -26,23 +28,23 @@ pub(crate) enum Key {
 /// A cursor over a message's text.
 pub(crate) struct Scan<'a> {
     text: &'a str,
-    bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Scan<'a> {
-    /// A cursor at the start of `text`.
-    pub(crate) fn new(text: &'a str) -> Self {
-        Self {
-            text,
-            bytes: text.as_bytes(),
-            at: 0,
-        }
+    /// A cursor just inside the object that `text` is, if `text` starts with its `{` (as
+    /// `classify` requires: `split_text` trims what comes before).
+    pub(crate) fn object(text: &'a str) -> Option<Self> {
+        text.starts_with('{').then_some(Self { text, at: 1 })
     }
 
-    /// Skips JSON whitespace (RFC 8259: space, tab, line feed, carriage return).
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// Skips JSON whitespace.
     fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+        while self.bytes().get(self.at).is_some_and(|&b| is_json_space(b)) {
             self.at += 1;
         }
     }
@@ -50,7 +52,7 @@ impl<'a> Scan<'a> {
     /// The next byte after whitespace, consumed.
     pub(crate) fn next(&mut self) -> Option<u8> {
         self.skip_ws();
-        let b = *self.bytes.get(self.at)?;
+        let b = *self.bytes().get(self.at)?;
         self.at += 1;
         Some(b)
     }
@@ -63,7 +65,7 @@ impl<'a> Scan<'a> {
     /// Whether only whitespace is left.
     pub(crate) fn at_end(&mut self) -> bool {
         self.skip_ws();
-        self.at == self.bytes.len()
+        self.at == self.bytes().len()
     }
 
     /// The next member of an object whose `{` is consumed, with its `:` consumed too: its
@@ -93,10 +95,10 @@ impl<'a> Scan<'a> {
         let end = self.at + word.len();
         // Byte by byte: the words are short, and a slice comparison calls `memcmp`.
         let hit = self
-            .bytes
+            .bytes()
             .get(self.at..end)
             .is_some_and(|here| here.iter().zip(word.as_bytes()).all(|(a, b)| a == b))
-            && self.bytes.get(end) == Some(&b'"');
+            && self.bytes().get(end) == Some(&b'"');
         if hit {
             self.at = end + 1;
         }
@@ -111,7 +113,7 @@ impl<'a> Scan<'a> {
         let start = self.at;
         // Eight bytes at a time (as serde_json does) up to the first that may end the string:
         // the lowest byte flagged is the first quote, backslash or control byte, if any.
-        while let Some(chunk) = self.bytes.get(self.at..self.at + 8) {
+        while let Some(chunk) = self.bytes().get(self.at..self.at + 8) {
             let w = u64::from_le_bytes(chunk.try_into().ok()?);
             let quote = w ^ (ONES * u64::from(b'"'));
             let backslash = w ^ (ONES * u64::from(b'\\'));
@@ -125,7 +127,7 @@ impl<'a> Scan<'a> {
             self.at += 8;
         }
         loop {
-            match *self.bytes.get(self.at)? {
+            match *self.bytes().get(self.at)? {
                 b'"' => break,
                 b'\\' | 0..=0x1f => return None,
                 _ => self.at += 1,
@@ -153,7 +155,7 @@ impl<'a> Scan<'a> {
             _ => return None,
         };
         let end = self.at + rest.len();
-        (self.bytes.get(self.at..end)? == rest).then(|| {
+        (self.bytes().get(self.at..end)? == rest).then(|| {
             self.at = end;
             value
         })
@@ -163,14 +165,14 @@ impl<'a> Scan<'a> {
     /// leading zero, not followed by a fraction or exponent.
     pub(crate) fn integer_rest(&mut self) -> Option<u64> {
         let start = self.at.checked_sub(1)?;
-        while self.bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
+        while self.bytes().get(self.at).is_some_and(u8::is_ascii_digit) {
             self.at += 1;
         }
         let digits = self.at - start;
-        let leading_zero = self.bytes.get(start) == Some(&b'0') && digits > 1;
+        let leading_zero = self.bytes().get(start) == Some(&b'0') && digits > 1;
         if leading_zero
             || digits > 19
-            || matches!(self.bytes.get(self.at), Some(b'.' | b'e' | b'E'))
+            || matches!(self.bytes().get(self.at), Some(b'.' | b'e' | b'E'))
         {
             return None;
         }
