@@ -244,16 +244,6 @@ mod tests {
         format!("~{}~:~{}", KEYS[k], value)
     }
 
-    /// A publish of `members`.
-    fn publish(
-        members: &[(usize, usize)],
-        spaces: &[usize],
-        edit: Option<(usize, Option<char>)>,
-    ) -> String {
-        let members: Vec<String> = members.iter().map(member).collect();
-        near::render(&members, spaces, edit)
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
 
@@ -266,7 +256,7 @@ mod tests {
                 vec!['{', '}', '[', ',', ':', '"', '\\', ' ', '0', '-', '.', 'e', '\u{1}'],
             ),
         ) {
-            let text = publish(&members, &spaces, edit);
+            let text = near::render(&members, member, &spaces, edit);
             if let Some(read) = fast(&text) {
                 proptest::prop_assert_eq!(Some(read), general(&text), "{:?}", text);
             }
@@ -285,7 +275,7 @@ mod tests {
         ) {
             let members: Vec<(usize, usize)> =
                 order.iter().map(|&k| (k, [0, 0, params, id][k])).collect();
-            let text = publish(&members, &spaces, None);
+            let text = near::render(&members, member, &spaces, None);
             let read = fast(&text);
             proptest::prop_assert!(read.is_some(), "{}", text);
             proptest::prop_assert_eq!(read, general(&text), "{}", text);

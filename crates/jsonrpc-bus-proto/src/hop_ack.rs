@@ -234,16 +234,6 @@ mod tests {
         format!("~{}~:~{}", KEYS[k], value)
     }
 
-    /// A reply of `members`.
-    fn reply(
-        members: &[(usize, usize)],
-        spaces: &[usize],
-        edit: Option<(usize, Option<char>)>,
-    ) -> String {
-        let members: Vec<String> = members.iter().map(member).collect();
-        near::render(&members, spaces, edit)
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
 
@@ -257,7 +247,7 @@ mod tests {
                 vec!['{', '}', '[', ',', ':', '"', '\\', ' ', '0', 't', 'n', '\u{1}', '\u{e9}'],
             ),
         ) {
-            let text = reply(&members, &spaces, edit);
+            let text = near::render(&members, member, &spaces, edit);
             // As `on_body` hands it over: from the first `{`, if the body is an object.
             let from = text.trim_start_matches([' ', '\t', '\n', '\r']);
             if let Some((id, ack)) = fast_hop_ack(from) {
@@ -276,7 +266,7 @@ mod tests {
             spaces in near::json_spaces(),
         ) {
             let members: Vec<(usize, usize)> = order.iter().map(|&k| (k, [0, result, 0][k])).collect();
-            let text = reply(&members, &spaces, None);
+            let text = near::render(&members, member, &spaces, None);
             let from = text.trim_start_matches([' ', '\t', '\n', '\r']);
             let fast = fast_hop_ack(from).map(|(id, ack)| (id, ack.stop));
             proptest::prop_assert!(fast.is_some(), "{}", text);

@@ -59,13 +59,15 @@ pub(crate) fn members(n: usize, keys: usize) -> impl Strategy<Value = Vec<(usize
         })
 }
 
-/// An object of `members` (each `~"name"~:~value`, a template), with the whitespace of
-/// `spaces` at every `~` and then `edit` applied.
+/// An object of `members`, each written by `member` as a template (`~"name"~:~value`), with
+/// the whitespace of `spaces` at every `~` and then `edit` applied.
 pub(crate) fn render(
-    members: &[String],
+    members: &[(usize, usize)],
+    member: fn(&(usize, usize)) -> String,
     spaces: &[usize],
     edit: Option<(usize, Option<char>)>,
 ) -> String {
+    let members: Vec<String> = members.iter().map(member).collect();
     let text = format!("{{{}~}}~", members.join("~,"));
     let mut spaces = spaces.iter().cycle();
     let mut out: String = text
