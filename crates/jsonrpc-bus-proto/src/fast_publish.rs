@@ -48,12 +48,12 @@ pub(crate) fn fast_publish(text: &str) -> Option<Publish<'_>> {
         match scan.key(&mut first, &["jsonrpc", "method", "params", "id"])? {
             Key::End => break,
             Key::Known(JSONRPC) if !version => {
-                scan.eat(b'"')?;
-                version = scan.word_rest("2.0").then_some(true)?;
+                scan.exact("2.0")?;
+                version = true;
             }
             Key::Known(METHOD) if !is_publish => {
-                scan.eat(b'"')?;
-                is_publish = scan.word_rest(method::SEND_MESSAGE).then_some(true)?;
+                scan.exact(method::SEND_MESSAGE)?;
+                is_publish = true;
             }
             Key::Known(PARAMS) if params.is_none() => params = Some(topic_payload(&mut scan)?),
             Key::Known(ID) if id.is_none() => id = Some(plain_id(&mut scan)?),

@@ -91,7 +91,7 @@ impl<'a> Scan<'a> {
     /// Consumes `word` and its closing quote if they come next: the rest of a string whose
     /// opening quote is consumed, when the reader expects that string (a member name or a
     /// fixed value) and wants to skip the general string scan.
-    pub(crate) fn word_rest(&mut self, word: &str) -> bool {
+    fn word_rest(&mut self, word: &str) -> bool {
         let end = self.at + word.len();
         // Byte by byte: the words are short, and a slice comparison calls `memcmp`.
         let hit = self
@@ -103,6 +103,12 @@ impl<'a> Scan<'a> {
             self.at = end + 1;
         }
         hit
+    }
+
+    /// Consumes the plain string `"word"` after whitespace; `None` for any other value.
+    pub(crate) fn exact(&mut self, word: &str) -> Option<()> {
+        self.eat(b'"')?;
+        self.word_rest(word).then_some(())
     }
 
     /// The rest of a string whose opening quote is consumed: its contents, if it has no
