@@ -20,6 +20,7 @@
 //! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
 //! | [`Dialer`], [`Dial`] | client machines that own their reconnect policy (when to dial, when to give up) |
 //! | [`Rate`], [`TokenBucket`] | a per-connection (or per-key) rate limiter, time passed in |
+//! | [`check_json_depth`] | the nesting bound for raw JSON a crate forwards or stores unparsed |
 //! | `sim` (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
 //!
 //! # A run loop
@@ -75,6 +76,7 @@ mod conn;
 mod dial;
 mod frame;
 mod id;
+mod json_depth;
 mod machine;
 mod output;
 mod peer;
@@ -91,6 +93,7 @@ pub use frame::{Frame, FrameBuf, Utf8Bytes};
 #[cfg(feature = "uuid")]
 pub use id::UuidV4Ids;
 pub use id::{Hyphenated, Id128, Id128Hasher, Id128Map, IdGen, SequentialIds};
+pub use json_depth::{check_json_depth, JsonTooDeep, DEFAULT_MAX_JSON_DEPTH};
 pub use machine::Machine;
 pub use output::{Outbox, Output};
 pub use peer::PeerInfo;
