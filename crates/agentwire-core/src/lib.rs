@@ -15,6 +15,7 @@
 //! | [`Frame`] / [`FrameBuf`] | inbound (borrowed) and outbound (`Bytes`-backed) message bodies |
 //! | [`CloseCode`] | WebSocket close codes, an open newtype with named consts |
 //! | [`Output`] / [`Outbox`] | what a machine asks its driver to do, and the queue that holds it |
+//! | [`Flow`] | backpressure: a machine asks its driver to pause or resume reading a connection |
 //! | [`PeerInfo`] | remote address, request path, headers and subprotocol of a connection |
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
 //! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
@@ -95,7 +96,7 @@ pub use id::UuidV4Ids;
 pub use id::{Hyphenated, Id128, Id128Hasher, Id128Map, IdGen, SequentialIds};
 pub use json_depth::{check_json_depth, JsonTooDeep, DEFAULT_MAX_JSON_DEPTH};
 pub use machine::Machine;
-pub use output::{Outbox, Output};
+pub use output::{Flow, Outbox, Output};
 pub use peer::PeerInfo;
 pub use rate::{Rate, TokenBucket};
 pub use time::{DeadlineQueue, Monotonic, TimerSet};

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::{ConnId, Frame, Output, PeerInfo};
+use crate::{ConnId, Flow, Frame, Output, PeerInfo};
 
 /// A sans-IO protocol role: input goes in through `handle_*`, output comes out of `poll_*`.
 ///
@@ -47,6 +47,26 @@ use crate::{ConnId, Frame, Output, PeerInfo};
 ///    reported with `handle_connect`, however it ended, including after the machine's own
 ///    [`Output::Close`]. Outputs addressed to a connection that has ended are dropped by the
 ///    driver.
+/// 8. **Flow control (backpressure).** A machine may ask its driver to stop reading a
+///    connection ([`Flow::PauseReading`]) and to start again ([`Flow::ResumeReading`]),
+///    drained with [`poll_flow`](Self::poll_flow). A driver that honours it drains
+///    `poll_flow` after every `handle_frame` as well as after `poll_output`, and from a pause
+///    to the matching resume it:
+///    - hands the machine **no frame** of that connection: frames already read wait in the
+///      driver (bounded by its own buffers) and are handed over first, in order, after the
+///      resume;
+///    - stops reading the socket, so the peer's sends fill the TCP window and it slows down;
+///    - keeps writing to the connection, closing it, firing timers, and does not count the
+///      silence against the peer (no read or pong timeout for a paused connection).
+///
+///    A pause of a paused connection, a resume of a reading one, and requests about an
+///    unknown or ended connection are no-ops; the last request wins. A connection that ends
+///    while paused is reported with `handle_disconnect` as usual (its held frames, read before
+///    the end, are handed over first). The machine owns the resume: it must not leave a
+///    connection paused once what it waits for is done, and must never wait on a paused
+///    connection's own input. Flow control is a request, not a guarantee: a driver may ignore
+///    it (the default `poll_flow` says nothing), so a machine still bounds, with its own
+///    limits, what one connection can make it hold.
 pub trait Machine {
     /// Protocol-specific events for the application (agent registered, request completed, ...).
     type Event;
@@ -71,4 +91,12 @@ pub trait Machine {
 
     /// The next queued output, if any. Drain until `None` after every mutation.
     fn poll_output(&mut self) -> Option<Output<Self::Event>>;
+
+    /// The next flow-control request ([`Flow`]), if any (contract rule 8). Drain until `None`
+    /// after every `handle_frame` and after draining `poll_output`.
+    ///
+    /// The default asks for nothing: a machine without backpressure needs no code.
+    fn poll_flow(&mut self) -> Option<Flow> {
+        None
+    }
 }

@@ -6,15 +6,19 @@
 //! peers (no machine; frames injected by the test, replies recorded) exercise a server
 //! with hostile or legacy input.
 //!
+//! Flow control ([`Flow`], rule 8 of the [`Machine`] contract) is honoured: while a machine
+//! has paused one of its connections, frames and closes arriving on it wait, in order, and
+//! are handed over after the resume ([`Sim::held`] counts them).
+//!
 //! [`check_timer_contract`] drives one machine through an arbitrary input sequence and checks
 //! the timer rules of the [`Machine`] contract; every crate runs it under proptest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::{CloseCode, ConnId, Dial, Dialer, FrameBuf, Machine, Output, PeerInfo};
+use crate::{CloseCode, ConnId, Dial, Dialer, Flow, FrameBuf, Machine, Output, PeerInfo};
 
 /// Knobs of a simulation.
 #[derive(Debug, Clone)]
@@ -110,6 +114,31 @@ enum Dest {
     Raw(usize),
 }
 
+/// A connection's receiving end, as a machine names it: the server's `ConnId`, or client
+/// `idx`'s own `ConnId`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Reader {
+    Server(ConnId),
+    Client(usize, ConnId),
+}
+
+impl Reader {
+    fn of(dest: Dest) -> Option<Self> {
+        match dest {
+            Dest::Server(c) => Some(Self::Server(c)),
+            Dest::Client(idx, c) => Some(Self::Client(idx, c)),
+            Dest::Raw(_) => None,
+        }
+    }
+
+    fn dest(self) -> Dest {
+        match self {
+            Self::Server(c) => Dest::Server(c),
+            Self::Client(idx, c) => Dest::Client(idx, c),
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Payload {
     Frame(FrameBuf),
@@ -146,6 +175,10 @@ pub struct Sim<S: Machine, C: Machine> {
     rng: u64,
     cfg: SimConfig,
     lost: usize,
+    /// Receiving ends whose machine asked to pause reading them.
+    paused: BTreeSet<Reader>,
+    /// What arrived on a paused receiving end, in arrival order.
+    held: BTreeMap<Reader, VecDeque<Payload>>,
 }
 
 impl<S: Machine, C: Machine> Sim<S, C> {
@@ -165,7 +198,19 @@ impl<S: Machine, C: Machine> Sim<S, C> {
             rng,
             cfg,
             lost: 0,
+            paused: BTreeSet::new(),
+            held: BTreeMap::new(),
         }
+    }
+
+    /// Frames and closes waiting on paused connections (rule 8 of the [`Machine`] contract).
+    pub fn held(&self) -> usize {
+        self.held.values().map(VecDeque::len).sum()
+    }
+
+    /// Whether the server has paused reading its connection `conn`.
+    pub fn is_server_paused(&self, conn: ConnId) -> bool {
+        self.paused.contains(&Reader::Server(conn))
     }
 
     /// Current simulated time.
@@ -278,6 +323,8 @@ impl<S: Machine, C: Machine> Sim<S, C> {
             return;
         };
         self.links.remove(&sconn);
+        self.forget(Reader::Server(sconn));
+        self.forget(Reader::Client(idx, cconn));
         let now = self.now;
         self.server.handle_disconnect(sconn, now);
         self.clients[idx].machine.handle_disconnect(cconn, now);
@@ -334,10 +381,21 @@ impl<S: Machine, C: Machine> Sim<S, C> {
         self.raws[idx].server_conn.is_some()
     }
 
+    /// Closes raw peer `idx`'s connection behind the frames it already sent (after the
+    /// configured latency, like a frame): the server sees `handle_disconnect` when the close
+    /// arrives, or, if it paused the connection, after the resume and the held frames.
+    pub fn raw_disconnect_graceful(&mut self, idx: usize) {
+        if let Some(sconn) = self.raws[idx].server_conn {
+            let close = Payload::Close(CloseCode::NORMAL, String::new());
+            self.schedule(Dest::Server(sconn), close, false);
+        }
+    }
+
     /// Drops raw peer `idx`'s connection; the server sees `handle_disconnect` now.
     pub fn raw_disconnect(&mut self, idx: usize) {
         if let Some(sconn) = self.raws[idx].server_conn.take() {
             self.links.remove(&sconn);
+            self.forget(Reader::Server(sconn));
             let now = self.now;
             self.server.handle_disconnect(sconn, now);
             self.flush();
@@ -364,7 +422,15 @@ impl<S: Machine, C: Machine> Sim<S, C> {
         self.in_flight.insert((at, self.seq), (dest, payload));
     }
 
-    /// Routes every queued output of every machine until all are drained.
+    /// A receiving end is gone: nothing more is held for it.
+    fn forget(&mut self, reader: Reader) {
+        self.paused.remove(&reader);
+        self.held.remove(&reader);
+    }
+
+    /// Routes every queued output and flow request of every machine until all are drained,
+    /// handing over what resumed connections held, one item at a time (so a new pause takes
+    /// effect before the next frame).
     pub fn flush(&mut self) {
         loop {
             let mut progressed = false;
@@ -372,14 +438,51 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                 progressed = true;
                 self.route_server(out);
             }
+            while let Some(flow) = self.server.poll_flow() {
+                progressed = true;
+                self.apply_flow(Reader::Server(flow.conn()), flow);
+            }
             for idx in 0..self.clients.len() {
                 while let Some(out) = self.clients[idx].machine.poll_output() {
                     progressed = true;
                     self.route_client(idx, out);
                 }
+                while let Some(flow) = self.clients[idx].machine.poll_flow() {
+                    progressed = true;
+                    self.apply_flow(Reader::Client(idx, flow.conn()), flow);
+                }
+            }
+            let ready = self.held.keys().copied().find(|r| !self.paused.contains(r));
+            if let Some(reader) = ready {
+                let next = self.held.get_mut(&reader).and_then(VecDeque::pop_front);
+                if self.held.get(&reader).is_some_and(VecDeque::is_empty) {
+                    self.held.remove(&reader);
+                }
+                if let Some(payload) = next {
+                    progressed = true;
+                    self.deliver_now(reader.dest(), payload);
+                }
             }
             if !progressed {
                 break;
+            }
+        }
+    }
+
+    fn apply_flow(&mut self, reader: Reader, flow: Flow) {
+        let live = match reader {
+            Reader::Server(c) => self.links.contains_key(&c),
+            Reader::Client(idx, c) => self.clients[idx].link.map(|(cc, _)| cc) == Some(c),
+        };
+        if !live {
+            return; // an unknown or ended connection: a no-op
+        }
+        match flow {
+            Flow::PauseReading(_) => {
+                self.paused.insert(reader);
+            }
+            Flow::ResumeReading(_) => {
+                self.paused.remove(&reader);
             }
         }
     }
@@ -400,6 +503,7 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                 let Some(link) = self.links.remove(&conn) else {
                     return;
                 };
+                self.forget(Reader::Server(conn));
                 let dest = match link {
                     Link::Client { idx, conn: cconn } => Dest::Client(idx, cconn),
                     Link::Raw { idx } => {
@@ -429,6 +533,7 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                 if let Some((cconn, sconn)) = link {
                     if cconn == conn {
                         self.clients[idx].link = None;
+                        self.forget(Reader::Client(idx, cconn));
                         self.schedule(
                             Dest::Server(sconn),
                             Payload::Close(code, reason.into_owned()),
@@ -442,7 +547,19 @@ impl<S: Machine, C: Machine> Sim<S, C> {
         }
     }
 
+    /// Delivers `payload`, or holds it while its receiving end is paused (or still has
+    /// held items ahead of it).
     fn deliver(&mut self, dest: Dest, payload: Payload) {
+        if let Some(reader) = Reader::of(dest) {
+            if self.paused.contains(&reader) || self.held.contains_key(&reader) {
+                self.held.entry(reader).or_default().push_back(payload);
+                return;
+            }
+        }
+        self.deliver_now(dest, payload);
+    }
+
+    fn deliver_now(&mut self, dest: Dest, payload: Payload) {
         let now = self.now;
         match (dest, payload) {
             (Dest::Server(sconn), Payload::Frame(f)) => {
@@ -451,6 +568,7 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                 }
             }
             (Dest::Server(sconn), Payload::Close(..)) => {
+                self.forget(Reader::Server(sconn));
                 if let Some(link) = self.links.remove(&sconn) {
                     if let Link::Raw { idx } = link {
                         self.raws[idx].server_conn = None;
@@ -470,6 +588,7 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                     }
                     Payload::Close(..) => {
                         self.clients[idx].link = None;
+                        self.forget(Reader::Client(idx, cconn));
                         self.clients[idx].machine.handle_disconnect(cconn, now);
                     }
                 }
@@ -1022,5 +1141,65 @@ mod tests {
             TimerInput::Frame(0, FrameBuf::text("late")),
         ];
         check_timer_contract(&mut Echo::default(), start, &inputs).expect("contract");
+    }
+
+    /// Records frames; pauses the sender on "pause"; resumes on command.
+    #[derive(Default)]
+    struct Gate {
+        out: Outbox<String>,
+        seen: Vec<String>,
+        ended: Vec<ConnId>,
+    }
+
+    impl Machine for Gate {
+        type Event = String;
+        fn handle_connect(&mut self, _: ConnId, _: &PeerInfo, _: Instant) {}
+        fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, _: Instant) {
+            if let Frame::Text(t) = frame {
+                self.seen.push(t.to_owned());
+                if t == "pause" {
+                    self.out.pause_reading(conn);
+                }
+            }
+        }
+        fn handle_disconnect(&mut self, conn: ConnId, _: Instant) {
+            self.ended.push(conn);
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn poll_output(&mut self) -> Option<Output<String>> {
+            self.out.pop()
+        }
+        fn poll_flow(&mut self) -> Option<Flow> {
+            self.out.pop_flow()
+        }
+    }
+
+    #[test]
+    fn a_paused_connection_holds_its_frames_and_close_until_resumed() {
+        let mut sim: Sim<Gate, Echo> = Sim::new(Gate::default(), t0(), SimConfig::default());
+        let r = sim.connect_raw(PeerInfo::new(None));
+        let conn = sim.raw_conn(r).expect("open");
+        for t in ["a", "pause", "b", "c"] {
+            sim.raw_send(r, FrameBuf::text(t));
+        }
+        sim.settle();
+        assert_eq!(sim.server().seen, ["a", "pause"], "nothing after the pause");
+        assert!(sim.is_server_paused(conn));
+        assert_eq!(sim.held(), 2);
+        // The peer closes behind its unread frames: the close waits too.
+        sim.raw_disconnect_graceful(r);
+        sim.settle();
+        assert!(sim.server().ended.is_empty());
+        assert_eq!(sim.held(), 3);
+
+        sim.call_server(|m, _| m.out.resume_reading(conn));
+        sim.settle();
+        assert_eq!(sim.server().seen, ["a", "pause", "b", "c"], "in order");
+        assert_eq!(sim.server().ended, [conn], "then the end");
+        assert_eq!(sim.held(), 0);
+        assert!(!sim.is_server_paused(conn));
     }
 }
