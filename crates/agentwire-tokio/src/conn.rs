@@ -1,7 +1,8 @@
 //! One socket: a reader task and a writer task, joined to the owner task by channels.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use agentwire_core::{CloseCode, ConnId, FrameBuf};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -47,8 +48,8 @@ pub(crate) enum Cmd {
     Close(CloseFrame),
 }
 
-/// One reserved connection slot of a server; released on drop.
-pub(crate) struct ConnSlot(Arc<AtomicUsize>);
+/// One reserved connection slot of a server (and of its peer's address); released on drop.
+pub(crate) struct ConnSlot(Arc<AtomicUsize>, Option<crate::per_address::Slot>);
 
 impl ConnSlot {
     /// Takes a slot if fewer than `max` are taken.
@@ -58,7 +59,13 @@ impl ConnSlot {
                 (n < max).then_some(n + 1)
             })
             .ok()
-            .map(|_| Self(Arc::clone(count)))
+            .map(|_| Self(Arc::clone(count), None))
+    }
+
+    /// Also holds `slot` (the peer address's count) until the connection ends.
+    pub(crate) fn with_address(mut self, slot: crate::per_address::Slot) -> Self {
+        self.1 = Some(slot);
+        self
     }
 }
 
@@ -83,9 +90,45 @@ pub(crate) struct ConnTx {
     writer: Option<JoinHandle<()>>,
     closing: bool,
     _slot: Option<ConnSlot>,
+    /// Tells the reader whether to read (rule 8 of the `Machine` contract).
+    pause: watch::Sender<bool>,
+    live: Arc<Liveness>,
+    /// Frames read after the machine paused this connection (they were already on their
+    /// way), handed over after the resume. Bounded by the inbound channel: a paused reader
+    /// reads nothing more.
+    held: VecDeque<Message>,
 }
 
 impl ConnTx {
+    /// Whether the machine has paused reading this connection.
+    pub(crate) fn is_paused(&self) -> bool {
+        *self.pause.borrow()
+    }
+
+    /// Pauses or resumes the reader. While paused the writer's pong timeout does not count
+    /// (the reader cannot see pongs); a resume starts it afresh.
+    pub(crate) fn set_paused(&mut self, paused: bool) {
+        if self.is_paused() != paused {
+            self.live.set_paused(paused);
+            self.pause.send_replace(paused);
+        }
+    }
+
+    /// Keeps a frame that arrived while paused.
+    pub(crate) fn hold(&mut self, msg: Message) {
+        self.held.push_back(msg);
+    }
+
+    /// The oldest held frame.
+    pub(crate) fn take_held(&mut self) -> Option<Message> {
+        self.held.pop_front()
+    }
+
+    /// Whether frames are held.
+    pub(crate) fn has_held(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// Queues a frame; dropped silently once the connection is closing or its writer stopped.
     pub(crate) fn send(&mut self, frame: FrameBuf, max_bytes: usize) -> Result<(), SendError> {
         if self.closing {
@@ -189,6 +232,8 @@ pub(crate) fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
 struct Liveness {
     base: Instant,
     last_nanos: AtomicU64,
+    /// Reading is paused by the machine: silence is ours, not the peer's.
+    paused: AtomicBool,
 }
 
 impl Liveness {
@@ -196,7 +241,14 @@ impl Liveness {
         Self {
             base: clock::now(),
             last_nanos: AtomicU64::new(0),
+            paused: AtomicBool::new(false),
         }
+    }
+
+    fn set_paused(&self, paused: bool) {
+        // A resume counts as the last sign of life: the peer gets a full pong timeout.
+        self.touch();
+        self.paused.store(paused, Ordering::Relaxed);
     }
 
     fn touch(&self) {
@@ -207,7 +259,11 @@ impl Liveness {
         );
     }
 
+    /// When the peer was last heard from; now while reading is paused.
     fn last(&self) -> Instant {
+        if self.paused.load(Ordering::Relaxed) {
+            return clock::now();
+        }
         self.base + Duration::from_nanos(self.last_nanos.load(Ordering::Relaxed))
     }
 }
@@ -237,6 +293,7 @@ where
     let (kill_tx, kill_rx) = oneshot::channel();
     let (err_tx, err_rx) = oneshot::channel();
     let (done_tx, done_rx) = oneshot::channel::<()>();
+    let (pause_tx, pause_rx) = watch::channel(false);
     let queued_bytes = Arc::new(AtomicUsize::new(0));
     let live = Arc::new(Liveness::new());
     let t = TaskLimits {
@@ -244,9 +301,12 @@ where
         pong_timeout: limits.pong_timeout,
         close_timeout: limits.close_timeout,
     };
+    let hold = (!limits.first_frame_delay.is_zero())
+        .then(|| clock::to_tokio(clock::now() + limits.first_frame_delay));
     let writer = tokio::spawn(
         Writer {
             sink,
+            hold,
             queue: queue_rx,
             queued_bytes: Arc::clone(&queued_bytes),
             live: Arc::clone(&live),
@@ -255,8 +315,17 @@ where
         .run(kill_rx, err_rx, done_tx)
         .instrument(span.clone()),
     );
-    let reader =
-        tokio::spawn(read_loop(conn, stream, inbound, live, err_tx, done_rx, t).instrument(span));
+    let reader = tokio::spawn(
+        read_loop(
+            conn,
+            stream,
+            inbound,
+            Arc::clone(&live),
+            (err_tx, done_rx, pause_rx),
+            t,
+        )
+        .instrument(span),
+    );
     ConnTx {
         queue: queue_tx,
         queued_bytes,
@@ -265,6 +334,9 @@ where
         writer: Some(writer),
         closing: false,
         _slot: slot,
+        pause: pause_tx,
+        live,
+        held: VecDeque::new(),
     }
 }
 
@@ -303,14 +375,25 @@ fn error_close(e: &tungstenite::Error) -> Option<CloseFrame> {
     }
 }
 
+/// The reader's signals: a close frame to the writer after a read error, the writer's end,
+/// and the owner's pause (`true`) or resume (`false`).
+type ReaderSignals = (
+    oneshot::Sender<CloseFrame>,
+    oneshot::Receiver<()>,
+    watch::Receiver<bool>,
+);
+
 /// Reads messages and hands text/binary ones to the owner; reports `Ended` once.
+///
+/// While the owner has paused it, it reads nothing (the socket's receive buffer and then the
+/// peer's TCP window fill up, which slows the peer down); the writer and the close timeout
+/// go on.
 async fn read_loop<S>(
     conn: ConnId,
     mut stream: SplitStream<WebSocketStream<S>>,
     inbound: mpsc::Sender<Inbound>,
     live: Arc<Liveness>,
-    err_tx: oneshot::Sender<CloseFrame>,
-    done_rx: oneshot::Receiver<()>,
+    (err_tx, done_rx, mut pause): ReaderSignals,
     t: TaskLimits,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -319,8 +402,11 @@ async fn read_loop<S>(
     let mut deadline: Option<Instant> = None;
     let mut batch = Batch::new(conn);
     'outer: loop {
+        let paused = *pause.borrow_and_update();
         tokio::select! {
-            first = stream.next() => {
+            // A dropped sender (the owner forgot the connection) disables this branch.
+            Ok(()) = pause.changed() => {}
+            first = stream.next(), if !paused => {
                 // Take this message and every one already readable, and hand them to the
                 // owner in as few channel sends as the batch bounds allow.
                 let mut next = first;
@@ -354,6 +440,9 @@ async fn read_loop<S>(
                             batch.flush(&inbound).await;
                             break 'outer;
                         }
+                    }
+                    if *pause.borrow() {
+                        break; // paused: read nothing more
                     }
                     match stream.next().now_or_never() {
                         Some(m) => next = m,
@@ -442,6 +531,9 @@ enum Step {
 /// The writer task's state.
 struct Writer<S> {
     sink: SplitSink<WebSocketStream<S>, Message>,
+    /// Until when queued frames wait
+    /// ([`Limits::first_frame_delay`](crate::Limits::first_frame_delay)); `None` once passed.
+    hold: Option<tokio::time::Instant>,
     queue: mpsc::Receiver<Cmd>,
     queued_bytes: Arc<AtomicUsize>,
     live: Arc<Liveness>,
@@ -506,7 +598,8 @@ where
         watchdog: &mut Option<Pin<Box<tokio::time::Sleep>>>,
     ) -> Step {
         tokio::select! {
-            cmd = self.queue.recv() => match cmd {
+            () = held(&mut self.hold) => Step::Continue,
+            cmd = self.queue.recv(), if self.hold.is_none() => match cmd {
                 None => Step::Stop,
                 Some(Cmd::Close(frame)) => Step::Close(frame),
                 Some(Cmd::Frame(msg)) => self.write_batch(msg).await,
@@ -553,6 +646,17 @@ where
             return Step::Stop;
         }
         close.map_or(Step::Continue, Step::Close)
+    }
+}
+
+/// Resolves (once) when the first-frame hold ends and clears it; never without one.
+async fn held(hold: &mut Option<tokio::time::Instant>) {
+    match *hold {
+        Some(at) => {
+            tokio::time::sleep_until(at).await;
+            *hold = None;
+        }
+        None => std::future::pending().await,
     }
 }
 

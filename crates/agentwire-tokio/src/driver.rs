@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo};
+use agentwire_core::{CloseCode, ConnId, Flow, Frame, Machine, Output, PeerInfo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -38,6 +38,8 @@ pub(crate) struct Core<M: Machine> {
     stop: watch::Receiver<bool>,
     /// Connections that ended since the last `take_ended`, with their writer tasks.
     ended: Vec<(ConnId, Option<JoinHandle<()>>)>,
+    /// Connections resumed (rule 8 of the `Machine` contract) that may hold frames.
+    resumed: Vec<ConnId>,
 }
 
 impl<M: Machine> Core<M> {
@@ -58,6 +60,7 @@ impl<M: Machine> Core<M> {
             events: Some(events),
             stop,
             ended: Vec::new(),
+            resumed: Vec::new(),
         }
     }
 
@@ -109,20 +112,18 @@ impl<M: Machine> Core<M> {
 
     fn apply(&mut self, input: Inbound, now: Instant) {
         match input {
-            Inbound::Frame(conn, msg) => {
-                if self.conns.contains_key(&conn) {
-                    self.frame(conn, &msg, now);
-                }
-            }
+            Inbound::Frame(conn, msg) => self.frame_or_hold(conn, msg, now),
             Inbound::Frames(conn, msgs) => {
-                if self.conns.contains_key(&conn) {
-                    for msg in &msgs {
-                        self.frame(conn, msg, now);
-                    }
+                for msg in msgs {
+                    self.frame_or_hold(conn, msg, now);
                 }
             }
             Inbound::Ended(conn) => {
-                if let Some(tx) = self.conns.remove(&conn) {
+                if let Some(mut tx) = self.conns.remove(&conn) {
+                    // Frames read before the end still reach the machine, before the end.
+                    while let Some(msg) = tx.take_held() {
+                        self.frame(conn, &msg, now);
+                    }
                     self.ended.push((conn, tx.ended()));
                     self.machine.handle_disconnect(conn, now);
                 }
@@ -130,12 +131,70 @@ impl<M: Machine> Core<M> {
         }
     }
 
+    /// Hands `msg` to the machine, or holds it while `conn` is paused (or still holds frames
+    /// that came before it).
+    fn frame_or_hold(&mut self, conn: ConnId, msg: Message, now: Instant) {
+        let Some(tx) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if tx.is_paused() || tx.has_held() {
+            tx.hold(msg);
+        } else {
+            self.frame(conn, &msg, now);
+        }
+    }
+
+    /// Hands one frame to the machine, then applies the flow control it asks for, so a pause
+    /// takes effect before the next frame.
     fn frame(&mut self, conn: ConnId, msg: &Message, now: Instant) {
         match msg {
             Message::Text(t) => self.machine.handle_frame(conn, Frame::Text(t), now),
             Message::Binary(b) => self.machine.handle_frame(conn, Frame::Binary(b), now),
-            _ => {}
+            _ => return,
         }
+        self.flow();
+    }
+
+    /// Applies the machine's flow-control requests: pausing or resuming a reader.
+    fn flow(&mut self) {
+        while let Some(flow) = self.machine.poll_flow() {
+            let conn = flow.conn();
+            let Some(tx) = self.conns.get_mut(&conn) else {
+                continue; // unknown or ended: a no-op
+            };
+            match flow {
+                Flow::PauseReading(_) => {
+                    tracing::trace!(conn = conn.get(), "reading paused");
+                    tx.set_paused(true);
+                }
+                Flow::ResumeReading(_) => {
+                    tracing::trace!(conn = conn.get(), "reading resumed");
+                    tx.set_paused(false);
+                    if tx.has_held() && !self.resumed.contains(&conn) {
+                        self.resumed.push(conn);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands the frames held by resumed connections to the machine, in order, until each is
+    /// empty or paused again. Returns whether any frame was handed over.
+    fn replay_held(&mut self) -> bool {
+        let mut any = false;
+        let now = clock::now();
+        for conn in std::mem::take(&mut self.resumed) {
+            while let Some(msg) = self
+                .conns
+                .get_mut(&conn)
+                .filter(|tx| !tx.is_paused())
+                .and_then(ConnTx::take_held)
+            {
+                any = true;
+                self.frame(conn, &msg, now);
+            }
+        }
+        any
     }
 
     /// Runs a command with the machine.
@@ -190,6 +249,17 @@ impl<M: Machine> Core<M> {
     /// events to the application (waiting while the event channel is full, and running
     /// `commands` meanwhile).
     pub(crate) async fn drain(&mut self, mut commands: Option<&mut mpsc::Receiver<Command<M>>>) {
+        loop {
+            self.drain_outputs(commands.as_deref_mut()).await;
+            self.flow();
+            if !self.replay_held() {
+                break;
+            }
+        }
+    }
+
+    /// Drains the machine's output queue once (see [`drain`](Self::drain)).
+    async fn drain_outputs(&mut self, mut commands: Option<&mut mpsc::Receiver<Command<M>>>) {
         while let Some(out) = self.machine.poll_output() {
             match out {
                 Output::Send { conn, frame } => {
