@@ -28,6 +28,7 @@ use crate::{Backoff, UpgradeHook};
 /// | `handshake_timeout` | 10 s | TCP accept (or connect) to finished upgrade, TLS included |
 /// | `max_header_bytes` | 16 KiB | request bytes read during the upgrade before the socket is dropped |
 /// | `close_timeout` | 5 s | how long a close frame may take to go out, and the peer to answer it |
+/// | `first_frame_delay` | 0 | hold a new connection's first outbound frame this long after the upgrade (see the field) |
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
@@ -61,6 +62,14 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Time allowed for sending a close frame and for the peer's reply. Default: 5 s.
     pub close_timeout: Duration,
+    /// How long a new connection's writer holds its first outbound frame after the upgrade
+    /// (frames queued meanwhile go out together when it ends). Meant for servers that greet
+    /// first: the npm `ws` client emits `open` and then, in the same tick, every frame that
+    /// arrived in the same TCP read as the HTTP 101, before code that awaited `open` has
+    /// attached its listeners, so a greeting sent at once is lost to it (llmrtc's `ready`
+    /// and the real web client in Node). A few milliseconds put the greeting in a later
+    /// read. Default: zero (no hold).
+    pub first_frame_delay: Duration,
 }
 
 impl Default for Limits {
@@ -79,6 +88,7 @@ impl Default for Limits {
             handshake_timeout: Duration::from_secs(10),
             max_header_bytes: 16 << 10,
             close_timeout: Duration::from_secs(5),
+            first_frame_delay: Duration::ZERO,
         }
     }
 }
@@ -99,6 +109,7 @@ impl fmt::Debug for Limits {
             .field("handshake_timeout", &self.handshake_timeout)
             .field("max_header_bytes", &self.max_header_bytes)
             .field("close_timeout", &self.close_timeout)
+            .field("first_frame_delay", &self.first_frame_delay)
             .finish()
     }
 }
@@ -179,6 +190,12 @@ impl Limits {
     /// Sets [`close_timeout`](Self::close_timeout).
     pub fn with_close_timeout(mut self, timeout: Duration) -> Self {
         self.close_timeout = timeout;
+        self
+    }
+
+    /// Sets [`first_frame_delay`](Self::first_frame_delay).
+    pub fn with_first_frame_delay(mut self, delay: Duration) -> Self {
+        self.first_frame_delay = delay;
         self
     }
 
