@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use agentwire_core::DEFAULT_MAX_JSON_DEPTH;
+
 /// The one endpoint of the protocol (spec §2).
 pub const ENDPOINT_PATH: &str = "/agent/ws";
 
@@ -70,6 +72,21 @@ pub struct Limits {
     /// Messages per connection over time, counted before anything else is done with them.
     /// Default `Some(100/s, burst 200)`; `None` turns rate limiting off.
     pub rate: Option<RateLimit>,
+    /// Deepest nesting of arrays and objects in a message, the envelope object counting as
+    /// one level. Default 127: the study-log line that records the payload nests exactly as
+    /// deep as the message, and serde_json (which `relay_log` and most readers use) reads at
+    /// most 127 levels. A deeper message is refused with INVALID_MESSAGE before it is
+    /// forwarded or logged (checked with `agentwire_core::check_json_depth`).
+    pub max_json_depth: usize,
+    /// Study-log bytes one relay session may produce per study session: the records the
+    /// relay emits are counted (an upper bound of each JSONL line's length) from the
+    /// session's last forwarded `session.ended` (or from the relay's start). Default
+    /// `Some(256 MiB)`, about an hour of an agent polling a 50 KB snapshot every 2 s. A
+    /// message whose records would pass it is refused with LIMIT_EXCEEDED and neither
+    /// forwarded nor logged; the relay's own records beyond it are dropped and counted
+    /// ([`RelayStats::log_records_dropped`](crate::RelayStats::log_records_dropped)).
+    /// `session.end` and `session.ended` always pass, so a study can end. `None`: no cap.
+    pub max_log_bytes_per_session: Option<u64>,
 }
 
 impl Default for Limits {
@@ -84,6 +101,8 @@ impl Default for Limits {
             max_session_id_bytes: 256,
             max_name_bytes: 128,
             rate: Some(RateLimit::default()),
+            max_json_depth: DEFAULT_MAX_JSON_DEPTH - 1,
+            max_log_bytes_per_session: Some(256 << 20),
         }
     }
 }

@@ -158,6 +158,10 @@ pub mod texts {
     pub const ID_TOO_LONG: &str = "Envelope field \"id\" is too long.";
     /// A `sessionId` longer than `max_session_id_bytes` (LIMIT_EXCEEDED; ours).
     pub const SESSION_ID_TOO_LONG: &str = "relay.join payload.sessionId is too long.";
+    /// A message whose study-log records would pass `max_log_bytes_per_session`
+    /// (LIMIT_EXCEEDED; ours).
+    pub const LOG_FULL: &str =
+        "The study log of this session is full; message dropped (it ends at session.ended).";
 }
 
 /// Why a message body could not be decoded. Each maps to the error the relay answers with
@@ -211,6 +215,15 @@ pub enum DecodeError {
         /// The message's `id`, if it had one.
         id: Option<String>,
     },
+    /// Arrays and objects nested deeper than the limit (the envelope counts as one level):
+    /// neither forwarded nor logged, since no JSON reader would read it back.
+    #[error("message nested deeper than {limit} levels")]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+        /// The message's `id`, if it had a string one.
+        id: Option<String>,
+    },
     /// The payload does not fit the type's payload struct (typed decode only).
     #[error("invalid {msg_type} payload: {reason}")]
     InvalidPayload {
@@ -238,6 +251,7 @@ impl DecodeError {
             Self::MissingType { id }
             | Self::Version { id }
             | Self::InvalidField { id, .. }
+            | Self::TooDeep { id, .. }
             | Self::UnknownType { id, .. }
             | Self::InvalidPayload { id, .. } => id.as_deref(),
             _ => None,
@@ -259,6 +273,9 @@ impl DecodeError {
                 "replyTo" => texts::BAD_REPLY_TO,
                 _ => texts::BAD_PAYLOAD,
             }),
+            Self::TooDeep { limit, .. } => Cow::Owned(format!(
+                "Message nested deeper than {limit} levels (the envelope counts as one)."
+            )),
             Self::UnknownType { msg_type, .. } => {
                 Cow::Owned(format!("Unknown message type: {msg_type}"))
             }

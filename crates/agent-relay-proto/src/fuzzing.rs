@@ -203,6 +203,10 @@ fn relay_config(u: &mut Unstructured<'_>) -> arbitrary::Result<RelayConfig> {
         max_id_bytes: 16,
         max_session_id_bytes: 16,
         max_name_bytes: 8,
+        // Fixed (not read from the input, so the committed seeds keep their meaning), small
+        // enough for templates and raw frames to reach both.
+        max_json_depth: 6,
+        max_log_bytes_per_session: Some(8 << 10),
         rate: if u.arbitrary()? {
             Some(RateLimit {
                 per_second: u.int_in_range(1..=20)?,

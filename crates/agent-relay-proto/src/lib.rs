@@ -121,6 +121,8 @@
 //! | `max_id_bytes` | 256 | refused |
 //! | `max_session_id_bytes` | 256 | the join is refused |
 //! | `max_name_bytes` | 128 | the agent's name is cut |
+//! | `max_json_depth` | 127 (envelope = 1) | INVALID_MESSAGE; neither forwarded nor logged |
+//! | `max_log_bytes_per_session` | 256 MiB per study session | refused; the relay's own records dropped and counted |
 //! | [`RelayConfig::join_timeout`] | 30 s | close 1008 `join-required` |
 //! | [`RelayConfig::pending_timeout`] | 60 s | the request is forgotten; a late reply is dropped |
 //!
@@ -212,17 +214,27 @@
 //! 18. **Study log**, directions as the reference's: `in` when an accepted message arrives,
 //!     `out` once as it is forwarded (only if someone receives it), `internal` for what the
 //!     relay itself says or does (`relay.join`, `relay.joined`, `relay.presence`,
-//!     `relay.disconnect`, every `error` it sends). Refused messages are not recorded, the
-//!     error answering them is. Every record precedes the send it records; `sessionId` is the
+//!     `relay.disconnect`, every `error` it sends). Refused messages (no host, not allowed,
+//!     invalid, over a limit) are never `in` records: the one record of a refusal is the
+//!     `error` answering it, whose logged payload adds `refusedType` (when known) and
+//!     `refusedBytes`, never the refused payload (the reference logs a message before it
+//!     knows a host is there). Every record precedes the send it records; `sessionId` is the
 //!     relay session, stable across host reconnects (the reference restarts its count when a
 //!     session empties); `eventIndex` is the writer's. Payloads are slices of the frame.
 //!     (`log_records_follow_the_reference_directions`,
 //!     `every_record_comes_before_the_send_it_records`,
-//!     `records_keep_their_session_across_host_reconnects_and_carry_wall_clock_time`)
+//!     `records_keep_their_session_across_host_reconnects_and_carry_wall_clock_time`,
+//!     `refused_messages_are_recorded_as_one_internal_error_with_type_and_size_never_payload`)
 //! 19. **Binary frames** holding UTF-8 JSON are accepted (as the reference) and forwarded as
 //!     text. (`binary_utf8_json_is_accepted_and_forwarded_as_text`)
 //! 20. **Depth**: the relay skips payloads without recursing, so deeply nested JSON costs it no
-//!     stack; it is forwarded and the host decides. (`deeply_nested_payloads_never_recurse_in_the_relay`)
+//!     stack, but what it forwards and logs must read back. A message nested deeper than
+//!     [`Limits::max_json_depth`] is INVALID_MESSAGE (with `replyTo`), never forwarded or
+//!     logged (`agentwire_core::check_json_depth`). The default is
+//!     `DEFAULT_MAX_JSON_DEPTH - 1` = 127 with the envelope counted, because the log line
+//!     nests exactly as deep as the message and serde_json reads at most 127 levels.
+//!     (`messages_nested_deeper_than_the_limit_are_refused_never_forwarded_or_logged`,
+//!     `a_message_at_the_depth_limit_is_forwarded_and_its_log_line_reads_back`)
 //! 21. **The envelope's serde is written by hand**, not `#[serde(flatten)]` over an adjacently
 //!     tagged enum: serde buffers such content and `RawValue` (for `uiSpec`,
 //!     `messageHistory`, `params`) cannot be read back from the buffer. Encoding uses the
@@ -325,6 +337,18 @@
 //! 37. **The host never answers the relay**: an undecodable frame or a type a host never
 //!     receives is reported ([`HostEvent::ProtocolViolation`]) and dropped, since an `error`
 //!     without `replyTo` would reach every agent. (`garbage_from_the_relay_is_reported_and_never_answered`)
+//!
+//! The relay again:
+//!
+//! 38. **The study log has a cap per study session** ([`Limits::max_log_bytes_per_session`],
+//!     256 MiB): the relay counts an upper bound of every line it emits for a relay session
+//!     and starts again at each forwarded `session.ended` (one study session's log) and at
+//!     its own start. A message whose `in` and `out` lines would pass it is refused with
+//!     LIMIT_EXCEEDED [`texts::LOG_FULL`] (`replyTo` its `id`); a refused host reply also
+//!     answers the agent that asked at once. `session.end` and `session.ended` always pass,
+//!     so a study can end. The relay's own records beyond the cap are dropped and counted
+//!     ([`RelayStats::log_records_dropped`]) rather than refused: nobody sent them.
+//!     (`the_log_cap_refuses_what_would_pass_it_and_resets_at_session_ended`)
 //!
 //! # Feature flags
 //!

@@ -146,6 +146,40 @@ impl LogRecord {
         out.extend_from_slice(self.payload.as_bytes());
         out.push(b'}');
     }
+
+    /// An upper bound of the length of the line [`write_jsonl`](Self::write_jsonl) writes,
+    /// with its newline, whatever the `eventIndex`: what the relay counts against
+    /// [`Limits::max_log_bytes_per_session`](crate::Limits::max_log_bytes_per_session).
+    pub fn line_len_bound(&self) -> u64 {
+        line_len_bound(self.session_id.as_str(), self.msg_type, self.payload.len())
+    }
+}
+
+/// Bytes of a record line around its payload, with the longest `eventIndex` (20 digits),
+/// the longest direction and the newline, not counting the session id and type strings.
+const LINE_OVERHEAD: u64 =
+    (r#"{"sessionId":,"eventIndex":,"timestamp":"","direction":"","type":,"payload":}"#.len()
+        + 20
+        + 24
+        + "internal".len()
+        + 1) as u64;
+
+/// [`LogRecord::line_len_bound`] from the parts.
+pub(crate) fn line_len_bound(session: &str, msg_type: &str, payload_len: usize) -> u64 {
+    LINE_OVERHEAD + json_str_len(session) + json_str_len(msg_type) + payload_len as u64
+}
+
+/// Length of `s` as a JSON string written by serde_json, quotes included.
+fn json_str_len(s: &str) -> u64 {
+    let escaped: usize = s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum();
+    escaped as u64 + 2
 }
 
 /// Unix milliseconds as ISO 8601 UTC with milliseconds, `2026-02-13T10:22:17.123Z` (the
@@ -204,6 +238,26 @@ mod tests {
                 "payload": {"toolName": "select"}
             })
         );
+    }
+
+    #[test]
+    fn the_line_length_bound_holds_for_any_index_and_escapes() {
+        for (session, payload) in [("default", "{}"), ("a\"b\\c\n\u{1}é", r#"{"x":"\u0000"}"#)] {
+            let rec = LogRecord {
+                session_id: SessionId::new(session),
+                direction: Direction::Internal,
+                msg_type: "relay.disconnect",
+                payload: Utf8Bytes::copy_from_str(payload),
+                at_unix_ms: 1_770_978_137_123,
+            };
+            let mut out = Vec::new();
+            rec.write_jsonl(u64::MAX, &mut out);
+            out.push(b'\n');
+            assert_eq!(out.len() as u64, rec.line_len_bound(), "{session:?}");
+            out.clear();
+            rec.write_jsonl(0, &mut out);
+            assert!((out.len() as u64) < rec.line_len_bound());
+        }
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use agentwire_core::{
-    CloseCode, ConnId, Frame, FrameBuf, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo,
-    TimerSet, Utf8Bytes,
+    check_json_depth, CloseCode, ConnId, Frame, FrameBuf, IdGen, Machine, Monotonic, Outbox,
+    Output, PeerInfo, TimerSet, Utf8Bytes,
 };
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -14,9 +14,9 @@ use serde_json::value::RawValue;
 
 use crate::config::RelayConfig;
 use crate::envelope::{raw_str, truncate, write_envelope, Route, VersionRule};
-use crate::error::{texts, CommandError, ErrorCode, ProtocolError};
+use crate::error::{texts, CommandError, DecodeError, ErrorCode, ProtocolError};
 use crate::event::{Refusal, RelayEvent, Undelivered};
-use crate::log::{Direction, LogRecord, SessionId};
+use crate::log::{line_len_bound, Direction, LogRecord, SessionId};
 use crate::message::{types, PresenceAgent, RelayHello, RelayJoined, RelayPresence, Role};
 use crate::rate::TokenBucket;
 
@@ -37,6 +37,10 @@ pub struct RelayStats {
     pub errors_sent: u64,
     /// Study-log records emitted.
     pub log_records: u64,
+    /// The relay's own study-log records (joins, presence, errors, ...) not emitted because
+    /// their session's log reached
+    /// [`Limits::max_log_bytes_per_session`](crate::Limits::max_log_bytes_per_session).
+    pub log_records_dropped: u64,
 }
 
 /// What the next deadline of [`Relay::next_timer`] is for (for tracing).
@@ -99,6 +103,27 @@ struct Pending {
 struct ErrorRef<'a> {
     code: &'a ErrorCode,
     message: &'a str,
+}
+
+/// The study-log payload of an `error` that refused a message: the `error` as sent, plus
+/// the refused message's type and size (never its payload).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RefusalRecord<'a> {
+    code: &'a ErrorCode,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused_type: Option<&'a str>,
+    refused_bytes: usize,
+}
+
+/// The message being handled, for the record of a refusal.
+#[derive(Debug, Default)]
+struct Inbound {
+    /// Its `type`, cut to [`MAX_ECHOED_TYPE`] bytes, once known.
+    msg_type: Option<String>,
+    /// Its size in bytes.
+    bytes: usize,
 }
 
 /// `relay.disconnect` log payload (the reference relay's record).
@@ -168,6 +193,10 @@ pub struct Relay {
     hello: Option<FrameBuf>,
     out: Outbox<RelayEvent>,
     stats: RelayStats,
+    /// Study-log bytes (line-length bounds) per session since its last `session.ended`.
+    log_usage: BTreeMap<SessionId, u64>,
+    /// The message [`Machine::handle_frame`] is handling.
+    inbound: Inbound,
 }
 
 impl std::fmt::Debug for Relay {
@@ -205,6 +234,8 @@ impl Relay {
             hello,
             out: Outbox::new(),
             stats: RelayStats::default(),
+            log_usage: BTreeMap::new(),
+            inbound: Inbound::default(),
         }
     }
 
@@ -347,6 +378,14 @@ impl Relay {
         if !self.config.log_records {
             return;
         }
+        let bytes = line_len_bound(session.as_str(), msg_type, payload.len());
+        // Messages (`in`, `out`) were checked against the cap before they were accepted;
+        // the relay's own records that would pass it are dropped and counted.
+        if direction == Direction::Internal && !self.log_fits(session, bytes) {
+            self.stats.log_records_dropped += 1;
+            return;
+        }
+        *self.log_usage.entry(session.clone()).or_default() += bytes;
         self.stats.log_records += 1;
         let at_unix_ms = self.unix_ms(now);
         self.out.event(RelayEvent::Log(LogRecord {
@@ -356,6 +395,37 @@ impl Relay {
             payload,
             at_unix_ms,
         }));
+    }
+
+    /// Whether `bytes` more of study log fit `session`'s cap.
+    fn log_fits(&self, session: &SessionId, bytes: u64) -> bool {
+        let used = self.log_usage.get(session).copied().unwrap_or(0);
+        self.config
+            .limits
+            .max_log_bytes_per_session
+            .is_none_or(|cap| used.saturating_add(bytes) <= cap)
+    }
+
+    /// Whether the records of accepted message `route` (one `in`, one `out`) fit its
+    /// session's log; `session.end` and `session.ended` always do, so a study can end.
+    fn message_fits(&self, session: &SessionId, msg_type: &str, route: &Route<'_>) -> bool {
+        if !self.config.log_records
+            || msg_type == types::SESSION_END
+            || msg_type == types::SESSION_ENDED
+        {
+            return true;
+        }
+        let one = line_len_bound(session.as_str(), msg_type, route.payload.get().len());
+        self.log_fits(session, one.saturating_mul(2))
+    }
+
+    /// Forgets the usage of sessions without members once there are many of them.
+    fn prune_log_usage(&mut self) {
+        let bound = self.config.limits.max_sessions.saturating_mul(4).max(64);
+        if self.log_usage.len() > bound {
+            let live = &self.sessions;
+            self.log_usage.retain(|s, _| live.contains_key(s));
+        }
     }
 
     /// Sends a message the relay makes; a member's session logs it (internal) first.
@@ -396,6 +466,42 @@ impl Relay {
             .event(RelayEvent::ProtocolViolation { conn, error });
     }
 
+    /// Answers the message being handled with an `error`: the frame as any `error`, the
+    /// study-log record (for a member's session) with the refused message's type and size
+    /// added, never its payload.
+    fn send_refusal(
+        &mut self,
+        conn: ConnId,
+        code: &ErrorCode,
+        message: &str,
+        reply_to: Option<&str>,
+        now: Instant,
+    ) {
+        self.stats.errors_sent += 1;
+        let mut buf = Vec::with_capacity(128);
+        write_envelope(
+            &mut buf,
+            types::ERROR,
+            reply_to,
+            &ErrorRef { code, message },
+        );
+        if let Some(session) = self.session_of(conn) {
+            let record = RefusalRecord {
+                code,
+                message,
+                refused_type: self.inbound.msg_type.as_deref(),
+                refused_bytes: self.inbound.bytes,
+            };
+            let payload = serde_json::to_vec(&record).unwrap_or_default();
+            let payload = Utf8Bytes::from_encoder(Bytes::from(payload));
+            self.log(&session, Direction::Internal, types::ERROR, payload, now);
+        }
+        self.out.send(
+            conn,
+            FrameBuf::Text(Utf8Bytes::from_encoder(Bytes::from(buf))),
+        );
+    }
+
     /// Answers `error` with its code and `text`, then reports it.
     fn refuse(
         &mut self,
@@ -405,7 +511,7 @@ impl Relay {
         reply_to: Option<&str>,
         now: Instant,
     ) {
-        self.send_error(conn, &error.code(), text, reply_to, now);
+        self.send_refusal(conn, &error.code(), text, reply_to, now);
         self.violation(conn, error);
     }
 
@@ -550,6 +656,7 @@ impl Relay {
             .is_some_and(|s| s.host.is_none() && s.agents.is_empty())
         {
             self.sessions.remove(&session);
+            self.prune_log_usage();
         }
     }
 
@@ -727,10 +834,9 @@ impl Relay {
             };
             return self.refuse(conn, e, texts::TOO_MANY_PENDING, reply_to, now);
         }
-        let (frame, payload) = Self::copy_frame(route);
-        self.log(&session, Direction::In, msg_type, payload.clone(), now);
+        // Refused before it is logged: a message nobody receives is no study event.
         let Some(host) = self.sessions.get(&session).and_then(|s| s.host) else {
-            self.send_error(
+            self.send_refusal(
                 conn,
                 &ErrorCode::SESSION_NOT_ACTIVE,
                 texts::NO_HOST,
@@ -745,6 +851,14 @@ impl Relay {
             });
             return;
         };
+        if !self.message_fits(&session, msg_type, route) {
+            let e = ProtocolError::Limit {
+                limit: "max_log_bytes_per_session",
+            };
+            return self.refuse(conn, e, texts::LOG_FULL, reply_to, now);
+        }
+        let (frame, payload) = Self::copy_frame(route);
+        self.log(&session, Direction::In, msg_type, payload.clone(), now);
         if let Some(id) = &route.id {
             let seq = self.next_seq;
             self.next_seq += 1;
@@ -785,8 +899,38 @@ impl Relay {
         route: &Route<'_>,
         now: Instant,
     ) {
+        if !self.message_fits(&session, msg_type, route) {
+            // The agent waiting for this reply is told too, rather than left to time out.
+            let asker = route.reply_to.as_deref().and_then(|r| {
+                let seq = self
+                    .sessions
+                    .get(&session)?
+                    .by_id
+                    .get(r)?
+                    .front()
+                    .copied()?;
+                self.remove_pending(seq)
+            });
+            if let Some(p) = asker {
+                self.send_error(
+                    p.agent,
+                    &ErrorCode::LIMIT_EXCEEDED,
+                    texts::LOG_FULL,
+                    Some(&p.id),
+                    now,
+                );
+            }
+            let e = ProtocolError::Limit {
+                limit: "max_log_bytes_per_session",
+            };
+            return self.refuse(conn, e, texts::LOG_FULL, route.id.as_deref(), now);
+        }
         let (frame, payload) = Self::copy_frame(route);
         self.log(&session, Direction::In, msg_type, payload.clone(), now);
+        if msg_type == types::SESSION_ENDED {
+            // The study session's log is complete: the cap counts the next one afresh.
+            self.log_usage.remove(&session);
+        }
         let recipients = if let Some(reply_to) = route.reply_to.as_deref() {
             // A reply goes to the agent that asked: the oldest outstanding request with
             // this id in the session.
@@ -829,6 +973,85 @@ impl Relay {
             msg_type,
             recipients,
         });
+    }
+}
+
+impl Relay {
+    /// Handles one message of a connection that may send (see [`Machine::handle_frame`]).
+    fn route_frame(
+        &mut self,
+        conn: ConnId,
+        frame: Frame<'_>,
+        state: Option<(SessionId, Role)>,
+        within_rate: bool,
+        now: Instant,
+    ) {
+        let version = if self.config.allow_missing_version {
+            VersionRule::MayBeMissing
+        } else {
+            VersionRule::Required
+        };
+        let limit = self.config.limits.max_json_depth;
+        let decoded =
+            Route::decode(frame, self.config.limits.max_message_bytes, version).and_then(|route| {
+                self.inbound.msg_type = Some(truncate(&route.msg_type, MAX_ECHOED_TYPE).to_owned());
+                // Deeper than a reader can read back: never forwarded, never logged.
+                match check_json_depth(route.text.as_bytes(), limit) {
+                    Ok(()) => Ok(route),
+                    Err(_) => Err(DecodeError::TooDeep {
+                        limit,
+                        id: route.id.as_deref().map(str::to_owned),
+                    }),
+                }
+            });
+        let route = match decoded {
+            Ok(route) => route,
+            Err(e) => {
+                let (code, text) = (e.code(), e.text());
+                self.send_refusal(conn, &code, &text, e.reply_to(), now);
+                return self.violation(conn, ProtocolError::Decode(e));
+            }
+        };
+        let reply_to = route.id.as_deref();
+        if !within_rate {
+            let e = ProtocolError::Limit { limit: "rate" };
+            return self.refuse(conn, e, texts::RATE_LIMITED, reply_to, now);
+        }
+        if reply_to.is_some_and(|id| id.len() > self.config.limits.max_id_bytes) {
+            let e = ProtocolError::Limit {
+                limit: "max_id_bytes",
+            };
+            return self.refuse(conn, e, texts::ID_TOO_LONG, None, now);
+        }
+        if route.msg_type == types::RELAY_JOIN {
+            return self.on_join(conn, &route, now);
+        }
+        let echoed = || truncate(&route.msg_type, MAX_ECHOED_TYPE).to_owned();
+        match state {
+            None => {
+                let e = ProtocolError::NotJoined { msg_type: echoed() };
+                self.refuse(conn, e, texts::NOT_JOINED, reply_to, now);
+            }
+            Some((session, role)) => {
+                let allowed = match role {
+                    Role::Agent => types::agent_to_host(&route.msg_type),
+                    Role::Host => types::host_to_agent(&route.msg_type),
+                };
+                match (allowed, role) {
+                    (Some(t), Role::Agent) => self.on_agent(conn, session, t, &route, now),
+                    (Some(t), Role::Host) => self.on_host(conn, session, t, &route, now),
+                    (None, _) => {
+                        let text =
+                            format!("Unsupported message type for {role} role: {}", echoed());
+                        let e = ProtocolError::TypeNotAllowed {
+                            role,
+                            msg_type: echoed(),
+                        };
+                        self.refuse(conn, e, &text, reply_to, now);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -911,59 +1134,12 @@ impl Machine for Relay {
             ConnState::Joined { session, role } => Some((session.clone(), *role)),
         };
         self.stats.received += 1;
-        let version = if self.config.allow_missing_version {
-            VersionRule::MayBeMissing
-        } else {
-            VersionRule::Required
+        self.inbound = Inbound {
+            msg_type: None,
+            bytes: frame.len(),
         };
-        let route = match Route::decode(frame, self.config.limits.max_message_bytes, version) {
-            Ok(route) => route,
-            Err(e) => {
-                let (code, text) = (e.code(), e.text());
-                self.send_error(conn, &code, &text, e.reply_to(), now);
-                return self.violation(conn, ProtocolError::Decode(e));
-            }
-        };
-        let reply_to = route.id.as_deref();
-        if !within_rate {
-            let e = ProtocolError::Limit { limit: "rate" };
-            return self.refuse(conn, e, texts::RATE_LIMITED, reply_to, now);
-        }
-        if reply_to.is_some_and(|id| id.len() > self.config.limits.max_id_bytes) {
-            let e = ProtocolError::Limit {
-                limit: "max_id_bytes",
-            };
-            return self.refuse(conn, e, texts::ID_TOO_LONG, None, now);
-        }
-        if route.msg_type == types::RELAY_JOIN {
-            return self.on_join(conn, &route, now);
-        }
-        let echoed = || truncate(&route.msg_type, MAX_ECHOED_TYPE).to_owned();
-        match state {
-            None => {
-                let e = ProtocolError::NotJoined { msg_type: echoed() };
-                self.refuse(conn, e, texts::NOT_JOINED, reply_to, now);
-            }
-            Some((session, role)) => {
-                let allowed = match role {
-                    Role::Agent => types::agent_to_host(&route.msg_type),
-                    Role::Host => types::host_to_agent(&route.msg_type),
-                };
-                match (allowed, role) {
-                    (Some(t), Role::Agent) => self.on_agent(conn, session, t, &route, now),
-                    (Some(t), Role::Host) => self.on_host(conn, session, t, &route, now),
-                    (None, _) => {
-                        let text =
-                            format!("Unsupported message type for {role} role: {}", echoed());
-                        let e = ProtocolError::TypeNotAllowed {
-                            role,
-                            msg_type: echoed(),
-                        };
-                        self.refuse(conn, e, &text, reply_to, now);
-                    }
-                }
-            }
-        }
+        self.route_frame(conn, frame, state, within_rate, now);
+        self.inbound = Inbound::default();
     }
 
     /// Forgets `conn`: it leaves its session (a host's outstanding requests are answered

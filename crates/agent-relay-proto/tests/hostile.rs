@@ -213,31 +213,77 @@ fn wrong_envelope_field_types_are_invalid_message_with_the_id_recovered() {
     w.assert_unharmed();
 }
 
+/// `{"v":..,"type":t,"id":"deep-1","payload":{"x":[[...]]}}`, nested `depth` levels in all
+/// (the envelope object counts as one).
+fn nested_message(t: &str, depth: usize) -> String {
+    let inner = depth - 2; // the envelope and the payload object
+    format!(
+        r#"{{"v":"mvp-0.2","type":"{t}","id":"deep-1","payload":{{"x":{}{}}}}}"#,
+        "[".repeat(inner),
+        "]".repeat(inner)
+    )
+}
+
 #[test]
-fn deeply_nested_payloads_never_recurse_in_the_relay() {
-    // The relay skips over the payload without building a tree, so nesting depth costs it no
-    // stack: valid deep JSON is forwarded as sent (the host decides what it accepts), and a
-    // deep unterminated one is refused.
+fn messages_nested_deeper_than_the_limit_are_refused_never_forwarded_or_logged() {
+    // The relay skips payloads without building a tree (no stack cost), but what it forwards
+    // and logs must read back: a message deeper than `max_json_depth` (127, what serde_json
+    // reads) is INVALID_MESSAGE with replyTo, reaches nobody and leaves no study record but
+    // the refusal's, which holds its type and size and none of its payload.
     let mut w = World::new(RelayConfig::default());
-    let deep = format!(
-        r#"{{"v":"mvp-0.2","type":"agent.message","payload":{{"x":{}{}}}}}"#,
-        "[".repeat(100_000),
-        "]".repeat(100_000)
-    );
-    let now = w.h.now;
-    w.h.relay.handle_frame(w.agent, Frame::Text(&deep), now);
-    let mut forwarded = Vec::new();
-    while let Some(out) = w.h.relay.poll_output() {
-        if let agentwire_core::Output::Send { conn, frame } = out {
-            forwarded.push((conn, frame));
+    let limit = Limits::default().max_json_depth;
+    assert_eq!(limit, agentwire_core::DEFAULT_MAX_JSON_DEPTH - 1);
+    for (who, to) in [(w.agent, w.host), (w.host, w.agent)] {
+        let t = if who == w.agent {
+            "agent.message"
+        } else {
+            "state.updated"
+        };
+        for depth in [limit + 1, limit + 2, 100_000] {
+            let deep = nested_message(t, depth);
+            w.h.clear();
+            w.h.send_text(who, &deep);
+            let (code, text, reply_to) = error_of(&w.h.one(who));
+            assert_eq!(code, "INVALID_MESSAGE", "{depth}");
+            assert!(
+                text.contains(&format!("deeper than {limit} levels")),
+                "{text}"
+            );
+            assert_eq!(reply_to.as_deref(), Some("deep-1"));
+            assert!(w.h.take(to).is_empty(), "forwarded at depth {depth}");
+            let logs = w.h.logs();
+            assert_eq!(logs.len(), 1, "only the refusal is recorded: {logs:?}");
+            let record: serde_json::Value =
+                serde_json::from_str(logs[0].payload.as_str()).expect("record reads back");
+            assert_eq!(record["refusedType"], t);
+            assert_eq!(record["refusedBytes"], deep.len());
+            assert!(!logs[0].payload.as_str().contains("[["));
         }
     }
-    assert_eq!(forwarded.len(), 1);
-    assert_eq!(forwarded[0].0, w.host);
-    assert_eq!(forwarded[0].1.as_text(), Some(deep.as_str()));
-    let unterminated = &deep[..deep.len() - 10];
-    w.h.send_text(w.agent, unterminated);
+    // A deep unterminated one is refused as invalid JSON.
+    let deep = nested_message("agent.message", 100_000);
+    w.h.send_text(w.agent, &deep[..deep.len() - 10]);
     assert_eq!(error_of(&w.h.one(w.agent)).0, "INVALID_MESSAGE");
+    w.assert_unharmed();
+}
+
+#[test]
+fn a_message_at_the_depth_limit_is_forwarded_and_its_log_line_reads_back() {
+    let mut w = World::new(RelayConfig::default());
+    let limit = Limits::default().max_json_depth;
+    let at = nested_message("agent.message", limit);
+    w.h.clear();
+    w.h.send_text(w.agent, &at);
+    assert_eq!(w.h.one(w.host)["id"], "deep-1");
+    let logs = w.h.logs();
+    assert_eq!(logs.len(), 2, "in and out");
+    for (i, record) in logs.iter().enumerate() {
+        let mut line = Vec::new();
+        record.write_jsonl(i as u64, &mut line);
+        let v: serde_json::Value =
+            serde_json::from_slice(&line).expect("the study-log line parses with serde_json");
+        assert_eq!(v["type"], "agent.message");
+    }
     w.assert_unharmed();
 }
 

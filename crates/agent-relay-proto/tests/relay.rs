@@ -854,7 +854,8 @@ fn log_records_follow_the_reference_directions() {
             (
                 Internal,
                 "error",
-                json!({"code":"INVALID_MESSAGE","message":"Unsupported message type for agent role: state.updated"})
+                json!({"code":"INVALID_MESSAGE","message":"Unsupported message type for agent role: state.updated",
+                       "refusedType":"state.updated","refusedBytes":62})
             ),
             (
                 Internal,
@@ -1177,4 +1178,128 @@ fn events_report_joins_forwards_and_leaves() {
     assert!(ev.contains(&RelayEvent::Disconnected { conn: a }));
     let stats = h.relay.stats();
     assert_eq!((stats.to_host, stats.errors_sent), (1, 0));
+}
+
+#[test]
+fn refused_messages_are_recorded_as_one_internal_error_with_type_and_size_never_payload() {
+    // An agent without a host (no authentication needed to join) sends 150 messages of
+    // 512 KiB: each is refused, none is an `in` record, and the log grows by one small
+    // `error` record per message, whatever its size.
+    let mut h = Harness::quiet();
+    let a = h.agent();
+    let big = "x".repeat(512 << 10);
+    for i in 0..150 {
+        h.msg(
+            a,
+            "agent.message",
+            Some(&format!("m-{i}")),
+            json!({ "text": big }),
+        );
+        assert_eq!(error_of(&h.one(a)).0, "SESSION_NOT_ACTIVE");
+    }
+    let logs = h.logs();
+    assert_eq!(logs.len(), 150);
+    let mut bytes = 0;
+    for r in &logs {
+        assert_eq!((r.direction, r.msg_type), (Direction::Internal, "error"));
+        assert!(!r.payload.as_str().contains("xxxx"), "payload logged");
+        let v: Value = serde_json::from_str(r.payload.as_str()).expect("json");
+        assert_eq!(v["refusedType"], "agent.message");
+        assert!(v["refusedBytes"].as_u64().expect("size") > 512 << 10);
+        bytes += r.line_len_bound();
+    }
+    assert!(bytes < 150 * 400, "{bytes} bytes of log for 75 MiB refused");
+    // Other refusals (garbage, a type the role may not send) are recorded the same way.
+    h.clear();
+    h.send_text(a, "not json");
+    h.msg(a, "tool.result", None, json!({}));
+    let lines = h.log_lines();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0].2["refusedBytes"], 8);
+    assert!(lines[0].2.get("refusedType").is_none());
+    assert_eq!(lines[1].2["refusedType"], "tool.result");
+}
+
+#[test]
+fn the_log_cap_refuses_what_would_pass_it_and_resets_at_session_ended() {
+    let mut limits = Limits::default();
+    limits.max_log_bytes_per_session = Some(21_000);
+    limits.rate = None;
+    let mut h = Harness::new(
+        RelayConfig::default()
+            .with_hello(false)
+            .with_presence(false)
+            .with_limits(limits),
+    );
+    let host = h.host();
+    let a = h.agent();
+    let text = "y".repeat(3_000);
+    // A request the host answers once the log is full.
+    h.msg(a, "snapshot.get", Some("s1"), json!({}));
+    assert_eq!(h.one(host)["id"], "s1");
+    let mut accepted = 0;
+    let refused = loop {
+        h.clear();
+        h.msg(a, "agent.message", Some("m"), json!({ "text": text }));
+        if let Some(v) = h.take(a).first() {
+            break v.clone();
+        }
+        assert_eq!(h.one(host)["type"], "agent.message");
+        accepted += 1;
+        assert!(accepted < 10, "the cap never refused");
+    };
+    assert_eq!(
+        error_of(&refused),
+        (
+            "LIMIT_EXCEEDED".into(),
+            texts::LOG_FULL.into(),
+            Some("m".into())
+        )
+    );
+    assert_eq!(
+        accepted, 3,
+        "3 x 2 records of ~3.2 KB fit 21,000 bytes with the joins, a 4th does not"
+    );
+    assert!(h.take(host).is_empty(), "not forwarded");
+    assert!(h
+        .log_lines()
+        .iter()
+        .all(|(d, _, _)| *d == Direction::Internal));
+    // The refusals are recorded while they fit; beyond the cap the relay's own records are
+    // dropped and counted, and the sender is still answered every time.
+    for _ in 0..10 {
+        h.clear();
+        h.msg(a, "agent.message", Some("m"), json!({ "text": text }));
+        assert_eq!(error_of(&h.one(a)).0, "LIMIT_EXCEEDED");
+    }
+    assert!(h.relay.stats().log_records_dropped >= 1);
+    assert!(h.logs().is_empty());
+    // A host reply past the cap: the host is refused, the asking agent told at once.
+    h.clear();
+    let pending = h.relay.pending_requests(a);
+    h.reply(host, "snapshot.state", "s1", json!({ "uiSpec": text }));
+    assert_eq!(error_of(&h.one(host)).0, "LIMIT_EXCEEDED");
+    assert_eq!(
+        error_of(&h.one(a)),
+        (
+            "LIMIT_EXCEEDED".into(),
+            texts::LOG_FULL.into(),
+            Some("s1".into())
+        )
+    );
+    assert_eq!(h.relay.pending_requests(a), pending - 1, "s1 is answered");
+    // session.end and session.ended always pass; session.ended starts a new budget.
+    h.clear();
+    h.msg(a, "session.end", Some("e"), json!({ "reason": text }));
+    assert_eq!(h.one(host)["type"], "session.end");
+    h.reply(
+        host,
+        "session.ended",
+        "e",
+        json!({"sessionId":"s-1","logFile":"x","stateReset":true}),
+    );
+    assert_eq!(h.one(a)["type"], "session.ended");
+    h.clear();
+    h.msg(a, "agent.message", Some("m"), json!({ "text": text }));
+    assert_eq!(h.one(host)["type"], "agent.message");
 }
