@@ -48,9 +48,8 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ControllerConfig {
-    /// The version this controller names in its "expects" error text. Default `"1.0.0"`.
-    pub protocol_version: String,
-    /// Versions accepted in `hello`. Default `{"1.0.0"}`.
+    /// Versions accepted in `hello`. Default `{"1.0.0"}`. The version-mismatch error names
+    /// exactly this set ("Controller expects 1.0.0 or 2.0.0.").
     pub supported_versions: BTreeSet<String>,
     /// If set, every `hello` must carry this `runnerSecret` (constant-time compare). An empty
     /// secret, configured or presented, never matches. Default `None` (not checked).
@@ -71,7 +70,6 @@ pub struct ControllerConfig {
 impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
-            protocol_version: PROTOCOL_VERSION.to_owned(),
             supported_versions: BTreeSet::from([PROTOCOL_VERSION.to_owned()]),
             runner_secret: None,
             hello_timeout: Duration::from_secs(8),

@@ -14,11 +14,12 @@ use subtle::ConstantTimeEq;
 
 use crate::config::ControllerConfig;
 use crate::error::{CommandError, DecodeError, ProtocolError};
-use crate::event::{ControllerEvent, DropReason};
+use crate::event::{BindSource, ControllerEvent, DropReason, FreeReason};
 use crate::message::{
     Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Hello, Released, ReqRef, Resp,
     SessionKind,
 };
+use crate::ops::{session_kind_of, starts_session};
 
 /// Error text for a `hello` without a version (INTEROP.md).
 pub const ERR_VERSION_REQUIRED: &str = "Protocol version required. Please upgrade agent.";
@@ -57,6 +58,24 @@ pub struct LiveAgent {
     pub runner_id: Option<String>,
 }
 
+/// The versions a controller accepts, as its version-mismatch error names them: `1.0.0`,
+/// `1.0.0 or 2.0.0`, `0.9.0, 1.0.0 or 2.0.0` (in the set's order); `no version` when the
+/// set is empty.
+fn expected_versions(versions: &BTreeSet<String>) -> String {
+    let mut out = String::new();
+    let n = versions.len();
+    for (i, v) in versions.iter().enumerate() {
+        if i > 0 {
+            out.push_str(if i + 1 == n { " or " } else { ", " });
+        }
+        out.push_str(v);
+    }
+    if out.is_empty() {
+        out.push_str("no version");
+    }
+    out
+}
+
 /// The end of a rate window that starts at `start` (one second later).
 fn rate_window_end(start: Instant) -> Instant {
     // `Instant + Duration` panics on overflow; a window that cannot end is never reached.
@@ -93,7 +112,8 @@ impl SessionKey {
     }
 }
 
-/// A voice session bound to an agent by an `add` event.
+/// A voice session bound to an agent: at selection (the agent chosen for a request that
+/// starts the session), or by the agent's `add` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Session {
@@ -103,6 +123,11 @@ pub struct Session {
     pub text_channel_id: Option<String>,
     /// Owner from the `add` event.
     pub owner_user_id: Option<String>,
+    /// Whether the agent confirmed the session with an `add` (real agents never send one).
+    pub confirmed: bool,
+    /// The unanswered request that starts the session on the agent it was bound to by
+    /// selection: if it fails before an `add` confirms the session, the session is freed.
+    starting: Option<Id128>,
 }
 
 /// What a deadline is for (see [`Controller::next_timer`]).
@@ -138,6 +163,8 @@ struct Pending {
     agent_id: String,
     conn: ConnId,
     op: String,
+    /// The session this request starts (sent by `request_for_session` with a start op).
+    starts: Option<SessionKey>,
 }
 
 /// The Chopsticks controller (server role): owns every agent connection.
@@ -338,6 +365,7 @@ impl Controller {
             agent_id: agent_id.to_owned(),
             conn,
             op: op.to_owned(),
+            starts: None,
         };
         self.pending.insert(id, pending);
         self.request_deadlines
@@ -345,13 +373,17 @@ impl Controller {
         Ok(id)
     }
 
-    /// Chooses the agent for a music session in (`guild_id`, `voice_channel_id`).
+    /// Chooses the agent for a music session in (`guild_id`, `voice_channel_id`) and binds
+    /// it to that session.
     ///
     /// The rules (INTEROP.md): the agent already bound to that session if it is live and
     /// ready; else an idle, ready agent that lists the guild (idle = bound to no session in
     /// that guild), taking candidates in agent-id order, round-robin per guild; else
     /// [`CommandError::NoAgentsInGuild`] if no live agent lists the guild, or
-    /// [`CommandError::NoFreeAgents`].
+    /// [`CommandError::NoFreeAgents`]. A newly chosen agent is bound to the session at once
+    /// ([`ControllerEvent::SessionBound`] with [`BindSource::Selection`]), as the real
+    /// controller does: real agents never send `add`. Call it for an op that starts a session
+    /// (see [`crate::ops`]); [`request_for_session`](Self::request_for_session) does both.
     pub fn select_agent(
         &mut self,
         guild_id: &str,
@@ -368,11 +400,85 @@ impl Controller {
         voice_channel_id: &str,
     ) -> Result<String, CommandError> {
         let key = SessionKey::new(kind, guild_id, voice_channel_id);
-        if let Some(s) = self.sessions.get(&key) {
-            if self.agents.get(&s.agent_id).is_some_and(|a| a.ready) {
-                return Ok(s.agent_id.clone());
-            }
+        let (agent, bound) = self.choose(&key)?;
+        if !bound {
+            self.bind_selected(key, &agent, None);
         }
+        Ok(agent)
+    }
+
+    /// Sends `op` for the session of (`guild_id`, `voice_channel_id`) that `op` addresses
+    /// (an `assistant…` op the assistant session, any other the music session; see
+    /// [`crate::ops`]); returns the agent and the request id.
+    ///
+    /// An op that starts a session ([`crate::ops::starts_session`]: `play`, `search`,
+    /// `assistantJoin`, ...) goes to the agent [`select_agent_for`](Self::select_agent_for)
+    /// picks, bound to the session at selection; if that request then fails (an error
+    /// answer, a timeout, `agent-offline`) before an `add` confirms the session, the
+    /// binding is undone ([`FreeReason::StartFailed`]). Any other op goes to the agent
+    /// already bound, or fails with [`CommandError::NoSession`].
+    pub fn request_for_session(
+        &mut self,
+        guild_id: &str,
+        voice_channel_id: &str,
+        op: &str,
+        data: impl Serialize,
+        now: Instant,
+    ) -> Result<(String, Id128), CommandError> {
+        let now = self.clock.observe(now);
+        let key = SessionKey::new(session_kind_of(op), guild_id, voice_channel_id);
+        if !starts_session(op) {
+            let agent = self
+                .sessions
+                .get(&key)
+                .ok_or(CommandError::NoSession)?
+                .agent_id
+                .clone();
+            let id = self.request(&agent, op, data, now)?;
+            return Ok((agent, id));
+        }
+        let (agent, bound) = self.choose(&key)?;
+        let id = self.request(&agent, op, data, now)?;
+        if bound {
+            // Another start op while the first is still unanswered: the newest decides
+            // (any success keeps the session). A session already started stays as it is.
+            match self.sessions.get_mut(&key) {
+                Some(s) if !s.confirmed && s.starting.is_some() => s.starting = Some(id),
+                _ => return Ok((agent, id)),
+            }
+        } else {
+            self.bind_selected(key.clone(), &agent, Some(id));
+        }
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.starts = Some(key);
+        }
+        Ok((agent, id))
+    }
+
+    /// [`request_for_session`](Self::request_for_session) (kept for callers of earlier
+    /// versions).
+    pub fn request_for_guild(
+        &mut self,
+        guild_id: &str,
+        voice_channel_id: &str,
+        op: &str,
+        data: impl Serialize,
+        now: Instant,
+    ) -> Result<(String, Id128), CommandError> {
+        self.request_for_session(guild_id, voice_channel_id, op, data, now)
+    }
+
+    /// Picks the agent for `key` by the selection rules without binding it; `true` when it
+    /// is the agent already bound.
+    fn choose(&mut self, key: &SessionKey) -> Result<(String, bool), CommandError> {
+        if let Some(s) = self.sessions.get(key) {
+            if self.agents.get(&s.agent_id).is_some_and(|a| a.ready) {
+                return Ok((s.agent_id.clone(), true));
+            }
+        } else if self.sessions.len() >= self.cfg.limits.max_sessions {
+            return Err(CommandError::TooManySessions);
+        }
+        let guild_id = key.guild_id.as_str();
         // Agents bound to any session (music or assistant) in this guild are busy here.
         let busy: BTreeSet<&str> = self
             .sessions
@@ -401,22 +507,66 @@ impl Controller {
             .map(|s| (*s).to_owned())
             .ok_or(CommandError::NoFreeAgents)?;
         self.last_pick.insert(guild_id.to_owned(), pick.clone());
-        Ok(pick)
+        Ok((pick, false))
     }
 
-    /// Selects an agent for (`guild_id`, `voice_channel_id`) and sends it a request; returns
-    /// the chosen agent and the request id.
-    pub fn request_for_guild(
-        &mut self,
-        guild_id: &str,
-        voice_channel_id: &str,
-        op: &str,
-        data: impl Serialize,
-        now: Instant,
-    ) -> Result<(String, Id128), CommandError> {
-        let agent = self.select_agent(guild_id, voice_channel_id)?;
-        let id = self.request(&agent, op, data, now)?;
-        Ok((agent, id))
+    /// Binds `agent_id` to `key` at selection (replacing a binding to an agent that is gone
+    /// or not ready).
+    fn bind_selected(&mut self, key: SessionKey, agent_id: &str, starting: Option<Id128>) {
+        let session = Session {
+            agent_id: agent_id.to_owned(),
+            text_channel_id: None,
+            owner_user_id: None,
+            confirmed: false,
+            starting,
+        };
+        let replaced = self
+            .sessions
+            .insert(key.clone(), session)
+            .map(|old| old.agent_id)
+            .filter(|old| old != agent_id);
+        self.out.event(ControllerEvent::SessionBound {
+            agent_id: agent_id.to_owned(),
+            kind: key.kind,
+            guild_id: key.guild_id,
+            voice_channel_id: key.voice_channel_id,
+            text_channel_id: None,
+            owner_user_id: None,
+            source: BindSource::Selection,
+            replaced,
+        });
+    }
+
+    /// Frees `key` (if bound) with a [`ControllerEvent::SessionFreed`].
+    fn free_session(&mut self, key: SessionKey, reason: FreeReason) {
+        if let Some(s) = self.sessions.remove(&key) {
+            self.out.event(ControllerEvent::SessionFreed {
+                agent_id: s.agent_id,
+                kind: key.kind,
+                guild_id: key.guild_id,
+                voice_channel_id: key.voice_channel_id,
+                reason,
+            });
+        }
+    }
+
+    /// The request `id` that started `p.starts` is over: on success the session stays; on
+    /// failure it is freed if it is still the unconfirmed binding that request made.
+    fn start_settled(&mut self, id: Id128, p: &Pending, ok: bool) {
+        let Some(key) = &p.starts else {
+            return;
+        };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if s.agent_id != p.agent_id || s.confirmed {
+            return;
+        }
+        if ok {
+            s.starting = None;
+        } else if s.starting == Some(id) {
+            self.free_session(key.clone(), FreeReason::StartFailed);
+        }
     }
 
     /// Records that `conn` is alive now (for drivers that surface WebSocket pongs).
@@ -478,6 +628,16 @@ impl Controller {
         }
         self.agents.remove(agent_id);
         self.timers.cancel(&TimerKind::Stale(conn));
+        // Its sessions end with it (the real controller frees them on close too).
+        let keys: Vec<SessionKey> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.agent_id == agent_id)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.free_session(key, FreeReason::AgentDropped);
+        }
         self.fail_pending_on(conn);
         self.out.event(ControllerEvent::AgentDropped {
             agent_id: agent_id.to_owned(),
@@ -514,6 +674,7 @@ impl Controller {
         for id in ids {
             if let Some(p) = self.pending.remove(&id) {
                 self.unpend(p.conn);
+                self.start_settled(id, &p, false);
                 self.out.event(ControllerEvent::RequestFailed {
                     id,
                     agent_id: p.agent_id,
@@ -553,7 +714,13 @@ impl Controller {
         }
     }
 
+    /// Checks a `hello` in the real controller's order: `agentId` (a hello without one is
+    /// ignored, whatever its version), then the version, then the runner secret.
     fn on_hello(&mut self, conn: ConnId, hello: Hello, now: Instant) {
+        let Some(agent_id) = hello.agent_id.clone().filter(|a| !a.is_empty()) else {
+            self.violation(conn, ProtocolError::MissingAgentId);
+            return;
+        };
         let Some(version) = hello.protocol_version.clone().filter(|v| !v.is_empty()) else {
             self.reject(conn, ERR_VERSION_REQUIRED, ProtocolError::MissingVersion);
             return;
@@ -561,7 +728,7 @@ impl Controller {
         if !self.cfg.supported_versions.contains(&version) {
             let text = format!(
                 "Incompatible protocol version {version}. Controller expects {}.",
-                self.cfg.protocol_version
+                expected_versions(&self.cfg.supported_versions)
             );
             self.reject(conn, &text, ProtocolError::IncompatibleVersion(version));
             return;
@@ -570,10 +737,6 @@ impl Controller {
             self.reject(conn, ERR_UNAUTHORIZED, ProtocolError::Unauthorized);
             return;
         }
-        let Some(agent_id) = hello.agent_id.clone().filter(|a| !a.is_empty()) else {
-            self.violation(conn, ProtocolError::MissingAgentId);
-            return;
-        };
         self.register(conn, agent_id, version, hello, now);
     }
 
@@ -696,16 +859,26 @@ impl Controller {
         }
     }
 
+    /// `add`: with `ok: true` it confirms the binding made at selection, or binds (or moves)
+    /// the session to the sender; with `ok: false` it frees the session if the sender is the
+    /// bound agent (it is not in that channel).
     fn on_add(&mut self, sender: String, add: Add, conn: ConnId) {
         let key = SessionKey::new(add.kind, add.guild_id, add.voice_channel_id);
         if !add.ok {
+            let bound_here = self
+                .sessions
+                .get(&key)
+                .is_some_and(|s| s.agent_id == sender);
             self.out.event(ControllerEvent::SessionJoinFailed {
                 agent_id: sender,
                 kind: key.kind,
-                guild_id: key.guild_id,
-                voice_channel_id: key.voice_channel_id,
+                guild_id: key.guild_id.clone(),
+                voice_channel_id: key.voice_channel_id.clone(),
                 error: add.error.unwrap_or_default(),
             });
+            if bound_here {
+                self.free_session(key, FreeReason::JoinFailed);
+            }
             return;
         }
         if !self.sessions.contains_key(&key) && self.sessions.len() >= self.cfg.limits.max_sessions
@@ -713,14 +886,20 @@ impl Controller {
             self.violation(conn, ProtocolError::Limit("sessions"));
             return;
         }
-        self.sessions.insert(
-            key.clone(),
-            Session {
-                agent_id: sender.clone(),
-                text_channel_id: add.text_channel_id.clone(),
-                owner_user_id: add.owner_user_id.clone(),
-            },
-        );
+        let replaced = self
+            .sessions
+            .insert(
+                key.clone(),
+                Session {
+                    agent_id: sender.clone(),
+                    text_channel_id: add.text_channel_id.clone(),
+                    owner_user_id: add.owner_user_id.clone(),
+                    confirmed: true,
+                    starting: None,
+                },
+            )
+            .map(|old| old.agent_id)
+            .filter(|old| *old != sender);
         self.out.event(ControllerEvent::SessionBound {
             agent_id: sender,
             kind: key.kind,
@@ -728,24 +907,38 @@ impl Controller {
             voice_channel_id: key.voice_channel_id,
             text_channel_id: add.text_channel_id,
             owner_user_id: add.owner_user_id,
+            source: BindSource::Add,
+            replaced,
         });
     }
 
-    fn on_released(&mut self, sender: String, rel: Released, conn: ConnId) {
+    /// `released` frees the session only when the sender is the bound agent; any other
+    /// `released` is ignored (reported as [`ControllerEvent::ReleaseIgnored`], no violation).
+    fn on_released(&mut self, sender: String, rel: Released) {
         let key = SessionKey::new(rel.kind, rel.guild_id, rel.voice_channel_id);
-        match self.sessions.get(&key) {
-            Some(s) if s.agent_id == sender => {
-                self.sessions.remove(&key);
-                self.out.event(ControllerEvent::SessionReleased {
-                    agent_id: sender,
-                    kind: key.kind,
-                    guild_id: key.guild_id,
-                    voice_channel_id: key.voice_channel_id,
-                    reason: rel.reason,
-                });
+        let event = if self
+            .sessions
+            .get(&key)
+            .is_some_and(|s| s.agent_id == sender)
+        {
+            self.sessions.remove(&key);
+            ControllerEvent::SessionReleased {
+                agent_id: sender,
+                kind: key.kind,
+                guild_id: key.guild_id,
+                voice_channel_id: key.voice_channel_id,
+                reason: rel.reason,
             }
-            _ => self.violation(conn, ProtocolError::NotBound),
-        }
+        } else {
+            ControllerEvent::ReleaseIgnored {
+                agent_id: sender,
+                kind: key.kind,
+                guild_id: key.guild_id,
+                voice_channel_id: key.voice_channel_id,
+                reason: rel.reason,
+            }
+        };
+        self.out.event(event);
     }
 
     fn on_resp(&mut self, conn: ConnId, resp: Resp) {
@@ -772,6 +965,9 @@ impl Controller {
             self.request_deadlines.pop_front();
         }
         self.trim_deadlines();
+        if p.starts.is_some() {
+            self.start_settled(id, &p, resp.ok);
+        }
         self.out.event(ControllerEvent::RequestCompleted {
             id,
             agent_id: p.agent_id,
@@ -789,6 +985,7 @@ impl Controller {
             return; // answered already
         };
         self.unpend(p.conn);
+        self.start_settled(id, &p, false);
         self.out.event(ControllerEvent::RequestTimedOut {
             id,
             agent_id: p.agent_id,
@@ -931,7 +1128,7 @@ impl Machine for Controller {
                         self.on_add(agent_id, a, conn)
                     }
                     (AgentMessage::Event(Event::Released(r)), Some(agent_id)) => {
-                        self.on_released(agent_id, r, conn)
+                        self.on_released(agent_id, r)
                     }
                     (other, _) => {
                         self.violation(conn, ProtocolError::BeforeHello(other.type_name()))

@@ -78,9 +78,6 @@ pub enum ProtocolError {
         /// The request id.
         id: String,
     },
-    /// A `released` for a session bound to another agent.
-    #[error("released from an agent that is not bound to the session")]
-    NotBound,
     /// Too many connections from one IP address.
     #[error("too many connections from one address")]
     TooManyConnectionsPerIp,
@@ -132,6 +129,13 @@ pub enum CommandError {
     /// Too many requests pending for that agent.
     #[error("too many pending requests")]
     TooManyPending,
+    /// An op that needs an existing session (not one that starts it) for a voice channel
+    /// with no bound agent (`no-session`).
+    #[error("no-session")]
+    NoSession,
+    /// Binding one more session would pass [`Limits::max_sessions`](crate::Limits::max_sessions).
+    #[error("too many sessions")]
+    TooManySessions,
     /// The client is not connected.
     #[error("not connected")]
     NotConnected,
@@ -148,6 +152,8 @@ impl CommandError {
             Self::NoAgentsInGuild => "no-agents-in-guild",
             Self::NoFreeAgents => "no-free-agents",
             Self::TooManyPending => "too-many-pending",
+            Self::NoSession => "no-session",
+            Self::TooManySessions => "too-many-sessions",
             Self::NotConnected => "not-connected",
             Self::InvalidData(_) => "invalid-data",
         }

@@ -19,6 +19,31 @@ pub enum DropReason {
     Rejected,
 }
 
+/// What bound a session to an agent (see [`ControllerEvent::SessionBound`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BindSource {
+    /// The controller selected the agent for a request that starts the session (the real
+    /// controller's way: real agents never send `add`).
+    Selection,
+    /// The agent's `add` event with `ok: true`.
+    Add,
+}
+
+/// Why the controller freed a session (see [`ControllerEvent::SessionFreed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FreeReason {
+    /// The bound agent left the registry (disconnected, stale, or rejected).
+    AgentDropped,
+    /// The request that bound the agent by selection failed (an error answer, a timeout, or
+    /// the agent's connection ended) before any `add` confirmed the session: the agent never
+    /// joined, so it must not stay busy.
+    StartFailed,
+    /// The bound agent reported `add` with `ok: false`.
+    JoinFailed,
+}
+
 /// What the [`Controller`](crate::Controller) reports.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -62,7 +87,8 @@ pub enum ControllerEvent {
         /// Guilds it left.
         removed: Vec<String>,
     },
-    /// An `add` event with `ok: true` bound an agent to a session.
+    /// A session was bound to an agent: by selection (the agent chosen for a request that
+    /// starts the session) or by the agent's `add` (confirming or moving the binding).
     SessionBound {
         /// The agent now bound.
         agent_id: String,
@@ -72,10 +98,14 @@ pub enum ControllerEvent {
         guild_id: String,
         /// Voice channel.
         voice_channel_id: String,
-        /// Text channel, if given.
+        /// Text channel, if the `add` gave one.
         text_channel_id: Option<String>,
-        /// Session owner, if given.
+        /// Session owner, if the `add` gave one.
         owner_user_id: Option<String>,
+        /// What bound it.
+        source: BindSource,
+        /// The agent the session was bound to before, if it was another one (a move).
+        replaced: Option<String>,
     },
     /// An `add` event with `ok: false`: the agent could not join.
     SessionJoinFailed {
@@ -102,6 +132,33 @@ pub enum ControllerEvent {
         voice_channel_id: String,
         /// The agent's reason (e.g. `USER_LEFT`).
         reason: String,
+    },
+    /// A `released` from an agent that is not bound to that session was ignored (the real
+    /// controller ignores it silently; worth a debug log, not a protocol violation).
+    ReleaseIgnored {
+        /// The sending agent.
+        agent_id: String,
+        /// Session kind.
+        kind: SessionKind,
+        /// Guild.
+        guild_id: String,
+        /// Voice channel.
+        voice_channel_id: String,
+        /// The agent's reason.
+        reason: String,
+    },
+    /// The controller freed a session itself (not on the agent's `released`).
+    SessionFreed {
+        /// The agent that was bound.
+        agent_id: String,
+        /// Session kind.
+        kind: SessionKind,
+        /// Guild.
+        guild_id: String,
+        /// Voice channel.
+        voice_channel_id: String,
+        /// Why.
+        reason: FreeReason,
     },
     /// The agent the request went to answered it.
     RequestCompleted {

@@ -17,7 +17,8 @@ use crate::event::{AgentEvent, ControllerEvent};
 use crate::message::{
     Add, AgentMessage, ControllerMessage, RawJson, Released, Resp, SessionKind, PROTOCOL_VERSION,
 };
-use crate::{Agent, Controller};
+use crate::ops::session_kind_of;
+use crate::{Agent, Controller, SessionKey};
 
 /// A frame limit well above anything a fuzzer produces, so that parsing always runs.
 const FUZZ_MAX: usize = 1 << 20;
@@ -77,7 +78,17 @@ const MAX_OPS: usize = 512;
 const AGENT_IDS: [&str; 3] = ["agent-a", "agent-b", "agent-c"];
 const GUILDS: [&str; 3] = ["g1", "g2", "g3"];
 const CHANNELS: [&str; 2] = ["v1", "v2"];
-const OPS: [&str; 6] = ["play", "pause", "queue", "status", "unknownOp", ""];
+const OPS: [&str; 9] = [
+    "play",
+    "search",
+    "pause",
+    "queue",
+    "status",
+    "assistantJoin",
+    "assistantStatus",
+    "unknownOp",
+    "",
+];
 const VERSION_KEYS: [&str; 4] = [
     "protocolVersion",
     "protocol_version",
@@ -355,6 +366,7 @@ pub fn controller(data: &[u8]) {
         ended: BTreeSet::new(),
         outstanding: BTreeMap::new(),
         req_ids: Vec::new(),
+        wire: 0,
     };
     for _ in 0..MAX_OPS {
         if u.is_empty() || h.step(&mut c, &mut u).is_err() {
@@ -377,11 +389,13 @@ struct ControllerHarness {
     outstanding: BTreeMap<Id128, String>,
     /// Every `req` the controller sent: its connection and id (for `resp` templates).
     req_ids: Vec<(ConnId, String)>,
+    /// Sends and closes drained so far.
+    wire: usize,
 }
 
 impl ControllerHarness {
     fn step(&mut self, c: &mut Controller, u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
-        match u.int_in_range(0..=11)? {
+        match u.int_in_range(0..=12)? {
             0 | 1 => {
                 let conn = ConnId::new(self.conns.len() as u64 + 1);
                 let ip = *u.choose(&IPS)?;
@@ -450,7 +464,7 @@ impl ControllerHarness {
                 }
                 self.drain(c);
             }
-            _ => {
+            11 => {
                 let guild = pick_or_any(u, &GUILDS)?;
                 let vc = pick_or_any(u, &CHANNELS)?;
                 let kind = if u.arbitrary()? {
@@ -461,10 +475,37 @@ impl ControllerHarness {
                 if let Ok(agent) = c.select_agent_for(kind, &guild, &vc) {
                     let live = c.agent(&agent);
                     assert!(live.is_some(), "selected agent {agent} is not live");
+                    let key = SessionKey::new(kind, guild, vc);
+                    let bound = c.session(&key).map(|s| s.agent_id.as_str());
+                    assert_eq!(bound, Some(agent.as_str()), "selection binds");
                 }
-                let n = self.drain(c);
-                assert_eq!(n, 0, "select_agent has no outputs");
+                let wire = self.wire;
+                self.drain(c);
+                assert_eq!(self.wire, wire, "select_agent sends and closes nothing");
             }
+            _ => {
+                let guild = pick_or_any(u, &GUILDS)?;
+                let vc = pick_or_any(u, &CHANNELS)?;
+                let op = pick_or_any(u, &OPS)?;
+                let data = json(u, 3)?;
+                let now = self.clock.t();
+                if let Ok((agent, id)) = c.request_for_session(&guild, &vc, &op, data, now) {
+                    let key = SessionKey::new(session_kind_of(&op), guild, vc);
+                    let bound = c.session(&key).map(|s| s.agent_id.as_str());
+                    assert_eq!(bound, Some(agent.as_str()), "sent to the bound agent");
+                    let fresh = self.outstanding.insert(id, agent).is_none();
+                    assert!(fresh, "request id {id} reused");
+                }
+                self.drain(c);
+            }
+        }
+        // Every session belongs to a live agent: a dropped agent's sessions are freed.
+        for (key, s) in c.sessions() {
+            assert!(
+                c.agent(&s.agent_id).is_some(),
+                "session {key:?} bound to {} which is not live",
+                s.agent_id
+            );
         }
         Ok(())
     }
@@ -524,6 +565,7 @@ impl ControllerHarness {
             n += 1;
             match out {
                 Output::Send { conn, frame } => {
+                    self.wire += 1;
                     assert!(
                         self.open.contains(&conn),
                         "send to {conn:?}, which is not open"
@@ -538,6 +580,7 @@ impl ControllerHarness {
                     }
                 }
                 Output::Close { conn, .. } => {
+                    self.wire += 1;
                     assert!(!self.ended.contains(&conn), "close of ended {conn:?}");
                     closed.push(conn);
                 }

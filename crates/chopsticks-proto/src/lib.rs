@@ -73,9 +73,11 @@
 //! assert!(matches!(events[1], ControllerEvent::AgentRegistered { .. }));
 //! assert_eq!(controller.agent("agent-1").map(|a| a.guild_ids.len()), Some(1));
 //!
-//! // The controller picks an agent for a guild and sends it a request...
-//! let chosen = controller.select_agent("guild-1", "voice-1").unwrap();
-//! let id = controller.request(&chosen, "status", json!({"guildId": "guild-1"}), now).unwrap();
+//! // The controller picks an agent for a voice channel (binding it to that session) and
+//! // sends it a request that starts the session; real agents want an acting user.
+//! let data = json!({"guildId": "guild-1", "voiceChannelId": "voice-1", "query": "q", "actorUserId": "u1"});
+//! let (chosen, id) = controller.request_for_session("guild-1", "voice-1", "play", data, now).unwrap();
+//! assert_eq!(chosen, "agent-1");
 //! let (_, agent_events) = pump(&mut controller, &mut agent);
 //! let AgentEvent::Request(req) = &agent_events[0] else { panic!() };
 //!
@@ -94,7 +96,8 @@
 //!
 //! `handle_*` feed input (frames, connects, disconnects, time); `poll_output` and
 //! `poll_timeout` give output and must be drained after every mutation; commands are verbs
-//! ([`Controller::request`], [`Controller::select_agent`], [`Agent::respond`],
+//! ([`Controller::request`], [`Controller::request_for_session`],
+//! [`Controller::select_agent`], [`Agent::respond`],
 //! [`Agent::send_add`], ...) that return at once, with outcomes arriving later as events
 //! ([`ControllerEvent`], [`AgentEvent`]); getters are nouns ([`Controller::agents`],
 //! [`Controller::sessions`]).
@@ -109,7 +112,7 @@
 //! | [`Limits::max_messages_per_second`] | 100 per connection | excess dropped silently |
 //! | [`Limits::max_pending_per_agent`] | 256 | `request` → [`CommandError::TooManyPending`] |
 //! | [`Limits::max_guilds_per_agent`] | 10,000 | list truncated, violation event |
-//! | [`Limits::max_sessions`] | 10,000 | `add` dropped, violation event |
+//! | [`Limits::max_sessions`] | 10,000 | `add` dropped, violation event; selection for a new session → [`CommandError::TooManySessions`] |
 //! | [`ControllerConfig::hello_timeout`] | 8 s | close 1008 `hello-required` |
 //! | [`ControllerConfig::request_timeout`] | 30 s | [`ControllerEvent::RequestTimedOut`] |
 //! | [`ControllerConfig::stale_after`] | 45 s | close 1008 `stale`, agent dropped |
@@ -124,10 +127,12 @@
 //!    `protocol_version`, `protocolversion` or `version` (first present wins, in that order);
 //!    encoding always writes `protocolVersion`. An empty version counts as missing.
 //!    (`handshake::version_aliases_are_accepted`, codec unit tests)
-//! 2. **Check order.** Every `hello` (also the periodic ones) runs: version, then runner
-//!    secret, then `agentId`. A `hello` without `agentId` that passed the first two is ignored
-//!    without reply and does not cancel the hello deadline.
-//!    (`handshake::version_is_checked_before_the_secret`, `an_ignored_hello_does_not_cancel_the_deadline`)
+//! 2. **Check order** (the real controller's). Every `hello` (also the periodic ones) runs:
+//!    `agentId`, then version, then runner secret. A `hello` without `agentId` is ignored
+//!    before anything else is checked (no reply, no close, even with a wrong or missing
+//!    version) and does not cancel the hello deadline.
+//!    (`handshake::a_hello_without_agent_id_is_ignored_before_the_version_is_checked`,
+//!    `handshake::version_is_checked_before_the_secret`, `an_ignored_hello_does_not_cancel_the_deadline`)
 //! 3. **Empty secrets never match.** A configured `Some("")` secret rejects every agent rather
 //!    than disabling the check. (`handshake::an_empty_configured_secret_never_matches`)
 //! 4. **Lenient `hello`.** Missing `ready`, `guildIds`, `poolId` decode as `false`, `[]`, `""`;
@@ -155,17 +160,55 @@
 //! 12. **Responses** resolve a request only from the connection the `req` went out on; a
 //!     `resp` from another agent is a violation event and the request keeps waiting;
 //!     unknown and late ids are dropped silently. (`requests::a_resp_from_another_agent_does_not_resolve_the_request`)
-//! 13. **`released` is trusted by connection**, not by the payload's `agentId`.
-//!     (`sessions::released_frees_the_session_only_from_the_bound_agent`)
+//! 13. **`released` is trusted by connection**, not by the payload's `agentId`, and frees a
+//!     session only when its sender is the bound agent. Any other `released` (another
+//!     agent's session, or none) is ignored as the real controller ignores it: no reply, no
+//!     violation, just a [`ControllerEvent::ReleaseIgnored`] for a debug log.
+//!     (`sessions::released_frees_the_session_only_from_the_bound_agent`,
+//!     `sessions::a_released_for_a_session_the_sender_is_not_bound_to_is_ignored_not_a_violation`)
 //! 14. **Selection**: "idle" means bound to no session (music or assistant) in that guild;
-//!     candidates are taken in agent-id order, round-robin per guild. Selecting does not
-//!     bind; the agent's `add` does. Sessions outlive an agent's disconnect (rule 1 skips
-//!     agents that are not live and ready). (`sessions::selection_round_robins_idle_ready_agents_in_id_order`)
+//!     candidates are taken in agent-id order, round-robin per guild.
+//!     (`sessions::selection_round_robins_idle_ready_agents_in_id_order`)
 //! 15. **Request timeout** defaults to the spec's 30 s (the real controller uses 20 s).
 //! 16. **Caps**: the per-IP cap is checked before the total cap; a refused connection is
 //!     closed at once and never counted.
 //! 17. **`add.channelId`** missing decodes as `""`; [`Agent::send_add`] fills it from
 //!     `voiceChannelId`.
+//! 18. **Binding at selection.** Real agents never send `add`, so, as the real controller
+//!     does, [`Controller::select_agent`]/[`Controller::select_agent_for`] bind the agent
+//!     they pick to the session at once, and later selections for that session return it
+//!     while it is live and ready (if it is not ready, the binding moves to the new pick).
+//!     The ops that start a session, and so select, are [`ops::MUSIC_START_OPS`] (`play`,
+//!     `search`) and [`ops::ASSISTANT_START_OPS`] (`assistantJoin`, `assistantStart`,
+//!     `assistantListen`, `assistantSay`); [`Controller::request_for_session`] sends every
+//!     other op to the agent already bound, or refuses it with `no-session`. An `add` with
+//!     `ok: true` confirms the binding or moves it to its sender; `released` from the bound
+//!     agent frees it. (`sessions::repeated_plays_for_one_channel_stick_to_the_agent_selected_first`,
+//!     `real_agent::two_real_agents_stick_to_one_channel_until_it_releases`,
+//!     `sessions::add_from_another_agent_moves_the_binding`,
+//!     `sessions::ops_that_do_not_start_a_session_go_to_the_bound_agent_or_fail_with_no_session`)
+//! 19. **The controller frees sessions itself** when their agent leaves the registry
+//!     (disconnect, stale, rejected hello: [`FreeReason::AgentDropped`]); when the request
+//!     that bound an agent by selection fails (error answer such as `missing-actor`,
+//!     timeout, `agent-offline`) before any `add` confirmed the session
+//!     ([`FreeReason::StartFailed`]: the agent never joined, and would otherwise stay busy
+//!     in that guild until it disconnects, a leak the real controller has); and when the
+//!     bound agent reports `add` with `ok: false` ([`FreeReason::JoinFailed`]). A session
+//!     already started (a start op answered `ok`, or an `add`) survives later failed ops.
+//!     (`sessions::an_agent_that_disconnects_frees_its_sessions`,
+//!     `sessions::a_start_request_that_fails_frees_the_binding_it_made`,
+//!     `sessions::a_start_request_that_times_out_frees_the_binding_it_made`,
+//!     `sessions::a_started_session_survives_later_failed_ops`,
+//!     `sessions::a_failed_add_from_the_bound_agent_frees_its_session`,
+//!     `real_agent::a_real_agent_refuses_ops_without_an_acting_user_and_stays_free`)
+//! 20. **The version-mismatch error names this controller's accepted set**
+//!     ([`ControllerConfig::supported_versions`]), not a fixed constant: "Controller expects
+//!     2.0.0.", "Controller expects 1.0.0 or 2.0.0." (the real controller's exact text for
+//!     the default set). (`handshake::the_version_error_names_the_versions_this_controller_accepts`)
+//! 21. **Acting user.** The real agent refuses every op but `discordSend` without an acting
+//!     user in `data` (`missing-actor`); this crate never edits `data`, so a controller
+//!     driving real agents adds one ([`ops`] lists what real agents require per op).
+//!     (`real_agent::a_real_agent_refuses_ops_without_an_acting_user_and_stays_free`)
 //!
 //! # Feature flags
 //!
@@ -183,6 +226,7 @@ mod event;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod message;
+pub mod ops;
 
 pub use agent::Agent;
 pub use config::{AgentConfig, ControllerConfig, Limits};
@@ -191,7 +235,7 @@ pub use controller::{
     ERR_UNAUTHORIZED, ERR_VERSION_REQUIRED,
 };
 pub use error::{CommandError, DecodeError, ProtocolError};
-pub use event::{AgentEvent, ControllerEvent, DropReason};
+pub use event::{AgentEvent, BindSource, ControllerEvent, DropReason, FreeReason};
 pub use message::{
     Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Guilds, Hello, RawJson, Released,
     Req, Resp, SessionKind, PROTOCOL_VERSION,

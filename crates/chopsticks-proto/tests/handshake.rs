@@ -103,6 +103,40 @@ fn supported_versions_are_configurable() {
 }
 
 #[test]
+fn the_version_error_names_the_versions_this_controller_accepts() {
+    let cases: [(&[&str], &str, &str); 3] = [
+        (&["2.0.0"], "1.0.0", "Controller expects 2.0.0."),
+        (
+            &["1.0.0", "2.0.0"],
+            "0.9.0",
+            "Controller expects 1.0.0 or 2.0.0.",
+        ),
+        (
+            &["2.0.0", "0.9.0", "1.0.0"],
+            "3.0.0",
+            "Controller expects 0.9.0, 1.0.0 or 2.0.0.",
+        ),
+    ];
+    for (supported, sent, expects) in cases {
+        let cfg = ControllerConfig::default().with_supported_versions(supported.iter().copied());
+        let mut sim = sim(cfg);
+        let r = raw(&mut sim);
+        send(&mut sim, r, &hello("a1", sent));
+        assert_eq!(
+            received(&mut sim, r),
+            [
+                json!({"type":"error","error":format!("Incompatible protocol version {sent}. {expects}")})
+            ],
+            "{supported:?}"
+        );
+        assert_eq!(
+            closed(&sim, r),
+            Some((1008, "Incompatible protocol version".into()))
+        );
+    }
+}
+
+#[test]
 fn wrong_or_missing_runner_secret_is_unauthorized() {
     for secret in [None, Some("nope"), Some("")] {
         let mut sim = sim(ControllerConfig::default().with_runner_secret("s3cret"));
@@ -171,6 +205,34 @@ fn hello_without_agent_id_is_ignored_without_reply() {
         _ => None,
     });
     assert_eq!(v.len(), 1);
+}
+
+#[test]
+fn a_hello_without_agent_id_is_ignored_before_the_version_is_checked() {
+    // The real controller's order: no agentId, no checks at all (not even the version).
+    let no_version = {
+        let mut h = hello("a1", "1.0.0");
+        h.as_object_mut().expect("object").remove("protocolVersion");
+        h
+    };
+    for mut h in [hello("a1", "0.9.0"), no_version, hello("a1", "1.0.0")] {
+        let mut sim = sim(ControllerConfig::default().with_runner_secret("s3cret"));
+        let r = raw(&mut sim);
+        h.as_object_mut().expect("object").remove("agentId");
+        send(&mut sim, r, &h);
+        assert!(received(&mut sim, r).is_empty(), "no reply to {h}");
+        assert!(sim.raw_is_open(r), "not closed for {h}");
+        let v = events(&mut sim, |e| match e {
+            ControllerEvent::ProtocolViolation { error, .. } => Some(error.to_string()),
+            _ => None,
+        });
+        assert_eq!(v, [ProtocolError::MissingAgentId.to_string()], "{h}");
+        // The agent may still say hello properly.
+        let mut ok = hello("a1", "1.0.0");
+        ok["runnerSecret"] = json!("s3cret");
+        send(&mut sim, r, &ok);
+        assert!(sim.server().agent("a1").is_some());
+    }
 }
 
 #[test]
