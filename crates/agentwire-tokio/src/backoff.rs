@@ -5,7 +5,8 @@ use std::time::Duration;
 
 /// How long a [`Client`](crate::Client) waits before each reconnect attempt.
 ///
-/// The delay before attempt `n` (counting from 0 after the last successful open) is
+/// The delay before attempt `n` (counting from 0 after the last connection that stayed open
+/// for [`ClientConfig::stable_after`](crate::ClientConfig::stable_after)) is
 /// `min(initial * 2^n, max)` plus a uniform jitter in `0..jitter`, so with the defaults a
 /// client retries after about 1 s, 2 s, 4 s, 8 s, 16 s, 30 s, 30 s, ...
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

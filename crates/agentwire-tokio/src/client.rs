@@ -49,6 +49,13 @@ struct Target {
 /// [`Backoff::delay`] (at least 10 ms). A new attempt starts only after the old socket is
 /// fully closed. Outputs addressed to an earlier `ConnId` are dropped.
 ///
+/// The backoff counts failed attempts *and* connections that ended before
+/// [`ClientConfig::stable_after`] (30 s); only a connection that stayed open that long
+/// resets it. A server that accepts the upgrade and rejects the client right after its
+/// hello (1008) is therefore redialled after 1 s, 2 s, 4 s ... 30 s, not once a second.
+/// Every failed attempt is logged at `warn` with the OS error (e.g. "Connection refused")
+/// and the delay before the next one, as soon as it fails.
+///
 /// The [`PeerInfo`] given to `handle_connect` holds the server's socket address, the URL's
 /// path, the server's *response* headers (names lowercased) and the subprotocol the server
 /// chose.
@@ -93,10 +100,10 @@ where
         let core = Core::new(machine, config.limits, events_tx, control.stop.clone());
         let span = tracing::info_span!("client", url = %target.url);
         let policy = Policy::Backoff {
-            backoff: config.backoff,
             reconnect: config.reconnect,
         };
-        rt.spawn(run(core, control, target, policy).instrument(span));
+        let pace = Pace::new(config.backoff, config.stable_after);
+        rt.spawn(run(core, control, target, policy, pace).instrument(span));
         Ok((handle, Events::new(events_rx)))
     }
 }
@@ -110,7 +117,11 @@ where
     /// starts an attempt whenever it has no socket and no attempt under way and
     /// [`Dialer::poll_dial`] says [`Dial::Now`], reports failed attempts with
     /// [`Dialer::handle_dial_failed`], and stops on [`Dial::Stop`].
-    /// [`ClientConfig::backoff`] and [`ClientConfig::reconnect`] are not used.
+    /// [`ClientConfig::reconnect`] is not used. [`ClientConfig::backoff`] is used only as a
+    /// floor after connections that ended within [`ClientConfig::stable_after`]: after the
+    /// `n`th such end in a row, the next attempt starts no sooner than `backoff.delay(n - 1)`
+    /// after it, whatever the machine's own delay, so a peer that accepts and then closes at
+    /// once is not redialled once a second forever.
     pub fn connect_dialer(
         url: &str,
         machine: M,
@@ -130,15 +141,17 @@ where
             poll_dial: M::poll_dial,
             dial_failed: M::handle_dial_failed,
         };
-        rt.spawn(run(core, control, target, policy).instrument(span));
+        let pace = Pace::new(config.backoff, config.stable_after);
+        rt.spawn(run(core, control, target, policy, pace).instrument(span));
         Ok((handle, Events::new(events_rx)))
     }
 }
 
 /// Who decides when the client dials.
 enum Policy<M> {
-    /// The transport: at once, then after every end with [`Backoff`] (if `reconnect`).
-    Backoff { backoff: Backoff, reconnect: bool },
+    /// The transport: at once, then after every end with the [`Pace`]'s backoff (if
+    /// `reconnect`).
+    Backoff { reconnect: bool },
     /// The machine, through [`Dialer`].
     Machine {
         poll_dial: fn(&M) -> Dial,
@@ -271,15 +284,81 @@ fn reconnect_delay(backoff: &Backoff, attempt: u32) -> Duration {
         .max(MIN_RECONNECT_DELAY)
 }
 
+/// The reconnect pacing both policies share: a connection resets the backoff only once it
+/// has stayed open for `stable_after`.
+struct Pace {
+    backoff: Backoff,
+    stable_after: Duration,
+    /// Attempts since the backoff was last reset (failed dials and early ends).
+    attempts: u32,
+    /// When the current socket opened.
+    opened_at: Option<tokio::time::Instant>,
+    /// A machine-driven dial waits until then (set after an early end).
+    not_before: Option<tokio::time::Instant>,
+}
+
+impl Pace {
+    fn new(backoff: Backoff, stable_after: Duration) -> Self {
+        Self {
+            backoff,
+            stable_after,
+            attempts: 0,
+            opened_at: None,
+            not_before: None,
+        }
+    }
+
+    fn opened(&mut self) {
+        self.opened_at = Some(tokio::time::Instant::now());
+    }
+
+    /// The socket ended: the delay before the next attempt. The count restarts only if the
+    /// socket stayed open for `stable_after`.
+    fn ended(&mut self) -> Duration {
+        let now = tokio::time::Instant::now();
+        let lived = self
+            .opened_at
+            .take()
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+        if lived >= self.stable_after {
+            self.attempts = 0;
+            self.not_before = None;
+            return self.next_delay();
+        }
+        let delay = self.next_delay();
+        tracing::debug!(
+            ?lived,
+            ?delay,
+            "connection ended before it was stable; backoff not reset"
+        );
+        self.not_before = Some(now + delay);
+        delay
+    }
+
+    /// The delay before the next attempt after a failed one (or an end), counting it.
+    fn next_delay(&mut self) -> Duration {
+        let delay = reconnect_delay(&self.backoff, self.attempts);
+        self.attempts = self.attempts.saturating_add(1);
+        delay
+    }
+
+    /// How long a machine-driven attempt must still wait.
+    fn floor(&self) -> Duration {
+        self.not_before.map_or(Duration::ZERO, |t| {
+            t.saturating_duration_since(tokio::time::Instant::now())
+        })
+    }
+}
+
 /// The owner task.
 async fn run<M: Machine>(
     mut core: Core<M>,
     mut control: Control<M>,
     target: Arc<Target>,
     policy: Policy<M>,
+    mut pace: Pace,
 ) {
     let mut timer = Timer::new();
-    let mut attempts: u32 = 0;
     let mut current: Option<ConnId> = None;
     // The writer of the last socket: the next attempt waits for it (one socket at a time).
     let mut linger: Option<JoinHandle<()>> = None;
@@ -292,7 +371,7 @@ async fn run<M: Machine>(
             match poll_dial(&core.machine) {
                 Dial::Stop => break 'outer,
                 Dial::Now if current.is_none() && pending.is_none() => {
-                    pending = Some(attempt(&target, Duration::ZERO, linger.take()));
+                    pending = Some(attempt(&target, pace.floor(), linger.take()));
                 }
                 Dial::Now | Dial::Wait => {}
             }
@@ -304,23 +383,29 @@ async fn run<M: Machine>(
                 pending = None;
                 match res {
                     Ok((ws, peer)) => {
-                        attempts = 0;
+                        pace.opened();
                         current = Some(core.open(ws, peer, None));
                     }
-                    Err(e) => {
-                        tracing::debug!(error = %e, attempt = attempts, "connect failed");
-                        match &policy {
-                            Policy::Backoff { reconnect: false, .. } => break 'outer,
-                            Policy::Backoff { backoff, .. } => {
-                                let delay = reconnect_delay(backoff, attempts);
-                                pending = Some(attempt(&target, delay, None));
-                                attempts = attempts.saturating_add(1);
-                            }
-                            Policy::Machine { dial_failed, .. } => {
-                                dial_failed(&mut core.machine, &e, crate::clock::now());
-                            }
+                    Err(e) => match &policy {
+                        Policy::Backoff { reconnect: false, .. } => {
+                            tracing::warn!(url = %target.url, error = %e, "connect failed");
+                            break 'outer;
                         }
-                    }
+                        Policy::Backoff { .. } => {
+                            let delay = pace.next_delay();
+                            tracing::warn!(
+                                url = %target.url,
+                                error = %e,
+                                "connect failed; retrying in {:.1} s",
+                                delay.as_secs_f64()
+                            );
+                            pending = Some(attempt(&target, delay, None));
+                        }
+                        Policy::Machine { dial_failed, .. } => {
+                            tracing::warn!(url = %target.url, error = %e, "connect failed");
+                            dial_failed(&mut core.machine, &e, crate::clock::now());
+                        }
+                    },
                 }
             }
             Some(i) = core.inbound_rx.recv() => more_input = core.inbound(i),
@@ -332,14 +417,13 @@ async fn run<M: Machine>(
         for (conn, writer) in core.take_ended() {
             if current == Some(conn) {
                 current = None;
+                let delay = pace.ended();
                 match &policy {
                     Policy::Backoff {
                         reconnect: false, ..
                     } => break 'outer,
-                    Policy::Backoff { backoff, .. } => {
-                        let delay = reconnect_delay(backoff, attempts);
+                    Policy::Backoff { .. } => {
                         pending = Some(attempt(&target, delay, writer));
-                        attempts = attempts.saturating_add(1);
                     }
                     Policy::Machine { .. } => linger = writer,
                 }

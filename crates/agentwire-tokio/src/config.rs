@@ -7,7 +7,7 @@ use std::time::Duration;
 use agentwire_core::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::{Backoff, UpgradeHook};
+use crate::{Backoff, Refusal, UpgradeHook};
 
 /// Per-connection limits and timers, shared by [`ServerConfig`] and [`ClientConfig`].
 ///
@@ -223,6 +223,24 @@ pub struct ServerConfig {
     /// at once. Each one is bounded by `handshake_timeout` and `max_header_bytes`.
     /// Default: 4096.
     pub max_pending_handshakes: usize,
+    /// Open connections (upgrades past the capacity check included) one peer address may
+    /// hold; the next one from that address is refused with
+    /// [`address_refusal`](Self::address_refusal), so one address cannot take every slot of
+    /// `max_connections` (or of the machine's own cap). An IPv4 address counts alone, an IPv6
+    /// address by its /64 prefix; loopback is not exempt. Default: 256.
+    pub max_connections_per_address: usize,
+    /// Handshakes one peer address may have in progress; further TCP connections from it are
+    /// answered at once (plain `ws://`: a short HTTP 429; `wss://`: dropped) without touching
+    /// other addresses' handshakes or any established connection. Default: 64.
+    pub max_pending_handshakes_per_address: usize,
+    /// How a connection over `max_connections_per_address` is refused. Default: HTTP 429
+    /// "too many connections from this address"; the reference servers use their protocol's
+    /// own refusal (a close code, or HTTP 503 for mcpw).
+    pub address_refusal: Refusal,
+    /// The text body of the `426 Upgrade Required` answer to a plain HTTP request (one
+    /// without `Upgrade: websocket`). Default: a sentence saying this is a WebSocket
+    /// endpoint; [`with_endpoint`](Self::with_endpoint) names the protocol and path.
+    pub plain_http_body: String,
     /// Capacity of the machine-event channel ([`Events`](crate::Events)); when it is full
     /// the driver waits (backpressure). Default: 1024.
     pub event_capacity: usize,
@@ -236,6 +254,11 @@ impl Default for ServerConfig {
             limits: Limits::default(),
             max_connections: 10_000,
             max_pending_handshakes: 4096,
+            max_connections_per_address: 256,
+            max_pending_handshakes_per_address: 64,
+            address_refusal: Refusal::default(),
+            plain_http_body:
+                "This is a WebSocket endpoint; connect to it with a WebSocket client.\n".to_owned(),
             event_capacity: 1024,
             tls: None,
             hook: None,
@@ -249,6 +272,16 @@ impl fmt::Debug for ServerConfig {
             .field("limits", &self.limits)
             .field("max_connections", &self.max_connections)
             .field("max_pending_handshakes", &self.max_pending_handshakes)
+            .field(
+                "max_connections_per_address",
+                &self.max_connections_per_address,
+            )
+            .field(
+                "max_pending_handshakes_per_address",
+                &self.max_pending_handshakes_per_address,
+            )
+            .field("address_refusal", &self.address_refusal)
+            .field("plain_http_body", &self.plain_http_body)
             .field("event_capacity", &self.event_capacity)
             .field("tls", &self.tls.is_some())
             .field("hook", &self.hook.is_some())
@@ -272,6 +305,33 @@ impl ServerConfig {
     /// Sets [`max_pending_handshakes`](Self::max_pending_handshakes).
     pub fn with_max_pending_handshakes(mut self, n: usize) -> Self {
         self.max_pending_handshakes = n;
+        self
+    }
+
+    /// Sets [`max_connections_per_address`](Self::max_connections_per_address).
+    pub fn with_max_connections_per_address(mut self, n: usize) -> Self {
+        self.max_connections_per_address = n;
+        self
+    }
+
+    /// Sets [`max_pending_handshakes_per_address`](Self::max_pending_handshakes_per_address).
+    pub fn with_max_pending_handshakes_per_address(mut self, n: usize) -> Self {
+        self.max_pending_handshakes_per_address = n;
+        self
+    }
+
+    /// Sets [`address_refusal`](Self::address_refusal).
+    pub fn with_address_refusal(mut self, refusal: Refusal) -> Self {
+        self.address_refusal = refusal;
+        self
+    }
+
+    /// Sets [`plain_http_body`](Self::plain_http_body) to a sentence naming `protocol` and
+    /// the WebSocket `path`, e.g. `with_endpoint("jsonrpc-bus", "/")`.
+    pub fn with_endpoint(mut self, protocol: &str, path: &str) -> Self {
+        self.plain_http_body = format!(
+            "This is the {protocol} WebSocket endpoint at {path}; connect to it with a WebSocket client.\n"
+        );
         self
     }
 
@@ -312,6 +372,12 @@ pub struct ClientConfig {
     /// Whether to reconnect after the socket ends or an attempt fails. When `false`, the
     /// driver stops after the first socket ends (or the first attempt fails). Default: `true`.
     pub reconnect: bool,
+    /// How long a connection must stay open before its end resets the backoff. A peer that
+    /// accepts the upgrade and then closes at once (a rejected hello, 1008) is redialled
+    /// after 1 s, 2 s, 4 s ... like one that refuses the TCP connection, never once a second
+    /// forever. Also applied to [`Client::connect_dialer`](crate::Client::connect_dialer)
+    /// machines as a lower bound on their own delays. Default: 30 s.
+    pub stable_after: Duration,
     /// Capacity of the machine-event channel. Default: 1024.
     pub event_capacity: usize,
     pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
@@ -325,6 +391,7 @@ impl Default for ClientConfig {
             limits: Limits::default(),
             backoff: Backoff::default(),
             reconnect: true,
+            stable_after: Duration::from_secs(30),
             event_capacity: 1024,
             tls: None,
             headers: Vec::new(),
@@ -339,6 +406,7 @@ impl fmt::Debug for ClientConfig {
             .field("limits", &self.limits)
             .field("backoff", &self.backoff)
             .field("reconnect", &self.reconnect)
+            .field("stable_after", &self.stable_after)
             .field("event_capacity", &self.event_capacity)
             .field("tls", &self.tls.is_some())
             .field("headers", &self.headers.len())
@@ -363,6 +431,12 @@ impl ClientConfig {
     /// Sets [`reconnect`](Self::reconnect).
     pub fn with_reconnect(mut self, reconnect: bool) -> Self {
         self.reconnect = reconnect;
+        self
+    }
+
+    /// Sets [`stable_after`](Self::stable_after).
+    pub fn with_stable_after(mut self, after: Duration) -> Self {
+        self.stable_after = after;
         self
     }
 
@@ -411,5 +485,16 @@ mod tests {
         assert_eq!(ws.read_buffer_size, 8 * 1024);
         assert!(ws.max_write_buffer_size > ws.write_buffer_size + l.max_message_size);
         assert!(ClientConfig::default().reconnect);
+        assert_eq!(
+            ClientConfig::default().stable_after,
+            Duration::from_secs(30)
+        );
+        let s = ServerConfig::default();
+        assert_eq!(s.max_connections_per_address, 256);
+        assert_eq!(s.max_pending_handshakes_per_address, 64);
+        assert_eq!(
+            s.address_refusal,
+            Refusal::http(429, "too many connections from this address\n")
+        );
     }
 }

@@ -1,6 +1,9 @@
 //! The upgrade hook: accept or reject a WebSocket upgrade before it happens.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
+
+use agentwire_core::{CloseCode, FrameBuf};
 
 /// What an [`UpgradeHook`] sees of an upgrade request.
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +96,60 @@ impl Reject {
     /// 503 Service Unavailable (also what the server answers at `max_connections`).
     pub fn unavailable() -> Self {
         Self::new(503, "server full")
+    }
+}
+
+/// How a server refuses a connection over
+/// [`ServerConfig::max_connections_per_address`](crate::ServerConfig::max_connections_per_address):
+/// the way its protocol refuses connections when it is full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// Answer the upgrade request with this HTTP status and body instead of `101` (what an
+    /// HTTP-level protocol such as mcpw does at its connection cap).
+    Http(Reject),
+    /// Finish the upgrade, send `frame` (the protocol's own error message, if it has one
+    /// that needs no per-connection data), then close with `code` and `reason` (what
+    /// chopsticks, the bus, the relay and llmrtc do when they are full). The machine never
+    /// sees the connection.
+    Close {
+        /// The close code, e.g. 1008 or 1013.
+        code: CloseCode,
+        /// The close reason (cut to 123 bytes), e.g. `too-many-connections`.
+        reason: Cow<'static, str>,
+        /// A message sent before the close frame.
+        frame: Option<FrameBuf>,
+    },
+}
+
+impl Refusal {
+    /// Refuses with an HTTP status and body before the upgrade.
+    pub fn http(status: u16, body: impl Into<String>) -> Self {
+        Self::Http(Reject::new(status, body))
+    }
+
+    /// Refuses by upgrading and closing at once with `code` and `reason`.
+    pub fn close(code: CloseCode, reason: impl Into<Cow<'static, str>>) -> Self {
+        Self::Close {
+            code,
+            reason: reason.into(),
+            frame: None,
+        }
+    }
+
+    /// Sends `frame` before the close frame (only for [`Refusal::Close`]; otherwise a no-op).
+    pub fn with_frame(mut self, message: FrameBuf) -> Self {
+        if let Self::Close { frame, .. } = &mut self {
+            *frame = Some(message);
+        }
+        self
+    }
+}
+
+impl Default for Refusal {
+    /// HTTP 429 "too many connections from this address".
+    fn default() -> Self {
+        Self::http(429, "too many connections from this address\n")
     }
 }
 

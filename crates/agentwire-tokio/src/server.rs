@@ -17,25 +17,50 @@ use tracing::Instrument;
 use crate::conn::ConnSlot;
 use crate::driver::{Core, Timer};
 use crate::handle::{handle_pair, Control, Events, Handle};
-use crate::hook::{Accept, Reject, UpgradeHook, UpgradeRequest};
+use crate::hook::{Accept, Refusal, Reject, UpgradeHook, UpgradeRequest};
+use crate::http::{Head, Replay};
+use crate::per_address::{Kind, PerAddress};
 use crate::stream::{Capped, ServerIo};
 use crate::{Limits, ServerConfig};
 
+/// The socket type of an upgraded server connection.
+type ServerWs = WebSocketStream<Replay<Capped<ServerIo>>>;
+
 /// An upgraded socket on its way to the owner task.
 struct Accepted {
-    ws: WebSocketStream<Capped<ServerIo>>,
+    ws: ServerWs,
     peer: PeerInfo,
     slot: ConnSlot,
+}
+
+/// What the upgrade callback decided.
+enum Outcome {
+    /// Hand the connection to the machine.
+    Open(PeerInfo, ConnSlot),
+    /// Over the per-address cap with [`Refusal::Close`]: close it here, unseen by the machine.
+    Refuse,
 }
 
 /// What every handshake task shares.
 struct AcceptShared {
     limits: Limits,
     max_connections: usize,
+    max_open_per_address: usize,
     open: Arc<AtomicUsize>,
+    per_address: Arc<PerAddress>,
+    refusal: Refusal,
+    plain_http_body: String,
     tls: Option<tokio_rustls::TlsAcceptor>,
     hook: Option<Arc<dyn UpgradeHook>>,
     accepted: mpsc::Sender<Accepted>,
+}
+
+/// The accept loop's bounds on handshakes in progress.
+#[derive(Clone, Copy)]
+struct PendingCaps {
+    total: usize,
+    per_address: usize,
+    plain: bool,
 }
 
 /// A WebSocket server driving one machine that owns every connection.
@@ -77,13 +102,21 @@ where
         let shared = Arc::new(AcceptShared {
             limits: config.limits.clone(),
             max_connections: config.max_connections,
+            max_open_per_address: config.max_connections_per_address,
             open: Arc::new(AtomicUsize::new(0)),
+            per_address: Arc::new(PerAddress::default()),
+            refusal: config.address_refusal.clone(),
+            plain_http_body: config.plain_http_body.clone(),
             tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
             hook: config.hook.clone(),
             accepted: accepted_tx,
         });
-        let accept_task =
-            tokio::spawn(accept_loop(listener, shared, config.max_pending_handshakes));
+        let caps = PendingCaps {
+            total: config.max_pending_handshakes,
+            per_address: config.max_pending_handshakes_per_address,
+            plain: config.tls.is_none(),
+        };
+        let accept_task = tokio::spawn(accept_loop(listener, shared, caps));
         let core = Core::new(machine, config.limits, events_tx, control.stop.clone());
         tokio::spawn(
             run(core, control, accepted_rx, accept_task)
@@ -142,21 +175,43 @@ async fn run<M: Machine>(
     control.done.send_replace(true);
 }
 
+/// What a plain-`ws://` peer over its pending-handshake cap is told before the socket is
+/// dropped (nothing of its request has been read).
+const TOO_MANY_HANDSHAKES: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\n\
+Content-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\nConnection: close\r\n\r\n\
+too many handshakes from this address\n";
+
 /// Accepts sockets and runs each handshake in its own task.
-async fn accept_loop(listener: TcpListener, shared: Arc<AcceptShared>, max_pending: usize) {
+///
+/// A socket over the total or per-address pending cap is answered and dropped at once; it
+/// never displaces another handshake, and established connections are not touched.
+async fn accept_loop(listener: TcpListener, shared: Arc<AcceptShared>, caps: PendingCaps) {
     let mut handshakes = JoinSet::new();
     loop {
         tokio::select! {
             res = listener.accept() => match res {
                 Ok((tcp, addr)) => {
-                    if handshakes.len() >= max_pending {
+                    if handshakes.len() >= caps.total {
                         tracing::debug!(peer = %addr, "too many pending handshakes; dropped");
                         continue;
                     }
+                    let Some(pending) =
+                        shared.per_address.reserve(addr.ip(), Kind::Pending, caps.per_address)
+                    else {
+                        tracing::debug!(peer = %addr, "too many pending handshakes from this address; refused");
+                        if caps.plain {
+                            // Best effort, never waits: the socket's send buffer is empty.
+                            let _ = tcp.try_write(TOO_MANY_HANDSHAKES);
+                        }
+                        continue;
+                    };
                     let shared = Arc::clone(&shared);
                     handshakes.spawn(
-                        handshake(tcp, addr, shared)
-                            .instrument(tracing::debug_span!("handshake", peer = %addr)),
+                        async move {
+                            handshake(tcp, addr, shared).await;
+                            drop(pending);
+                        }
+                        .instrument(tracing::debug_span!("handshake", peer = %addr)),
                     );
                 }
                 Err(e) => {
@@ -181,28 +236,69 @@ async fn handshake(tcp: TcpStream, addr: SocketAddr, shared: Arc<AcceptShared>) 
             Some(acceptor) => ServerIo::Tls(Box::new(acceptor.accept(tcp).await?)),
             None => ServerIo::Plain(tcp),
         };
-        let capped = Capped::new(io, shared.limits.max_header_bytes);
-        let mut outcome: Option<(PeerInfo, ConnSlot)> = None;
+        let mut capped = Capped::new(io, shared.limits.max_header_bytes);
+        let head = match crate::http::read_head(&mut capped).await? {
+            Head::Upgrade(head) => head,
+            Head::Plain => {
+                tracing::debug!("plain HTTP request; answered 426");
+                crate::http::answer_426(&mut capped, &shared.plain_http_body).await?;
+                return Ok(None);
+            }
+        };
+        let mut outcome: Option<Outcome> = None;
         let callback =
             |req: &Request, resp: Response| decide(&shared, addr, req, resp, &mut outcome);
         let ws = tokio_tungstenite::accept_hdr_async_with_config(
-            capped,
+            Replay::new(head, capped),
             callback,
             Some(shared.limits.websocket_config()),
         )
         .await
         .map_err(|e| io::Error::other(e.to_string()))?;
-        Ok::<_, io::Error>((ws, outcome))
+        Ok::<_, io::Error>(outcome.map(|o| (ws, o)))
     };
     match tokio::time::timeout(shared.limits.handshake_timeout, work).await {
-        Ok(Ok((mut ws, Some((peer, slot))))) => {
-            ws.get_mut().disarm();
+        Ok(Ok(Some((mut ws, Outcome::Open(peer, slot))))) => {
+            ws.get_mut().get_mut().disarm();
             let _ = shared.accepted.send(Accepted { ws, peer, slot }).await;
         }
-        Ok(Ok((_, None))) => {}
+        Ok(Ok(Some((ws, Outcome::Refuse)))) => refuse_open(ws, &shared).await,
+        Ok(Ok(None)) => {}
         Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
         Err(_) => tracing::debug!("handshake timed out"),
     }
+}
+
+/// Sends [`Refusal::Close`]'s frame and close frame on an upgraded socket that is over its
+/// address's cap, and waits (at most `close_timeout`) for the peer's close.
+async fn refuse_open(mut ws: ServerWs, shared: &AcceptShared) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let Refusal::Close {
+        code,
+        reason,
+        frame,
+    } = &shared.refusal
+    else {
+        return;
+    };
+    tracing::debug!(
+        code = code.0,
+        "too many connections from this address; refused"
+    );
+    let close = crate::conn::close_frame(*code, reason);
+    let work = async {
+        if let Some(frame) = frame.clone().and_then(crate::conn::to_message) {
+            ws.feed(frame).await?;
+        }
+        ws.send(Message::Close(Some(close))).await?;
+        // The peer's close reply (or the end of the socket); anything else is discarded.
+        while let Some(msg) = ws.next().await {
+            msg?;
+        }
+        Ok::<_, tokio_tungstenite::tungstenite::Error>(())
+    };
+    let _ = tokio::time::timeout(shared.limits.close_timeout, work).await;
 }
 
 /// The upgrade callback: capacity check, hook, subprotocol, and the peer's `PeerInfo`.
@@ -212,11 +308,25 @@ fn decide(
     addr: SocketAddr,
     req: &Request,
     mut resp: Response,
-    outcome: &mut Option<(PeerInfo, ConnSlot)>,
+    outcome: &mut Option<Outcome>,
 ) -> Result<Response, ErrorResponse> {
     let Some(slot) = ConnSlot::reserve(&shared.open, shared.max_connections) else {
         return Err(reject(Reject::unavailable()));
     };
+    let Some(addr_slot) =
+        shared
+            .per_address
+            .reserve(addr.ip(), Kind::Open, shared.max_open_per_address)
+    else {
+        return match &shared.refusal {
+            Refusal::Http(r) => Err(reject(r.clone())),
+            Refusal::Close { .. } => {
+                *outcome = Some(Outcome::Refuse);
+                Ok(resp)
+            }
+        };
+    };
+    let slot = slot.with_address(addr_slot);
     let headers = crate::hook::header_pairs(req.headers());
     let offered: Vec<String> = headers
         .iter()
@@ -251,7 +361,7 @@ fn decide(
     let mut peer = PeerInfo::new(Some(addr)).with_path(path);
     peer.headers = headers;
     peer.subprotocol = subprotocol;
-    *outcome = Some((peer, slot));
+    *outcome = Some(Outcome::Open(peer, slot));
     Ok(resp)
 }
 
@@ -272,4 +382,17 @@ fn reject(r: Reject) -> ErrorResponse {
     headers.insert(http::header::CONTENT_LENGTH, len);
     headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pending_refusal_is_a_well_formed_response() {
+        let text = std::str::from_utf8(TOO_MANY_HANDSHAKES).expect("ascii");
+        let (head, body) = text.split_once("\r\n\r\n").expect("blank line");
+        assert!(head.starts_with("HTTP/1.1 429 "));
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
+    }
 }

@@ -80,7 +80,8 @@ async fn reconnects_with_a_new_conn_id_and_never_two_sockets() {
     for round in 0..3 {
         let (c, _) = next_connected(&mut events).await;
         if let Some(t) = down_at.take() {
-            // The attempt counter reset after the last open: every reconnect waits ~1 s.
+            // Each connection stayed open for `stable_after` (30 s), so the attempt counter
+            // reset: every reconnect waits ~1 s.
             let gap = tokio::time::Instant::now() - t;
             assert!(
                 gap >= Duration::from_secs(1) && gap < Duration::from_millis(1500),
@@ -90,6 +91,8 @@ async fn reconnects_with_a_new_conn_id_and_never_two_sockets() {
         client_ids.push(c);
         let (s, _) = next_connected(&mut sevents).await;
         server_log.push(Ev::Connected(s, agentwire_core::PeerInfo::default()));
+        // Simulated time: the connection stays up long enough to count as stable.
+        tokio::time::sleep(Duration::from_secs(30)).await;
         // The server drops the connection; the client must notice and come back.
         server
             .handle()
@@ -432,4 +435,162 @@ async fn a_dialer_machine_reconnects_when_it_wants_and_stops_on_request() {
     assert!(within(20, "end", events.recv()).await.is_none());
     assert!(handle.is_closed());
     server.shutdown().await;
+}
+
+/// A server that upgrades every connection and closes it with 1008 at once (a rejected
+/// hello), except those whose index is in `hold`, which stay open for 31 s first. Reports
+/// when each connection was accepted and when it was closed.
+async fn rejecting_server(
+    hold: &'static [usize],
+) -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(tokio::time::Instant, tokio::time::Instant)>,
+) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::frame::{coding, CloseFrame};
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}/", listener.local_addr().expect("addr"));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        for index in 0..32usize {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let accepted = tokio::time::Instant::now();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+                    return;
+                };
+                if hold.contains(&index) {
+                    // Stay up (reading, so pings are answered) for 31 s.
+                    let _ = tokio::time::timeout(Duration::from_secs(31), async {
+                        while let Some(Ok(_)) = ws.next().await {}
+                    })
+                    .await;
+                }
+                let closed = tokio::time::Instant::now();
+                let frame = CloseFrame {
+                    code: coding::CloseCode::Policy,
+                    reason: "rejected".into(),
+                };
+                let _ = ws.send(Message::Close(Some(frame))).await;
+                while let Some(Ok(_)) = ws.next().await {}
+                let _ = tx.send((accepted, closed));
+            });
+        }
+    });
+    (url, rx)
+}
+
+/// [`quick_client`] without WebSocket pings: under paused time, a ping timer due while a
+/// close frame is in flight on loopback would let the clock jump to it first.
+fn unpinged_client() -> ClientConfig {
+    quick_client().with_limits(
+        Limits::default()
+            .with_close_timeout(Duration::from_millis(500))
+            .with_ping_interval(None),
+    )
+}
+
+/// Gaps (ms) between each connection's close and the next one's accept.
+async fn redial_gaps(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(tokio::time::Instant, tokio::time::Instant)>,
+    n: usize,
+) -> Vec<u128> {
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        seen.push(
+            within(300, "a connection", rx.recv())
+                .await
+                .expect("server"),
+        );
+    }
+    seen.windows(2)
+        .map(|w| (w[1].0 - w[0].1).as_millis())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_peer_that_rejects_right_after_the_upgrade_is_redialled_with_growing_delays() {
+    // Index 4 stays up for 31 s: after it the backoff starts over.
+    let (url, mut rx) = rejecting_server(&[4]).await;
+    let (handle, _events) =
+        Client::connect(&url, TestMachine::recorder(), unpinged_client()).expect("connect");
+    let gaps = redial_gaps(&mut rx, 6).await;
+    let want = [1000u128, 2000, 4000, 8000, 1000];
+    assert!(
+        gaps.iter().zip(want).all(|(g, w)| *g >= w && *g < w + 200),
+        "gaps {gaps:?}, want about {want:?}"
+    );
+    handle.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dialer_machine_is_held_to_the_backoff_after_early_closes() {
+    // Redialer retries 1 s after every end; the transport's floor makes that 1, 2, 4 s
+    // while the peer keeps closing at once, and lets it be after a stable connection.
+    let (url, mut rx) = rejecting_server(&[3]).await;
+    let (handle, _events) =
+        Client::connect_dialer(&url, Redialer::new(3), unpinged_client()).expect("connect");
+    let gaps = redial_gaps(&mut rx, 5).await;
+    let want = [1000u128, 2000, 4000, 1000];
+    assert!(
+        gaps.iter().zip(want).all(|(g, w)| *g >= w && *g < w + 200),
+        "gaps {gaps:?}, want about {want:?}"
+    );
+    handle.shutdown().await;
+}
+
+/// A `tracing` writer that sends each log line to a channel.
+#[derive(Clone)]
+struct LineSink(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl std::io::Write for LineSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = self.0.send(String::from_utf8_lossy(buf).into_owned());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_connect_is_logged_with_the_os_error_at_once() {
+    let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    let sink = LineSink(tx);
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    // A port nobody listens on.
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let url = format!("ws://{dead}/");
+    let config = ClientConfig::default().with_backoff(Backoff::new(
+        Duration::from_secs(60),
+        Duration::from_secs(60),
+    ));
+    let start = tokio::time::Instant::now();
+    let (handle, _events) =
+        Client::connect(&url, TestMachine::recorder(), config).expect("connect");
+    let line = within(120, "a warning", lines.recv()).await.expect("line");
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "logged only after the first backoff"
+    );
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.to_lowercase().contains("refused"), "{line}");
+    assert!(line.contains(&url), "{line}");
+    assert!(line.contains("retrying in 60.0 s"), "{line}");
+    handle.shutdown().await;
 }

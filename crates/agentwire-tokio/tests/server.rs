@@ -254,8 +254,22 @@ async fn oversize_handshake_headers_are_refused_and_slow_handshakes_do_not_block
         s.write_all(b"GET / HTTP/1.1\r\n").await.expect("partial");
         idle.push(s);
     }
-    // ...do not stall a normal client.
-    let mut ws = raw_client(&url).await;
+    // ...do not stall a normal client (from another address: the idle ones' address is
+    // over its pending-handshake cap, loopback or not).
+    let tcp = tokio::net::TcpSocket::new_v4().expect("socket");
+    tcp.bind("127.0.0.2:0".parse().expect("addr"))
+        .expect("bind");
+    let tcp = within(10, "tcp", tcp.connect(addr)).await.expect("tcp");
+    let (mut ws, _) = within(
+        10,
+        "upgrade",
+        tokio_tungstenite::client_async(
+            url.as_str(),
+            tokio_tungstenite::MaybeTlsStream::Plain(tcp),
+        ),
+    )
+    .await
+    .expect("upgrade");
     assert_eq!(
         round_trip(&mut ws, Message::text("hi")).await,
         Message::text("hi")
