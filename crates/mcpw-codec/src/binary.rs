@@ -64,6 +64,16 @@ pub(crate) fn read_payload(
     if header.flags.contains(Flags::ENCRYPTED) {
         return Err(DecodeError::Encrypted);
     }
+    // The payload sits one level deeper in the JSON form (under `params` or `error`). A
+    // batch body may be binary (length prefixes are not JSON): its entries are checked one
+    // by one as they are decoded.
+    let batch = header.kind == MessageType::BATCH || header.flags.contains(Flags::BATCH);
+    let limit = limits.max_json_depth.saturating_sub(1);
+    if !batch && agentwire_core::check_json_depth(payload, limit).is_err() {
+        return Err(DecodeError::TooDeep {
+            limit: limits.max_json_depth,
+        });
+    }
     let text = || {
         std::str::from_utf8(payload).map_err(|e| DecodeError::Json(serde_json::Error::custom(e)))
     };

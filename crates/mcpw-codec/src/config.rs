@@ -29,6 +29,17 @@ pub struct Limits {
     pub max_text: usize,
     /// What to do with a non-zero reserved header field. Default [`ReservedPolicy::Reject`].
     pub reserved: ReservedPolicy,
+    /// Deepest nesting of arrays and objects in a message, counted in its JSON form (the
+    /// envelope is level 1, `params` level 2). Default 128
+    /// ([`agentwire_core::DEFAULT_MAX_JSON_DEPTH`]), checked with
+    /// [`agentwire_core::check_json_depth`] over the whole text before anything is parsed,
+    /// so nothing deeper is decoded, stored or forwarded; deeper is
+    /// [`DecodeError::TooDeep`](crate::DecodeError::TooDeep), code 4007. A 24-byte frame's
+    /// payload (the params, an error object or a batch body) sits one level deeper in the
+    /// JSON form, so it is checked against one level less: whatever is accepted in one form
+    /// can be forwarded in the other. serde_json itself parses at most 127 levels, so a
+    /// larger value admits no more.
+    pub max_json_depth: usize,
 }
 
 impl Default for Limits {
@@ -39,6 +50,7 @@ impl Default for Limits {
             max_batch: 100,
             max_text: 1 << 20,
             reserved: ReservedPolicy::Reject,
+            max_json_depth: agentwire_core::DEFAULT_MAX_JSON_DEPTH,
         }
     }
 }

@@ -162,6 +162,13 @@ pub enum DecodeError {
     /// A batch whose `count` differs from the number of messages, or a batch inside a batch.
     #[error("invalid batch: {0}")]
     InvalidBatch(&'static str),
+    /// The message nests arrays and objects deeper than
+    /// [`Limits::max_json_depth`](crate::Limits::max_json_depth).
+    #[error("message nested deeper than {limit} levels")]
+    TooDeep {
+        /// The limit, in levels of the message's JSON form.
+        limit: usize,
+    },
     /// Not UTF-8, not JSON, or not the envelope's shape (`id`, `type`, `method`, ...).
     #[error("invalid message: {0}")]
     Json(#[source] serde_json::Error),
@@ -180,13 +187,14 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
-    /// The spec code a server answers this with: 4007 for size limits, 4005 for bad params,
-    /// 4000 for everything else.
+    /// The spec code a server answers this with: 4007 for size and nesting limits, 4005
+    /// for bad params, 4000 for everything else.
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::Header(HeaderError::PayloadTooLarge { .. })
             | Self::Gzip(GzipError::TooLarge { .. })
             | Self::TextTooLarge { .. }
+            | Self::TooDeep { .. }
             | Self::BatchTooLarge { .. } => ErrorCode::CONTEXT_TOO_LARGE,
             Self::InvalidParams { .. } => ErrorCode::INVALID_PARAMS,
             _ => ErrorCode::INVALID_MESSAGE,

@@ -86,6 +86,10 @@ struct Envelope<'a> {
 }
 
 fn decode_str(text: &str, limits: &Limits, top: bool) -> Result<Message, DecodeError> {
+    // Nothing deeper than the limit is parsed, stored or forwarded (a batch entry is
+    // checked again on its own; the scan is linear and allocates nothing).
+    agentwire_core::check_json_depth(text.as_bytes(), limits.max_json_depth)
+        .map_err(|e| DecodeError::TooDeep { limit: e.limit })?;
     let env: Envelope<'_> = serde_json::from_str(text).map_err(DecodeError::Json)?;
     let kind = match (env.kind, &env.method) {
         (Some(k), _) => MessageType(k),
@@ -233,9 +237,14 @@ impl<'de> Visitor<'de> for EntriesSeed {
         let mut out = Vec::new();
         while let Some(raw) = seq.next_element::<&'de RawValue>()? {
             if out.len() == self.max {
+                // Over the limit: count the rest without keeping it, so the error reports
+                // the real size ("batch of 1000 messages exceeds 100").
+                let mut count = out.len() + 1;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    count += 1;
+                }
                 return Err(de::Error::custom(format_args!(
-                    "{TOO_MANY}{} or more messages",
-                    self.max + 1
+                    "{TOO_MANY}{count} messages"
                 )));
             }
             out.push(raw);

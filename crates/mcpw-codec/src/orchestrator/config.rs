@@ -33,6 +33,13 @@ pub struct Limits {
     pub max_id_bytes: usize,
     /// Label sets per metric family. Default 256.
     pub max_metric_series: usize,
+    /// Deepest nesting of a message in its JSON form (the codec's
+    /// [`Limits::max_json_depth`](crate::Limits::max_json_depth)): deeper gets 4007 and is
+    /// never forwarded or stored. A task's `context` and `requirements` travel two levels
+    /// down in `task.assigned`, so [`submit_task`](super::Orchestrator::submit_task)
+    /// refuses them deeper than this minus 2 ([`CommandError::TooDeep`](super::CommandError::TooDeep)).
+    /// Default 128 ([`agentwire_core::DEFAULT_MAX_JSON_DEPTH`]).
+    pub max_json_depth: usize,
 }
 
 impl Default for Limits {
@@ -47,6 +54,7 @@ impl Default for Limits {
             max_collaborators: 32,
             max_id_bytes: 256,
             max_metric_series: 256,
+            max_json_depth: agentwire_core::DEFAULT_MAX_JSON_DEPTH,
         }
     }
 }

@@ -117,6 +117,15 @@ pub enum CommandError {
     /// A task with this id is held already.
     #[error("duplicate task id {0:?}")]
     DuplicateTask(String),
+    /// The task's `context` or `requirements` nests deeper than
+    /// [`Limits::max_json_depth`](super::Limits::max_json_depth) allows in `task.assigned`.
+    #[error("task {field} nested deeper than {limit} levels")]
+    TooDeep {
+        /// `context` or `requirements`.
+        field: &'static str,
+        /// The deepest nesting allowed for it.
+        limit: usize,
+    },
 }
 
 /// Health of a registered agent.
@@ -274,7 +283,10 @@ impl Orchestrator {
     ) -> Self {
         let metrics = Metrics::new(config.limits.max_metric_series);
         let state = CrdtStore::new(config.crdt.clone());
-        let codec = wire::codec_for(config.limits.max_message_bytes);
+        let codec = wire::codec_for(
+            config.limits.max_message_bytes,
+            config.limits.max_json_depth,
+        );
         let mut clock = Monotonic::new();
         clock.observe(now);
         Self {
@@ -364,6 +376,18 @@ impl Orchestrator {
         if self.tasks.contains_key(&task_id) {
             return Err(CommandError::DuplicateTask(task_id));
         }
+        // `task.assigned` carries them two levels down (envelope, params): a receiver must
+        // be able to read what we send.
+        let limit = self.config.limits.max_json_depth.saturating_sub(2);
+        for (field, value) in [
+            ("context", &spec.context),
+            ("requirements", &spec.requirements),
+        ] {
+            let text = serde_json::to_vec(value).unwrap_or_default();
+            if agentwire_core::check_json_depth(&text, limit).is_err() {
+                return Err(CommandError::TooDeep { field, limit });
+            }
+        }
         let deadline = now + spec.deadline.unwrap_or(self.config.default_task_deadline);
         self.tasks.insert(
             task_id.clone(),
@@ -452,6 +476,12 @@ impl Orchestrator {
             Form::Json => ReplyKey::Id(self.ids.next_id().hyphenated().as_str().to_owned()),
             Form::Binary => ReplyKey::Seq(seq),
         }
+    }
+
+    /// The body of a ping's reply, as the reference server writes it:
+    /// `{"pong": true, "timestamp": <unix ms at now>}`.
+    fn pong(&self, now: Instant) -> Value {
+        json!({"pong": true, "timestamp": self.wall_ms(now)})
     }
 
     fn wall_ms(&self, at: Instant) -> u64 {
@@ -677,13 +707,14 @@ impl Orchestrator {
         let t = msg.msg_type;
         match t {
             types::PING => {
+                let pong = self.pong(now);
                 self.send(
                     conn,
                     msg.form,
                     types::PONG,
                     msg.method.as_deref(),
                     &msg.reply,
-                    &Value::Null,
+                    &pong,
                 );
                 self.metrics.count_message("ping", label, "ok");
                 return;
@@ -743,7 +774,7 @@ impl Orchestrator {
             return;
         }
         let result = match method.as_str() {
-            "ping" => Ok(json!({})),
+            "ping" => Ok(self.pong(now)),
             "agent.register" => self.on_register(conn, &msg, now),
             "agent.heartbeat" => self.on_heartbeat(conn, &msg, now),
             "agent.capability.update" => self.on_capability(conn, &msg),
@@ -1354,15 +1385,8 @@ impl Machine for Orchestrator {
         if let (Some(bucket), Some(rate)) = (c.bucket.as_mut(), rate) {
             if !bucket.take(&rate, now) {
                 let retry = bucket.retry_after(&rate, now);
-                // The id is recovered only from what is cheap to read: the header's sequence.
-                let reply = match frame {
-                    Frame::Binary(b) if b.len() >= 16 && b.starts_with(b"MCPW") => {
-                        let mut s = [0u8; 8];
-                        s.copy_from_slice(&b[8..16]);
-                        ReplyKey::Seq(u64::from_be_bytes(s))
-                    }
-                    _ => ReplyKey::None,
-                };
+                // The reply names the refused message: its id (JSON) or sequence id.
+                let reply = wire::key_of_bad(frame);
                 let data =
                     json!({"retry_after_ms": u64::try_from(retry.as_millis()).unwrap_or(u64::MAX)});
                 self.send_error(
@@ -1383,7 +1407,7 @@ impl Machine for Orchestrator {
             self.send_error(
                 conn,
                 frame_form,
-                &ReplyKey::None,
+                &wire::key_of_bad(frame),
                 types::REQUEST,
                 None,
                 codes::CONTEXT_TOO_LARGE,

@@ -22,5 +22,5 @@ pub use machine::{
 };
 pub use metrics::Metrics;
 pub use params::{CapabilityOp, ParamError};
-pub use upgrade::{Admission, Refusal, UpgradeConfig, UpgradePolicy, SUBPROTOCOL};
+pub use upgrade::{Admission, AuthFailure, Refusal, UpgradeConfig, UpgradePolicy, SUBPROTOCOL};
 pub use wire::Form;

@@ -16,8 +16,10 @@ pub struct UpgradeConfig {
     /// Whether an upgrade that does not offer [`SUBPROTOCOL`] is refused with 426. Default
     /// `true`, as the spec requires (the reference Go server never enforced it).
     pub require_subprotocol: bool,
-    /// API keys accepted in `Authorization: Bearer <key>`. Empty (the default): no
-    /// authentication, any or no `Authorization` is accepted.
+    /// API keys accepted, in any of the three headers the reference server reads:
+    /// `Authorization: Bearer <key>`, `Authorization: <key>` (no scheme) and
+    /// `X-API-Key: <key>`. Empty (the default): no authentication, any or no credentials
+    /// are accepted.
     pub api_keys: Vec<String>,
     /// New connections per API key over time. Default `Some(60/min, burst 20)`; only
     /// applies when [`api_keys`](Self::api_keys) is set (the key is what is counted).
@@ -77,6 +79,22 @@ pub struct Admission {
     pub agent_type: Option<String>,
 }
 
+/// Why credentials were refused (logged by the server; the client only sees `401`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthFailure {
+    /// Neither `Authorization` nor `X-API-Key` was sent (or both were empty).
+    #[error("no Authorization or X-API-Key header")]
+    Missing,
+    /// `Authorization` has a scheme other than `Bearer` (`Basic ...`), and no `X-API-Key`
+    /// holds a key.
+    #[error("unsupported Authorization scheme")]
+    UnsupportedScheme,
+    /// A key was sent but is not one of the configured keys.
+    #[error("unknown API key")]
+    UnknownKey,
+}
+
 /// The upgrade is refused: the HTTP status to answer with instead of `101`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -84,9 +102,9 @@ pub enum Refusal {
     /// 426: subprotocol `mcp.v1` not offered.
     #[error("subprotocol mcp.v1 required")]
     UpgradeRequired,
-    /// 401: missing, malformed or unknown bearer token.
-    #[error("unauthorized")]
-    Unauthorized,
+    /// 401: no credentials, or none that matches a configured key.
+    #[error("unauthorized: {0}")]
+    Unauthorized(AuthFailure),
     /// 429: too many new connections for this API key; retry after the duration.
     #[error("too many connections for this key")]
     RateLimited {
@@ -103,18 +121,20 @@ impl Refusal {
     pub fn status(&self) -> u16 {
         match self {
             Self::UpgradeRequired => 426,
-            Self::Unauthorized => 401,
+            Self::Unauthorized(_) => 401,
             Self::RateLimited { .. } => 429,
             Self::Unavailable => 503,
         }
     }
 
-    /// A plain-text body for the response.
+    /// A plain-text body for the response. A 401 says only "unauthorized": which check
+    /// failed is for the server's log ([`Display`](std::fmt::Display)), not for the client.
     pub fn body(&self) -> String {
         match self {
             Self::UpgradeRequired => {
                 format!("upgrade required: offer Sec-WebSocket-Protocol: {SUBPROTOCOL}")
             }
+            Self::Unauthorized(_) => "unauthorized".to_owned(),
             Self::RateLimited { retry_after } => format!(
                 "too many new connections for this API key; retry in {} ms",
                 retry_after.as_millis()
@@ -131,8 +151,9 @@ impl Refusal {
 /// (the first failing one answers):
 ///
 /// 1. subprotocol [`SUBPROTOCOL`] offered, if required → else **426**;
-/// 2. `Authorization: Bearer <key>` with a configured key (compared in constant time,
-///    against every key), if keys are configured → else **401**;
+/// 2. if keys are configured, a configured key in `Authorization: Bearer <key>`,
+///    `Authorization: <key>` or `X-API-Key: <key>` (every candidate compared in constant
+///    time against every key) → else **401** with an [`AuthFailure`] saying why;
 /// 3. fewer than `max_connections` open → else **503**;
 /// 4. the key's connection rate → else **429** (a token is spent only on admission).
 ///
@@ -183,9 +204,12 @@ impl UpgradePolicy {
         let key_index = if self.config.api_keys.is_empty() {
             None
         } else {
-            let token = header("authorization").and_then(bearer_token);
-            let found = token.and_then(|t| find_key(&self.config.api_keys, t));
-            Some(found.ok_or(Refusal::Unauthorized)?)
+            let found = authenticate(
+                &self.config.api_keys,
+                header("authorization"),
+                header("x-api-key"),
+            );
+            Some(found.map_err(Refusal::Unauthorized)?)
         };
         if open >= self.config.max_connections {
             return Err(Refusal::Unavailable);
@@ -210,11 +234,48 @@ impl UpgradePolicy {
     }
 }
 
-/// The token of `Bearer <token>` (scheme case-insensitive, RFC 6750).
-fn bearer_token(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim().split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+/// The key of an `Authorization` value: `Bearer <key>` (scheme case-insensitive, RFC
+/// 6750) or a bare `<key>` (one word, as the reference server accepts it). `Err` for
+/// another scheme (`Basic ...`), `Ok(None)` for an empty value.
+fn authorization_key(value: &str) -> Result<Option<&str>, AuthFailure> {
+    let value = value.trim();
+    match value.split_once(|c: char| c.is_ascii_whitespace()) {
+        // `Bearer` with no token names no key.
+        None if value.eq_ignore_ascii_case("bearer") => Ok(None),
+        None => Ok((!value.is_empty()).then_some(value)),
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+            let token = token.trim();
+            Ok((!token.is_empty()).then_some(token))
+        }
+        Some(_) => Err(AuthFailure::UnsupportedScheme),
+    }
+}
+
+/// The index of the configured key the request's credentials name.
+///
+/// Both headers are looked at (the reference reads `X-API-Key` only when `Authorization`
+/// is absent; we also accept a key there beside an `Authorization` that holds none of
+/// ours, e.g. a proxy's), and every candidate is compared with every key.
+fn authenticate(
+    keys: &[String],
+    authorization: Option<&str>,
+    x_api_key: Option<&str>,
+) -> Result<usize, AuthFailure> {
+    let from_auth = authorization.map(authorization_key);
+    let from_header = x_api_key.map(str::trim).filter(|k| !k.is_empty());
+    let mut failure = AuthFailure::Missing;
+    let mut found = None;
+    if let Some(Err(e)) = from_auth {
+        failure = e;
+    }
+    for token in [from_auth.and_then(Result::ok).flatten(), from_header]
+        .into_iter()
+        .flatten()
+    {
+        failure = AuthFailure::UnknownKey;
+        found = found.or(find_key(keys, token));
+    }
+    found.ok_or(failure)
 }
 
 /// The index of the key equal to `token`, comparing against every key in constant time
@@ -269,22 +330,30 @@ mod tests {
     fn bearer_tokens_are_checked_against_the_keys() {
         let t = t0();
         let mut p = UpgradePolicy::new(UpgradeConfig::default().with_api_keys(["k1", "k2"]));
-        let unauthorized = Err(Refusal::Unauthorized);
-        assert_eq!(p.check(&[], &mcp(), 0, t), unauthorized);
-        for bad in [
-            "Bearer nope",
-            "Basic k1",
-            "Bearer",
-            "k1",
-            "Bearer k1x",
-            "Bearer  ",
-        ] {
+        let unknown: Result<Admission, Refusal> =
+            Err(Refusal::Unauthorized(AuthFailure::UnknownKey));
+        assert_eq!(
+            p.check(&[], &mcp(), 0, t),
+            Err(Refusal::Unauthorized(AuthFailure::Missing))
+        );
+        for bad in ["Bearer nope", "k1x", "Bearer k1x", "nope"] {
             assert_eq!(
                 p.check(&h(&[("Authorization", bad)]), &mcp(), 0, t),
-                unauthorized,
+                unknown.clone(),
                 "{bad}"
             );
         }
+        for empty in ["Bearer", "Bearer  ", "", "  "] {
+            assert_eq!(
+                p.check(&h(&[("Authorization", empty)]), &mcp(), 0, t),
+                Err(Refusal::Unauthorized(AuthFailure::Missing)),
+                "{empty:?}"
+            );
+        }
+        assert_eq!(
+            p.check(&h(&[("Authorization", "Basic k1")]), &mcp(), 0, t),
+            Err(Refusal::Unauthorized(AuthFailure::UnsupportedScheme))
+        );
         let ok = p
             .check(
                 &h(&[
@@ -304,6 +373,46 @@ mod tests {
         assert_eq!(
             p.check(&h(&[("authorization", "Bearer k1")]), &[], 0, t),
             Err(Refusal::UpgradeRequired)
+        );
+        // The 401's body does not say which check failed; the log (Display) does.
+        assert_eq!(Refusal::Unauthorized(AuthFailure::UnknownKey).body(), "unauthorized");
+        assert_eq!(
+            Refusal::Unauthorized(AuthFailure::UnknownKey).to_string(),
+            "unauthorized: unknown API key"
+        );
+    }
+
+    #[test]
+    fn keys_are_read_from_bearer_bare_authorization_and_x_api_key() {
+        let t = t0();
+        let mut p = UpgradePolicy::new(UpgradeConfig::default().with_api_keys(["k1", "k2"]));
+        let admitted = |p: &mut UpgradePolicy, headers: &[(&str, &str)]| {
+            p.check(&h(headers), &mcp(), 0, t).map(|a| a.key_index)
+        };
+        assert_eq!(admitted(&mut p, &[("Authorization", "Bearer k1")]), Ok(Some(0)));
+        assert_eq!(admitted(&mut p, &[("Authorization", "k2")]), Ok(Some(1)));
+        assert_eq!(admitted(&mut p, &[("Authorization", " k2 ")]), Ok(Some(1)));
+        assert_eq!(admitted(&mut p, &[("X-API-Key", "k1")]), Ok(Some(0)));
+        assert_eq!(admitted(&mut p, &[("x-api-key", "k2")]), Ok(Some(1)));
+        // A key in X-API-Key beside an Authorization that is not ours (a proxy's).
+        assert_eq!(
+            admitted(
+                &mut p,
+                &[("Authorization", "Basic cHJveHk="), ("X-API-Key", "k2")]
+            ),
+            Ok(Some(1))
+        );
+        assert_eq!(
+            admitted(&mut p, &[("Authorization", "Bearer zz"), ("X-API-Key", "k1")]),
+            Ok(Some(0))
+        );
+        assert_eq!(
+            admitted(&mut p, &[("X-API-Key", "k3")]),
+            Err(Refusal::Unauthorized(AuthFailure::UnknownKey))
+        );
+        assert_eq!(
+            admitted(&mut p, &[("X-API-Key", "")]),
+            Err(Refusal::Unauthorized(AuthFailure::Missing))
         );
     }
 
@@ -346,7 +455,11 @@ mod tests {
     #[test]
     fn empty_keys_never_match() {
         assert_eq!(find_key(&[String::new()], ""), None);
-        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(authorization_key("Bearer "), Ok(None));
+        assert_eq!(
+            authenticate(&[String::new()], Some(""), Some("")),
+            Err(AuthFailure::Missing)
+        );
         let keys = ["abc".to_owned(), "xyz".to_owned()];
         assert_eq!(find_key(&keys, "abc"), Some(0));
         assert_eq!(find_key(&keys, "xyz"), Some(1));

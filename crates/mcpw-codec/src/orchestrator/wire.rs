@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::{
     Body, Codec, CodecConfig, DecodeError, ErrorBody, ErrorCode, Message, MessageType, OtherCall,
-    HEADER_LEN, MAGIC,
+    MAGIC,
 };
 
 /// Error codes of the spec (4000-4008): the codec's [`ErrorCode`]s as
@@ -138,9 +138,11 @@ pub struct WireError {
 }
 
 /// A connection's codec, sized by the orchestrator's limits: `max_bytes` bounds a text
-/// frame, a binary payload on the wire, and (times ten) an inflated payload.
-pub(crate) fn codec_for(max_bytes: usize) -> Codec {
+/// frame, a binary payload on the wire, and (times ten) an inflated payload; `max_depth`
+/// the nesting of a message.
+pub(crate) fn codec_for(max_bytes: usize, max_depth: usize) -> Codec {
     let mut config = CodecConfig::default();
+    config.limits.max_json_depth = max_depth;
     config.limits.max_payload = u32::try_from(max_bytes).unwrap_or(u32::MAX);
     config.limits.max_text = max_bytes;
     config.limits.max_decompressed = max_bytes.saturating_mul(10);
@@ -190,15 +192,17 @@ pub fn decode(codec: &mut Codec, frame: Frame<'_>) -> Result<Inbound, WireError>
     })
 }
 
-/// The id (JSON) or sequence id (binary header) of a frame the codec refused, if it can be
-/// read: the error reply carries it. Only on this error path is a text frame parsed again.
-fn key_of_bad(frame: Frame<'_>) -> ReplyKey {
+/// The id (JSON) or sequence id (binary header) of a frame the codec refused or the
+/// orchestrator will not decode (rate limit, size), if it can be read: the error reply
+/// carries it. Only on these error paths is a text frame parsed again; a binary frame's
+/// sequence id is read from its header bytes 8-16 without checking the rest.
+pub(crate) fn key_of_bad(frame: Frame<'_>) -> ReplyKey {
     #[derive(serde::Deserialize)]
     struct IdOnly {
         id: Option<String>,
     }
     match frame {
-        Frame::Binary(b) if b.len() >= HEADER_LEN && b[..4] == MAGIC => {
+        Frame::Binary(b) if b.len() >= 16 && b[..4] == MAGIC => {
             let mut s = [0u8; 8];
             s.copy_from_slice(&b[8..16]);
             ReplyKey::Seq(u64::from_be_bytes(s))
