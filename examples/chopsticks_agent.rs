@@ -6,7 +6,7 @@
 //! backoff (1 s doubling to 30 s) when the controller goes away.
 //!
 //! ```text
-//! cargo run --example chopsticks_agent -- --url ws://127.0.0.1:8787 --agent-id agent-1 --guild g1
+//! cargo run --release --example chopsticks_agent -- --url ws://127.0.0.1:8787 --agent-id agent-1 --guild g1
 //! ```
 
 #[path = "chopsticks/mod.rs"]

@@ -4,11 +4,19 @@
 //! stdout, and reads commands on stdin, one per line:
 //!
 //! - `agents`: the live agents as JSON
-//! - `req AGENT_ID OP JSON_DATA`: sends a request, prints the outcome as JSON
-//! - `play GUILD VOICE_CHANNEL QUERY`: selects an agent by the selection rules, sends `play`
+//! - `req AGENT_ID OP [JSON_DATA]`: sends a request to one agent, prints the outcome as JSON
+//! - `play GUILD VOICE_CHANNEL QUERY`: `play` for that voice channel: the agent already
+//!   bound to it, else one picked by the selection rules (and bound from then on)
+//! - `op GUILD VOICE_CHANNEL OP [JSON_DATA]`: any op for that voice channel's session (`pause`,
+//!   `skip`, `stop`, `status`, `volume {"volume":50}`, `assistantJoin`, ...)
+//!
+//! Every op carries an acting user (`actorUserId`, from `--actor-user-id`, unless the data
+//! names one), and `adminToken` with `--admin-token`: the real agent refuses ops without an
+//! acting user (`missing-actor`) and checks that the user is in the voice channel unless the
+//! admin token matches. Ctrl-C stops it at once.
 //!
 //! ```text
-//! cargo run --example chopsticks_controller -- --listen 127.0.0.1:8787
+//! cargo run --release --example chopsticks_controller -- --listen 127.0.0.1:8787
 //! ```
 
 #[path = "chopsticks/mod.rs"]
@@ -17,8 +25,8 @@ mod chopsticks;
 use std::time::Duration;
 
 use agentwire::chopsticks::ControllerConfig;
+use chopsticks::controller_app::{Actor, COMMANDS, DEFAULT_ACTOR_USER_ID};
 use clap::Parser;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Reference Chopsticks controller.
 #[derive(Parser, Debug)]
@@ -41,12 +49,24 @@ struct Args {
     /// Seconds without a message after which an agent is dropped.
     #[arg(long, default_value_t = 45)]
     stale_after: u64,
+    /// Acting user sent with every op as `actorUserId` (real agents refuse ops without one;
+    /// give a Discord user who is in the voice channel).
+    #[arg(long, default_value = DEFAULT_ACTOR_USER_ID)]
+    actor_user_id: String,
+    /// Admin token sent with every op as `adminToken` (the real agent's
+    /// `DASHBOARD_ADMIN_TOKEN`, which skips its membership checks).
+    #[arg(long)]
+    admin_token: Option<String>,
+    /// Per-address connection limits (the same flags in every reference server).
+    #[command(flatten)]
+    address: chopsticks::AddressLimits,
 }
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     chopsticks::init_tracing("warn");
     let args = Args::parse();
+    args.address.install();
     let mut cfg = ControllerConfig::default()
         .with_supported_versions(args.supported_versions)
         .with_hello_timeout(Duration::from_secs(args.hello_timeout))
@@ -55,37 +75,48 @@ async fn main() -> std::io::Result<()> {
     if let Some(s) = args.secret {
         cfg = cfg.with_runner_secret(s);
     }
+    let actor = Actor {
+        user_id: args.actor_user_id,
+        admin_token: args.admin_token,
+    };
     let app = chopsticks::controller_app::start(&args.listen, cfg, |ev| {
         if let Some(line) = chopsticks::controller_app::event_json(ev) {
             println!("{line}");
         }
     })
-    .await?;
+    .await?
+    .with_actor(actor);
     eprintln!(
         "chopsticks controller listening on ws://{}",
         app.local_addr()
     );
-    eprintln!("commands: agents | req AGENT_ID OP JSON_DATA | play GUILD VOICE_CHANNEL QUERY");
+    eprintln!("commands: {COMMANDS}");
 
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    // Stdin is read on a plain thread, so Ctrl-C ends the program at once even while a read
+    // is blocked (tokio's stdin would keep the runtime alive until Enter).
+    let mut lines =
+        chopsticks::controller_app::spawn_line_reader(std::io::BufReader::new(std::io::stdin()));
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     loop {
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            _ = &mut ctrl_c => break,
+        };
+        let Some(line) = line else {
+            // Stdin closed: keep serving until Ctrl-C.
+            let _ = (&mut ctrl_c).await;
+            break;
+        };
         tokio::select! {
-            line = lines.next_line() => match line? {
-                Some(line) => {
-                    let out = app.execute(&line).await;
-                    if !out.is_null() {
-                        println!("{out}");
-                    }
+            out = app.execute(&line) => {
+                if !out.is_null() {
+                    println!("{out}");
                 }
-                None => break, // stdin closed: keep serving until Ctrl-C
-            },
-            _ = tokio::signal::ctrl_c() => {
-                app.server.shutdown().await;
-                return Ok(());
             }
+            _ = &mut ctrl_c => break,
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
     app.server.shutdown().await;
     Ok(())
 }

@@ -10,7 +10,7 @@ mod chopsticks;
 
 use std::time::Duration;
 
-use agentwire::chopsticks::{AgentConfig, ControllerConfig, ControllerEvent};
+use agentwire::chopsticks::{AgentConfig, BindSource, ControllerConfig, ControllerEvent};
 use chopsticks::controller_app::{ControllerApp, Outcome};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -82,8 +82,14 @@ async fn main() {
                 println!("  [controller] agent registered: {agent_id} (protocol {protocol_version})");
                 let _ = registered_tx.send(agent_id.clone());
             }
-            ControllerEvent::SessionBound { agent_id, guild_id, voice_channel_id, .. } => {
-                println!("  [controller] session {guild_id}:{voice_channel_id} bound to {agent_id}")
+            ControllerEvent::SessionBound { agent_id, guild_id, voice_channel_id, source, .. } => {
+                match source {
+                    BindSource::Add => println!("  [controller] session {guild_id}:{voice_channel_id} confirmed by {agent_id} (add)"),
+                    _ => println!("  [controller] session {guild_id}:{voice_channel_id} bound to {agent_id} (selected)"),
+                }
+            }
+            ControllerEvent::SessionFreed { agent_id, guild_id, voice_channel_id, reason, .. } => {
+                println!("  [controller] session {guild_id}:{voice_channel_id} of {agent_id} freed ({reason:?})")
             }
             ControllerEvent::SessionReleased { agent_id, guild_id, voice_channel_id, reason, .. } => {
                 println!("  [controller] session {guild_id}:{voice_channel_id} released by {agent_id} ({reason})")

@@ -449,3 +449,216 @@ async fn a_burst_of_requests_never_wedges_the_mock_agent() {
     agent.handle.shutdown().await;
     within("shutdown", app.server.shutdown()).await;
 }
+
+/// A scripted stand-in for the real Node agent (`agentRunner.js`, INTEROP.md), over a real
+/// socket: `hello` and `guilds` on open with `agentId` and `runnerId` on every message, never
+/// an `add`, `missing-actor` for any op (but `discordSend`) without an acting user,
+/// `released` with the lower-case reason `stop` before it answers `stop`. Every `req` it
+/// gets is reported on the returned channel.
+async fn real_agent(
+    url: &str,
+    agent_id: &'static str,
+    guild: &str,
+) -> mpsc::UnboundedReceiver<Value> {
+    let (mut ws, _) = within("connect", tokio_tungstenite::connect_async(url))
+        .await
+        .expect("upgrade");
+    let runner = "5b0c2f9e-3d41-4b8a-9c7e-2f1d6a8e4b10";
+    let stamp = move |mut v: Value| {
+        v["agentId"] = json!(agent_id);
+        v["runnerId"] = json!(runner);
+        Message::text(v.to_string())
+    };
+    let hello = json!({"type":"hello","protocolVersion":"1.0.0","agentId":agent_id,
+        "botUserId":"1468195142467981395","tag":"MusicBot#1234","ready":true,
+        "guildIds":[guild],"poolId":"pool_goot27"});
+    ws.send(stamp(hello)).await.expect("hello");
+    ws.send(stamp(json!({"type":"guilds","guildIds":[guild]})))
+        .await
+        .expect("guilds");
+    let (seen, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(Ok(msg)) = ws.next().await {
+            let Message::Text(text) = msg else { continue };
+            let Ok(req) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            if req["type"] != "req" {
+                continue;
+            }
+            let (op, data) = (req["op"].as_str().unwrap_or("").to_owned(), &req["data"]);
+            let actor = ["actorUserId", "ownerUserId", "adminUserId"]
+                .iter()
+                .any(|k| data[*k].is_string());
+            let answer = if data["guildId"].is_null() || data["voiceChannelId"].is_null() {
+                Err("missing-session")
+            } else if !actor {
+                Err("missing-actor")
+            } else {
+                match op.as_str() {
+                    "play" => Ok(json!({"track":{"title":"Never Gonna Give You Up",
+                        "uri":null,"author":"Rick Astley","length":213000,"sourceName":"youtube"},
+                        "action":"playing","mode":"open","ownerId":data["actorUserId"]})),
+                    "stop" => {
+                        let released = json!({"type":"event","event":"released",
+                            "agentId":agent_id,"guildId":data["guildId"],
+                            "voiceChannelId":data["voiceChannelId"],"reason":"stop","kind":"music"});
+                        if ws.send(stamp(released)).await.is_err() {
+                            break;
+                        }
+                        Ok(json!({"action":"stopped"}))
+                    }
+                    "status" => Ok(json!({"playing":true,"paused":false,"mode":"open"})),
+                    _ => Err("unknown-op"),
+                }
+            };
+            let resp = match answer {
+                Ok(d) => json!({"type":"resp","id":req["id"],"ok":true,"data":d}),
+                Err(e) => json!({"type":"resp","id":req["id"],"ok":false,"error":e}),
+            };
+            let _ = seen.send(req.clone());
+            if ws.send(stamp(resp)).await.is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+#[tokio::test]
+async fn the_reference_controller_drives_scripted_real_agents() {
+    let (app, mut registered) = controller(ControllerConfig::default()).await;
+    let url = format!("ws://{}", app.local_addr());
+    let mut seen_a = real_agent(&url, "agent-a", "g1").await;
+    let mut seen_b = real_agent(&url, "agent-b", "g1").await;
+    for _ in 0..2 {
+        within("reg", registered.recv()).await.expect("id");
+    }
+
+    // Three plays for one channel: the agent selected first every time, although a real
+    // agent never sends `add`; each carries the acting user, so none is refused.
+    for _ in 0..3 {
+        let out = within("play", app.execute("play g1 vc1 never gonna give you up")).await;
+        assert_eq!(out["agentId"], "agent-a", "{out}");
+        assert_eq!(out["ok"], true, "{out}");
+        assert_eq!(out["data"]["action"], "playing");
+        let req = within("seen", seen_a.recv()).await.expect("req");
+        assert_eq!(req["data"]["actorUserId"], "chopsticks-controller");
+        assert_eq!(req["data"]["voiceChannelId"], "vc1");
+    }
+    // Any other op goes to the bound agent, with the acting user too.
+    let out = within("status", app.execute("op g1 vc1 status")).await;
+    assert_eq!(
+        (out["agentId"].as_str(), out["ok"].as_bool()),
+        (Some("agent-a"), Some(true))
+    );
+    within("seen", seen_a.recv()).await.expect("req");
+    let out = within(
+        "req",
+        app.execute("req agent-b status {\"guildId\":\"g1\",\"voiceChannelId\":\"vc9\"}"),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "req also sends the acting user: {out}");
+    assert_eq!(
+        within("seen", seen_b.recv()).await.expect("req")["data"]["actorUserId"],
+        "chopsticks-controller"
+    );
+
+    // `stop`: the agent releases with reason `stop`, the channel is free, and the next play
+    // may go to the other agent.
+    let out = within("stop", app.execute("op g1 vc1 stop")).await;
+    assert_eq!(
+        (out["agentId"].as_str(), out["ok"].as_bool()),
+        (Some("agent-a"), Some(true))
+    );
+    within("seen", seen_a.recv()).await.expect("req");
+    let out = within("play", app.execute("play g1 vc1 take on me")).await;
+    assert_eq!(out["agentId"], "agent-b", "{out}");
+    within("seen", seen_b.recv()).await.expect("req");
+
+    // Without an acting user the real agent refuses, and the agent is not left bound.
+    let bare = app.handle.call(|c, now| {
+        c.request_for_session(
+            "g1",
+            "vc2",
+            "play",
+            json!({"guildId":"g1","voiceChannelId":"vc2","query":"q"}),
+            now,
+        )
+    });
+    let (agent, _) = within("bare", bare).await.expect("live").expect("sent");
+    assert_eq!(agent, "agent-a");
+    let req = within("seen", seen_a.recv()).await.expect("req");
+    assert!(req["data"]["actorUserId"].is_null());
+    // The refusal frees the binding: a later `play` with an actor goes to agent-a again.
+    let out = within("play", app.execute("play g1 vc2 africa")).await;
+    assert_eq!(out["agentId"], "agent-a", "{out}");
+    assert_eq!(out["ok"], true, "{out}");
+
+    within("shutdown", app.server.shutdown()).await;
+}
+
+#[tokio::test]
+async fn the_controller_names_its_configured_versions_in_the_mismatch_error() {
+    let cfg = ControllerConfig::default().with_supported_versions(["2.0.0"]);
+    let (app, _registered) = controller(cfg).await;
+    let url = format!("ws://{}", app.local_addr());
+    let (mut ws, _) = within("connect", tokio_tungstenite::connect_async(url.as_str()))
+        .await
+        .expect("upgrade");
+    // A hello without agentId is ignored whatever its version (the real order)...
+    let anonymous = json!({"type":"hello","protocolVersion":"0.1.0","ready":true});
+    ws.send(Message::text(anonymous.to_string()))
+        .await
+        .expect("send");
+    // ...and the one with an agentId gets the error naming what this controller accepts.
+    ws.send(Message::text(hello("a1", "1.0.0")))
+        .await
+        .expect("send");
+    let mut texts = Vec::new();
+    while let Some(msg) = within("read", ws.next()).await {
+        if let Message::Text(t) = msg.expect("ws") {
+            texts.push(serde_json::from_str::<Value>(&t).expect("json"));
+        }
+    }
+    assert_eq!(
+        texts,
+        [
+            json!({"type":"error","error":"Incompatible protocol version 1.0.0. Controller expects 2.0.0."})
+        ]
+    );
+    within("shutdown", app.server.shutdown()).await;
+}
+
+#[test]
+fn the_command_reader_lets_the_program_end_while_a_read_is_blocked() {
+    use std::io::Write;
+    // A pipe whose writer stays open: a read on it blocks until the test ends, as stdin does
+    // while nobody types.
+    let (reader, mut writer) = std::io::pipe().expect("pipe");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let first = rt.block_on(async {
+        let mut lines =
+            chopsticks::controller_app::spawn_line_reader(std::io::BufReader::new(reader));
+        writer.write_all(b"agents\n").expect("write");
+        let first = within("line", lines.recv()).await;
+        // The reader is now blocked on the next line, which never comes.
+        (first, lines)
+    });
+    assert_eq!(first.0.as_deref(), Some("agents"));
+    // Ctrl-C makes `main` return, which drops the runtime: that must not wait for the read
+    // (with tokio's stdin it waits until Enter is pressed).
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(rt);
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the runtime shut down although a line read is still blocked");
+    drop(writer);
+}

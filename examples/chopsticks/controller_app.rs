@@ -1,19 +1,86 @@
 //! The reference controller: a `Controller` machine served by agentwire-tokio, with a
 //! line-based command language and one JSON line per event.
+//!
+//! Every op it sends names an acting user (`actorUserId`, and `adminToken` when set): the
+//! real agent refuses ops without one (`missing-actor`). What real agents require in `data`
+//! per op is listed in `agentwire::chopsticks::ops`.
 
 use std::collections::BTreeMap;
+use std::io::BufRead;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentwire::chopsticks::{
-    Controller, ControllerConfig, ControllerEvent, DropReason, RawJson, Resp, AGENT_OFFLINE,
-    AGENT_TIMEOUT,
+    BindSource, Controller, ControllerConfig, ControllerEvent, DropReason, FreeReason, RawJson,
+    Resp, AGENT_OFFLINE, AGENT_TIMEOUT,
 };
 use agentwire::core::{Id128, UuidV4Ids};
 use agentwire::tokio::{Handle, Limits, Server, ServerConfig};
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
+
+/// The acting user sent when none is configured: a placeholder that real agents answer with
+/// `not-in-guild` (a user they cannot find) instead of `missing-actor`. Pass a Discord user
+/// who is in the voice channel (`--actor-user-id`), or the agent's admin token.
+pub const DEFAULT_ACTOR_USER_ID: &str = "chopsticks-controller";
+
+/// The fields in which the real agent looks for the acting user, in its order.
+const ACTOR_FIELDS: [&str; 3] = ["actorUserId", "ownerUserId", "adminUserId"];
+
+/// Who the controller acts as in the ops it sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// Sent as `actorUserId` unless `data` names an acting user already.
+    pub user_id: String,
+    /// Sent as `adminToken` (the real agent's admin override) unless `data` has one.
+    pub admin_token: Option<String>,
+}
+
+impl Default for Actor {
+    fn default() -> Self {
+        Self {
+            user_id: DEFAULT_ACTOR_USER_ID.to_owned(),
+            admin_token: None,
+        }
+    }
+}
+
+impl Actor {
+    /// `data` with the acting user added: `null` becomes an object; an object keeps an
+    /// acting user it already names; other JSON values are sent as they are.
+    pub fn apply(&self, data: Value) -> Value {
+        let mut data = if data.is_null() { json!({}) } else { data };
+        if let Some(obj) = data.as_object_mut() {
+            if !ACTOR_FIELDS.iter().any(|k| obj.contains_key(*k)) {
+                obj.insert("actorUserId".into(), json!(self.user_id));
+            }
+            if let Some(token) = &self.admin_token {
+                obj.entry("adminToken").or_insert_with(|| json!(token));
+            }
+        }
+        data
+    }
+}
+
+/// Reads lines from `reader` on a plain thread and hands them over one by one.
+///
+/// Unlike `tokio::io::stdin` (a blocking read on the runtime's blocking pool, which the
+/// runtime waits for when it shuts down), the thread is never waited for: a program can
+/// return from `main` (on Ctrl-C) while the read is still blocked. The thread ends at end of
+/// input, on a read error, or once the receiver is gone and another line arrives.
+pub fn spawn_line_reader<R: BufRead + Send + 'static>(reader: R) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
 
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,14 +117,23 @@ pub struct ControllerApp {
     waiters: Waiters,
     /// The event task; ends when the server stops.
     pub events_task: tokio::task::JoinHandle<()>,
+    /// Who the ops are sent as.
+    pub actor: Actor,
 }
 
 /// The transport settings of the reference controller: WebSocket ping every 15 s (as the
 /// real controller), 1 MiB transport message cap (the machine answers 64 KiB..1 MiB frames
 /// with "Frame too large"; bigger ones are closed with 1009 by the transport).
 pub fn server_config() -> ServerConfig {
-    ServerConfig::default()
-        .with_limits(Limits::default().with_ping_interval(Some(Duration::from_secs(15))))
+    let config = ServerConfig::default()
+        .with_limits(Limits::default().with_ping_interval(Some(Duration::from_secs(15))));
+    // Over the per-address cap: the controller's own per-IP refusal (1008
+    // `too-many-connections`, as the real controller closes the 21st connection of an IP).
+    let refusal = agentwire::tokio::Refusal::close(
+        agentwire::core::CloseCode::POLICY,
+        "too-many-connections",
+    );
+    super::common::protect(config, "chopsticks controller", "/", refusal)
 }
 
 /// Starts a controller on `addr` with [`server_config`]; `on_event` sees every event first.
@@ -83,6 +159,20 @@ pub async fn start_with(
     let events_task = tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
             on_event(&ev);
+            if let ControllerEvent::ReleaseIgnored {
+                agent_id,
+                kind,
+                guild_id,
+                voice_channel_id,
+                reason,
+            } = &ev
+            {
+                tracing::debug!(
+                    "ignored a released ({reason}) from {agent_id} for the {} session of \
+                     {guild_id}:{voice_channel_id}, which it is not bound to",
+                    kind.as_str()
+                );
+            }
             let done = match ev {
                 ControllerEvent::RequestCompleted { id, resp, .. } => {
                     Some((id, Outcome::Answered(resp)))
@@ -109,6 +199,7 @@ pub async fn start_with(
         handle,
         waiters,
         events_task,
+        actor: Actor::default(),
     })
 }
 
@@ -118,8 +209,16 @@ impl ControllerApp {
         self.server.local_addr()
     }
 
-    /// Sends `op` to `agent_id` and waits for the outcome.
+    /// Sets who the ops are sent as.
+    pub fn with_actor(mut self, actor: Actor) -> Self {
+        self.actor = actor;
+        self
+    }
+
+    /// Sends `op` to `agent_id` (with the acting user added to `data`) and waits for the
+    /// outcome.
     pub async fn request(&self, agent_id: &str, op: &str, data: Value) -> Outcome {
+        let data = self.actor.apply(data);
         let (tx, rx) = oneshot::channel();
         let waiters = self.waiters.clone();
         let (agent, op_owned) = (agent_id.to_owned(), op.to_owned());
@@ -142,18 +241,52 @@ impl ControllerApp {
         }
     }
 
-    /// Selects an agent for (`guild`, `vc`) by the selection rules, then sends it `play`.
-    pub async fn play(&self, guild: &str, vc: &str, query: &str) -> (Option<String>, Outcome) {
-        let (g, v) = (guild.to_owned(), vc.to_owned());
-        match self.handle.call(move |c, _| c.select_agent(&g, &v)).await {
+    /// Sends `op` for the session of (`guild`, `vc`) and waits for the outcome: an op that
+    /// starts a session (`play`, `search`, `assistantJoin`, ...) goes to the agent the
+    /// selection rules pick, which is bound to the session from then on; any other op goes
+    /// to the agent already bound (else `no-session`). `guildId`, `voiceChannelId` and the
+    /// acting user are added to `data`. Returns the agent and the outcome.
+    pub async fn session_op(
+        &self,
+        guild: &str,
+        vc: &str,
+        op: &str,
+        data: Value,
+    ) -> (Option<String>, Outcome) {
+        let mut data = self.actor.apply(data);
+        if let Some(obj) = data.as_object_mut() {
+            obj.insert("guildId".into(), json!(guild));
+            obj.insert("voiceChannelId".into(), json!(vc));
+        }
+        let (tx, rx) = oneshot::channel();
+        let waiters = self.waiters.clone();
+        let (g, v, o) = (guild.to_owned(), vc.to_owned(), op.to_owned());
+        // As in `request`: the waiter is registered in the owner task, before the req leaves.
+        let sent = self
+            .handle
+            .call(move |c, now| {
+                let (agent, id) =
+                    c.request_for_session(&g, &v, &o, RawJson::from_value(&data), now)?;
+                if let Ok(mut m) = waiters.lock() {
+                    m.insert(id, tx);
+                }
+                Ok::<_, agentwire::chopsticks::CommandError>(agent)
+            })
+            .await;
+        match sent {
             Err(_) => (None, Outcome::Failed("controller-stopped".into())),
             Ok(Err(e)) => (None, Outcome::Failed(e.as_str().into())),
             Ok(Ok(agent)) => {
-                let data = json!({"guildId": guild, "voiceChannelId": vc, "query": query});
-                let out = self.request(&agent, "play", data).await;
+                let out = rx.await.unwrap_or(Outcome::Failed(AGENT_OFFLINE.into()));
                 (Some(agent), out)
             }
         }
+    }
+
+    /// `play` of `query` for (`guild`, `vc`): see [`session_op`](Self::session_op).
+    pub async fn play(&self, guild: &str, vc: &str, query: &str) -> (Option<String>, Outcome) {
+        self.session_op(guild, vc, "play", json!({"query": query}))
+            .await
     }
 
     /// The live agents as a JSON array.
@@ -181,7 +314,8 @@ impl ControllerApp {
             .unwrap_or(Value::Null)
     }
 
-    /// Runs one command line: `agents`, `req AGENT_ID OP JSON_DATA`, `play GUILD VOICE_CHANNEL QUERY`.
+    /// Runs one command line: `agents`, `req AGENT_ID OP [JSON_DATA]`,
+    /// `play GUILD VOICE_CHANNEL QUERY`, `op GUILD VOICE_CHANNEL OP [JSON_DATA]`.
     pub async fn execute(&self, line: &str) -> Value {
         let line = line.trim();
         let (cmd, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
@@ -218,13 +352,35 @@ impl ControllerApp {
                 out["op"] = json!("play");
                 out
             }
+            "op" => {
+                let mut parts = rest.splitn(4, char::is_whitespace);
+                let (Some(guild), Some(vc), Some(op)) = (parts.next(), parts.next(), parts.next())
+                else {
+                    return json!({"error": "usage: op GUILD VOICE_CHANNEL OP [JSON_DATA]"});
+                };
+                let data = match parts.next().map(str::trim).filter(|s| !s.is_empty()) {
+                    None => json!({}),
+                    Some(text) => match serde_json::from_str(text) {
+                        Ok(v) => v,
+                        Err(e) => return json!({"error": format!("bad JSON_DATA: {e}")}),
+                    },
+                };
+                let (agent, outcome) = self.session_op(guild, vc, op, data).await;
+                let mut out = outcome.to_json();
+                out["agentId"] = json!(agent);
+                out["op"] = json!(op);
+                out
+            }
             "" => Value::Null,
             other => {
-                json!({"error": format!("unknown command {other:?}; try: agents | req AGENT_ID OP JSON_DATA | play GUILD VOICE_CHANNEL QUERY")})
+                json!({"error": format!("unknown command {other:?}; try: {COMMANDS}")})
             }
         }
     }
 }
+
+/// The command language, as the usage line names it.
+pub const COMMANDS: &str = "agents | req AGENT_ID OP [JSON_DATA] | play GUILD VOICE_CHANNEL QUERY | op GUILD VOICE_CHANNEL OP [JSON_DATA]";
 
 /// One JSON line for an event, or `None` for events the controller example does not print.
 pub fn event_json(ev: &ControllerEvent) -> Option<Value> {
@@ -257,10 +413,30 @@ pub fn event_json(ev: &ControllerEvent) -> Option<Value> {
             kind,
             guild_id,
             voice_channel_id,
+            source,
+            replaced,
             ..
         } => json!({
             "event": "session_bound", "agentId": agent_id, "kind": kind.as_str(),
             "guildId": guild_id, "voiceChannelId": voice_channel_id,
+            "by": match source { BindSource::Selection => "selection", BindSource::Add => "add", _ => "other" },
+            "replaced": replaced,
+        }),
+        ControllerEvent::SessionFreed {
+            agent_id,
+            kind,
+            guild_id,
+            voice_channel_id,
+            reason,
+        } => json!({
+            "event": "session_freed", "agentId": agent_id, "kind": kind.as_str(),
+            "guildId": guild_id, "voiceChannelId": voice_channel_id,
+            "reason": match reason {
+                FreeReason::AgentDropped => "agent-dropped",
+                FreeReason::StartFailed => "start-failed",
+                FreeReason::JoinFailed => "join-failed",
+                _ => "other",
+            },
         }),
         ControllerEvent::SessionJoinFailed {
             agent_id,
