@@ -8,28 +8,30 @@
 // so that the client never falls back to its default public STUN server: nothing here
 // leaves 127.0.0.1.
 //
-// Steps (each prints one line; any failure prints `FAIL: ...` and exits 1):
-//  1. 20 fresh clients, one after another: each must catch `ready` (the client only builds
-//     its peer connection after `ready`, so the peer's construction is the proof). `ws`
+// Modes (each step prints one line; any failure prints `FAIL: ...` and exits 1):
+//  `ready`: 20 fresh clients, one after another, must each catch `ready` (the client builds
+//     its peer connection only after `ready`, so that construction is the proof). `ws`
 //     delivers a frame that shares a TCP read with the HTTP 101 before the client has
-//     attached its `ready` listener; our server defers its first frame to avoid that.
-//  2. An audio turn through the fallback: `sendAudio(wav)` over the WebSocket; the client
-//     emits transcript, llmChunk..., llm, ttsStart, ttsChunk..., ttsComplete.
-//  3. Reconnect: without a peer the client gives up after its 30 s peer-connection timeout
-//     and reconnects; it resumes the session (`reconnected(true)`, same session id) and a
-//     second turn runs in it.
+//     attached its `ready` listener; our server holds its first frame to avoid that.
+//  `session`: an audio turn through the fallback (`sendAudio(wav)` over the WebSocket; the
+//     client emits transcript, llmChunk..., llm, ttsStart, ttsChunk..., ttsComplete), then a
+//     reconnect: with no peer the client gives up after its 30 s peer-connection timeout and
+//     reconnects, resumes the session (`reconnected(true)`, same session id), and a second
+//     turn runs in it.
 //
-// usage: node llmrtc_web_client.mjs ws://127.0.0.1:PORT/
-// Prints `session <id>` (for the caller to check the server's history) and, at the end,
-// `web client interop ok`.
+// usage: node llmrtc_web_client.mjs ready|session ws://127.0.0.1:PORT/
+// `session` prints `session <id>` (for the caller to check the server's history); both end
+// with `web client interop ok`.
 
 import WebSocket from 'ws';
 import wrtc from '@roamhq/wrtc';
 import { LLMRTCWebClient } from '@llmrtc/llmrtc-web-client';
 import { check, fail, once, utteranceWav, within } from './llmrtc_common.mjs';
 
-const url = process.argv[2];
-if (!url) fail('usage: node llmrtc_web_client.mjs ws://127.0.0.1:PORT/');
+const [mode, url] = process.argv.slice(2);
+if (!['ready', 'session'].includes(mode) || !url) {
+  fail('usage: node llmrtc_web_client.mjs ready|session ws://127.0.0.1:PORT/');
+}
 
 // Peer connections the client builds, in order; `nextPeer()` resolves with the next one.
 const peers = [];
@@ -151,8 +153,8 @@ async function turnAndReconnect() {
 }
 
 async function main() {
-  await readyOnEveryConnection(20);
-  await turnAndReconnect();
+  if (mode === 'ready') await readyOnEveryConnection(20);
+  else await turnAndReconnect();
   log('web client interop ok');
   process.exit(0);
 }
