@@ -73,6 +73,9 @@ struct Args {
     /// `sendMessage` requests one connection may have awaiting their result.
     #[arg(long, default_value_t = Limits::default().max_pending_per_publisher)]
     max_pending_per_publisher: usize,
+    /// Per-address connection limits (the same flags in every reference server).
+    #[command(flatten)]
+    address: bus::AddressLimits,
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -111,6 +114,7 @@ impl Args {
 async fn main() -> std::io::Result<()> {
     bus::init_tracing("info");
     let args = Args::parse();
+    args.address.install();
     let cfg = args.bus_config();
     tracing::info!(
         match_mode = ?cfg.match_mode,

@@ -42,12 +42,16 @@ struct Args {
     /// Minutes a disconnected session waits for a `reconnect`.
     #[arg(long, default_value_t = 30)]
     session_ttl_minutes: u64,
+    /// Per-address connection limits (the same flags in every reference server).
+    #[command(flatten)]
+    address: llmrtc::AddressLimits,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     llmrtc::init_tracing("info");
     let args = Args::parse();
+    args.address.install();
     let mut config = ServerConfig::default()
         .with_session_ttl(Duration::from_secs(args.session_ttl_minutes * 60));
     if let Some(path) = &args.playbook {

@@ -89,6 +89,9 @@ struct Args {
     /// Messages a connection may send at once after a quiet period.
     #[arg(long, default_value_t = RateLimit::default().burst)]
     rate_burst: u32,
+    /// Per-address connection limits (the same flags in every reference server).
+    #[command(flatten)]
+    address: relay::AddressLimits,
 }
 
 fn secs(d: Option<Duration>) -> u64 {
@@ -135,6 +138,7 @@ impl Args {
 async fn main() -> std::io::Result<()> {
     relay::init_tracing("info");
     let args = Args::parse();
+    args.address.install();
     let cfg = args.relay_config();
     tracing::info!(
         log_dir = %args.log_dir.display(),

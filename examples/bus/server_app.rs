@@ -44,13 +44,26 @@ pub fn server_config(bus: &BusConfig) -> ServerConfig {
     let max_connections = defaults
         .max_connections
         .max(bus.limits.max_connections.saturating_add(1));
-    defaults
+    let config = defaults
         .with_limits(
             Limits::default()
                 .with_max_message_size(max)
                 .with_max_frame_size(max),
         )
-        .with_max_connections(max_connections)
+        .with_max_connections(max_connections);
+    super::common::protect(config, "jsonrpc-bus", "/", address_refusal())
+}
+
+/// How the bus refuses a connection over the per-address cap: as it refuses one over its
+/// `max_connections`, with a -32005 error (`data`: which limit) and close 1013.
+pub fn address_refusal() -> agentwire::tokio::Refusal {
+    use agentwire::jsonrpc_bus::{jsonrpc::write_error, ErrorCode, ErrorObject, Id};
+    let mut out = Vec::with_capacity(128);
+    let error = ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, "max_connections_per_address");
+    write_error(&mut out, &Id::Null, &error);
+    let text = String::from_utf8(out).unwrap_or_default();
+    agentwire::tokio::Refusal::close(CloseCode::TRY_AGAIN_LATER, "too-many-connections")
+        .with_frame(agentwire::core::FrameBuf::text(text))
 }
 
 /// Starts a bus on `addr` with [`server_config`]; `on_event` sees every event first (in the

@@ -9,4 +9,4 @@ pub mod player;
 #[path = "../common/mod.rs"]
 mod common;
 #[allow(unused_imports)] // not every program of the family uses both
-pub use common::init_tracing;
+pub use common::{init_tracing, AddressLimits};

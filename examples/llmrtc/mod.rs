@@ -10,4 +10,4 @@ pub mod server_app;
 #[path = "../common/mod.rs"]
 mod common;
 #[allow(unused_imports)] // not every program of the family uses both
-pub use common::{clocks, init_tracing};
+pub use common::{clocks, init_tracing, AddressLimits};

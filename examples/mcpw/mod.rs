@@ -13,4 +13,4 @@ pub mod server_app;
 #[path = "../common/mod.rs"]
 mod common;
 #[allow(unused_imports)]
-pub use common::{clocks, init_tracing};
+pub use common::{clocks, init_tracing, AddressLimits};

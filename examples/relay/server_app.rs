@@ -55,14 +55,22 @@ pub fn server_config(relay: &RelayConfig) -> ServerConfig {
     let max_connections = defaults
         .max_connections
         .max(relay.limits.max_connections.saturating_add(1));
-    defaults
+    let config = defaults
         .with_hook(path_hook)
         .with_limits(
             Limits::default()
                 .with_max_message_size(max)
                 .with_max_frame_size(max),
         )
-        .with_max_connections(max_connections)
+        .with_max_connections(max_connections);
+    // Over the per-address cap: close 1013 as at `max_connections` (the LIMIT_EXCEEDED
+    // envelope before it needs a fresh id and timestamp, which a fixed frame cannot carry).
+    let refusal = agentwire::tokio::Refusal::close(
+        agentwire::core::CloseCode::TRY_AGAIN_LATER,
+        "too-many-connections",
+    );
+    let path = relay.path.as_deref().unwrap_or("/");
+    super::common::protect(config, "agent-relay", path, refusal)
 }
 
 /// Starts a relay on `addr` writing its study log into `log_dir` (created if missing);

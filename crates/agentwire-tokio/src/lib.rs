@@ -152,6 +152,7 @@
 //! | [`Limits::handshake_timeout`] | 10 s | slow or idle handshakes run in their own tasks and are dropped after this |
 //! | [`Limits::max_header_bytes`] | 16 KiB | a client cannot grow the handshake buffer without bound |
 //! | [`Limits::close_timeout`] | 5 s | a close frame, and the peer's reply, may take this long |
+//! | [`Limits::first_frame_delay`] | 0 | a server that greets first may hold its first frame a few ms so it never shares a TCP read with the HTTP 101 (the npm `ws` client loses such a frame) |
 //! | [`ServerConfig::max_connections`] | 10 000 | beyond it new upgrades get HTTP 503 before the upgrade |
 //! | [`Backoff`] | 1 s doubling to 30 s, + 0..500 ms | reconnect storms spread out |
 //!
