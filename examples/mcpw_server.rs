@@ -45,12 +45,16 @@ struct Args {
     /// Messages per minute per connection (0: no limit); burst 100.
     #[arg(long, default_value_t = 1000)]
     rate_per_minute: u32,
+    /// Per-address connection limits (the same flags in every reference server).
+    #[command(flatten)]
+    address: mcpw::AddressLimits,
 }
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     mcpw::init_tracing("info");
     let args = Args::parse();
+    args.address.install();
     let rate = (args.rate_per_minute > 0)
         .then(|| agentwire::core::Rate::per_minute(args.rate_per_minute, 100));
     let config = OrchestratorConfig::default()

@@ -1,19 +1,112 @@
-//! What every reference program needs the same way: tracing to stderr and the two clocks a
-//! machine is anchored to. Included by each example family's `mod.rs`.
+//! What every reference program needs the same way: tracing to stderr, the two clocks a
+//! machine is anchored to, and the per-address connection limits every reference server
+//! takes as flags. Included by each example family's `mod.rs`.
 #![allow(dead_code, unreachable_pub)]
 
+use std::io::IsTerminal;
+use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use agentwire::tokio::{Refusal, ServerConfig};
+
 /// Logs to stderr, filtered by `RUST_LOG` (else `default`), so stdout stays free for output.
+/// Colours only when stderr is a terminal (and `NO_COLOR` is unset): a log file or a pipe
+/// gets plain text, never ANSI escapes.
 pub fn init_tracing(default: &str) {
+    subscriber(
+        default,
+        std::io::stderr,
+        colour(std::io::stderr().is_terminal()),
+    )
+    .init();
+}
+
+/// Whether to colour logs written to a stream that is (or is not) a terminal.
+pub fn colour(is_terminal: bool) -> bool {
+    is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The subscriber [`init_tracing`] installs, writing to `writer`, with ANSI colours only if
+/// `ansi`.
+pub fn subscriber<W>(
+    default: &str,
+    writer: W,
+    ansi: bool,
+) -> tracing_subscriber::fmt::SubscriberBuilder<
+    tracing_subscriber::fmt::format::DefaultFields,
+    tracing_subscriber::fmt::format::Format,
+    tracing_subscriber::EnvFilter,
+    W,
+>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     let default = default.to_owned();
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
+        .with_ansi(ansi)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| default.into()),
         )
-        .init();
+}
+
+/// The per-address connection limits of a reference server, as the same two flags in all
+/// five servers. Loopback is not exempt.
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddressLimits {
+    /// Open connections one client address (IPv6: one /64) may hold; the next one is refused
+    /// the way the protocol refuses a connection when it is full
+    #[arg(long, default_value_t = ServerConfig::default().max_connections_per_address)]
+    pub max_connections_per_address: usize,
+    /// WebSocket handshakes one client address may have in progress; more are refused at once
+    /// (established connections are never dropped for them)
+    #[arg(long, default_value_t = ServerConfig::default().max_pending_handshakes_per_address)]
+    pub max_pending_handshakes_per_address: usize,
+}
+
+impl Default for AddressLimits {
+    fn default() -> Self {
+        let d = ServerConfig::default();
+        Self {
+            max_connections_per_address: d.max_connections_per_address,
+            max_pending_handshakes_per_address: d.max_pending_handshakes_per_address,
+        }
+    }
+}
+
+/// The limits a server program's flags asked for; every reference server started afterwards
+/// in this process uses them ([`protect`]).
+static ADDRESS_LIMITS: Mutex<Option<AddressLimits>> = Mutex::new(None);
+
+impl AddressLimits {
+    /// Makes these the limits of the servers this process starts from now on (a program
+    /// calls it once, from its flags, before starting its server).
+    pub fn install(self) {
+        *ADDRESS_LIMITS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self);
+    }
+
+    /// The installed limits, or the transport's defaults.
+    pub fn installed() -> Self {
+        ADDRESS_LIMITS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_default()
+    }
+}
+
+/// What every reference server's transport settings share: the installed
+/// [`AddressLimits`], the protocol's own `refusal` of a connection over the per-address
+/// cap, and the `426 Upgrade Required` body naming `protocol` and `path` for plain HTTP.
+pub fn protect(config: ServerConfig, protocol: &str, path: &str, refusal: Refusal) -> ServerConfig {
+    let limits = AddressLimits::installed();
+    config
+        .with_max_connections_per_address(limits.max_connections_per_address)
+        .with_max_pending_handshakes_per_address(limits.max_pending_handshakes_per_address)
+        .with_address_refusal(refusal)
+        .with_endpoint(protocol, path)
 }
 
 /// The transport's monotonic clock (tokio's, so paused-time tests agree with the driver) and

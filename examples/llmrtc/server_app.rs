@@ -77,11 +77,28 @@ pub fn transport_config(config: &ServerConfig) -> TransportConfig {
         .limits
         .max_message_bytes
         .saturating_add(TRANSPORT_HEADROOM);
-    TransportConfig::default().with_limits(
+    let transport = TransportConfig::default().with_limits(
         Limits::default()
             .with_max_message_size(max)
             .with_max_frame_size(max),
+    );
+    super::common::protect(transport, "llmrtc", "/", address_refusal())
+}
+
+/// How the server refuses a connection over the per-address cap: as it refuses one over its
+/// `max_connections`, with `error RATE_LIMITED` (no `ready`) and close 1013.
+pub fn address_refusal() -> agentwire::tokio::Refusal {
+    let text = serde_json::json!({
+        "type": "error",
+        "code": "RATE_LIMITED",
+        "message": "too many connections from this address",
+    })
+    .to_string();
+    agentwire::tokio::Refusal::close(
+        agentwire::core::CloseCode::TRY_AGAIN_LATER,
+        "too-many-connections",
     )
+    .with_frame(agentwire::core::FrameBuf::text(text))
 }
 
 /// Starts a server on `addr`. `on_event` sees every machine event first (in the event task:

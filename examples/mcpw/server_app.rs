@@ -119,7 +119,15 @@ pub async fn start(
     let machine = TimedOrchestrator {
         inner: Orchestrator::new(config, UuidV4Ids, now, unix_ms),
     };
-    let transport = ServerConfig::default().with_hook(hook(policy, Arc::clone(&open)));
+    // Over the per-address cap: HTTP 503 before the upgrade, as at the connection cap.
+    let refusal =
+        agentwire::tokio::Refusal::http(503, "too many connections from this address\n");
+    let transport = super::common::protect(
+        ServerConfig::default().with_hook(hook(policy, Arc::clone(&open))),
+        "mcpw",
+        "/",
+        refusal,
+    );
     let (server, mut events) = Server::bind(addr, machine, transport).await?;
     let counter = Arc::clone(&open);
     let events_task = tokio::spawn(async move {
