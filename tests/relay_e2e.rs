@@ -427,18 +427,24 @@ async fn session_ended_is_synced_before_it_is_forwarded() {
         "session.ended",
         &serde_json::from_str::<Value>(SESSION_ENDED).expect("json")["payload"]
     ));
-    // The writer synced the file as it wrote the out record (before returning it, and so
-    // before the relay's send after it was routed).
-    let synced = next_event(&mut events, |ev| match ev {
-        ServerEvent::Logged { record, synced, .. }
-            if record.msg_type == "session.ended" && record.direction == Direction::Out =>
-        {
-            Some(synced)
+    // The out record asked for a sync, which ran on the sync worker (off the task that owns
+    // the relay) before session.ended was released to the agent.
+    let sync_due = next_event(&mut events, |ev| match ev {
+        ServerEvent::Logged {
+            record, sync_due, ..
+        } if record.msg_type == "session.ended" && record.direction == Direction::Out => {
+            Some(sync_due)
         }
         _ => None,
     })
     .await;
-    assert!(synced);
+    assert!(sync_due);
+    let off_task = next_event(&mut events, |ev| match ev {
+        ServerEvent::Synced { off_task, .. } => Some(off_task),
+        _ => None,
+    })
+    .await;
+    assert!(off_task);
     stop(app, vec![host, agent]).await;
 }
 
@@ -552,7 +558,7 @@ async fn a_log_write_failure_reaches_the_host_and_the_events_and_forwarding_goes
 }
 
 #[tokio::test]
-async fn a_torn_last_line_is_a_warning_and_is_trimmed_when_the_relay_reopens_the_file() {
+async fn a_torn_last_line_is_a_warning_and_is_moved_aside_when_the_relay_reopens_the_file() {
     let dir = temp_dir("torn");
     let (app, _events) = relay_in(&dir).await;
     let (mut host, _) = Peer::join(&app.url(), "host", "default").await;
@@ -573,20 +579,27 @@ async fn a_torn_last_line_is_a_warning_and_is_trimmed_when_the_relay_reopens_the
     assert!(report.torn_tail.is_some());
     assert!(report.warnings.iter().any(|w| w.contains("torn")));
 
-    // The next relay trims it and continues the indexes after the last whole line.
+    // The next relay moves it aside (a warning event) and continues the indexes after the
+    // last whole line.
     let (app, mut events) = relay_in(&dir).await;
     let (host, _) = Peer::join(&app.url(), "host", "default").await;
-    let (index, trimmed) = next_event(&mut events, |ev| match ev {
-        ServerEvent::Logged {
-            event_index,
-            trimmed,
-            ..
-        } => Some((event_index, trimmed)),
+    let repair = next_event(&mut events, |ev| match ev {
+        ServerEvent::LogRepaired { repair, .. } => Some(repair),
+        _ => None,
+    })
+    .await;
+    assert_eq!(repair.bytes, 46);
+    assert!(repair.why.contains("torn"), "{}", repair.why);
+    assert_eq!(
+        std::fs::read(&repair.aside).expect("aside"),
+        br#"{"sessionId":"default","eventIndex":99,"timest"#
+    );
+    let index = next_event(&mut events, |ev| match ev {
+        ServerEvent::Logged { event_index, .. } => Some(event_index),
         _ => None,
     })
     .await;
     assert_eq!(index, whole as u64);
-    assert_eq!(trimmed, 46);
     stop(app, vec![host]).await;
     let report = log_check::check_file(&path).expect("log");
     assert!(report.is_consistent(), "{}", report.render());

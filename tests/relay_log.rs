@@ -121,12 +121,13 @@ fn indexes_start_at_zero_and_continue_across_close_and_a_new_writer() {
         .append(&record("s", "session.ended", "{}"))
         .expect("append");
     assert_eq!(a.event_index, 4);
-    assert!(a.synced, "session.ended is synced");
     assert!(
-        !log.append(&record("s", "tool.call", "{}"))
-            .expect("append")
-            .synced
+        a.sync_due && !a.synced,
+        "session.ended asks its caller for a sync"
     );
+    log.sync("s").expect("sync");
+    let b = log.append(&record("s", "tool.call", "{}")).expect("append");
+    assert!(!b.synced && !b.sync_due);
     assert_eq!(indexes(&dir.join("s.jsonl")), [0, 1, 2, 3, 4, 5]);
     assert_eq!(indexes(&dir.join("t.jsonl")), [0]);
     assert!(log.close_all().is_empty());
@@ -144,7 +145,7 @@ fn every_record_policy_syncs_every_line() {
 }
 
 #[test]
-fn a_torn_tail_is_trimmed_on_reopen_and_its_index_is_used_by_the_next_record() {
+fn a_torn_tail_is_moved_aside_on_reopen_and_its_index_is_used_by_the_next_record() {
     let dir = temp_dir("torn");
     let mut log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("open");
     log.append(&record("s", "tool.call", "{}")).expect("append");
@@ -157,7 +158,14 @@ fn a_torn_tail_is_trimmed_on_reopen_and_its_index_is_used_by_the_next_record() {
 
     let mut log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("open");
     let a = log.append(&record("s", "tool.call", "{}")).expect("append");
-    assert_eq!((a.event_index, a.trimmed), (2, 38));
+    assert_eq!(a.event_index, 2);
+    let repair = a.repaired.expect("repaired");
+    assert_eq!(repair.bytes, 38);
+    assert_eq!(repair.aside, dir.join("s.jsonl.bad-1"));
+    assert_eq!(
+        std::fs::read(&repair.aside).expect("aside"),
+        br#"{"sessionId":"s","eventIndex":2,"times"#
+    );
     assert_eq!(indexes(&path), [0, 1, 2]);
     assert!(check(&std::fs::read(&path).expect("read"))
         .warnings
@@ -165,25 +173,19 @@ fn a_torn_tail_is_trimmed_on_reopen_and_its_index_is_used_by_the_next_record() {
 }
 
 #[test]
-fn a_file_of_another_session_or_with_a_garbage_last_line_is_not_continued() {
+fn a_file_of_another_session_or_of_garbage_is_moved_aside_and_restarts_at_zero() {
     let dir = temp_dir("foreign");
-    std::fs::write(
-        dir.join("s.jsonl"),
-        "{\"sessionId\":\"other\",\"eventIndex\":0}\n",
-    )
-    .expect("write");
+    let foreign = "{\"sessionId\":\"other\",\"eventIndex\":0}\n";
+    std::fs::write(dir.join("s.jsonl"), foreign).expect("write");
     std::fs::write(dir.join("g.jsonl"), "not json\n").expect("write");
     let mut log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("open");
-    for s in ["s", "g"] {
-        let e = log.append(&record(s, "tool.call", "{}")).expect_err(s);
-        assert_eq!(e.op, LogOp::Resume);
-        assert_eq!(e.session.as_str(), s);
+    for (s, old) in [("s", foreign), ("g", "not json\n")] {
+        let a = log.append(&record(s, "tool.call", "{}")).expect(s);
+        assert_eq!(a.event_index, 0);
+        let repair = a.repaired.expect("repaired");
+        assert_eq!(std::fs::read_to_string(&repair.aside).expect("aside"), old);
+        assert_eq!(indexes(&dir.join(format!("{s}.jsonl"))), [0]);
     }
-    // Nothing was appended to either file.
-    assert_eq!(
-        std::fs::read_to_string(dir.join("g.jsonl")).expect("read"),
-        "not json\n"
-    );
 }
 
 #[test]
@@ -399,9 +401,18 @@ fn the_logging_relay_writes_each_record_before_the_send_after_it() {
             ));
         }
         if text == ENDED {
-            assert!(outs.iter().any(|o| matches!(o,
-                Output::Event(ServerEvent::Logged { record, synced: true, .. })
-                    if record.msg_type == "session.ended")));
+            // Synced (inline: no sync worker) before it is forwarded.
+            let synced = outs
+                .iter()
+                .position(|o| matches!(o, Output::Event(ServerEvent::Synced { .. })))
+                .expect("synced");
+            let sent = outs
+                .iter()
+                .position(
+                    |o| matches!(o, Output::Send { frame, .. } if frame.as_text() == Some(text)),
+                )
+                .expect("forwarded");
+            assert!(synced < sent);
         }
     }
     // Everyone leaves: the file is closed; a new host continues its indexes.

@@ -150,6 +150,23 @@ pub fn check_file(path: &Path) -> std::io::Result<Report> {
     Ok(r)
 }
 
+/// The `sessionId` and `eventIndex` of one line (without its newline) if it is a record
+/// [`check`] accepts (the six fields, of the right types), else the first fault.
+pub fn record(line: &[u8]) -> Result<(String, u64), String> {
+    let v: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let index = v
+        .get("eventIndex")
+        .and_then(Value::as_u64)
+        .ok_or("eventIndex missing or not a non-negative integer")?;
+    let mut r = Report::default();
+    let mut expected = index;
+    check_line(&mut r, 1, line, &mut expected, &mut None);
+    if let Some(e) = r.errors.into_iter().next() {
+        return Err(e.trim_start_matches("line 1: ").to_owned());
+    }
+    Ok((r.session_id.unwrap_or_default(), index))
+}
+
 fn check_line(r: &mut Report, n: u64, line: &[u8], expected: &mut u64, prev: &mut Option<String>) {
     if line.is_empty() {
         return r.error(n, "empty line");

@@ -10,17 +10,28 @@
 //!   belongs to the file, not to a connection or to the session's lifetime in the relay. It
 //!   survives host reconnects and replacements, a session that empties and fills again (its
 //!   file is closed when it empties and reopened later), and a restart of the relay: opening
-//!   an existing file reads its last complete line and continues from that `eventIndex + 1`.
+//!   an existing file reads its last good record and continues from that `eventIndex + 1`.
 //!   A failed write does not use its index.
+//! - **Resume never loses later records**: when the file's last line is unreadable (torn
+//!   write, garbage, nested too deep, not a record of this session, an `eventIndex` that
+//!   does not follow the line before), the writer keeps the good prefix, moves the bad tail
+//!   aside to a sibling file `<name>.bad-N` (never a `*.jsonl`, so `relay_log` on the
+//!   directory skips it) and continues after the last good record; the caller gets a
+//!   [`Repair`] to log as a warning. If no good record is found in the last
+//!   [`MAX_REPAIR_LINES`] lines, the whole file is renamed aside and the session starts a
+//!   new file at 0.
 //! - **Each line is written, whole, with one `write` call to a file opened for appending, and
 //!   nothing is buffered in the process**: once [`StudyLog::append`] returns, the line is in
 //!   the kernel and survives a crash of the relay. A crash while writing loses at most that
 //!   line, left torn (no trailing newline); the reader reports a torn last line as a warning,
-//!   and the writer, reopening the file, trims the torn bytes before appending (the record
-//!   was never complete, and the message it recorded was never forwarded).
-//! - **`fsync`** (`sync_data`) after every `session.ended` record, so the session's log is on
-//!   stable storage before the relay forwards `session.ended`; after every record with
+//!   and the writer, reopening the file, moves the torn bytes aside before appending (the
+//!   record was never complete, and the message it recorded was never forwarded).
+//! - **`fsync`** (`sync_data`): a `session.ended` record is reported `sync_due`, and the
+//!   caller syncs the file ([`StudyLog::sync`] here, or [`StudyLog::syncer`] on another
+//!   thread) before it forwards `session.ended`; after every record with
 //!   [`SyncPolicy::EveryRecord`]; and when a file is closed.
+//! - **All file access goes through [`Storage`]** ([`OsStorage`] by default), so tests can
+//!   put a writer that fails after N bytes under it.
 //! - **Failures are returned**, never swallowed: [`LogError`] says which session, file and
 //!   operation. After a failed write the file is dropped, so the next record reopens it
 //!   (trimming whatever part of the failed line reached the file).
@@ -49,6 +60,110 @@ const MAX_STEM: usize = 160;
 /// 1 MiB by default, plus a few escapes).
 const MAX_RESUME_LINE: u64 = 16 << 20;
 
+/// Lines examined from the end of a reopened file for its last good record; beyond them the
+/// whole file is moved aside.
+pub const MAX_REPAIR_LINES: usize = 64;
+
+/// An `fsync` of one file that can run on another thread.
+pub type SyncHandle = Box<dyn FnOnce() -> io::Result<()> + Send>;
+
+/// One open log file, as the writer uses it.
+pub trait LogFile: Send {
+    /// Its length in bytes.
+    fn len(&mut self) -> io::Result<u64>;
+    /// Fills `buf` from `offset`.
+    fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Appends `bytes` at the end, whole or with an error (part may have reached the file).
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// Cuts or extends it to `len` bytes.
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
+    /// `fsync` (data).
+    fn sync(&mut self) -> io::Result<()>;
+    /// An `fsync` of this file for another thread.
+    fn syncer(&self) -> io::Result<SyncHandle>;
+}
+
+/// Where log files live: the file system, or a test's stand-in.
+pub trait Storage: Send {
+    /// Opens `path` for reading and appending; `create_new` fails if it exists.
+    fn open(&mut self, path: &Path, create_new: bool) -> io::Result<Box<dyn LogFile>>;
+    /// Creates the new file `path` (failing if it exists) holding `bytes`, synced.
+    fn create_with(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()>;
+    /// Renames `from` to `to` (which must not exist).
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Whether `path` exists.
+    fn exists(&mut self, path: &Path) -> bool;
+    /// `fsync` of a directory, so entries made in it survive a power loss.
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()>;
+}
+
+/// [`Storage`] on the file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OsStorage;
+
+impl LogFile for File {
+    fn len(&mut self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+
+    fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.seek(SeekFrom::Start(offset))?;
+        self.read_exact(buf)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write_all(bytes)
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        Self::set_len(self, len)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.sync_data()
+    }
+
+    fn syncer(&self) -> io::Result<SyncHandle> {
+        let f = self.try_clone()?;
+        Ok(Box::new(move || f.sync_data()))
+    }
+}
+
+impl Storage for OsStorage {
+    fn open(&mut self, path: &Path, create_new: bool) -> io::Result<Box<dyn LogFile>> {
+        let f = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(create_new)
+            .open(path)?;
+        Ok(Box::new(f))
+    }
+
+    fn create_with(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+        f.write_all(bytes)?;
+        f.sync_data()
+    }
+
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        if to.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "the rename target exists",
+            ));
+        }
+        std::fs::rename(from, to)
+    }
+
+    fn exists(&mut self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
+        sync_dir(dir)
+    }
+}
+
 /// When the writer calls `fsync`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SyncPolicy {
@@ -66,8 +181,8 @@ pub enum SyncPolicy {
 pub enum LogOp {
     /// Creating or opening the session's file (or syncing the directory after creating it).
     Open,
-    /// Reading the existing file's last record to continue its `eventIndex`, or trimming a
-    /// torn last line.
+    /// Reading the existing file's last record to continue its `eventIndex`, or moving a bad
+    /// tail aside.
     Resume,
     /// Appending a line.
     Write,
@@ -111,15 +226,31 @@ impl std::error::Error for LogError {
     }
 }
 
+/// A bad tail moved out of a session's file as it was reopened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    /// The sibling file that now holds the bad bytes.
+    pub aside: PathBuf,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Why the tail was bad (the last line's fault).
+    pub why: String,
+    /// Whether the whole file was moved (no good record near its end).
+    pub whole_file: bool,
+}
+
 /// A record that was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Appended {
     /// Its `eventIndex`.
     pub event_index: u64,
     /// Whether the file was `fsync`ed after it.
     pub synced: bool,
-    /// Bytes of a torn last line trimmed when the file was (re)opened for this record.
-    pub trimmed: u64,
+    /// Whether the record asks for an `fsync` before the message it records is sent (a
+    /// `session.ended` under [`SyncPolicy::SessionEnd`]); the caller runs it.
+    pub sync_due: bool,
+    /// A bad tail moved aside when the file was (re)opened for this record.
+    pub repaired: Option<Repair>,
 }
 
 /// The file name of `session`'s log: the id with every byte outside `a-z 0-9 - _ .` (and a
@@ -166,32 +297,51 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// One open session file.
-#[derive(Debug)]
 struct SessionFile {
-    file: File,
+    file: Box<dyn LogFile>,
     /// Bytes of whole lines in the file (where a failed write is rolled back to).
     len: u64,
     next_index: u64,
 }
 
 /// The study-log writer: session files in one directory, each with its own `eventIndex`.
-#[derive(Debug)]
 pub struct StudyLog {
     dir: PathBuf,
     sync: SyncPolicy,
+    storage: Box<dyn Storage>,
     files: BTreeMap<SessionId, SessionFile>,
     /// Reused for every line.
     line: Vec<u8>,
 }
 
+impl fmt::Debug for StudyLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StudyLog")
+            .field("dir", &self.dir)
+            .field("sync", &self.sync)
+            .field("open", &self.files.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl StudyLog {
-    /// A writer into `dir`, created if missing.
+    /// A writer into `dir` on the file system, `dir` created if missing.
     pub fn open(dir: impl Into<PathBuf>, sync: SyncPolicy) -> io::Result<Self> {
+        Self::with_storage(dir, sync, Box::new(OsStorage))
+    }
+
+    /// A writer into `dir` (created if missing) whose files go through `storage`.
+    pub fn with_storage(
+        dir: impl Into<PathBuf>,
+        sync: SyncPolicy,
+        storage: Box<dyn Storage>,
+    ) -> io::Result<Self> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)?;
         Ok(Self {
             dir,
             sync,
+            storage,
             files: BTreeMap::new(),
             line: Vec::with_capacity(1024),
         })
@@ -223,32 +373,34 @@ impl StudyLog {
     }
 
     /// Writes `record` as the next line of its session's file (opening or reopening the file
-    /// first) and syncs it when it is a `session.ended` record or the policy says so. When
-    /// this returns `Ok`, the line is in the kernel: the message it records may be sent.
+    /// first, moving a bad tail aside) and syncs it when the policy says every record. When
+    /// this returns `Ok`, the line is in the kernel: the message it records may be sent,
+    /// once the file is synced if [`Appended::sync_due`].
     pub fn append(&mut self, record: &LogRecord) -> Result<Appended, LogError> {
         let session = &record.session_id;
-        let (f, trimmed) = match self.files.entry(session.clone()) {
-            Entry::Occupied(e) => (e.into_mut(), 0),
+        let (f, repaired) = match self.files.entry(session.clone()) {
+            Entry::Occupied(e) => (e.into_mut(), None),
             Entry::Vacant(v) => {
                 let path = self.dir.join(file_name(session.as_str()));
-                let (file, trimmed) =
-                    SessionFile::open(&self.dir, &path, session).map_err(|(op, error)| {
-                        LogError {
+                let (file, repaired) =
+                    SessionFile::open(&mut *self.storage, &self.dir, &path, session).map_err(
+                        |(op, error)| LogError {
                             session: session.clone(),
                             path,
                             op,
                             error,
-                        }
-                    })?;
-                (v.insert(file), trimmed)
+                        },
+                    )?;
+                (v.insert(file), repaired)
             }
         };
         self.line.clear();
         record.write_jsonl(f.next_index, &mut self.line);
         self.line.push(b'\n');
-        if let Err(error) = f.file.write_all(&self.line) {
+        if let Err(error) = f.file.append(&self.line) {
             // Part of the line may be in the file: roll it back now if we can; either way
-            // the file is dropped and reopened for the next record, which trims a torn tail.
+            // the file is dropped and reopened for the next record, which moves a torn tail
+            // aside.
             let _ = f.file.set_len(f.len);
             self.files.remove(session);
             return Err(self.error(session, LogOp::Write, error));
@@ -256,10 +408,9 @@ impl StudyLog {
         f.len += self.line.len() as u64;
         let event_index = f.next_index;
         f.next_index += 1;
-        let synced =
-            self.sync == SyncPolicy::EveryRecord || record.msg_type == types::SESSION_ENDED;
+        let synced = self.sync == SyncPolicy::EveryRecord;
         if synced {
-            if let Err(error) = f.file.sync_data() {
+            if let Err(error) = f.file.sync() {
                 // The line is written but may not be durable; reopening re-reads the index.
                 self.files.remove(session);
                 return Err(self.error(session, LogOp::Sync, error));
@@ -268,18 +419,47 @@ impl StudyLog {
         Ok(Appended {
             event_index,
             synced,
-            trimmed,
+            sync_due: !synced && record.msg_type == types::SESSION_ENDED,
+            repaired,
         })
+    }
+
+    /// Syncs `session`'s open file now (in this thread).
+    pub fn sync(&mut self, session: &str) -> Result<(), LogError> {
+        let Some(f) = self.files.get_mut(session) else {
+            return Ok(());
+        };
+        match f.file.sync() {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let id = SessionId::new(session);
+                self.files.remove(session);
+                Err(self.error(&id, LogOp::Sync, error))
+            }
+        }
+    }
+
+    /// An `fsync` of `session`'s open file to run on another thread (the file's data written
+    /// so far is durable once it returns `Ok`).
+    pub fn syncer(&mut self, session: &str) -> Result<SyncHandle, LogError> {
+        let id = SessionId::new(session);
+        let Some(f) = self.files.get(session) else {
+            let error = io::Error::new(io::ErrorKind::NotFound, "the file is not open");
+            return Err(self.error(&id, LogOp::Sync, error));
+        };
+        f.file
+            .syncer()
+            .map_err(|error| self.error(&id, LogOp::Sync, error))
     }
 
     /// Syncs and closes `session`'s file (it is reopened, continuing its indexes, by the
     /// session's next record). `Ok` if it was not open.
     pub fn close(&mut self, session: &str) -> Result<(), LogError> {
-        let Some((id, f)) = self.files.remove_entry(session) else {
+        let Some((id, mut f)) = self.files.remove_entry(session) else {
             return Ok(());
         };
         f.file
-            .sync_data()
+            .sync()
             .map_err(|error| self.error(&id, LogOp::Sync, error))
     }
 
@@ -303,49 +483,85 @@ impl StudyLog {
 
 impl SessionFile {
     /// Opens (creating if needed) `path` for appending and finds the next `eventIndex`: 0 for
-    /// a new or empty file, else the last complete record's + 1 (after trimming a torn last
-    /// line). Returns the file and the bytes trimmed.
+    /// a new or empty file, else the last good record's + 1, after moving a bad tail aside.
     fn open(
+        storage: &mut dyn Storage,
         dir: &Path,
         path: &Path,
         session: &SessionId,
-    ) -> Result<(Self, u64), (LogOp, io::Error)> {
-        let open = |create_new: bool| {
-            OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create_new(create_new)
-                .open(path)
-        };
-        let mut file = match open(true) {
+    ) -> Result<(Self, Option<Repair>), (LogOp, io::Error)> {
+        let mut file = match storage.open(path, true) {
             Ok(file) => {
                 // Make the new directory entry durable too.
-                sync_dir(dir).map_err(|e| (LogOp::Open, e))?;
-                return Ok((
-                    Self {
-                        file,
-                        len: 0,
-                        next_index: 0,
-                    },
-                    0,
-                ));
+                storage.sync_dir(dir).map_err(|e| (LogOp::Open, e))?;
+                return Ok((Self::fresh(file), None));
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                open(false).map_err(|e| (LogOp::Open, e))?
+                storage.open(path, false).map_err(|e| (LogOp::Open, e))?
             }
             Err(e) => return Err((LogOp::Open, e)),
         };
         let resume = |e| (LogOp::Resume, e);
-        let len = file.metadata().map_err(resume)?.len();
-        let (good, last) = last_line(&mut file, len).map_err(resume)?;
-        let trimmed = len - good;
-        if trimmed > 0 {
-            file.set_len(good).map_err(resume)?;
-            file.sync_data().map_err(resume)?;
+        let len = file.len().map_err(resume)?;
+        let tail = good_tail(&mut *file, len, session).map_err(resume)?;
+        let (good, next_index, why) = match tail {
+            Tail::Good { end, next_index } => (end, next_index, None),
+            Tail::Bad {
+                end,
+                next_index,
+                why,
+            } => (end, next_index, Some(why)),
+            Tail::NoGoodRecord { why } => {
+                // Nothing to continue from near the end: the whole file goes aside.
+                drop(file);
+                let aside = aside_path(storage, path).map_err(resume)?;
+                storage.rename(path, &aside).map_err(resume)?;
+                let file = storage.open(path, true).map_err(|e| (LogOp::Open, e))?;
+                storage.sync_dir(dir).map_err(resume)?;
+                let repair = Repair {
+                    aside,
+                    bytes: len,
+                    why,
+                    whole_file: true,
+                };
+                return Ok((Self::fresh(file), Some(repair)));
+            }
+        };
+        if why.is_some() && len - good > MAX_RESUME_LINE {
+            // Too much to copy: the whole file goes aside, the good prefix with it.
+            let why = why.unwrap_or_default();
+            drop(file);
+            let aside = aside_path(storage, path).map_err(resume)?;
+            storage.rename(path, &aside).map_err(resume)?;
+            let file = storage.open(path, true).map_err(|e| (LogOp::Open, e))?;
+            storage.sync_dir(dir).map_err(resume)?;
+            let repair = Repair {
+                aside,
+                bytes: len,
+                why,
+                whole_file: true,
+            };
+            return Ok((Self::fresh(file), Some(repair)));
         }
-        let next_index = match last {
-            None => 0,
-            Some(line) => last_index(&line, session).map_err(resume)? + 1,
+        let repair = match why {
+            None => None,
+            Some(why) => {
+                let bytes = len - good;
+                let mut moved = vec![0; usize::try_from(bytes).unwrap_or(usize::MAX)];
+                file.read_exact_at(good, &mut moved).map_err(resume)?;
+                let aside = aside_path(storage, path).map_err(resume)?;
+                // First the copy, then the cut: a crash in between loses nothing.
+                storage.create_with(&aside, &moved).map_err(resume)?;
+                storage.sync_dir(dir).map_err(resume)?;
+                file.set_len(good).map_err(resume)?;
+                file.sync().map_err(resume)?;
+                Some(Repair {
+                    aside,
+                    bytes,
+                    why,
+                    whole_file: false,
+                })
+            }
         };
         Ok((
             Self {
@@ -353,58 +569,150 @@ impl SessionFile {
                 len: good,
                 next_index,
             },
-            trimmed,
+            repair,
         ))
     }
-}
 
-/// `eventIndex` of `line`, which must be a record of `session`.
-fn last_index(line: &[u8], session: &SessionId) -> io::Result<u64> {
-    let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
-    let v: serde_json::Value = serde_json::from_slice(line)
-        .map_err(|e| bad(format!("the last line is not a JSON record ({e})")))?;
-    match v.get("sessionId").and_then(|s| s.as_str()) {
-        Some(s) if s == session.as_str() => {}
-        other => {
-            return Err(bad(format!(
-                "the last record is of session {other:?}, not {:?}",
-                session.as_str()
-            )))
+    fn fresh(file: Box<dyn LogFile>) -> Self {
+        Self {
+            file,
+            len: 0,
+            next_index: 0,
         }
     }
-    v.get("eventIndex")
-        .and_then(serde_json::Value::as_u64)
-        .ok_or_else(|| bad("the last record has no integer eventIndex".into()))
 }
 
-/// The length of the file's whole lines, and its last whole line (without the newline).
-fn last_line(file: &mut File, len: u64) -> io::Result<(u64, Option<Vec<u8>>)> {
-    let Some(end) = rfind_newline(file, len)? else {
-        return Ok((0, None));
-    };
-    let start = rfind_newline(file, end)?.map_or(0, |p| p + 1);
+/// The first free `<path>.bad-N`, N from 1.
+fn aside_path(storage: &mut dyn Storage, path: &Path) -> io::Result<PathBuf> {
+    for n in 1..10_000u32 {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".bad-{n}"));
+        let p = PathBuf::from(name);
+        if !storage.exists(&p) {
+            return Ok(p);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "too many files moved aside already",
+    ))
+}
+
+/// What the end of a reopened file holds.
+enum Tail {
+    /// Every byte is whole good lines up to `end` (the file's length).
+    Good { end: u64, next_index: u64 },
+    /// Good lines up to `end`, then a bad tail.
+    Bad {
+        end: u64,
+        next_index: u64,
+        why: String,
+    },
+    /// No good record among the last [`MAX_REPAIR_LINES`] lines.
+    NoGoodRecord { why: String },
+}
+
+/// Finds the last good record of `session` in the file: walking back from the end over at
+/// most [`MAX_REPAIR_LINES`] lines, a line is good when `relay_log` accepts it as a record
+/// of `session` and its `eventIndex` follows the line before it (when that one is a record
+/// of `session` too) or is 0 on the first line.
+fn good_tail(file: &mut dyn LogFile, len: u64, session: &SessionId) -> io::Result<Tail> {
+    if len == 0 {
+        return Ok(Tail::Good {
+            end: 0,
+            next_index: 0,
+        });
+    }
+    // Bytes after the last newline are a torn line.
+    let mut end = rfind_newline(file, len)?.map_or(0, |p| p + 1);
+    let mut why = (end < len).then(|| format!("a torn last line of {} bytes", len - end));
+    for _ in 0..MAX_REPAIR_LINES {
+        if end == 0 {
+            break;
+        }
+        let start = rfind_newline(file, end - 1)?.map_or(0, |p| p + 1);
+        let verdict = match read_line(file, start, end - 1)? {
+            None => Err("a line too long to be a record".to_owned()),
+            Some(line) => match record_of(&line, session) {
+                Err(e) => Err(e),
+                Ok(index) if start == 0 && index != 0 => {
+                    Err(format!("the first line has eventIndex {index}, not 0"))
+                }
+                Ok(index) if start == 0 => Ok(index),
+                Ok(index) => {
+                    let p_start = rfind_newline(file, start - 1)?.map_or(0, |p| p + 1);
+                    let prev = read_line(file, p_start, start - 1)?
+                        .and_then(|l| record_of(&l, session).ok());
+                    match prev {
+                        Some(p) if p.checked_add(1) != Some(index) => Err(format!(
+                            "eventIndex {index} does not follow {p} on the line before"
+                        )),
+                        _ => Ok(index),
+                    }
+                }
+            },
+        };
+        match verdict {
+            Ok(index) => {
+                let next_index = index + 1;
+                return Ok(match why {
+                    None => Tail::Good { end, next_index },
+                    Some(why) => Tail::Bad {
+                        end,
+                        next_index,
+                        why,
+                    },
+                });
+            }
+            Err(e) => {
+                why.get_or_insert(e);
+                end = start;
+            }
+        }
+    }
+    let why = why.unwrap_or_default();
+    if end == 0 {
+        // Every line was bad: keep nothing in place, but only after moving it aside.
+        return Ok(Tail::Bad {
+            end: 0,
+            next_index: 0,
+            why,
+        });
+    }
+    Ok(Tail::NoGoodRecord { why })
+}
+
+/// The bytes `[start, end)` of the file, or `None` when longer than a record can be.
+fn read_line(file: &mut dyn LogFile, start: u64, end: u64) -> io::Result<Option<Vec<u8>>> {
     if end - start > MAX_RESUME_LINE {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "the last line is too long to be a record",
-        ));
+        return Ok(None);
     }
     let mut line = vec![0; usize::try_from(end - start).unwrap_or(usize::MAX)];
-    file.seek(SeekFrom::Start(start))?;
-    file.read_exact(&mut line)?;
-    Ok((end + 1, Some(line)))
+    file.read_exact_at(start, &mut line)?;
+    Ok(Some(line))
+}
+
+/// `eventIndex` of `line` if `relay_log` accepts it as a record of `session`.
+fn record_of(line: &[u8], session: &SessionId) -> Result<u64, String> {
+    let (id, index) = super::log_check::record(line)?;
+    if id != session.as_str() {
+        return Err(format!(
+            "a record of session {id:?}, not {:?}",
+            session.as_str()
+        ));
+    }
+    Ok(index)
 }
 
 /// Offset of the last `\n` before `end`, reading backwards in 64 KiB chunks.
-fn rfind_newline(file: &mut File, end: u64) -> io::Result<Option<u64>> {
+fn rfind_newline(file: &mut dyn LogFile, end: u64) -> io::Result<Option<u64>> {
     const CHUNK: u64 = 64 << 10;
     let mut buf = vec![0; CHUNK as usize];
     let mut hi = end;
     while hi > 0 {
         let lo = hi.saturating_sub(CHUNK);
         let chunk = &mut buf[..usize::try_from(hi - lo).unwrap_or(0)];
-        file.seek(SeekFrom::Start(lo))?;
-        file.read_exact(chunk)?;
+        file.read_exact_at(lo, chunk)?;
         if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
             return Ok(Some(lo + i as u64));
         }

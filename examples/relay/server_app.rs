@@ -10,7 +10,7 @@ use agentwire::core::{ConnId, UuidV4Ids};
 use agentwire::tokio::{Accept, Handle, Limits, Reject, Server, ServerConfig, UpgradeRequest};
 
 use super::log_writer::{StudyLog, SyncPolicy};
-use super::logging_relay::{LoggingRelay, ServerEvent};
+use super::logging_relay::{LoggingRelay, ServerEvent, SyncJob};
 
 /// Transport headroom above the relay's own message limit: a body a little over
 /// `max_message_bytes` still reaches the relay, which answers it with LIMIT_EXCEEDED; only
@@ -27,7 +27,13 @@ pub struct RelayApp {
     pub log_dir: PathBuf,
     /// The event task; ends when the server stops.
     pub events_task: tokio::task::JoinHandle<()>,
+    /// The sync worker: runs each `fsync` before a `session.ended` off the task that owns
+    /// the relay; ends when the server stops.
+    pub sync_task: tokio::task::JoinHandle<()>,
 }
+
+/// Sync jobs queued for the worker at most; beyond, the relay syncs inline.
+const SYNC_QUEUE: usize = 64;
 
 /// The upgrade hook: only [`ENDPOINT_PATH`] is upgraded; any other path gets HTTP 404 before
 /// the upgrade.
@@ -86,7 +92,9 @@ pub async fn start(
     let log = StudyLog::open(&log_dir, sync)?;
     let transport = server_config(&config);
     let (now, unix_ms) = super::clocks();
-    let machine = LoggingRelay::new(Relay::new(config, UuidV4Ids, now, unix_ms), log);
+    let (sync_tx, mut sync_rx) = tokio::sync::mpsc::channel::<SyncJob>(SYNC_QUEUE);
+    let relay = Relay::new(config, UuidV4Ids, now, unix_ms);
+    let machine = LoggingRelay::with_sync_worker(relay, log, sync_tx);
     let (server, mut events) = Server::bind(addr, machine, transport).await?;
     let events_task = tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
@@ -94,11 +102,28 @@ pub async fn start(
         }
     });
     let handle = server.handle();
+    let worker = handle.clone();
+    // One job at a time, in order, so a later session.ended never overtakes an earlier one.
+    let sync_task = tokio::spawn(async move {
+        while let Some(job) = sync_rx.recv().await {
+            let Ok((ticket, result)) = tokio::task::spawn_blocking(move || job.run()).await else {
+                break;
+            };
+            if worker
+                .call(move |m, _now| m.sync_done(ticket, result))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
     Ok(RelayApp {
         server,
         handle,
         log_dir,
         events_task,
+        sync_task,
     })
 }
 
@@ -118,6 +143,7 @@ impl RelayApp {
     pub async fn shutdown(self) {
         self.server.shutdown().await;
         let _ = self.events_task.await;
+        let _ = self.sync_task.await;
     }
 }
 
@@ -149,7 +175,7 @@ impl EventLog {
                 record,
                 event_index,
                 synced,
-                trimmed,
+                sync_due,
             } => {
                 let mut line = format!(
                     "log {:?} #{event_index}: {} {}",
@@ -160,13 +186,48 @@ impl EventLog {
                 if *synced {
                     line.push_str(" (synced)");
                 }
-                if *trimmed > 0 {
-                    line.push_str(&format!(
-                        " (trimmed a torn last line of {trimmed} bytes on reopening)"
-                    ));
+                if *sync_due {
+                    line.push_str(" (synced before it is sent)");
                 }
                 line
             }
+            ServerEvent::Synced { session, off_task } => format!(
+                "log {:?} synced{}",
+                session.as_str(),
+                if *off_task {
+                    " (off the relay task)"
+                } else {
+                    ""
+                }
+            ),
+            ServerEvent::LogRepaired {
+                session,
+                path,
+                repair,
+            } => format!(
+                "study log of session {:?} ({}) had an unreadable end ({}): moved {} byte(s) \
+                 aside to {}{}; its records continue after the last good one",
+                session.as_str(),
+                path.display(),
+                repair.why,
+                repair.bytes,
+                repair.aside.display(),
+                if repair.whole_file {
+                    " (the whole file)"
+                } else {
+                    ""
+                }
+            ),
+            ServerEvent::SessionEndWithheld {
+                session,
+                agent,
+                reason,
+            } => format!(
+                "session.ended of {:?} withheld from {}: the study log was not saved ({reason}); \
+                 sent LOG_FLUSH_FAILED instead",
+                session.as_str(),
+                self.name(*agent)
+            ),
             ServerEvent::LogFailed {
                 session,
                 record,
@@ -266,13 +327,17 @@ impl EventLog {
         let line = self.describe(ev);
         match ev {
             ServerEvent::Logged { .. }
+            | ServerEvent::Synced { .. }
             | ServerEvent::Relay(RelayEvent::Forwarded { .. } | RelayEvent::Connected { .. }) => {
                 tracing::debug!("{line}");
             }
+            ServerEvent::LogRepaired { .. } => tracing::warn!("{line}"),
             ServerEvent::Relay(
                 RelayEvent::ProtocolViolation { .. } | RelayEvent::Undelivered { .. },
             ) => tracing::warn!("{line}"),
-            ServerEvent::LogFailed { .. } | ServerEvent::ReportedToHost { .. } => {
+            ServerEvent::LogFailed { .. }
+            | ServerEvent::ReportedToHost { .. }
+            | ServerEvent::SessionEndWithheld { .. } => {
                 tracing::error!("{line}");
             }
             _ => tracing::info!("{line}"),
