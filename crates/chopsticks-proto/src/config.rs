@@ -26,7 +26,8 @@ pub struct Limits {
     /// Guild ids kept per agent. Default 10,000; longer lists are truncated (and reported).
     pub max_guilds_per_agent: usize,
     /// Voice sessions (music and assistant) tracked in total. Default 10,000; `add` events
-    /// beyond it are dropped (and reported).
+    /// beyond it are dropped (and reported), and selecting an agent for one more session
+    /// fails with `CommandError::TooManySessions`.
     pub max_sessions: usize,
 }
 
