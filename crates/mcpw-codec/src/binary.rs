@@ -6,7 +6,7 @@
 //! | reference method (1-9) or unknown code | its type / that code | the params (`null` if none) |
 //! | method without a code | its type / 0 | `{"method": name, "params": ...}` |
 //! | error | 3 / 0 | the error object |
-//! | batch | 6 (flag `BATCH`) / 0 | `{"messages": [JSON form, ...], "count": n}` |
+//! | batch | 6, flag `BATCH` / 0 | [`BatchForm::Json`]: `{"messages": [JSON form, ...], "count": n}`; [`BatchForm::Binary`]: u32 BE count, then per message u32 BE length + JSON form |
 
 use serde::de::Error as _;
 use serde_json::{Map, Value};
@@ -17,9 +17,48 @@ use crate::header::{Flags, Header, MessageType, Method};
 use crate::json;
 use crate::message::{Body, Message, OtherCall, ParamsRef};
 
-/// Appends the payload JSON of `msg` to `out`; returns the header's method code.
-pub(crate) fn write_payload(msg: &Message, out: &mut Vec<u8>) -> Result<Method, EncodeError> {
+/// The body a batch frame (type 6, flag `BATCH`) carries.
+///
+/// Both are read whatever this says (the first byte tells them apart: `{` starts the JSON
+/// body, a binary body starts with its count's high byte, 0 for any count a decoder accepts);
+/// it chooses only what the encoder writes ([`CodecConfig::batch`](crate::CodecConfig::batch)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum BatchForm {
+    /// The spec's `BatchMessage` params: `{"messages": [JSON form, ...], "count": n}`
+    /// (default).
+    #[default]
+    Json,
+    /// What the real server's `createBinaryBatch` writes: a u32 BE message count, then per
+    /// message a u32 BE length and the message's JSON form.
+    Binary,
+}
+
+/// Appends the payload of `msg` to `out` (a batch's body in form `batch`); returns the
+/// header's method code.
+pub(crate) fn write_payload(
+    msg: &Message,
+    batch: BatchForm,
+    out: &mut Vec<u8>,
+) -> Result<Method, EncodeError> {
     match &msg.body {
+        Body::Batch(messages) if batch == BatchForm::Binary => {
+            let count = u32::try_from(messages.len())
+                .map_err(|_| EncodeError::InvalidBatch("more messages than max_batch"))?;
+            out.extend_from_slice(&count.to_be_bytes());
+            for m in messages {
+                let at = out.len();
+                out.extend_from_slice(&[0; 4]);
+                serde_json::to_writer(&mut *out, m)?;
+                let len = u32::try_from(out.len() - at - 4).map_err(|_| {
+                    EncodeError::PayloadTooLarge {
+                        size: out.len() - at - 4,
+                        max: u32::MAX as usize,
+                    }
+                })?;
+                out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+            }
+            Ok(Method::UNKNOWN)
+        }
         Body::Other(c) => {
             let code = if c.code == Method::UNKNOWN {
                 Method::from_name(&c.method)
@@ -77,14 +116,20 @@ pub(crate) fn read_payload(
     let text = || {
         std::str::from_utf8(payload).map_err(|e| DecodeError::Json(serde_json::Error::custom(e)))
     };
+    if header.flags.contains(Flags::BATCH) && header.kind != MessageType::BATCH {
+        return Err(DecodeError::KindMismatch {
+            kind: header.kind,
+            body: "batch",
+        });
+    }
     let body = if header.kind == MessageType::ERROR {
         Body::Error(serde_json::from_slice(payload).map_err(DecodeError::Json)?)
-    } else if header.kind == MessageType::BATCH || header.flags.contains(Flags::BATCH) {
-        Body::Batch(json::decode_batch(text()?, limits)?)
+    } else if header.kind == MessageType::BATCH {
+        Body::Batch(json::decode_batch(payload, limits)?)
     } else if let Some(body) = Body::typed_from_json(header.method, text()?) {
         body?
     } else if header.method == Method::UNKNOWN {
-        unwrap_named(json::other_params(payload)?)
+        unwrap_named(json::other_params(payload)?)?
     } else {
         Body::Other(OtherCall {
             method: header.method.as_str().unwrap_or_default().to_owned(),
@@ -101,29 +146,44 @@ pub(crate) fn read_payload(
     })
 }
 
-/// A code-0 payload: `{"method": name, "params": ...}` names its method; anything else is
-/// the params of a method whose name the sender did not give (the reference sends unknown
-/// methods this way).
-fn unwrap_named(value: Value) -> Body {
+/// A code-0 payload: `{"method": name, "params": ...}` names its method (a method with a
+/// typed body, e.g. `task.assigned`, gets its typed body as if its code had been sent);
+/// anything else is the params of a method whose name the sender did not give (the
+/// reference sends unknown methods this way).
+fn unwrap_named(value: Value) -> Result<Body, DecodeError> {
     let value = match value {
         Value::Object(mut map) => {
             let named = matches!(map.get("method"), Some(Value::String(m)) if !m.is_empty());
             if named && map.keys().all(|k| k == "method" || k == "params") {
                 if let Some(Value::String(method)) = map.remove("method") {
-                    return Body::Other(OtherCall {
+                    let params = map.remove("params").unwrap_or(Value::Null);
+                    let code = Method::from_name(&method);
+                    if code != Method::UNKNOWN {
+                        // Serializing a parsed `Value` cannot fail.
+                        let text = serde_json::to_string(&params).map_err(DecodeError::Json)?;
+                        if let Some(body) = Body::typed_from_json(code, &text) {
+                            return body;
+                        }
+                        return Ok(Body::Other(OtherCall {
+                            method,
+                            code,
+                            params,
+                        }));
+                    }
+                    return Ok(Body::Other(OtherCall {
                         method,
                         code: Method::UNKNOWN,
-                        params: map.remove("params").unwrap_or(Value::Null),
-                    });
+                        params,
+                    }));
                 }
             }
             Value::Object(map)
         }
         other => other,
     };
-    Body::Other(OtherCall {
+    Ok(Body::Other(OtherCall {
         method: String::new(),
         code: Method::UNKNOWN,
         params: value,
-    })
+    }))
 }

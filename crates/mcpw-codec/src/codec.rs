@@ -4,12 +4,13 @@
 use agentwire_core::{Frame, FrameBuf};
 use bytes::{Bytes, BytesMut};
 
-use crate::binary;
+use crate::binary::{self, BatchForm};
+use crate::compact::{is_compact, CompactHeader, COMPACT_COMPRESSED, COMPACT_HEADER_LEN};
 use crate::config::{CodecConfig, CompressPolicy, Limits};
 use crate::error::{DecodeError, EncodeError};
 use crate::gzip::{entropy_bits_per_byte, GzipDecoder, GzipEncoder};
-use crate::header::{Flags, Header, HEADER_LEN};
-use crate::json;
+use crate::header::{Flags, Header, MessageType, HEADER_LEN};
+use crate::json::{self, Shallow};
 use crate::message::Message;
 
 /// Inflate buffers larger than this are not kept between frames.
@@ -22,6 +23,9 @@ pub enum Form {
     Binary,
     /// A text WebSocket frame: the JSON form.
     Json,
+    /// A binary WebSocket frame in the real server's 12-byte form (after
+    /// `protocol.set_binary`): the whole JSON form, maybe gzipped (see [`crate::compact`]).
+    Compact,
 }
 
 /// A decoded binary frame: its header as on the wire, and its payload, inflated if it was
@@ -98,13 +102,24 @@ impl Codec {
     /// give the layout), gzipped when the [`Compression`](crate::Compression) policy says so and the
     /// result is smaller. On error `out` is unchanged.
     pub fn encode(&mut self, msg: &Message, out: &mut Vec<u8>) -> Result<Header, EncodeError> {
+        self.encode_with_batch(msg, self.config.batch, out)
+    }
+
+    /// [`encode`](Self::encode), writing a batch with the body `batch` whatever
+    /// [`CodecConfig::batch`] says (a server answers a batch in the body its peer used).
+    pub fn encode_with_batch(
+        &mut self,
+        msg: &Message,
+        batch: BatchForm,
+        out: &mut Vec<u8>,
+    ) -> Result<Header, EncodeError> {
         json::check_kind(msg, self.config.limits.max_batch)?;
         if msg.flags.contains(Flags::ENCRYPTED) {
             return Err(EncodeError::Encrypted);
         }
         let start = out.len();
         out.extend_from_slice(&[0; HEADER_LEN]);
-        let method = match binary::write_payload(msg, out) {
+        let method = match binary::write_payload(msg, batch, out) {
             Ok(m) => m,
             Err(e) => {
                 out.truncate(start);
@@ -141,20 +156,10 @@ impl Codec {
         start: usize,
     ) -> Result<Header, EncodeError> {
         let body = start + HEADER_LEN;
-        let len = out.len() - body;
-        if !header.flags.contains(Flags::ENCRYPTED) && self.should_compress(&out[body..]) {
-            self.deflated.clear();
-            if self
-                .encoder
-                .compress_within(&out[body..], &mut self.deflated, len - 1)
-            {
-                out.truncate(body);
-                out.extend_from_slice(&self.deflated);
-                header.flags = header.flags.with(Flags::COMPRESSED);
-            }
-            if self.deflated.capacity() > RETAIN_INFLATED {
-                self.deflated = Vec::new();
-            }
+        if !header.flags.contains(Flags::ENCRYPTED)
+            && self.compress_tail(out, body, self.config.compression.threshold)
+        {
+            header.flags = header.flags.with(Flags::COMPRESSED);
         }
         let size = out.len() - body;
         let max = self.config.limits.max_payload as usize;
@@ -167,10 +172,35 @@ impl Codec {
         Ok(header)
     }
 
+    /// Replaces `out[body..]` by its gzip member if the policy (at `threshold`) says to try
+    /// and the member is smaller; returns whether it did.
+    fn compress_tail(&mut self, out: &mut Vec<u8>, body: usize, threshold: usize) -> bool {
+        let len = out.len() - body;
+        if !self.should_compress_at(&out[body..], threshold) {
+            return false;
+        }
+        self.deflated.clear();
+        let done = self
+            .encoder
+            .compress_within(&out[body..], &mut self.deflated, len - 1);
+        if done {
+            out.truncate(body);
+            out.extend_from_slice(&self.deflated);
+        }
+        if self.deflated.capacity() > RETAIN_INFLATED {
+            self.deflated = Vec::new();
+        }
+        done
+    }
+
     /// Whether a payload goes through gzip, by the configured threshold and policy.
     pub fn should_compress(&self, payload: &[u8]) -> bool {
+        self.should_compress_at(payload, self.config.compression.threshold)
+    }
+
+    fn should_compress_at(&self, payload: &[u8], threshold: usize) -> bool {
         let c = &self.config.compression;
-        if payload.len() <= c.threshold || payload.len() < 2 {
+        if payload.len() <= threshold || payload.len() < 2 {
             return false;
         }
         match c.policy {
@@ -222,6 +252,73 @@ impl Codec {
             frame.slice(HEADER_LEN..)
         };
         Ok((header, payload))
+    }
+
+    // -----------------------------------------------------------------------------------
+    // The real server's 12-byte form
+    // -----------------------------------------------------------------------------------
+
+    /// Appends `msg` in the real server's 12-byte form ([`crate::compact`]) to `out`: the
+    /// header, then the message's whole JSON form, gzipped as [`encode`](Self::encode)
+    /// decides. Flags of `msg` other than framing are not carried (as in the JSON form).
+    /// On error `out` is unchanged.
+    pub fn encode_compact(
+        &mut self,
+        msg: &Message,
+        out: &mut Vec<u8>,
+    ) -> Result<CompactHeader, EncodeError> {
+        let threshold = match self.config.compression.policy {
+            CompressPolicy::Never => None,
+            _ => Some(self.config.compression.threshold),
+        };
+        self.encode_compact_with(msg, threshold, out)
+    }
+
+    /// [`encode_compact`](Self::encode_compact) with a compression threshold of its own
+    /// (`None`: never compress), as `protocol.set_binary` sets one per connection.
+    pub fn encode_compact_with(
+        &mut self,
+        msg: &Message,
+        threshold: Option<usize>,
+        out: &mut Vec<u8>,
+    ) -> Result<CompactHeader, EncodeError> {
+        json::check_kind(msg, self.config.limits.max_batch)?;
+        let start = out.len();
+        let body = start + COMPACT_HEADER_LEN;
+        out.extend_from_slice(&[0; COMPACT_HEADER_LEN]);
+        if let Err(e) = json::encode(msg, out) {
+            out.truncate(start);
+            return Err(e);
+        }
+        let mut header = CompactHeader::new(msg.kind);
+        if let Some(t) = threshold {
+            if self.compress_tail(out, body, t) {
+                header.flags |= COMPACT_COMPRESSED;
+            }
+        }
+        let size = out.len() - body;
+        let max = self.config.limits.max_payload as usize;
+        if size > max {
+            out.truncate(start);
+            return Err(EncodeError::PayloadTooLarge { size, max });
+        }
+        header.size = size as u32;
+        out[start..body].copy_from_slice(&header.to_bytes());
+        Ok(header)
+    }
+
+    /// Decodes one frame in the real server's 12-byte form: header checked before anything
+    /// is allocated, payload inflated under the cap, then the whole-message JSON, whose
+    /// type the header's overrides.
+    pub fn decode_compact(&mut self, frame: &[u8]) -> Result<Message, DecodeError> {
+        let Self {
+            config,
+            decoder,
+            inflated,
+            ..
+        } = self;
+        let (header, payload) = compact_payload(frame, &config.limits, decoder, inflated)?;
+        json::decode_compact(payload, &config.limits, header.kind)
     }
 
     // -----------------------------------------------------------------------------------
@@ -283,12 +380,64 @@ impl Codec {
         json::encode(msg, out)
     }
 
-    /// Decodes a WebSocket frame: text frames as JSON, binary frames as MCPW frames.
+    /// Decodes a WebSocket frame: text frames as JSON, binary frames as MCPW frames (the
+    /// 12-byte form when the first byte is its version, 1; else the spec's 24-byte form).
     /// Returns the form too, so a server can answer in the one its peer uses.
     pub fn decode_ws(&mut self, frame: Frame<'_>) -> Result<(Message, Form), DecodeError> {
         match frame {
             Frame::Text(t) => self.decode_json(t.as_bytes()).map(|m| (m, Form::Json)),
+            Frame::Binary(b) if is_compact(b) => self.decode_compact(b).map(|m| (m, Form::Compact)),
             Frame::Binary(b) => self.decode(b).map(|m| (m, Form::Binary)),
+        }
+    }
+
+    /// Decodes a WebSocket frame as [`decode_ws`](Self::decode_ws) does, but leaves a
+    /// batch's entries undecoded, so each can be answered as if it came alone.
+    pub(crate) fn decode_ws_shallow<'a>(
+        &'a mut self,
+        frame: Frame<'a>,
+    ) -> Result<(Shallow<'a>, Form), DecodeError> {
+        match frame {
+            Frame::Text(t) => json::decode_shallow(t.as_bytes(), &self.config.limits, None)
+                .map(|m| (m, Form::Json)),
+            Frame::Binary(b) if is_compact(b) => {
+                let Self {
+                    config,
+                    decoder,
+                    inflated,
+                    ..
+                } = self;
+                let (header, payload) = compact_payload(b, &config.limits, decoder, inflated)?;
+                json::decode_shallow(payload, &config.limits, Some(header.kind))
+                    .map(|m| (m, Form::Compact))
+            }
+            Frame::Binary(b) => {
+                let Self {
+                    config,
+                    decoder,
+                    inflated,
+                    ..
+                } = self;
+                let raw = decode_frame_into(b, &config.limits, decoder, inflated)?;
+                let h = raw.header;
+                let batch = h.kind == MessageType::BATCH && !h.flags.contains(Flags::ENCRYPTED);
+                let shallow = if batch {
+                    let (entries, form) = json::split_batch(raw.payload, &config.limits)?;
+                    Shallow::Batch {
+                        id: None,
+                        seq: h.seq,
+                        form,
+                        entries,
+                    }
+                } else {
+                    Shallow::One(Box::new(binary::read_payload(
+                        &h,
+                        raw.payload,
+                        &config.limits,
+                    )?))
+                };
+                Ok((shallow, Form::Binary))
+            }
         }
     }
 
@@ -304,8 +453,62 @@ impl Codec {
                 self.encode_json(msg, &mut out)?;
                 Ok(FrameBuf::json_from_vec(out))
             }
+            Form::Compact => {
+                self.encode_compact(msg, &mut out)?;
+                Ok(FrameBuf::binary(out))
+            }
         }
     }
+}
+
+/// The header and (inflated) payload of a 12-byte frame, on split borrows of the codec.
+fn compact_payload<'a>(
+    frame: &'a [u8],
+    limits: &Limits,
+    decoder: &mut GzipDecoder,
+    inflated: &'a mut Vec<u8>,
+) -> Result<(CompactHeader, &'a [u8]), DecodeError> {
+    let header = CompactHeader::parse(frame, limits)?;
+    let payload = &frame[COMPACT_HEADER_LEN..];
+    let size = header.size as usize;
+    if payload.len() < size {
+        return Err(DecodeError::Truncated {
+            expected: header.size,
+            actual: payload.len(),
+        });
+    }
+    if payload.len() > size {
+        return Err(DecodeError::TrailingBytes(payload.len() - size));
+    }
+    if header.is_encrypted() {
+        return Err(DecodeError::Encrypted);
+    }
+    if !header.is_compressed() {
+        return Ok((header, payload));
+    }
+    inflate(payload, limits, decoder, inflated)?;
+    Ok((header, inflated))
+}
+
+/// Inflates `payload` into the reused `inflated` buffer under `limits.max_decompressed`.
+fn inflate(
+    payload: &[u8],
+    limits: &Limits,
+    decoder: &mut GzipDecoder,
+    inflated: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
+    if inflated.capacity() > RETAIN_INFLATED {
+        *inflated = Vec::new();
+    }
+    inflated.clear();
+    if let Err(e) = decoder.decompress(payload, inflated, limits.max_decompressed) {
+        // A refused bomb must not keep its cap-sized buffer alive until the next frame.
+        if inflated.capacity() > RETAIN_INFLATED {
+            *inflated = Vec::new();
+        }
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 /// The body of [`Codec::decode_frame`], on split borrows of the codec.
@@ -330,17 +533,7 @@ fn decode_frame_into<'a>(
     if !header.flags.contains(Flags::COMPRESSED) || header.flags.contains(Flags::ENCRYPTED) {
         return Ok(RawFrame { header, payload });
     }
-    if inflated.capacity() > RETAIN_INFLATED {
-        *inflated = Vec::new();
-    }
-    inflated.clear();
-    if let Err(e) = decoder.decompress(payload, inflated, limits.max_decompressed) {
-        // A refused bomb must not keep its cap-sized buffer alive until the next frame.
-        if inflated.capacity() > RETAIN_INFLATED {
-            *inflated = Vec::new();
-        }
-        return Err(e.into());
-    }
+    inflate(payload, limits, decoder, inflated)?;
     Ok(RawFrame {
         header,
         payload: inflated,

@@ -143,4 +143,7 @@ pub struct CodecConfig {
     pub limits: Limits,
     /// Outgoing compression.
     pub compression: Compression,
+    /// The body the encoder writes for a batch in a 24-byte frame. Default
+    /// [`BatchForm::Json`](crate::BatchForm::Json), the spec's; the decoder reads both.
+    pub batch: crate::BatchForm,
 }

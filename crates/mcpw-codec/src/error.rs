@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::compact::CompactHeaderError;
 use crate::gzip::GzipError;
 use crate::header::{HeaderError, MessageType};
 
@@ -162,6 +163,19 @@ pub enum DecodeError {
     /// A batch whose `count` differs from the number of messages, or a batch inside a batch.
     #[error("invalid batch: {0}")]
     InvalidBatch(&'static str),
+    /// The message type does not fit what the message carries: type 3 without an `error`
+    /// object, an `error` object under another type, or the `BATCH` flag on a type other
+    /// than 6. Refused here so that everything the decoder accepts, the encoder can write.
+    #[error("message type {kind:?} does not fit a {body} body")]
+    KindMismatch {
+        /// The message's type.
+        kind: MessageType,
+        /// What the message carries (`"error"`, `"batch"` or `"call"`).
+        body: &'static str,
+    },
+    /// The real server's 12-byte header was refused (see [`CompactHeaderError`]).
+    #[error(transparent)]
+    Compact(#[from] CompactHeaderError),
     /// The message nests arrays and objects deeper than
     /// [`Limits::max_json_depth`](crate::Limits::max_json_depth).
     #[error("message nested deeper than {limit} levels")]
@@ -192,6 +206,7 @@ impl DecodeError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::Header(HeaderError::PayloadTooLarge { .. })
+            | Self::Compact(CompactHeaderError::PayloadTooLarge { .. })
             | Self::Gzip(GzipError::TooLarge { .. })
             | Self::TextTooLarge { .. }
             | Self::TooDeep { .. }

@@ -7,10 +7,12 @@
 use bytes::BytesMut;
 use serde_json::Value;
 
+use crate::compact::{CompactHeader, COMPACT_COMPRESSED};
 use crate::config::{Backend, CodecConfig, CompressPolicy, Limits, ReservedPolicy};
 use crate::gzip::{GzipDecoder, GzipEncoder, GzipError};
 use crate::header::{Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC, VERSION};
 use crate::message::{Body, Message, OtherCall};
+use crate::BatchForm;
 use crate::{Codec, DecodeError};
 
 fn backends() -> [Backend; 2] {
@@ -88,11 +90,14 @@ pub fn header(data: &[u8]) {
 
 /// Decodes `data[1..]` as a frame, and as a compressed payload; round-trips what decodes.
 ///
-/// `data[0]` picks the mode: even = `data[1..]` is a whole frame; odd = `data[1..]` is the
-/// payload of a frame flagged COMPRESSED (and also inflated directly by both backends under
-/// a small cap, which must agree and never exceed it). Checks: no panic; a decoded message
-/// re-encodes (compressed at threshold 0 and uncompressed) and decodes to itself; an
-/// arbitrary JSON-string payload survives gzip with every backend.
+/// `data[0]` picks the mode: even = `data[1..]` is a whole frame, decoded as a 24-byte
+/// frame, as a 12-byte frame, and through `decode_ws` (which picks by the first byte), and
+/// as the payload of a 24-byte batch frame (so the binary batch body is read too); odd =
+/// `data[1..]` is the payload of a frame flagged COMPRESSED, in both header forms (and also
+/// inflated directly by both backends under a small cap, which must agree and never exceed
+/// it). Checks: no panic; a decoded message re-encodes in both binary forms and JSON
+/// (compressed at threshold 0 and uncompressed; batches with both bodies) and decodes to
+/// itself; an arbitrary JSON-string payload survives gzip with every backend.
 pub fn frame(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -101,6 +106,21 @@ pub fn frame(data: &[u8]) {
     if mode % 2 == 0 {
         if let Ok(msg) = codec.decode(rest) {
             round_trip(&msg);
+        }
+        if let Ok(msg) = codec.decode_compact(rest) {
+            round_trip(&msg);
+        }
+        if let Ok((msg, _)) = codec.decode_ws(agentwire_core::Frame::Binary(rest)) {
+            round_trip(&msg);
+        }
+        // `rest` as a batch frame's body: the spec's JSON or the real binary body.
+        let mut h = Header::new(MessageType::BATCH, 9, Method::UNKNOWN);
+        h.flags = Flags::BATCH;
+        let mut f = Vec::new();
+        if codec.encode_frame(h, rest, &mut f).is_ok() {
+            if let Ok(msg) = codec.decode(&f) {
+                round_trip(&msg);
+            }
         }
     } else {
         let mut h = Header::new(MessageType(mode >> 1), 7, Method(u16::from(mode)));
@@ -115,6 +135,14 @@ pub fn frame(data: &[u8]) {
             if let Ok(msg) = codec.decode(&f) {
                 round_trip(&msg);
             }
+        }
+        let mut c = CompactHeader::new(MessageType(mode >> 1));
+        c.flags = COMPACT_COMPRESSED;
+        c.size = rest.len() as u32;
+        let mut f = c.to_bytes().to_vec();
+        f.extend_from_slice(rest);
+        if let Ok(msg) = codec.decode_compact(&f) {
+            round_trip(&msg);
         }
         let cap = usize::from(mode) * 16;
         let results: Vec<Result<Vec<u8>, GzipError>> = backends()
@@ -157,21 +185,39 @@ pub fn frame(data: &[u8]) {
     }
 }
 
-/// Encodes `msg` compressed (threshold 0) and uncompressed; both must decode to `msg`.
+/// Encodes `msg` compressed (threshold 0) and uncompressed, batches with both bodies, in
+/// both binary forms; each must decode to `msg`.
 fn round_trip(msg: &Message) {
+    let full = msg;
     let msg = Message {
         id: None,
         flags: msg.flags.without(Flags::ENCRYPTED),
         ..msg.clone()
     };
-    for compress in [true, false] {
+    for (compress, batch) in [
+        (true, BatchForm::Json),
+        (false, BatchForm::Json),
+        (true, BatchForm::Binary),
+        (false, BatchForm::Binary),
+    ] {
         let mut config = CodecConfig::default();
         config.compression.threshold = 0;
         config.limits.max_payload = u32::MAX;
+        config.batch = batch;
         if !compress {
             config.compression.policy = CompressPolicy::Never;
         }
         let mut codec = Codec::new(config);
+        // The 12-byte form carries the whole JSON form: the id too, not the sequence id.
+        let mut f = Vec::new();
+        match codec.encode_compact(full, &mut f) {
+            Ok(_) => {
+                let back = codec.decode_compact(&f).expect("own 12-byte frame decodes");
+                assert_eq!((&back.id, back.kind), (&full.id, full.kind));
+                assert_same(&back, full);
+            }
+            Err(e) => panic!("decoded message does not re-encode in 12 bytes: {e}"),
+        }
         let mut f = Vec::new();
         match codec.encode(&msg, &mut f) {
             Ok(_) => {

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::binary::BatchForm;
 use crate::config::Limits;
 use crate::error::{DecodeError, EncodeError, ErrorBody};
 use crate::header::{Flags, MessageType, Method};
@@ -29,7 +30,73 @@ pub fn decode(text: &[u8], limits: &Limits) -> Result<Message, DecodeError> {
         });
     }
     let text = std::str::from_utf8(text).map_err(|e| DecodeError::Json(de::Error::custom(e)))?;
-    decode_str(text, limits, true)
+    decode_str(text, limits, true, None)
+}
+
+/// Decodes the whole-message JSON of a 12-byte frame, whose header's type `kind` overrides
+/// the JSON's `type`. Its size was bounded by the frame's limits already.
+pub(crate) fn decode_compact(
+    payload: &[u8],
+    limits: &Limits,
+    kind: MessageType,
+) -> Result<Message, DecodeError> {
+    decode_str(utf8(payload)?, limits, true, Some(kind))
+}
+
+/// Decodes one entry of a batch (a message in its JSON form; batches do not nest).
+pub(crate) fn decode_entry(text: &str, limits: &Limits) -> Result<Message, DecodeError> {
+    decode_str(text, limits, false, None)
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, DecodeError> {
+    std::str::from_utf8(bytes).map_err(|e| DecodeError::Json(de::Error::custom(e)))
+}
+
+/// A message read without decoding a batch's entries: the orchestrator answers each entry
+/// of a batch as if it came alone, so one bad entry does not sink the others.
+pub(crate) enum Shallow<'a> {
+    /// Any message but a batch, fully decoded.
+    One(Box<Message>),
+    /// A batch: its id (JSON form) or sequence id (24-byte form), its body's form, and its
+    /// entries' JSON, in order.
+    Batch {
+        /// The batch's own `id`.
+        id: Option<String>,
+        /// The batch's sequence id (24-byte form; else 0).
+        seq: u64,
+        /// The body it came in (always [`BatchForm::Json`] outside 24-byte frames).
+        form: BatchForm,
+        /// Each entry's JSON text.
+        entries: Vec<&'a str>,
+    },
+}
+
+/// [`decode`] (or, with `kind`, the 12-byte form's payload), leaving a batch's entries
+/// undecoded.
+pub(crate) fn decode_shallow<'a>(
+    text: &'a [u8],
+    limits: &Limits,
+    kind: Option<MessageType>,
+) -> Result<Shallow<'a>, DecodeError> {
+    if kind.is_none() && text.len() > limits.max_text {
+        return Err(DecodeError::TextTooLarge {
+            len: text.len(),
+            max: limits.max_text,
+        });
+    }
+    let text = utf8(text)?;
+    let env: Envelope<'_> = serde_json::from_str(text).map_err(DecodeError::Json)?;
+    if kind.or(env.kind.map(MessageType)) == Some(MessageType::BATCH) && env.error.is_none() {
+        let raw = env.params.or(env.result).map_or("null", RawValue::get);
+        let entries = split_json_batch(raw, limits)?;
+        return Ok(Shallow::Batch {
+            id: env.id.map(Cow::into_owned),
+            seq: 0,
+            form: BatchForm::Json,
+            entries,
+        });
+    }
+    decode_str(text, limits, true, kind).map(|m| Shallow::One(Box::new(m)))
 }
 
 /// Appends the JSON form of `msg` to `out`.
@@ -85,20 +152,37 @@ struct Envelope<'a> {
     error: Option<ErrorBody>,
 }
 
-fn decode_str(text: &str, limits: &Limits, top: bool) -> Result<Message, DecodeError> {
+fn decode_str(
+    text: &str,
+    limits: &Limits,
+    top: bool,
+    header_kind: Option<MessageType>,
+) -> Result<Message, DecodeError> {
     // Nothing deeper than the limit is parsed, stored or forwarded (a batch entry is
     // checked again on its own; the scan is linear and allocates nothing).
     agentwire_core::check_json_depth(text.as_bytes(), limits.max_json_depth)
         .map_err(|e| DecodeError::TooDeep { limit: e.limit })?;
     let env: Envelope<'_> = serde_json::from_str(text).map_err(DecodeError::Json)?;
-    let kind = match (env.kind, &env.method) {
-        (Some(k), _) => MessageType(k),
-        (None, Some(_)) => MessageType::REQUEST,
-        (None, None) => {
+    let kind = match (header_kind, env.kind, &env.method) {
+        (Some(k), _, _) => k,
+        (None, Some(k), _) => MessageType(k),
+        (None, None, Some(_)) => MessageType::REQUEST,
+        (None, None, None) => {
             let missing = <serde_json::Error as de::Error>::missing_field("type");
             return Err(DecodeError::Json(missing));
         }
     };
+    // Type and body agree, as the encoder requires (type 3 is exactly an error).
+    match (&env.error, kind == MessageType::ERROR) {
+        (Some(_), false) => {
+            return Err(DecodeError::KindMismatch {
+                kind,
+                body: "error",
+            })
+        }
+        (None, true) => return Err(DecodeError::KindMismatch { kind, body: "call" }),
+        _ => {}
+    }
     let params = env.params.or(env.result);
     let body = if let Some(error) = env.error {
         Body::Error(error)
@@ -107,7 +191,7 @@ fn decode_str(text: &str, limits: &Limits, top: bool) -> Result<Message, DecodeE
             return Err(DecodeError::InvalidBatch("a batch inside a batch"));
         }
         let raw = params.map_or("null", RawValue::get);
-        Body::Batch(decode_batch(raw, limits)?)
+        Body::Batch(decode_entries(split_json_batch(raw, limits)?, limits)?)
     } else {
         let method = env.method.unwrap_or_default();
         let code = Method::from_name(&method);
@@ -130,10 +214,75 @@ fn decode_str(text: &str, limits: &Limits, top: bool) -> Result<Message, DecodeE
     })
 }
 
-/// Decodes batch params `{"messages": [...], "count": n}`: at most `limits.max_batch`
+/// Decodes a batch body, in either form ([`split_batch`]); each entry is a message in its
+/// JSON form, and no entry may be a batch.
+pub(crate) fn decode_batch(payload: &[u8], limits: &Limits) -> Result<Vec<Message>, DecodeError> {
+    decode_entries(split_batch(payload, limits)?.0, limits)
+}
+
+fn decode_entries(entries: Vec<&str>, limits: &Limits) -> Result<Vec<Message>, DecodeError> {
+    entries
+        .into_iter()
+        .map(|raw| decode_entry(raw, limits))
+        .collect()
+}
+
+/// Splits a batch body into its entries' JSON texts, without decoding them: the spec's JSON
+/// params `{"messages": [...], "count": n}` when the body's first non-space byte is `{`,
+/// else the real code's binary body (u32 BE count, then per message a u32 BE length and the
+/// message's JSON). At most `limits.max_batch` entries in either form, checked before
+/// anything is allocated for them.
+pub(crate) fn split_batch<'a>(
+    payload: &'a [u8],
+    limits: &Limits,
+) -> Result<(Vec<&'a str>, BatchForm), DecodeError> {
+    let first = payload
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    if first == Some(&b'{') || first.is_none() {
+        let raw = utf8(payload)?;
+        return split_json_batch(raw, limits).map(|e| (e, BatchForm::Json));
+    }
+    split_binary_batch(payload, limits).map(|e| (e, BatchForm::Binary))
+}
+
+/// The binary batch body: u32 BE count, then `count` times (u32 BE length, JSON).
+fn split_binary_batch<'a>(payload: &'a [u8], limits: &Limits) -> Result<Vec<&'a str>, DecodeError> {
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
+        if rest.len() < n {
+            return Err(DecodeError::InvalidBatch("binary batch body truncated"));
+        }
+        let (head, tail) = rest.split_at(n);
+        *rest = tail;
+        Ok(head)
+    }
+    fn u32_at(rest: &mut &[u8]) -> Result<u32, DecodeError> {
+        let b = take(rest, 4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    let mut rest = payload;
+    let count = u32_at(&mut rest)? as usize;
+    if count > limits.max_batch {
+        return Err(DecodeError::BatchTooLarge {
+            count,
+            max: limits.max_batch,
+        });
+    }
+    let mut entries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = u32_at(&mut rest)? as usize;
+        entries.push(utf8(take(&mut rest, len)?)?);
+    }
+    if !rest.is_empty() {
+        return Err(DecodeError::InvalidBatch("bytes after the last message"));
+    }
+    Ok(entries)
+}
+
+/// Batch params `{"messages": [...], "count": n}`: at most `limits.max_batch`
 /// messages (counted while parsing, so nothing is allocated for the excess), `count`
-/// optional but equal to the array's length when present, no nested batch.
-pub(crate) fn decode_batch(raw: &str, limits: &Limits) -> Result<Vec<Message>, DecodeError> {
+/// optional but equal to the array's length when present.
+fn split_json_batch<'a>(raw: &'a str, limits: &Limits) -> Result<Vec<&'a str>, DecodeError> {
     let mut de = serde_json::Deserializer::from_str(raw);
     let parsed = BatchSeed {
         max: limits.max_batch,
@@ -167,10 +316,7 @@ pub(crate) fn decode_batch(raw: &str, limits: &Limits) -> Result<Vec<Message>, D
             return Err(DecodeError::InvalidBatch("count differs from the messages"));
         }
     }
-    entries
-        .into_iter()
-        .map(|raw| decode_str(raw.get(), limits, false))
-        .collect()
+    Ok(entries.into_iter().map(RawValue::get).collect())
 }
 
 const TOO_MANY: &str = "batch too large: ";

@@ -65,7 +65,13 @@
 //! | a reference method (codes 1-9) or an unknown code | its type / that code | the params (`null` if none) |
 //! | a method without a code | its type / 0 | `{"method": name, "params": ...}` |
 //! | an error | 3 / 0 | the error object |
-//! | a batch | 6, flag `BATCH` / 0 | `{"messages": [JSON form, ...], "count": n}` |
+//! | a batch | 6, flag `BATCH` / 0 | `{"messages": [JSON form, ...], "count": n}` ([`BatchForm::Json`], default), or u32 BE count then per message u32 BE length + JSON form ([`BatchForm::Binary`], the real server's) |
+//!
+//! Binary WebSocket messages come in a second form too, the real server's 12-byte form
+//! ([`compact`], [`Form::Compact`]) that it switches to after `protocol.set_binary`: a
+//! 12-byte header (version 1, flags, type u16, length u32, reserved) and the **whole**
+//! message's JSON form. [`Codec::decode_ws`] tells the forms apart by the first byte (1, or
+//! the `M` of the 24-byte magic).
 //!
 //! The payload is gzipped (flag `COMPRESSED`) when it is longer than the threshold and the
 //! gzip member is smaller. Decoding checks the header before it allocates, inflates with a
@@ -99,15 +105,28 @@
 //!    params of an unnamed method, as the reference sends unknown methods. Batches and errors
 //!    use 0. (`reference_methods_keep_codes_1_to_9_and_spec_methods_get_10_to_19`,
 //!    `methods_without_a_code_travel_as_0_with_their_name_in_the_payload`)
-//! 3. **Binary payload = the params' JSON** (the reference's `json.Marshal(msg.Params)`);
-//!    an error frame's payload is the error object, a batch's is
-//!    `{"messages": [JSON form...], "count": n}` (the reference's `BatchMessage`). The binary
-//!    form has no `id`, the JSON form no sequence id or flags.
+//! 3. **24-byte payload = the params' JSON**, as the spec's `EncodeMessage` example writes
+//!    it (`json.Marshal(msg.Params)`; an example in the spec, not what the real server sends:
+//!    its wire code writes JSON text and, in binary mode, the 12-byte form of decision 24);
+//!    an error frame's payload is the error object, a batch's is the spec's
+//!    `{"messages": [JSON form...], "count": n}` (`BatchMessage`) or the real binary body
+//!    (decision 4). The 24-byte form has no `id`, the JSON form no sequence id or flags.
+//!    (`the_real_12_byte_frame_decodes_and_ours_is_byte_for_byte`)
 //! 4. **Type and body agree**: type 3 is exactly [`Body::Error`], type 6 exactly
-//!    [`Body::Batch`]; the encoder refuses anything else ([`EncodeError::KindMismatch`]).
-//!    A binary frame is a batch if its type is 6 *or* its `BATCH` flag is set (the reference
-//!    sets only the type; we set both). Batches do not nest.
-//!    (`a_go_batch_with_only_the_type_set_decodes_and_ours_sets_type_and_flag`,
+//!    [`Body::Batch`]; the encoder refuses anything else ([`EncodeError::KindMismatch`]),
+//!    and so does the decoder ([`DecodeError::KindMismatch`], 4000: type 3 without an
+//!    `error`, an `error` under another type, the `BATCH` flag on a type other than 6), so
+//!    whatever decodes can be written back. The real server's `createBinaryBatch` sets
+//!    **both** type 6 and flag `BATCH`, with a binary body (u32 BE count, then per message
+//!    u32 BE length + its JSON); the spec's `BatchMessages` example sets only the type, with
+//!    the JSON body. Type 6 is what makes a batch; both bodies are read (a `{` first means
+//!    JSON), at most `max_batch` entries, counted before anything is allocated for them; we
+//!    write type and flag, with the body [`CodecConfig::batch`] chooses (default the spec's
+//!    JSON). Batches do not nest.
+//!    (`the_real_binary_batch_body_decodes_and_is_written_byte_for_byte_when_chosen`,
+//!    `a_binary_batch_body_is_bounded_and_exact`,
+//!    `a_type_that_does_not_fit_the_body_is_refused_by_the_decoder`,
+//!    `a_spec_batch_with_only_the_type_set_decodes_and_ours_sets_type_and_flag`,
 //!    `the_encoder_refuses_what_the_decoder_would_misread`, `batch_limits_and_shape`)
 //! 5. **JSON `result`**: params are written under `params`; on decode, `result` is accepted
 //!    when `params` is absent. (`json_result_is_read_as_params_and_errors_need_no_method`)
@@ -187,6 +206,44 @@
 //!     (`rate_limit_is_4002_after_the_burst_and_refills`,
 //!     `new_connections_per_key_are_rate_limited`)
 //!
+//! What the real Go code writes (`tests/real_wire.rs`, `tests/orchestrator_wire.rs`):
+//!
+//! 22. **Batches** (type 6, any form and body): each entry is decoded and handled on its own,
+//!     in order, as if it came alone (a bad entry gets its own error, named by its `id`;
+//!     each entry after the first takes its own token from the rate limit); everything the
+//!     orchestrator sends to that connection meanwhile (replies, errors, a `task.assigned`
+//!     the registration made possible) goes back as **one batch** (split at `max_batch`)
+//!     carrying the batch's id or sequence id, in the peer's form and, in 24-byte frames,
+//!     with the body the peer used. Entries are messages in their JSON form, so their
+//!     replies are matched by `id`. (`a_batch_is_handled_entry_by_entry_and_answered_as_one_batch`,
+//!     `a_real_binary_batch_gets_a_binary_batch_reply`,
+//!     `batch_entries_each_take_a_token_from_the_rate_limit`)
+//! 23. **`protocol.set_binary`** (the real server's request, allowed before
+//!     `agent.register` like `ping`): params `{"enabled": bool, "compression": {"enabled":
+//!     bool, "threshold": n}}`; empty, `null` or `{}` switch binary mode off; a missing
+//!     threshold is 1024. The response `{"binary_enabled", "compression_enabled", "status":
+//!     "protocol_updated"}` goes in the old form, then every reply to a text frame and every
+//!     message the server starts goes in the 12-byte form, gzipped above the threshold only
+//!     if compression was enabled (the reference keeps compressing at 1024 whatever was
+//!     asked; we do what was asked). Bad params are 4005.
+//!     (`set_binary_switches_the_connection_to_the_12_byte_form_after_its_reply`,
+//!     `set_binary_without_compression_never_gzips_and_needs_no_registration`)
+//! 24. **The 12-byte form** ([`compact`]): header checked before allocating (version 1, only
+//!     the gzip and encrypted flags, type ≤ 255, length ≤ `max_payload`, reserved 0 by
+//!     [`ReservedPolicy`]); no trailing bytes (one WebSocket message is one frame); the
+//!     header's type overrides the JSON's; encrypted payloads are refused as in the 24-byte
+//!     form. A connection answers in the form its peer chose: a 12-byte frame in 12 bytes, a
+//!     24-byte frame in 24, a text frame in text unless binary mode is on. The byte-stream
+//!     decoder ([`Codec::decode_stream`]) reads only the 24-byte form.
+//!     (`the_12_byte_header_type_overrides_the_json_and_gzip_goes_over_the_threshold`,
+//!     `the_12_byte_header_reads_back_and_refuses_in_order`)
+//! 25. **Method codes on read**: a code-0 frame naming a method that has a code
+//!     (`{"method": "task.assigned", "params": ...}`) decodes as if its code had been sent
+//!     (typed body, 4005 for bad params); a non-zero code this side has no name for is
+//!     answered 4004 with the request's sequence id, not 4000.
+//!     (`a_code_0_frame_naming_a_typed_method_gets_its_typed_body`,
+//!     `method_codes_name_or_miss_their_method`)
+//!
 //! # Features
 //!
 //! - `zlib-rs` (default): the zlib-rs deflate backend through flate2. miniz_oxide is always
@@ -199,6 +256,7 @@
 
 mod binary;
 mod codec;
+pub mod compact;
 mod config;
 pub mod crdt;
 mod deflate;
@@ -216,7 +274,9 @@ pub mod signing;
 #[cfg(feature = "tokio-util")]
 pub mod tokio_codec;
 
+pub use binary::BatchForm;
 pub use codec::{Codec, Form, RawFrame};
+pub use compact::{CompactHeader, CompactHeaderError};
 pub use config::{Backend, CodecConfig, CompressPolicy, Compression, Limits, ReservedPolicy};
 pub use error::{DecodeError, EncodeError, ErrorBody, ErrorCode};
 pub use gzip::GzipError;

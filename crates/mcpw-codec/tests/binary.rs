@@ -88,7 +88,7 @@ fn methods_without_a_code_travel_as_0_with_their_name_in_the_payload() {
 }
 
 #[test]
-fn a_go_batch_with_only_the_type_set_decodes_and_ours_sets_type_and_flag() {
+fn a_spec_batch_with_only_the_type_set_decodes_and_ours_sets_type_and_flag() {
     let mut codec = Codec::default();
     let inner = vec![
         other("ping", serde_json::Value::Null).with_id("a"),
@@ -106,7 +106,7 @@ fn a_go_batch_with_only_the_type_set_decodes_and_ours_sets_type_and_flag() {
                "count": 2})
     );
     assert_eq!(codec.decode(&f).unwrap(), batch);
-    // The reference's BatchMessages: type 6, flags 0, method 0.
+    // The spec's `BatchMessages` example sets only the type: type 6, flags 0, method 0.
     f[6..8].copy_from_slice(&[0, 0]);
     assert_eq!(codec.decode(&f).unwrap(), batch);
 }

@@ -44,7 +44,7 @@ fn header_seeds() {
 
 #[test]
 fn frame_seeds() {
-    assert!(replay("mcpw_frame", fuzzing::frame) >= 50);
+    assert!(replay("mcpw_frame", fuzzing::frame) >= 61);
 }
 
 #[test]

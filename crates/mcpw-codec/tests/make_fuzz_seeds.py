@@ -65,6 +65,24 @@ w('mcpw_frame','gzip_two_members', b'\x00'+frame(zb+zb,flags=1,method=3))
 w('mcpw_frame','gzip_small_bomb_member', b'\x03'+gz(b'\x00'*100000))
 w('mcpw_frame','gzip_not_gzip_member', b'\x01'+b'hello world')
 w('mcpw_frame','empty', b'')
+# what the real Go code writes (INTEROP.md): createBinaryBatch's binary body, the 12-byte form
+def binbatch(entries,seq=0):
+    body=struct.pack('>I',len(entries))+b''.join(struct.pack('>I',len(e))+e for e in entries)
+    return frame(body,kind=6,flags=4,seq=seq)
+def compact(payload,kind=0,flags=0,reserved=0):
+    return struct.pack('>BBHII',1,flags,kind,len(payload),reserved)+payload
+ping_e=b'{"id":"m-1","type":4}'
+task_e=b'{"id":"m-2","type":2,"method":"task.assigned","params":{"task_id":"t-1"}}'
+w('mcpw_frame','real_binary_batch', b'\x00'+binbatch([ping_e,task_e]))
+w('mcpw_frame','real_binary_batch_truncated', b'\x00'+binbatch([ping_e,task_e])[:-5])
+w('mcpw_frame','real_binary_batch_count_too_large', b'\x00'+frame(struct.pack('>I',1000),kind=6,flags=4))
+w('mcpw_frame','real_binary_batch_nested', b'\x00'+binbatch([b'{"type":6,"params":{"messages":[]}}']))
+w('mcpw_frame','real_compact_response', b'\x00'+compact(b'{"id":"r-1","type":1,"result":{"pong":true,"timestamp":1735140600000}}',kind=1))
+w('mcpw_frame','real_compact_type_override', b'\x00'+compact(b'{"id":"p-1","type":0,"method":"ping"}',kind=5))
+w('mcpw_frame','real_compact_gzip', b'\x00'+compact(gz(json.dumps({"id":"g","type":0,"method":"tool.execute","params":{"t":"x"*3000}}).encode()),flags=1))
+w('mcpw_frame','real_compact_type_256', b'\x00'+compact(b'{"id":"a","type":0}',kind=256))
+w('mcpw_frame','real_compact_error_without_error', b'\x00'+compact(b'{"id":"a","method":"ping"}',kind=3))
+w('mcpw_frame','code0_named_task_assigned', b'\x00'+frame(b'{"method":"task.assigned","params":{"task_id":"t-9"}}',kind=2))
 # stream seeds
 w('mcpw_stream','spec_frames_concatenated', b''.join(frames))
 w('mcpw_stream','one_frame_then_partial', frames[0]+frames[1][:30])

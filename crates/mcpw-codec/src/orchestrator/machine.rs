@@ -15,9 +15,11 @@ use super::metrics::Metrics;
 use super::params::{self, CapabilityOp, ParamError};
 use super::routing::{self, Candidate, CapabilityProfile};
 use super::wallclock::rfc3339;
-use super::wire::{self, codes, form_label, types, Form, Inbound, Outbound, ReplyKey};
+use super::wire::{
+    self, codes, form_label, types, Decoded, Form, Inbound, InboundBatch, Outbound, ReplyKey,
+};
 use crate::crdt::{CrdtStore, StoreError, SyncOutcome};
-use crate::Codec;
+use crate::{BatchForm, Codec};
 
 /// Methods the orchestrator handles (and the only ones counted by name in metrics).
 pub const METHODS: &[&str] = &[
@@ -190,6 +192,9 @@ pub struct TaskInfo {
 #[derive(Debug)]
 struct Conn {
     form: Option<Form>,
+    /// After `protocol.set_binary` enabled it: every reply to a text frame goes in the
+    /// 12-byte form, gzipped above this threshold (`None`: never).
+    compact: Option<Option<usize>>,
     bucket: Option<TokenBucket>,
     agent: Option<String>,
     agent_type_label: String,
@@ -255,6 +260,11 @@ pub struct Orchestrator {
     /// One codec for every connection: it keeps nothing between frames, only its gzip
     /// state and buffers, which would cost hundreds of KiB per connection if each had one.
     codec: Codec,
+    /// While a batch is handled: its connection and the messages for it, sent as one batch
+    /// reply once every entry is handled.
+    batching: Option<(ConnId, Vec<crate::Message>)>,
+    /// A `protocol.set_binary` to apply once its reply has been sent.
+    mode_switch: Option<(ConnId, Option<Option<usize>>)>,
 }
 
 impl std::fmt::Debug for Orchestrator {
@@ -308,6 +318,8 @@ impl Orchestrator {
             last_method: None,
             queue_dirty: false,
             codec,
+            batching: None,
+            mode_switch: None,
         }
     }
 
@@ -413,6 +425,10 @@ impl Orchestrator {
     // ---- output helpers -------------------------------------------------------------------
 
     fn form_of(&self, conn: ConnId) -> Form {
+        if self.batching.as_ref().is_some_and(|(c, _)| *c == conn) {
+            // Messages inside a batch travel in their JSON form, matched by id.
+            return Form::Json;
+        }
         self.conns
             .get(&conn)
             .and_then(|c| c.form)
@@ -428,16 +444,30 @@ impl Orchestrator {
         reply: &ReplyKey,
         body: &Value,
     ) {
-        let frame = wire::encode(
-            &mut self.codec,
-            form,
-            &Outbound {
-                msg_type,
-                method,
-                reply,
-                body,
-            },
-        );
+        let m = wire::message(&Outbound {
+            msg_type,
+            method,
+            reply,
+            body,
+        });
+        if let Some((c, held)) = &mut self.batching {
+            if *c == conn {
+                held.push(m);
+                return;
+            }
+        }
+        self.send_message(conn, form, &m, BatchForm::Json);
+    }
+
+    /// Encodes `m` for `conn` in `form` (a text-frame form turns into the 12-byte form on a
+    /// connection in binary mode) and queues it.
+    fn send_message(&mut self, conn: ConnId, form: Form, m: &crate::Message, batch: BatchForm) {
+        let compact = self.conns.get(&conn).and_then(|c| c.compact);
+        let (form, threshold) = match (form, compact) {
+            (Form::Json, Some(t)) | (Form::Compact, Some(t)) => (Form::Compact, t),
+            (f, _) => (f, Some(self.codec.config().compression.threshold)),
+        };
+        let frame = wire::encode_message(&mut self.codec, form, m, threshold, batch);
         self.out.send(conn, frame);
     }
 
@@ -473,7 +503,9 @@ impl Orchestrator {
         let seq = self.next_seq;
         self.next_seq += 1;
         match form {
-            Form::Json => ReplyKey::Id(self.ids.next_id().hyphenated().as_str().to_owned()),
+            Form::Json | Form::Compact => {
+                ReplyKey::Id(self.ids.next_id().hyphenated().as_str().to_owned())
+            }
             Form::Binary => ReplyKey::Seq(seq),
         }
     }
@@ -743,18 +775,36 @@ impl Orchestrator {
             }
         }
         let Some(method) = method else {
-            self.send_error(
-                conn,
-                msg.form,
-                &msg.reply,
-                t,
-                None,
-                codes::INVALID_MESSAGE,
-                "method required",
-                None,
-            );
+            // A method code this side has no name for is an unknown method, not a
+            // malformed message.
+            let (code, detail) = if msg.code == 0 {
+                (codes::INVALID_MESSAGE, "method required".to_owned())
+            } else {
+                (
+                    codes::METHOD_NOT_FOUND,
+                    format!("method not found: code {}", msg.code),
+                )
+            };
+            self.send_error(conn, msg.form, &msg.reply, t, None, code, &detail, None);
             return;
         };
+        if method == "protocol.set_binary" {
+            // Transport-level, like ping: allowed before agent.register.
+            match self.on_set_binary(conn, &msg) {
+                Ok(_) => self.metrics.count_message(types::name(t), label, "ok"),
+                Err(r) => self.send_error(
+                    conn,
+                    msg.form,
+                    &msg.reply,
+                    t,
+                    Some(&method),
+                    r.code,
+                    &r.message,
+                    r.data,
+                ),
+            }
+            return;
+        }
         let registered = self.conns.get(&conn).and_then(|c| c.agent.clone());
         if method != "agent.register"
             && method != "ping"
@@ -1289,6 +1339,108 @@ impl Orchestrator {
     }
 }
 
+// ---- batches, binary mode, undecodable frames ---------------------------------------------
+
+impl Orchestrator {
+    /// A frame (or batch entry) the codec refused: its error, with the id it carried.
+    fn on_wire_error(&mut self, conn: ConnId, e: wire::WireError, registered: bool) {
+        // Register first: an unregistered peer's bad params for any other method are
+        // answered as its other messages are, with 4001.
+        if !registered && e.method.is_some_and(|m| m != "agent.register") {
+            self.send_error(
+                conn,
+                e.form,
+                &e.reply,
+                types::REQUEST,
+                e.method,
+                codes::AUTHENTICATION_FAILED,
+                "agent.register required first",
+                None,
+            );
+            return;
+        }
+        self.send_error(
+            conn,
+            e.form,
+            &e.reply,
+            types::REQUEST,
+            None,
+            e.code,
+            &e.detail,
+            e.data,
+        );
+    }
+
+    /// A batch: each entry handled in order as if it came alone (each beyond the first
+    /// takes its own token from the rate limit), and everything sent to this connection
+    /// meanwhile goes back as one batch (several if more than the codec's `max_batch`),
+    /// with the batch's id or sequence id, in the form and body the peer used.
+    fn on_batch(&mut self, conn: ConnId, batch: InboundBatch, now: Instant) {
+        self.batching = Some((conn, Vec::new()));
+        let rate = self.config.rate;
+        for (i, entry) in batch.entries.into_iter().enumerate() {
+            let limited = match (rate, self.conns.get_mut(&conn)) {
+                (Some(rate), Some(c)) if i > 0 => {
+                    c.bucket.as_mut().is_some_and(|b| !b.take(&rate, now))
+                }
+                (_, None) => break,
+                _ => false,
+            };
+            let registered = self.conns.get(&conn).is_some_and(|c| c.agent.is_some());
+            match entry {
+                Ok(msg) if limited => {
+                    self.send_error(
+                        conn,
+                        msg.form,
+                        &msg.reply,
+                        msg.msg_type,
+                        None,
+                        codes::RATE_LIMITED,
+                        "rate limit exceeded",
+                        None,
+                    );
+                }
+                Ok(msg) => self.on_message(conn, msg, now),
+                Err(e) => self.on_wire_error(conn, e, registered),
+            }
+        }
+        let Some((_, held)) = self.batching.take() else {
+            return;
+        };
+        if !self.conns.contains_key(&conn) {
+            return;
+        }
+        let max = self.codec.limits().max_batch.max(1);
+        for chunk in held.chunks(max) {
+            let mut reply = crate::Message::batch(chunk.to_vec());
+            match &batch.reply {
+                ReplyKey::Id(id) => reply.id = Some(id.clone()),
+                ReplyKey::Seq(n) => reply.seq = *n,
+                ReplyKey::None => {}
+            }
+            self.send_message(conn, batch.form, &reply, batch.body);
+        }
+    }
+
+    /// `protocol.set_binary` (the real server's request): `{"enabled": bool, "compression":
+    /// {"enabled": bool, "threshold": n}}`; empty, `null` or `{}` params switch binary mode
+    /// off. Answered (to a request) in the current form, then the connection switches.
+    fn on_set_binary(&mut self, conn: ConnId, msg: &Inbound) -> Result<Value, Refuse> {
+        let (enabled, compression) =
+            params::set_binary(&msg.body).map_err(|e| Refuse::param(&e))?;
+        let body = json!({
+            "binary_enabled": enabled,
+            "compression_enabled": compression.is_some(),
+            "status": "protocol_updated",
+        });
+        if msg.msg_type == types::REQUEST {
+            self.send(conn, msg.form, types::RESPONSE, None, &msg.reply, &body);
+        }
+        self.mode_switch = Some((conn, enabled.then_some(compression)));
+        Ok(Value::Null)
+    }
+}
+
 /// An error reply about to be sent.
 #[derive(Debug)]
 struct Refuse {
@@ -1341,6 +1493,7 @@ impl Machine for Orchestrator {
             conn,
             Conn {
                 form,
+                compact: None,
                 bucket: self.config.rate.map(|_| TokenBucket::new(now)),
                 agent: None,
                 agent_type_label: label,
@@ -1359,10 +1512,10 @@ impl Machine for Orchestrator {
 
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         let now = self.clock.observe(now);
-        let frame_form = if frame.is_text() {
-            Form::Json
-        } else {
-            Form::Binary
+        let frame_form = match frame {
+            Frame::Text(_) => Form::Json,
+            Frame::Binary(b) if crate::compact::is_compact(b) => Form::Compact,
+            Frame::Binary(_) => Form::Binary,
         };
         let rate = self.config.rate;
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -1421,33 +1574,13 @@ impl Machine for Orchestrator {
         };
         let registered = c.agent.is_some();
         match wire::decode(&mut self.codec, frame) {
-            Ok(msg) => self.on_message(conn, msg, now),
-            // Register first: an unregistered peer's bad params for any other method are
-            // answered as its other messages are, with 4001.
-            Err(e) if !registered && e.method.is_some_and(|m| m != "agent.register") => {
-                self.send_error(
-                    conn,
-                    e.form,
-                    &e.reply,
-                    types::REQUEST,
-                    e.method,
-                    codes::AUTHENTICATION_FAILED,
-                    "agent.register required first",
-                    None,
-                );
-            }
-            Err(e) => {
-                let code = e.code;
-                self.send_error(
-                    conn,
-                    e.form,
-                    &e.reply,
-                    types::REQUEST,
-                    None,
-                    code,
-                    &e.detail,
-                    e.data,
-                );
+            Ok(Decoded::One(msg)) => self.on_message(conn, msg, now),
+            Ok(Decoded::Batch(batch)) => self.on_batch(conn, batch, now),
+            Err(e) => self.on_wire_error(conn, e, registered),
+        }
+        if let Some((c, mode)) = self.mode_switch.take() {
+            if let Some(c) = self.conns.get_mut(&c) {
+                c.compact = mode;
             }
         }
     }

@@ -586,6 +586,31 @@ pub(crate) fn shutdown(params: &Value, max_id: usize) -> Result<Shutdown, ParamE
     })
 }
 
+/// The gzip threshold of the 12-byte form when `protocol.set_binary` enables compression
+/// without naming one: the reference's 1024 bytes.
+pub(crate) const DEFAULT_COMPACT_THRESHOLD: usize = 1024;
+
+/// `protocol.set_binary`: `(enabled, Some(threshold) if compression is enabled)`. Empty,
+/// `null` or `{}` params switch binary mode off (as the reference does); a missing
+/// `enabled` is `false`, a missing threshold the default.
+pub(crate) fn set_binary(params: &Value) -> Result<(bool, Option<usize>), ParamError> {
+    if params.is_null() || params.as_object().is_some_and(Map::is_empty) {
+        return Ok((false, None));
+    }
+    let f = Fields::root(params, 0)?;
+    let enabled = f.opt_bool("enabled")?.unwrap_or(false);
+    let compression = match f.opt_obj("compression")? {
+        Some(c) if c.opt_bool("enabled")?.unwrap_or(false) => Some(
+            c.opt_u64("threshold")?
+                .map_or(DEFAULT_COMPACT_THRESHOLD, |t| {
+                    usize::try_from(t).unwrap_or(usize::MAX)
+                }),
+        ),
+        _ => None,
+    };
+    Ok((enabled, compression))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

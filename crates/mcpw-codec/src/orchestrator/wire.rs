@@ -4,9 +4,11 @@
 use agentwire_core::{Frame, FrameBuf};
 use serde_json::{json, Value};
 
+use crate::compact::{is_compact, COMPACT_COMPRESSED};
+use crate::json::{self, Shallow};
 use crate::{
-    Body, Codec, CodecConfig, DecodeError, ErrorBody, ErrorCode, Message, MessageType, OtherCall,
-    MAGIC,
+    BatchForm, Body, Codec, CodecConfig, DecodeError, ErrorBody, ErrorCode, Message, MessageType,
+    OtherCall, MAGIC,
 };
 
 /// Error codes of the spec (4000-4008): the codec's [`ErrorCode`]s as
@@ -90,6 +92,7 @@ pub fn form_label(form: Form) -> &'static str {
     match form {
         Form::Json => "json",
         Form::Binary => "binary",
+        Form::Compact => "compact",
     }
 }
 
@@ -116,6 +119,9 @@ pub struct Inbound {
     pub msg_type: u8,
     /// `None` when the message names no method (responses and errors may not).
     pub method: Option<String>,
+    /// The binary method code it came with (0 when none, or when the name travelled in
+    /// the payload): a non-zero code without a name is a method this side does not know.
+    pub code: u16,
     /// `params` (requests, notifications, progress), `result` (responses) or `error`.
     pub body: Value,
 }
@@ -149,32 +155,80 @@ pub(crate) fn codec_for(max_bytes: usize, max_depth: usize) -> Codec {
     Codec::new(config)
 }
 
-/// Decodes one frame with the connection's codec (text: the JSON form; binary: header,
-/// gzip, method code, params) into the orchestrator's view of it.
-pub fn decode(codec: &mut Codec, frame: Frame<'_>) -> Result<Inbound, WireError> {
+/// What one frame carried: a message, or a batch whose entries are answered one by one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded {
+    /// One message.
+    One(Inbound),
+    /// A batch (type 6) in any form.
+    Batch(InboundBatch),
+}
+
+/// A batch as the orchestrator handles it: each entry decoded on its own, so a bad entry
+/// gets its own error and the others are still handled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundBatch {
+    /// The form of the frame that carried it.
+    pub form: Form,
+    /// The batch's own id (JSON and 12-byte forms) or sequence id (24-byte form).
+    pub reply: ReplyKey,
+    /// The body it came in (24-byte form: the spec's JSON or the real code's binary body).
+    pub body: BatchForm,
+    /// Each entry, decoded or refused, in order. Entries are messages in their JSON form, so
+    /// each is answered by its `id`.
+    pub entries: Vec<Result<Inbound, WireError>>,
+}
+
+/// Decodes one frame with the connection's codec (text: the JSON form; binary: the 24-byte
+/// or the 12-byte form, gzip, method code, params) into the orchestrator's view of it.
+pub fn decode(codec: &mut Codec, frame: Frame<'_>) -> Result<Decoded, WireError> {
     let form = match frame {
         Frame::Text(_) => Form::Json,
+        Frame::Binary(b) if is_compact(b) => Form::Compact,
         Frame::Binary(_) => Form::Binary,
     };
-    let (msg, form) = codec.decode_ws(frame).map_err(|e| {
-        let body = e.to_error_body();
-        WireError {
-            form,
-            code: code_u16(body.code),
-            reply: key_of_bad(frame),
-            detail: body.message,
-            data: body.data,
-            method: match e {
-                DecodeError::InvalidParams { method, .. } => Some(method),
-                _ => None,
-            },
+    let limits = codec.limits().clone();
+    let (shallow, form) = codec
+        .decode_ws_shallow(frame)
+        .map_err(|e| wire_error(&e, form, key_of_bad(frame)))?;
+    match shallow {
+        Shallow::One(msg) => inbound(*msg, form).map(Decoded::One),
+        Shallow::Batch {
+            id,
+            seq,
+            form: body,
+            entries,
+        } => {
+            let reply = match form {
+                Form::Binary => ReplyKey::Seq(seq),
+                Form::Json | Form::Compact => id.map_or(ReplyKey::None, ReplyKey::Id),
+            };
+            let entries = entries
+                .into_iter()
+                .map(|text| match json::decode_entry(text, &limits) {
+                    Ok(msg) => inbound(msg, Form::Json).map(|i| Inbound { form, ..i }),
+                    Err(e) => Err(wire_error(&e, form, key_of_bad(Frame::Text(text)))),
+                })
+                .collect();
+            Ok(Decoded::Batch(InboundBatch {
+                form,
+                reply,
+                body,
+                entries,
+            }))
         }
-    })?;
+    }
+}
+
+/// The orchestrator's view of a decoded message; replies to a `form` message are matched
+/// by its id (JSON forms) or sequence id (24-byte form).
+fn inbound(msg: Message, form: Form) -> Result<Inbound, WireError> {
     let reply = match form {
-        Form::Json => msg.id.clone().map_or(ReplyKey::None, ReplyKey::Id),
+        Form::Json | Form::Compact => msg.id.clone().map_or(ReplyKey::None, ReplyKey::Id),
         Form::Binary => ReplyKey::Seq(msg.seq),
     };
     let method = msg.method().filter(|m| !m.is_empty()).map(str::to_owned);
+    let code = msg.body.code().0;
     let body = body_value(msg.body).map_err(|e| WireError {
         form,
         code: codes::INVALID_MESSAGE,
@@ -188,8 +242,25 @@ pub fn decode(codec: &mut Codec, frame: Frame<'_>) -> Result<Inbound, WireError>
         reply,
         msg_type: msg.kind.0,
         method,
+        code,
         body,
     })
+}
+
+/// A decode error as the orchestrator answers it.
+fn wire_error(e: &DecodeError, form: Form, reply: ReplyKey) -> WireError {
+    let body = e.to_error_body();
+    WireError {
+        form,
+        code: code_u16(body.code),
+        reply,
+        detail: body.message,
+        data: body.data,
+        method: match e {
+            DecodeError::InvalidParams { method, .. } => Some(method),
+            _ => None,
+        },
+    }
 }
 
 /// The id (JSON) or sequence id (binary header) of a frame the codec refused or the
@@ -211,6 +282,13 @@ pub(crate) fn key_of_bad(frame: Frame<'_>) -> ReplyKey {
             Ok(IdOnly { id: Some(id) }) => ReplyKey::Id(id),
             _ => ReplyKey::None,
         },
+        // The 12-byte form: the id inside an uncompressed payload.
+        Frame::Binary(b) if is_compact(b) && b.len() >= 12 && b[1] & COMPACT_COMPRESSED == 0 => {
+            match serde_json::from_slice::<IdOnly>(&b[12..]) {
+                Ok(IdOnly { id: Some(id) }) => ReplyKey::Id(id),
+                _ => ReplyKey::None,
+            }
+        }
         Frame::Binary(_) => ReplyKey::None,
     }
 }
@@ -253,6 +331,12 @@ pub struct Outbound<'a> {
 /// [`Method`](crate::Method) table in the binary header, gzip above the threshold, errors as
 /// the codec's [`ErrorBody`].
 pub fn encode(codec: &mut Codec, form: Form, msg: &Outbound<'_>) -> FrameBuf {
+    let threshold = Some(codec.config().compression.threshold);
+    encode_message(codec, form, &message(msg), threshold, BatchForm::Json)
+}
+
+/// The codec's [`Message`] for `msg`.
+pub(crate) fn message(msg: &Outbound<'_>) -> Message {
     let body = if msg.msg_type == types::ERROR {
         match serde_json::from_value::<ErrorBody>(msg.body.clone()) {
             Ok(e) => Body::Error(e),
@@ -273,12 +357,34 @@ pub fn encode(codec: &mut Codec, form: Form, msg: &Outbound<'_>) -> FrameBuf {
         ReplyKey::Seq(n) => m.seq = *n,
         ReplyKey::None => {}
     }
-    match codec.encode_ws(&m, form) {
+    m
+}
+
+/// Encodes `m` in `form`: a 12-byte frame gzipped above `compact_threshold` (`None`:
+/// never), a batch in a 24-byte frame with the body `batch`.
+pub(crate) fn encode_message(
+    codec: &mut Codec,
+    form: Form,
+    m: &Message,
+    compact_threshold: Option<usize>,
+    batch: BatchForm,
+) -> FrameBuf {
+    let mut out = Vec::new();
+    let encoded = match form {
+        Form::Compact => codec
+            .encode_compact_with(m, compact_threshold, &mut out)
+            .map(|_| FrameBuf::binary(out)),
+        Form::Binary => codec
+            .encode_with_batch(m, batch, &mut out)
+            .map(|_| FrameBuf::binary(out)),
+        Form::Json => codec.encode_ws(m, form),
+    };
+    match encoded {
         Ok(f) => f,
         Err(e) => {
             // Only reachable for a message over the payload limit: say so instead.
             let mut err = Message::error(ErrorBody::new(ErrorCode::SERVER_ERROR, e.to_string()));
-            err.id = m.id;
+            err.id.clone_from(&m.id);
             err.seq = m.seq;
             codec
                 .encode_ws(&err, form)
