@@ -1,5 +1,7 @@
 //! Reference MCPW agent: registers with its capabilities, heartbeats, accepts tasks, reports
-//! progress and completion, approves collaboration requests. Prints one line per event.
+//! progress and completion, approves collaboration requests. Prints one sentence per event;
+//! a refused connection (e.g. `HTTP error: 401 Unauthorized` for a wrong `--api-key`) is
+//! printed with the wait before the next attempt, which doubles up to 30 s.
 //!
 //! ```text
 //! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent-1 --capability code_review:0.9 --binary
@@ -75,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     loop {
         tokio::select! {
             ev = events.recv() => match ev {
-                Some(ev) => println!("{ev:?}"),
+                Some(ev) => println!("{}", mcpw::agent_app::describe(&ev)),
                 None => break,
             },
             _ = tokio::signal::ctrl_c() => break,

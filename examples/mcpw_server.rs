@@ -3,9 +3,10 @@
 //! Agents connect over WebSocket with subprotocol `mcp.v1` (426 without it), an
 //! `Authorization: Bearer <key>` when `--api-key` is given (401 otherwise), and speak JSON
 //! (text frames) or binary MCPW frames; replies follow the form of each peer. Serves
-//! Prometheus metrics over plain HTTP on `--metrics ADDR`. Logs registrations, tasks and
-//! protocol violations to stderr (`RUST_LOG`, default `info`). Reads one task per line on
-//! stdin (`TYPE [JSON_CONTEXT]`) and routes it.
+//! Prometheus metrics over plain HTTP on `--metrics ADDR`. Logs registrations, tasks,
+//! protocol violations and refused upgrades (with the reason) to stderr, one sentence each
+//! (`RUST_LOG`, default `info`). Reads one task per line on stdin (`TYPE [JSON_CONTEXT]`)
+//! and routes it. Ctrl-C stops it at once.
 //!
 //! ```text
 //! cargo run --example mcpw_server -- --listen 127.0.0.1:8080 --metrics 127.0.0.1:9090 --api-key secret
@@ -16,9 +17,11 @@ mod mcpw;
 
 use std::time::Duration;
 
-use agentwire::mcpw::orchestrator::{OrchestratorConfig, TaskSpec, UpgradeConfig};
+use agentwire::mcpw::orchestrator::{
+    OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
+};
 use clap::Parser;
-use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
 
 /// Reference MCPW orchestration server.
 #[derive(Parser, Debug)]
@@ -55,6 +58,10 @@ async fn main() -> std::io::Result<()> {
     mcpw::init_tracing("info");
     let args = Args::parse();
     args.address.install();
+    // Ctrl-C is caught from here on (before "listening" is logged), so it always stops the
+    // server cleanly.
+    #[cfg(unix)]
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let rate = (args.rate_per_minute > 0)
         .then(|| agentwire::core::Rate::per_minute(args.rate_per_minute, 100));
     let config = OrchestratorConfig::default()
@@ -69,8 +76,11 @@ async fn main() -> std::io::Result<()> {
         args.metrics.as_deref(),
         config,
         upgrade,
-        |ev| {
-            tracing::info!("{ev:?}");
+        |ev| match ev {
+            OrchestratorEvent::ProtocolViolation { .. } => {
+                tracing::warn!("{}", mcpw::server_app::describe(ev));
+            }
+            _ => tracing::info!("{}", mcpw::server_app::describe(ev)),
         },
     )
     .await?;
@@ -79,14 +89,31 @@ async fn main() -> std::io::Result<()> {
         tracing::info!("metrics on http://{m}/metrics");
     }
     let handle = app.handle.clone();
+    // stdin is read on a plain thread, not tokio's: a blocked read on tokio's blocking pool
+    // keeps the runtime (and the process) alive after Ctrl-C until a line or EOF arrives.
+    // A plain thread does not: the process ends when `main` returns.
+    let (lines_tx, mut lines) = mpsc::channel::<String>(16);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
     tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        while let Some(line) = lines.recv().await {
             let (kind, ctx) = line.trim().split_once(' ').unwrap_or((line.trim(), "{}"));
             if kind.is_empty() {
                 continue;
             }
-            let context = serde_json::from_str(ctx).unwrap_or_else(|_| serde_json::json!({}));
+            let context = match serde_json::from_str(ctx) {
+                Ok(c) => c,
+                Err(e) => {
+                    println!("not submitted: the context is not JSON ({e})");
+                    continue;
+                }
+            };
             let spec = TaskSpec::new(kind).with_context(context);
             match handle
                 .call(move |m, now| m.inner.submit_task(spec, now))
@@ -98,7 +125,11 @@ async fn main() -> std::io::Result<()> {
             }
         }
     });
+    #[cfg(unix)]
+    interrupt.recv().await;
+    #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("Ctrl-C: closing every connection and stopping");
     app.shutdown().await;
     Ok(())
 }

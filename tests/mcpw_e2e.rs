@@ -1,16 +1,21 @@
 //! End to end over 127.0.0.1: the reference orchestration server and agents (the examples'
-//! library code) with real sockets, JSON and binary agents, and the pre-upgrade refusals.
+//! library code) with real sockets, JSON and binary agents, and the pre-upgrade refusals;
+//! and the `mcpw_server` / `mcpw_agent` programs themselves as a user runs them (Ctrl-C,
+//! a wrong API key).
 
 #[path = "../examples/mcpw/mod.rs"]
 mod mcpw;
 
 use std::future::Future;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
-use mcpw::agent_app::{connect, AgentEvent, AgentSettings};
+use mcpw::agent_app::{connect, connect_with_backoff, AgentEvent, AgentSettings, Backoff};
 use mcpw::server_app::ServerApp;
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -212,4 +217,296 @@ async fn http_get(addr: std::net::SocketAddr) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).await.expect("read");
     out
+}
+
+// ---- logs, auth headers, refusals ---------------------------------------------------------
+
+/// Everything logged through `tracing` by this test binary (all tests share it).
+static LOGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOGS.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_logs() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(|| Capture)
+            .try_init();
+    });
+}
+
+fn logged(needle: &str) -> bool {
+    let logs = LOGS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    String::from_utf8_lossy(&logs).contains(needle)
+}
+
+#[tokio::test]
+async fn api_keys_are_read_from_all_three_headers_and_refusals_are_logged_with_their_reason() {
+    capture_logs();
+    let (app, _ev) = server(&["right-key"]).await;
+    let url = app.url();
+    let sub = ("sec-websocket-protocol", "mcp.v1");
+    for good in [
+        ("authorization", "Bearer right-key"),
+        ("authorization", "right-key"),
+        ("x-api-key", "right-key"),
+    ] {
+        assert_eq!(upgrade_status(&url, &[sub, good]).await, 101, "{good:?}");
+    }
+    for (bad, why) in [
+        (("x-api-key", "wrong-key"), "unknown API key"),
+        (
+            ("authorization", "Basic cmlnaHQta2V5"),
+            "unsupported Authorization scheme",
+        ),
+        (
+            ("x-agent-id", "a-1"),
+            "no Authorization or X-API-Key header",
+        ),
+    ] {
+        assert_eq!(upgrade_status(&url, &[sub, bad]).await, 401, "{bad:?}");
+        let line = format!("with HTTP 401: unauthorized: {why}");
+        assert!(logged(&line), "no log line with {line:?}");
+    }
+    assert!(logged("refused the WebSocket upgrade from 127.0.0.1:"));
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_wrong_key_is_reported_with_the_401_and_retried_after_growing_waits() {
+    let (app, _ev) = server(&["right-key"]).await;
+    let backoff = Backoff {
+        initial: Duration::from_millis(20),
+        max: Duration::from_millis(50),
+    };
+    let (agent, mut events) = connect_with_backoff(
+        &app.url(),
+        settings("locked-out", false, 0.9),
+        Some("wrong-key"),
+        backoff,
+    )
+    .expect("agent");
+    let mut waits = Vec::new();
+    for attempt in 1..=3u32 {
+        let ev = within("a refused attempt", events.recv())
+            .await
+            .expect("events");
+        let AgentEvent::ConnectFailed {
+            reason,
+            failures,
+            retry_in,
+        } = &ev
+        else {
+            panic!("expected a failed attempt, got {ev:?}");
+        };
+        assert!(reason.contains("401"), "{reason}");
+        assert_eq!(*failures, attempt);
+        let line = mcpw::agent_app::describe(&ev);
+        assert!(
+            line.contains("401 Unauthorized") && line.contains("retrying in"),
+            "{line}"
+        );
+        waits.push(*retry_in);
+    }
+    assert_eq!(
+        waits,
+        [20, 40, 50].map(Duration::from_millis),
+        "doubling, capped at max"
+    );
+    agent.shutdown().await;
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn logs_are_sentences_not_debug_dumps() {
+    let (app, mut ev) = server(&[]).await;
+    let (agent, mut a) = connect(&app.url(), settings("agent-s", false, 0.9), None).expect("agent");
+    let mut seen = Vec::new();
+    let mut agent_seen = Vec::new();
+    let spec = TaskSpec::new("code_review")
+        .with_id("t-s")
+        .with_context(json!({"files": ["a.rs", "b.rs"], "pull_request": 7}));
+    let registered = next(&mut ev, |e| {
+        matches!(e, OrchestratorEvent::Registered { .. })
+    })
+    .await;
+    seen.push(registered);
+    app.handle
+        .call(move |m, now| m.inner.submit_task(spec, now))
+        .await
+        .expect("call")
+        .expect("submitted");
+    loop {
+        let e = next(&mut ev, |_| true).await;
+        let done = matches!(e, OrchestratorEvent::TaskCompleted { .. });
+        seen.push(e);
+        if done {
+            break;
+        }
+    }
+    loop {
+        let e = within("agent event", a.recv()).await.expect("agent events");
+        let done = matches!(e, AgentEvent::CompletionAccepted(_));
+        agent_seen.push(e);
+        if done {
+            break;
+        }
+    }
+    agent.shutdown().await;
+    seen.push(
+        next(&mut ev, |e| {
+            matches!(e, OrchestratorEvent::Disconnected { .. })
+        })
+        .await,
+    );
+    app.shutdown().await;
+
+    let lines: Vec<String> = seen
+        .iter()
+        .map(mcpw::server_app::describe)
+        .chain(agent_seen.iter().map(mcpw::agent_app::describe))
+        .collect();
+    assert!(lines.len() >= 6, "{lines:#?}");
+    for line in &lines {
+        for dump in [
+            "Some(", "None", "Object {", "Array [", "String(", "Number(", "ConnId(", "Bool(", "{ ",
+            "\\\"",
+        ] {
+            assert!(!line.contains(dump), "a Debug dump ({dump}) in {line:?}");
+        }
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("task t-s finished by agent-s as completed:")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("registered as agent-s (session")),
+        "{lines:#?}"
+    );
+}
+
+// ---- the programs as a user runs them ------------------------------------------------------
+
+/// Builds example `name` into the target directory this test was built in (same profile)
+/// and returns its path. Cargo builds examples for `cargo test` of the whole package, but
+/// not for `--test mcpw_e2e` alone.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
+    let mut build = std::process::Command::new(env!("CARGO"));
+    build
+        .args(["build", "--quiet", "--example", name, "--manifest-path"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir);
+    if profile_dir.file_name().is_some_and(|p| p == "release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("cargo build");
+    assert!(status.success(), "building example {name} failed");
+    profile_dir.join("examples").join(name)
+}
+
+/// Lines of a child's pipe, as they come.
+fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn mcpw_server_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
+    use std::process::{Command, Stdio};
+    let bin = tokio::task::spawn_blocking(|| example("mcpw_server"))
+        .await
+        .expect("build");
+    let mut child = Command::new(bin)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped()) // kept open: a user's terminal
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mcpw_server");
+    let mut err = lines_of(child.stderr.take().expect("stderr"));
+    next(&mut err, |l| l.contains("listening on ws://127.0.0.1:")).await;
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || {
+        let _stdin = child.stdin.take(); // still open while we wait
+        child.wait()
+    });
+    let exit = within("mcpw_server to exit after Ctrl-C", exit)
+        .await
+        .expect("join")
+        .expect("wait");
+    // A clean exit, not death by the signal: the handler ran and shut the server down.
+    assert!(exit.success(), "{exit:?}");
+    next(&mut err, |l| l.contains("Ctrl-C: closing every connection")).await;
+}
+
+#[tokio::test]
+async fn mcpw_agent_prints_the_401_and_backs_off_visibly() {
+    use std::process::{Command, Stdio};
+    let (app, _ev) = server(&["right-key"]).await;
+    let bin = tokio::task::spawn_blocking(|| example("mcpw_agent"))
+        .await
+        .expect("build");
+    let mut child = Command::new(bin)
+        .args(["--url", &app.url(), "--api-key", "wrong-key"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mcpw_agent");
+    let mut out = lines_of(child.stdout.take().expect("stdout"));
+    let first = next(&mut out, |_| true).await;
+    let second = next(&mut out, |_| true).await;
+    let _ = child.kill();
+    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+    app.shutdown().await;
+    assert_eq!(
+        first,
+        "could not connect (HTTP error: 401 Unauthorized); attempt 1 failed, retrying in 500 ms"
+    );
+    assert_eq!(
+        second,
+        "could not connect (HTTP error: 401 Unauthorized); attempt 2 failed, retrying in 1.0 s"
+    );
 }

@@ -7,10 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agentwire::core::{ConnId, Frame, Machine, Output, PeerInfo, UuidV4Ids};
+use agentwire::mcpw::crdt::SyncOutcome;
 use agentwire::mcpw::orchestrator::{
-    Orchestrator, OrchestratorConfig, OrchestratorEvent, UpgradeConfig, UpgradePolicy,
+    Form, Orchestrator, OrchestratorConfig, OrchestratorEvent, Refusal, RemovalReason, TaskFailure,
+    UpgradeConfig, UpgradePolicy,
 };
 use agentwire::tokio::{Accept, Handle, Reject, Server, ServerConfig, UpgradeRequest};
+use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -99,8 +102,195 @@ fn hook(
                 Some(s) => Accept::with_subprotocol(s),
                 None => Accept::new(),
             }),
-            Err(r) => Err(Reject::new(r.status(), r.body())),
+            Err(r) => {
+                // The client sees only the status; the reason is for the operator.
+                tracing::warn!("{}", describe_refusal(req.remote_addr, req.path, &r));
+                Err(Reject::new(r.status(), r.body()))
+            }
         }
+    }
+}
+
+/// One log line for a refused upgrade: who, which status, and why.
+pub fn describe_refusal(peer: SocketAddr, path: &str, refusal: &Refusal) -> String {
+    format!(
+        "refused the WebSocket upgrade from {peer} on {path} with HTTP {}: {refusal}",
+        refusal.status()
+    )
+}
+
+/// A list of names for a sentence: `a, b and c`, or `none`.
+fn names(list: &[String]) -> String {
+    match list {
+        [] => "none".to_owned(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// A short account of a task result: its `summary` if it has one, else how many
+/// `findings`, else its size.
+fn summarize(result: &Value) -> String {
+    if let Some(s) = result.get("summary").and_then(Value::as_str) {
+        return format!("\"{s}\"");
+    }
+    if let Some(f) = result.get("findings").and_then(Value::as_array) {
+        return format!("{} findings", f.len());
+    }
+    match result {
+        Value::Null => "no result".to_owned(),
+        other => format!("a result of {} bytes", other.to_string().len()),
+    }
+}
+
+/// One log line (a sentence, no Rust `Debug` dump) for an orchestrator event.
+pub fn describe(ev: &OrchestratorEvent) -> String {
+    match ev {
+        OrchestratorEvent::Connected {
+            conn,
+            agent_id,
+            agent_type,
+        } => {
+            let who = match (agent_id, agent_type) {
+                (Some(id), Some(t)) => format!(" announcing agent {id} ({t})"),
+                (Some(id), None) => format!(" announcing agent {id}"),
+                (None, Some(t)) => format!(" announcing an agent of type {t}"),
+                (None, None) => String::new(),
+            };
+            format!("connection {} opened{who}", conn.get())
+        }
+        OrchestratorEvent::Registered {
+            conn,
+            agent_id,
+            capabilities,
+            form,
+        } => format!(
+            "agent {agent_id} registered on connection {} speaking {} with capabilities {}",
+            conn.get(),
+            match form {
+                Form::Json => "JSON".to_owned(),
+                Form::Binary => "binary frames".to_owned(),
+                #[allow(unreachable_patterns)]
+                other => format!("the {other:?} form").to_lowercase(),
+            },
+            names(capabilities)
+        ),
+        OrchestratorEvent::Unhealthy { agent_id } => {
+            format!("agent {agent_id} missed its heartbeats and gets no new tasks")
+        }
+        OrchestratorEvent::Recovered { agent_id } => {
+            format!("agent {agent_id} is heartbeating again")
+        }
+        OrchestratorEvent::AgentRemoved { agent_id, reason } => format!(
+            "agent {agent_id} removed: {}",
+            match reason {
+                RemovalReason::Disconnected => "its connection ended",
+                RemovalReason::HeartbeatTimeout => "no heartbeat for too long",
+                RemovalReason::Shutdown => "it shut down",
+                RemovalReason::Replaced => "it registered again on another connection",
+                _ => "another reason",
+            }
+        ),
+        OrchestratorEvent::CapabilityChanged {
+            agent_id,
+            operation,
+            capability,
+        } => format!(
+            "agent {agent_id} capability update: {} {capability}",
+            operation.as_str()
+        ),
+        OrchestratorEvent::TaskAssigned {
+            task_id,
+            agent_id,
+            score,
+            alternatives,
+            attempt,
+        } => {
+            let retry = if *attempt > 1 {
+                format!(" (attempt {attempt})")
+            } else {
+                String::new()
+            };
+            format!(
+                "task {task_id} assigned to {agent_id} with score {score:.2}{retry}; runners-up: {}",
+                names(alternatives)
+            )
+        }
+        OrchestratorEvent::TaskQueued { task_id } => {
+            format!("task {task_id} queued: no agent can take it now")
+        }
+        OrchestratorEvent::TaskProgress {
+            task_id,
+            agent_id,
+            progress,
+            status,
+        } => {
+            let status = status
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default();
+            format!(
+                "task {task_id} is {:.0}% done at {agent_id}{status}",
+                progress * 100.0
+            )
+        }
+        OrchestratorEvent::TaskCompleted {
+            task_id,
+            agent_id,
+            status,
+            result,
+        } => format!(
+            "task {task_id} finished by {agent_id} as {status}: {}",
+            summarize(result)
+        ),
+        OrchestratorEvent::TaskFailed { task_id, reason } => format!(
+            "task {task_id} failed: {}",
+            match reason {
+                TaskFailure::DeadlineExceeded => "its deadline passed",
+                TaskFailure::AttemptsExhausted => "every agent it was given to went away",
+                _ => "another reason",
+            }
+        ),
+        OrchestratorEvent::CollaborationStarted {
+            task_id,
+            requester,
+            agents,
+        } => format!(
+            "{requester} asked {} to collaborate on task {task_id}",
+            names(agents)
+        ),
+        OrchestratorEvent::CollaborationFinished {
+            task_id,
+            responded,
+            missing,
+        } => format!(
+            "collaboration on task {task_id} finished: answered by {}, missing {}",
+            names(responded),
+            names(missing)
+        ),
+        OrchestratorEvent::StateSynced { agent_id, outcome } => match outcome {
+            SyncOutcome::Applied { ops } => {
+                format!("state sync from {agent_id} applied {ops} operations")
+            }
+            SyncOutcome::Duplicate => {
+                format!("state sync from {agent_id} was a repeat; nothing changed")
+            }
+            #[allow(unreachable_patterns)]
+            _ => format!("state sync from {agent_id} handled"),
+        },
+        OrchestratorEvent::ShutdownRequested {
+            agent_id,
+            transferred,
+        } => format!("agent {agent_id} is shutting down; {transferred} tasks moved on"),
+        OrchestratorEvent::ProtocolViolation { conn, code, detail } => format!(
+            "connection {} was answered with error {code}: {detail}",
+            conn.get()
+        ),
+        OrchestratorEvent::Disconnected { conn, agent_id } => match agent_id {
+            Some(a) => format!("connection {} (agent {a}) closed", conn.get()),
+            None => format!("connection {} closed", conn.get()),
+        },
+        _ => "an orchestrator event".to_owned(),
     }
 }
 
@@ -120,8 +310,7 @@ pub async fn start(
         inner: Orchestrator::new(config, UuidV4Ids, now, unix_ms),
     };
     // Over the per-address cap: HTTP 503 before the upgrade, as at the connection cap.
-    let refusal =
-        agentwire::tokio::Refusal::http(503, "too many connections from this address\n");
+    let refusal = agentwire::tokio::Refusal::http(503, "too many connections from this address\n");
     let transport = super::common::protect(
         ServerConfig::default().with_hook(hook(policy, Arc::clone(&open))),
         "mcpw",
