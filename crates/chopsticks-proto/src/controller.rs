@@ -163,8 +163,9 @@ struct Pending {
     agent_id: String,
     conn: ConnId,
     op: String,
-    /// The session this request starts (sent by `request_for_session` with a start op).
-    starts: Option<SessionKey>,
+    /// The session this request starts (sent by `request_for_session` with a start op);
+    /// boxed, so that the common request without one stays small in the pending map.
+    starts: Option<Box<SessionKey>>,
 }
 
 /// The Chopsticks controller (server role): owns every agent connection.
@@ -450,7 +451,7 @@ impl Controller {
             self.bind_selected(key.clone(), &agent, Some(id));
         }
         if let Some(p) = self.pending.get_mut(&id) {
-            p.starts = Some(key);
+            p.starts = Some(Box::new(key));
         }
         Ok((agent, id))
     }
@@ -565,7 +566,7 @@ impl Controller {
         if ok {
             s.starting = None;
         } else if s.starting == Some(id) {
-            self.free_session(key.clone(), FreeReason::StartFailed);
+            self.free_session((**key).clone(), FreeReason::StartFailed);
         }
     }
 
