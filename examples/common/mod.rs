@@ -121,3 +121,46 @@ pub fn clocks() -> (Instant, u64) {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     (now, unix_ms)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Log lines written to a buffer, as they would be to a file or a pipe.
+    fn logged(ansi: bool) -> String {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&buf);
+        let writer = move || Capture(Arc::clone(&sink));
+        let sub = subscriber("info", writer, ansi).finish();
+        tracing::subscriber::with_default(sub, || {
+            tracing::warn!(peer = "127.0.0.1:1", "could not connect");
+        });
+        let bytes = buf.lock().expect("buffer").clone();
+        String::from_utf8(bytes).expect("utf-8")
+    }
+
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Capture {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("buffer").extend_from_slice(data);
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn logs_to_a_stream_that_is_not_a_terminal_carry_no_ansi_escapes() {
+        assert!(!colour(false), "colour chosen for a pipe or file");
+        let plain = logged(colour(false));
+        assert!(plain.contains("WARN"), "{plain:?}");
+        assert!(plain.contains("could not connect"), "{plain:?}");
+        assert!(!plain.contains('\u{1b}'), "{plain:?}");
+        // The same subscriber with colour on does write escapes: the check above can fail.
+        assert!(logged(true).contains('\u{1b}'));
+    }
+}

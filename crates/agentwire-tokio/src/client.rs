@@ -388,21 +388,20 @@ async fn run<M: Machine>(
                     }
                     Err(e) => match &policy {
                         Policy::Backoff { reconnect: false, .. } => {
-                            tracing::warn!(url = %target.url, error = %e, "connect failed");
+                            tracing::warn!("could not connect to {}: {e}", target.url);
                             break 'outer;
                         }
                         Policy::Backoff { .. } => {
                             let delay = pace.next_delay();
                             tracing::warn!(
-                                url = %target.url,
-                                error = %e,
-                                "connect failed; retrying in {:.1} s",
+                                "could not connect to {}: {e}; retrying in {:.1} s",
+                                target.url,
                                 delay.as_secs_f64()
                             );
                             pending = Some(attempt(&target, delay, None));
                         }
                         Policy::Machine { dial_failed, .. } => {
-                            tracing::warn!(url = %target.url, error = %e, "connect failed");
+                            tracing::warn!("could not connect to {}: {e}", target.url);
                             dial_failed(&mut core.machine, &e, crate::clock::now());
                         }
                     },
