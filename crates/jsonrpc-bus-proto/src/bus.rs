@@ -6,16 +6,16 @@ use std::hash::BuildHasherDefault;
 use std::time::Instant;
 
 use agentwire_core::{
-    CloseCode, ConnId, ConnMap, DeadlineQueue, Frame, FrameBuf, Id128, Id128Hasher, Id128Map,
-    IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
+    check_json_depth, CloseCode, ConnId, ConnMap, DeadlineQueue, Flow, Frame, FrameBuf, Id128,
+    Id128Hasher, Id128Map, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
 };
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::config::BusConfig;
+use crate::config::{BusConfig, PayloadRule};
 use crate::error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
-use crate::event::{BusEvent, DeliveryId, HopOutcome};
+use crate::event::{BusEvent, DeliveryId, DropReason, HopOutcome};
 use crate::fast_publish::{fast_publish, Publish};
 use crate::hop_ack::{fast_hop_ack, Ack};
 use crate::jsonrpc::{
@@ -40,6 +40,31 @@ pub struct BusStats {
     pub hops_sent: u64,
     /// Deliveries finished.
     pub completed: u64,
+    /// Subscribers skipped because their delivery queue was full
+    /// ([`DropReason::SubscriberOverloaded`]).
+    pub dropped_subscriber_overloaded: u64,
+    /// Publishes refused because their publisher had too many in flight
+    /// ([`DropReason::PublisherOverloaded`]).
+    pub dropped_publisher_overloaded: u64,
+    /// Times the bus paused reading a publisher (flow control,
+    /// [`Limits::max_backlog_per_publisher`](crate::Limits::max_backlog_per_publisher)).
+    pub pauses: u64,
+    /// Most deliveries in flight at once.
+    pub peak_deliveries: usize,
+    /// Bytes of `sendMessage` params the deliveries in flight hold now.
+    pub queued_bytes: usize,
+    /// Most bytes of params held at once.
+    pub peak_queued_bytes: usize,
+}
+
+/// Drops of one [`DropReason`] and their rate-limited reporting.
+#[derive(Debug, Default)]
+struct DropCount {
+    total: u64,
+    /// Drops not yet reported.
+    unreported: u64,
+    /// Until when a new drop is only summed (set by each report).
+    quiet_until: Option<Instant>,
 }
 
 /// Deliveries in flight by id (ids are the bus's own counter: no SipHash needed).
@@ -63,6 +88,27 @@ struct Conn {
     in_flight: usize,
     /// This connection's publishes awaiting their result.
     publishing: usize,
+    /// Whether the bus asked the driver to stop reading this connection.
+    paused: bool,
+}
+
+impl Conn {
+    /// The flow-control change this connection needs now, recorded as made: `Some(true)` to
+    /// pause (a publisher at its backlog, no reply awaited from it), `Some(false)` to resume
+    /// (half its backlog ended, or a request to it is in flight: its reply must be read).
+    #[inline]
+    fn flow(&mut self, backlog: usize) -> Option<bool> {
+        if self.paused {
+            if self.in_flight > 0 || self.publishing <= backlog / 2 {
+                self.paused = false;
+                return Some(false);
+            }
+        } else if self.publishing >= backlog && self.in_flight == 0 {
+            self.paused = true;
+            return Some(true);
+        }
+        None
+    }
 }
 
 /// Who gets the aggregated result.
@@ -177,6 +223,8 @@ pub struct Bus {
     hop_timers: DeadlineQueue<HopTimer>,
     out: Outbox<BusEvent>,
     stats: BusStats,
+    /// Per [`DropReason`], in [`DropReason::ALL`] order.
+    drops: [DropCount; 2],
     scratch_matches: Vec<u64>,
     scratch_hops: Vec<(ConnId, u64)>,
     scratch_send: Vec<DeliveryId>,
@@ -225,6 +273,7 @@ impl Bus {
             hop_timers: DeadlineQueue::new(),
             out: Outbox::new(),
             stats: BusStats::default(),
+            drops: Default::default(),
             scratch_matches: Vec::new(),
             scratch_hops: Vec::new(),
             scratch_send: Vec::new(),
@@ -306,6 +355,9 @@ impl Bus {
         let now = self.clock.observe(now);
         if topic.is_empty() || topic.len() > self.config.limits.max_topic_bytes {
             return Err(CommandError::InvalidTopic);
+        }
+        if let Err(e) = self.check_payload(Some(payload)) {
+            return Err(CommandError::Payload(e.to_string()));
         }
         if self.app_publishing >= self.config.limits.max_pending_per_publisher {
             return Err(CommandError::Limit("max_pending_per_publisher"));
@@ -702,17 +754,103 @@ impl Bus {
     ) -> Handled {
         if let Err(e) = self
             .check_topic(topic)
-            .and_then(|()| self.may_publish(conn))
+            .and_then(|()| self.check_payload(payload))
         {
+            if id.is_none() {
+                self.violation(conn, ProtocolError::NotificationRefused(e.clone()));
+            }
+            return respond(id.as_ref(), Err(e));
+        }
+        if let Err(e) = self.may_publish(conn) {
+            self.dropped(DropReason::PublisherOverloaded, now);
             return respond(id.as_ref(), Err(e));
         }
         let answered = id.is_some();
         self.start_delivery(Some(conn), origin(id), topic, payload, now);
+        self.update_flow(conn);
         if answered {
             Handled::Later
         } else {
             Handled::Nothing
         }
+    }
+
+    /// The payload rules: an object unless [`PayloadRule::Any`] (-32602), nested at most
+    /// `max_payload_depth` levels (-32005). One check for both read paths.
+    fn check_payload(&self, payload: Option<&RawValue>) -> Result<(), ErrorObject> {
+        if self.config.payload == PayloadRule::Object {
+            let first = payload.and_then(|p| p.get().bytes().find(|b| !jsonrpc::is_json_space(*b)));
+            if first != Some(b'{') {
+                return Err(not_an_object(first));
+            }
+        }
+        let limit = self.config.limits.max_payload_depth;
+        if let Some(p) = payload {
+            let bytes = p.get().as_bytes();
+            // Valid JSON (serde_json read it) of n bytes nests at most n / 2 levels.
+            if bytes.len() / 2 > limit && check_json_depth(bytes, limit).is_err() {
+                return Err(ErrorObject::with_data(
+                    ErrorCode::LIMIT_EXCEEDED,
+                    "max_payload_depth",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the driver to pause or resume reading `conn` if its state calls for it.
+    fn update_flow(&mut self, conn: ConnId) {
+        let backlog = self.config.limits.max_backlog_per_publisher.max(1);
+        if let Some(pause) = self.conns.get_mut(&conn).and_then(|c| c.flow(backlog)) {
+            self.apply_flow(conn, pause);
+        }
+    }
+
+    fn apply_flow(&mut self, conn: ConnId, pause: bool) {
+        if pause {
+            self.stats.pauses += 1;
+            self.out.pause_reading(conn);
+        } else {
+            self.out.resume_reading(conn);
+        }
+    }
+
+    /// Counts one drop and reports it, rate-limited ([`BusConfig::drop_report_interval`]).
+    fn dropped(&mut self, reason: DropReason, now: Instant) {
+        let (i, stat) = match reason {
+            DropReason::SubscriberOverloaded => (0, &mut self.stats.dropped_subscriber_overloaded),
+            DropReason::PublisherOverloaded => (1, &mut self.stats.dropped_publisher_overloaded),
+        };
+        *stat += 1;
+        let d = &mut self.drops[i];
+        d.total += 1;
+        d.unreported += 1;
+        if d.quiet_until.is_none_or(|t| now >= t) {
+            self.report_drops(i, now);
+        }
+    }
+
+    /// Reports the unreported drops of reason `i` and starts a quiet interval.
+    fn report_drops(&mut self, i: usize, now: Instant) {
+        let interval = self.config.drop_report_interval;
+        let d = &mut self.drops[i];
+        let count = std::mem::take(&mut d.unreported);
+        d.quiet_until = (!interval.is_zero()).then(|| now + interval);
+        let total = d.total;
+        self.out.event(BusEvent::Dropped {
+            reason: DropReason::ALL[i],
+            count,
+            total,
+        });
+    }
+
+    /// When summed drops are next due to be reported.
+    fn next_drop_report(&self) -> Option<Instant> {
+        self.drops
+            .iter()
+            .filter(|d| d.unreported > 0)
+            .filter_map(|d| d.quiet_until)
+            .min()
     }
 
     /// Whether `conn` may start one more publish (`max_pending_per_publisher`).
@@ -771,18 +909,27 @@ impl Bus {
 
         let max_inbox = self.config.limits.max_pending_per_subscriber;
         let mut chain = Vec::with_capacity(hops.len());
+        let mut overloaded = 0;
         for &(conn, _) in &hops {
             let state = match self.conns.get_mut(&conn) {
                 Some(c) if c.inbox.len() < max_inbox => {
                     c.inbox.push_back(id);
                     HopState::Reserved
                 }
-                _ => HopState::Overloaded,
+                _ => {
+                    overloaded += 1;
+                    HopState::Overloaded
+                }
             };
             chain.push(Hop { conn, state });
         }
         self.scratch_matches = matches;
         self.scratch_hops = hops;
+        for _ in 0..overloaded {
+            self.dropped(DropReason::SubscriberOverloaded, now);
+        }
+        self.stats.queued_bytes += params.len();
+        self.stats.peak_queued_bytes = self.stats.peak_queued_bytes.max(self.stats.queued_bytes);
 
         match publisher.and_then(|p| self.conns.get_mut(&p)) {
             Some(c) => c.publishing += 1,
@@ -814,6 +961,7 @@ impl Bus {
                 },
             },
         );
+        self.stats.peak_deliveries = self.stats.peak_deliveries.max(self.deliveries.len());
         self.activate(id, now);
         id
     }
@@ -906,6 +1054,11 @@ impl Bus {
         self.requests.insert(request, (conn, id));
         if let Some(c) = self.conns.get_mut(&conn) {
             c.in_flight += 1;
+            if c.paused {
+                // Its reply must be read: a chain never waits on a paused connection.
+                c.paused = false;
+                self.out.resume_reading(conn);
+            }
         }
         self.stats.hops_sent += 1;
         self.send_bytes(conn, out);
@@ -944,6 +1097,8 @@ impl Bus {
         });
         self.activate(id, now);
         self.pump(subscriber);
+        // A subscriber that publishes too may be paused now that no reply is awaited from it.
+        self.update_flow(subscriber);
         self.drop_stale_hop_timers();
     }
 
@@ -977,6 +1132,7 @@ impl Bus {
         };
         self.drop_stale_hop_timers();
         self.stats.completed += 1;
+        self.stats.queued_bytes = self.stats.queued_bytes.saturating_sub(d.params.len());
         // A stopped chain still holds reservations further on; release them.
         let mut unblocked = Vec::new();
         for hop in d.hops.iter().skip(d.pos) {
@@ -987,8 +1143,17 @@ impl Bus {
                 }
             }
         }
-        match d.publisher.and_then(|p| self.conns.get_mut(&p)) {
-            Some(c) => c.publishing = c.publishing.saturating_sub(1),
+        let backlog = self.config.limits.max_backlog_per_publisher.max(1);
+        match d
+            .publisher
+            .and_then(|p| self.conns.get_mut(&p).map(|c| (p, c)))
+        {
+            Some((p, c)) => {
+                c.publishing = c.publishing.saturating_sub(1);
+                if let Some(pause) = c.flow(backlog) {
+                    self.apply_flow(p, pause);
+                }
+            }
             None if d.publisher.is_none() => {
                 self.app_publishing = self.app_publishing.saturating_sub(1);
             }
@@ -1124,6 +1289,22 @@ fn method_not_found(method: &str) -> ErrorObject {
     ErrorObject::with_data(ErrorCode::METHOD_NOT_FOUND, method.to_owned())
 }
 
+/// -32602 for a payload that is not an object; `first` is its first byte (`None`: absent).
+fn not_an_object(first: Option<u8>) -> ErrorObject {
+    let got = match first {
+        // The general path reads `"payload": null` as no payload; both say the same.
+        None | Some(b'n') => "it is missing or null",
+        Some(b'[') => "got an array",
+        Some(b'"') => "got a string",
+        Some(b't' | b'f') => "got a boolean",
+        Some(_) => "got a number",
+    };
+    ErrorObject {
+        message: "Invalid params: payload must be a JSON object".to_owned(),
+        ..ErrorObject::with_data(ErrorCode::INVALID_PARAMS, got)
+    }
+}
+
 fn missing_topic() -> ErrorObject {
     ErrorObject::with_data(ErrorCode::INVALID_REQUEST, "missing or empty topic")
 }
@@ -1230,6 +1411,12 @@ impl Machine for Bus {
             }
         }
         self.drop_stale_hop_timers();
+        for i in 0..self.drops.len() {
+            let d = &self.drops[i];
+            if d.unreported > 0 && d.quiet_until.is_some_and(|t| now >= t) {
+                self.report_drops(i, now);
+            }
+        }
         while let Some(conn) = self.init_timers.pop_expired(now) {
             if self.conns.get(&conn).is_some_and(|c| !c.initialized) {
                 self.out
@@ -1240,17 +1427,26 @@ impl Machine for Bus {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match (
+        [
             self.hop_timers.next_deadline(),
             self.init_timers.next_deadline(),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            self.next_drop_report(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn poll_output(&mut self) -> Option<Output<BusEvent>> {
         self.out.pop()
+    }
+
+    /// Flow control: the bus stops reading a publisher with
+    /// [`Limits::max_backlog_per_publisher`](crate::Limits::max_backlog_per_publisher)
+    /// publishes in flight and resumes it when half have ended (or when it must read a
+    /// subscriber's reply from it).
+    fn poll_flow(&mut self) -> Option<Flow> {
+        self.out.pop_flow()
     }
 }
 
@@ -1309,7 +1505,7 @@ mod tests {
             }
         }
         while bus.poll_output().is_some() {}
-        let stuck = call("sendMessage", r#"{"topic":"slow","payload":0}"#, 3);
+        let stuck = call("sendMessage", r#"{"topic":"slow","payload":{}}"#, 3);
         bus.handle_frame(publisher, Frame::Text(&stuck), t0);
         assert_eq!(hop_ids(&mut bus, slow).len(), 1);
         assert_eq!(bus.poll_timeout(), Some(t0 + timeout));
@@ -1317,7 +1513,11 @@ mod tests {
         let mut most = 0;
         for i in 0..5_000u32 {
             let now = t0 + Duration::from_millis(u64::from(i));
-            let msg = call("sendMessage", r#"{"topic":"fast","payload":1}"#, 10 + i);
+            let msg = call(
+                "sendMessage",
+                r#"{"topic":"fast","payload":{"n":1}}"#,
+                10 + i,
+            );
             bus.handle_frame(publisher, Frame::Text(&msg), now);
             for id in hop_ids(&mut bus, fast) {
                 let reply = format!(

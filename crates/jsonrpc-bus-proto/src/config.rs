@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use agentwire_core::DEFAULT_MAX_JSON_DEPTH;
+
 use crate::message::{topics, ClientInfo};
 use crate::topic::MatchMode;
 
@@ -30,9 +32,28 @@ pub struct Limits {
     /// 1,024; when full, later publishes skip that subscriber and count it as `overloaded`.
     pub max_pending_per_subscriber: usize,
     /// `sendMessage` requests one connection may have awaiting their result. Default 256; one
-    /// more gets -32005. The application's own [`Bus::publish`](crate::Bus::publish) calls
-    /// share one such budget.
+    /// more gets -32005 (a notification over it is dropped, counted and reported as
+    /// [`BusEvent::Dropped`](crate::BusEvent::Dropped)). The application's own
+    /// [`Bus::publish`](crate::Bus::publish) calls share one such budget.
+    ///
+    /// Flow control keeps a publisher well below it: see
+    /// [`max_backlog_per_publisher`](Self::max_backlog_per_publisher).
     pub max_pending_per_publisher: usize,
+    /// Publishes of one connection whose chains have not ended before the bus stops reading
+    /// that connection (flow control: [`agentwire_core::Flow::PauseReading`], so TCP slows
+    /// the publisher down instead of the bus queueing or dropping). Default 64; reading
+    /// resumes once half of them have ended. A connection that a delivery is waiting on (a
+    /// subscriber with a request in flight) is never paused, so this bound never stalls a
+    /// chain; such a connection is held to `max_pending_per_publisher` alone.
+    pub max_backlog_per_publisher: usize,
+    /// Nesting depth a `sendMessage` payload may have (`{}` is 1, `{"a":[1]}` 2). Default
+    /// 128 ([`agentwire_core::DEFAULT_MAX_JSON_DEPTH`]); a deeper payload is refused with
+    /// -32005 (`data`: `max_payload_depth`) and never forwarded: the bus forwards payloads
+    /// unparsed, and a subscriber's parser must not be the first to meet a 100,000-deep one.
+    /// (A delivery nests its payload two levels deeper; receivers that parse whole messages
+    /// with serde_json's default bound, 127 levels, should read the payload raw, as
+    /// [`BusClient`](crate::BusClient) does.)
+    pub max_payload_depth: usize,
 }
 
 impl Default for Limits {
@@ -45,8 +66,24 @@ impl Default for Limits {
             max_topic_bytes: 1024,
             max_pending_per_subscriber: 1024,
             max_pending_per_publisher: 256,
+            max_backlog_per_publisher: 64,
+            max_payload_depth: DEFAULT_MAX_JSON_DEPTH,
         }
     }
+}
+
+/// Which `sendMessage` payloads the [`Bus`](crate::Bus) accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PayloadRule {
+    /// A JSON object, the spec's shape and what the reference bus and its subscribers
+    /// require (they validate `payload` as a dict); anything else, a missing payload
+    /// included, is -32602. The default.
+    #[default]
+    Object,
+    /// Any JSON value; a missing payload is forwarded as `null`. Only for buses whose
+    /// subscribers all accept that (reference subscribers do not).
+    Any,
 }
 
 /// Configuration of the [`Bus`](crate::Bus).
@@ -78,6 +115,13 @@ pub struct BusConfig {
     /// Time a connection has to send `initialize`. Default `Some(30 s)`; then close 1008
     /// `initialize-required`. `None` waits forever, as the reference.
     pub initialize_timeout: Option<Duration>,
+    /// Which payloads `sendMessage` accepts. Default [`PayloadRule::Object`].
+    pub payload: PayloadRule,
+    /// Shortest time between two [`BusEvent::Dropped`](crate::BusEvent::Dropped) reports of
+    /// one reason. Default 1 s: the first drop after a quiet interval is reported at once,
+    /// later ones are summed and reported when the interval ends, so a flood of drops is
+    /// one event (and one log line) per second.
+    pub drop_report_interval: Duration,
     /// Limits on what peers can make the bus hold.
     pub limits: Limits,
 }
@@ -94,6 +138,8 @@ impl Default for BusConfig {
             max_in_flight_per_subscriber: 8,
             deliver_to_publisher: true,
             initialize_timeout: Some(Duration::from_secs(30)),
+            payload: PayloadRule::Object,
+            drop_report_interval: Duration::from_secs(1),
             limits: Limits::default(),
         }
     }
@@ -121,6 +167,12 @@ impl BusConfig {
     /// Sets the limits.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets which payloads `sendMessage` accepts.
+    pub fn with_payload(mut self, rule: PayloadRule) -> Self {
+        self.payload = rule;
         self
     }
 }

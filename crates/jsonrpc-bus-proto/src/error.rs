@@ -227,6 +227,10 @@ pub enum ProtocolError {
     /// No `initialize` within the configured time (connection closed 1008).
     #[error("no initialize within the deadline")]
     InitializeTimeout,
+    /// A notification the bus refused; a notification cannot be answered, so this event is
+    /// the only trace of the error a request would have got.
+    #[error("notification refused: {0}")]
+    NotificationRefused(ErrorObject),
 }
 
 /// A command the caller gave a machine that it cannot carry out.
@@ -245,8 +249,9 @@ pub enum CommandError {
     /// The delivery is unknown or already answered.
     #[error("no such delivery")]
     UnknownDelivery,
-    /// The payload did not serialize to JSON.
-    #[error("payload is not serializable: {0}")]
+    /// The payload did not serialize to JSON, or the bus refuses it (not an object under
+    /// [`PayloadRule::Object`](crate::PayloadRule::Object), or nested too deep).
+    #[error("payload refused: {0}")]
     Payload(String),
     /// Already subscribed to this exact pattern.
     #[error("already subscribed")]

@@ -38,6 +38,40 @@ pub enum HopOutcome {
     Overloaded,
 }
 
+/// Why the bus dropped a delivery or a publish (see [`BusEvent::Dropped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// A subscriber's delivery queue was full
+    /// ([`Limits::max_pending_per_subscriber`](crate::Limits::max_pending_per_subscriber)),
+    /// so a publish skipped it; the publisher's result counts it as `overloaded`.
+    SubscriberOverloaded,
+    /// A publisher had
+    /// [`Limits::max_pending_per_publisher`](crate::Limits::max_pending_per_publisher)
+    /// publishes in flight, so one more was refused: a request got -32005, a notification
+    /// could not be told.
+    PublisherOverloaded,
+}
+
+impl DropReason {
+    /// Every reason, in report order.
+    pub const ALL: [Self; 2] = [Self::SubscriberOverloaded, Self::PublisherOverloaded];
+
+    /// A short name for logs and metrics: `subscriber-overloaded`, `publisher-overloaded`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::SubscriberOverloaded => "subscriber-overloaded",
+            Self::PublisherOverloaded => "publisher-overloaded",
+        }
+    }
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An event of the [`Bus`](crate::Bus).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -116,6 +150,19 @@ pub enum BusEvent {
         conn: ConnId,
         /// What it did.
         error: ProtocolError,
+    },
+    /// Deliveries or publishes were dropped for `reason` (flow control could not prevent
+    /// it). Rate-limited: at most one per reason per
+    /// [`BusConfig::drop_report_interval`](crate::BusConfig::drop_report_interval); the
+    /// first drop after a quiet interval at once, the rest summed at the interval's end.
+    /// Log it as a warning. [`BusStats`](crate::BusStats) keeps the totals too.
+    Dropped {
+        /// Why.
+        reason: DropReason,
+        /// Drops since the previous report of this reason.
+        count: u64,
+        /// Drops of this reason since the bus started.
+        total: u64,
     },
 }
 

@@ -100,11 +100,15 @@
 //! | `max_batch_len` | 100 | one -32005 for the whole batch |
 //! | `max_subscriptions_per_conn` | 256 | -32005 |
 //! | `max_topic_bytes` | 1,024 | -32005 |
-//! | `max_pending_per_subscriber` | 1,024 | that subscriber is skipped, counted `overloaded` |
-//! | `max_pending_per_publisher` | 256 | -32005 |
+//! | `max_pending_per_subscriber` | 1,024 | that subscriber is skipped, counted `overloaded`, reported as [`BusEvent::Dropped`] |
+//! | `max_backlog_per_publisher` | 64 | flow control: the bus stops reading that connection until half of them ended |
+//! | `max_pending_per_publisher` | 256 | -32005 (a notification: dropped, reported as [`BusEvent::Dropped`]) |
+//! | `max_payload_depth` | 128 | -32005 `max_payload_depth`, never forwarded |
 //! | [`BusConfig::delivery_timeout`] | 30 s | the subscriber is skipped, counted `timeouts` |
 //! | [`BusConfig::max_in_flight_per_subscriber`] | 8 | later deliveries wait their turn |
 //! | [`BusConfig::initialize_timeout`] | 30 s | close 1008 `initialize-required` |
+//! | [`BusConfig::payload`] | [`PayloadRule::Object`] | -32602 for a payload that is not an object |
+//! | [`BusConfig::drop_report_interval`] | 1 s | [`BusEvent::Dropped`] at most once per reason per interval |
 //! | [`ClientConfig::request_timeout`] | 30 s | [`RequestError::TimedOut`] |
 //!
 //! # Spec decisions
@@ -140,7 +144,7 @@
 //!    adds `delivered`, `errors`, `timeouts`, `disconnected` and `overloaded`. A malformed
 //!    result from a subscriber (not an object, no boolean `stopPropagation`) counts as
 //!    delivered and not stopped. (`error_reply_skips_to_the_next_and_is_counted`,
-//!    `malformed_subscriber_results_count_as_continue`)
+//!    `malformed_subscriber_results_count_as_continue`, `full_subscriber_queue_is_skipped_as_overloaded`)
 //! 9. **The delivery timeout** runs from the moment it is that subscriber's turn, including
 //!    any wait behind its in-flight window, so each hop is bounded.
 //!    (`a_silent_subscriber_times_out_and_the_chain_goes_on`)
@@ -153,15 +157,26 @@
 //!     publisher's messages reach each subscriber in publish order.
 //!     (`many_deliveries_in_flight_and_each_publishers_order_is_kept`)
 //! 12. **Notifications** are executed and never answered; a `sendMessage` notification is a
-//!     fire-and-forget publish. (`notifications_run_but_are_never_answered`)
+//!     fire-and-forget publish. One the bus refuses (bad topic or payload) is reported as
+//!     [`ProtocolError::NotificationRefused`], since its sender cannot be told.
+//!     (`notifications_run_but_are_never_answered`,
+//!     `a_payload_that_is_not_an_object_is_32602_by_default`)
 //! 13. **Batches**: answered as one array in request order, notifications left out, nothing
 //!     for an all-notification batch, one -32600 for `[]`; a `sendMessage` inside a batch is
 //!     answered when its chain ends. (`batches_answer_in_order_and_skip_notifications`,
 //!     `a_batch_with_a_publish_waits_for_its_chain`)
 //! 14. **Params by position** (`["inbound:*"]`), which JSON-RPC 2.0 allows, are accepted
 //!     beside the spec's named params. (`params_by_position_are_accepted_as_json_rpc_allows`)
-//! 15. **A missing `payload`** is forwarded as `null`; a payload is forwarded byte for byte,
-//!     never parsed into a tree. (`a_missing_payload_is_forwarded_as_null`,
+//! 15. **A payload must be a JSON object** by default ([`PayloadRule::Object`]): the spec's
+//!     shape, and what the reference requires (it validates `payload` as a dict, and its
+//!     subscribers type deliveries the same way, so a bus that forwards a list breaks them).
+//!     Anything else, a missing or `null` payload included, is **-32602** with the message
+//!     `Invalid params: payload must be a JSON object` and `data` naming what came (`got an
+//!     array`, ...); the reference answers -32603. [`PayloadRule::Any`] accepts any JSON value
+//!     and forwards a missing one as `null`. Either way a payload is forwarded byte for byte,
+//!     never parsed into a tree. (`a_payload_that_is_not_an_object_is_32602_by_default`,
+//!     `payload_rule_any_accepts_every_json_value`,
+//!     `a_missing_payload_is_forwarded_as_null_under_payload_rule_any`,
 //!     `a_payload_is_forwarded_byte_for_byte`)
 //! 16. **Bus-originated request ids** are UUID strings, as the reference's; responses from a
 //!     connection other than the one asked, or to unknown ids, are dropped (and reported).
@@ -181,6 +196,36 @@
 //!     deliveries of the other's messages while awaiting their own publishes, the cycle lasts
 //!     until the delivery timeout skips one of them. Nothing hangs; raise the window or answer
 //!     before awaiting. (`an_interceptor_may_publish_and_await_before_it_answers`, end to end)
+//! 22. **Payload depth**: a payload nested deeper than [`Limits::max_payload_depth`] (128,
+//!     [`agentwire_core::DEFAULT_MAX_JSON_DEPTH`]) is refused with -32005 (`data`:
+//!     `max_payload_depth`) and never forwarded: the bus does not parse payloads, so without
+//!     this a 100,000-deep one reached subscribers and killed Python ones. The check is one
+//!     allocation-free pass, skipped for payloads too short to be that deep; the application's
+//!     own [`Bus::publish`] obeys the same rules.
+//!     (`a_payload_nested_deeper_than_the_limit_is_refused_never_forwarded`,
+//!     `the_applications_own_publish_follows_the_same_payload_rules`)
+//! 23. **Backpressure before loss**: a connection with
+//!     [`Limits::max_backlog_per_publisher`] (64) publishes whose chains have not ended is
+//!     no longer read ([`agentwire_core::Flow::PauseReading`]; agentwire-tokio then stops
+//!     reading its socket, so TCP slows the publisher down) until half of them have ended.
+//!     A connection is never paused while a hop awaits its reply (an interceptor that also
+//!     publishes, a publisher subscribed to its own topic): it is resumed when a hop is sent
+//!     to it, so no chain ever waits on a paused connection; such a connection is held to
+//!     `max_pending_per_publisher` alone. An unpaced burst of 8,000 notifications reaches each
+//!     of 10 subscribers in full, with at most 64 deliveries in flight.
+//!     (`an_unpaced_burst_of_8000_notifications_reaches_each_of_10_subscribers_in_full`,
+//!     `a_publisher_is_paused_at_its_backlog_and_resumed_at_half`,
+//!     `a_connection_awaited_as_a_subscriber_is_never_left_paused`, end to end:
+//!     `an_unpaced_burst_reaches_every_subscriber_in_full_over_the_wire`)
+//! 24. **No silent loss**: where a delivery must still be dropped (a subscriber whose queue
+//!     is full; a publish over `max_pending_per_publisher`, for a driver that ignores flow
+//!     control or a connection that cannot be paused), it is counted per [`DropReason`] in
+//!     [`BusStats`], reported as [`BusEvent::Dropped`] (the first at once, the rest summed
+//!     once per [`BusConfig::drop_report_interval`], so a log of it is rate-limited), and
+//!     answered where the protocol can: the publisher's result counts `overloaded`, a
+//!     request over the publisher limit gets -32005.
+//!     (`drops_are_counted_reported_rate_limited_and_answered`,
+//!     `a_publish_over_the_publisher_limit_is_refused_counted_and_reported`)
 //!
 //! # How messages are read
 //!
@@ -191,7 +236,10 @@
 //! sent. Anything else (an escaped string, an extra member, a batch entry, malformed JSON)
 //! takes the general path through [`jsonrpc::classify`], which gives the same answers, only
 //! slower. Proptests and the `bus_decode` fuzz target hold the two together: whatever a
-//! one-pass reader accepts, the general path reads the same way.
+//! one-pass reader accepts, the general path reads the same way. The payload rules (shape,
+//! depth) and every limit are applied after reading, in the one step both paths share, so
+//! they cannot differ (`plain_and_general_shapes_give_the_same_frames_and_events` runs them
+//! on both).
 //!
 //! # Feature flags
 //!
@@ -217,10 +265,11 @@ pub mod fuzzing;
 
 pub use bus::{Bus, BusStats};
 pub use client::BusClient;
-pub use config::{BusConfig, ClientConfig, Limits};
+pub use config::{BusConfig, ClientConfig, Limits, PayloadRule};
 pub use error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
 pub use event::{
-    BusEvent, ClientEvent, DeliveryId, HopOutcome, IncomingId, RequestError, RequestId, RequestKind,
+    BusEvent, ClientEvent, DeliveryId, DropReason, HopOutcome, IncomingId, RequestError, RequestId,
+    RequestKind,
 };
 pub use jsonrpc::{Id, JsonRpc2};
 pub use topic::MatchMode;

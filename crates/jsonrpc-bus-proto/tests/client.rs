@@ -171,7 +171,7 @@ fn reconnect_reinitializes_and_resubscribes() {
     );
     // And deliveries flow again.
     let p = client(&mut sim, ClientConfig::new("p"), 200);
-    sim.call_client(p, |c, now| c.publish("agent:spawn", &json!(1), now))
+    sim.call_client(p, |c, now| c.publish("agent:spawn", &json!({"n": 1}), now))
         .unwrap();
     sim.settle();
     assert!(sim
@@ -187,7 +187,7 @@ fn a_publish_in_flight_fails_on_disconnect_and_is_not_resent() {
     subscribe(&mut sim, holder, "t");
     let p = client(&mut sim, ClientConfig::new("p"), 200);
     let id = sim
-        .call_client(p, |c, now| c.publish("t", &json!(1), now))
+        .call_client(p, |c, now| c.publish("t", &json!({"n": 1}), now))
         .unwrap();
     sim.settle();
     sim.disconnect(p);
@@ -213,7 +213,7 @@ fn requests_time_out() {
         200,
     );
     let id = sim
-        .call_client(p, |c, now| c.publish("t", &json!(1), now))
+        .call_client(p, |c, now| c.publish("t", &json!({"n": 1}), now))
         .unwrap();
     sim.run_for(Duration::from_secs(6));
     let events = sim.take_client_events(p);
@@ -228,7 +228,7 @@ fn a_silent_interceptor_never_hangs_the_publisher() {
     subscribe(&mut sim, silent, "t");
     subscribe(&mut sim, after, "t");
     let p = client(&mut sim, ClientConfig::new("p"), 300);
-    sim.call_client(p, |c, now| c.publish("t", &json!(1), now))
+    sim.call_client(p, |c, now| c.publish("t", &json!({"n": 1}), now))
         .unwrap();
     sim.run_for(Duration::from_secs(3));
     let events = sim.take_client_events(p);

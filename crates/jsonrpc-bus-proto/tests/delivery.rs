@@ -108,7 +108,7 @@ fn one_delivery_per_connection_however_many_patterns_match() {
     h.subscribe(s, "inbound:chat-1");
     h.subscribe(s, "*");
     let p = h.client();
-    h.publish(p, 1, "inbound:chat-1", json!(1));
+    h.publish(p, 1, "inbound:chat-1", json!({"n": 1}));
     let req = h.one(s);
     h.answer(s, &req, false);
     assert_eq!(h.one(p)["result"]["delivered"], 1);
@@ -121,7 +121,7 @@ fn error_reply_skips_to_the_next_and_is_counted() {
     h.subscribe(a, "t");
     h.subscribe(b, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     let req = h.one(a);
     h.send(
         a,
@@ -153,7 +153,7 @@ fn a_silent_subscriber_times_out_and_the_chain_goes_on() {
     h.subscribe(slow, "t");
     h.subscribe(b, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     let late = h.one(slow);
     h.advance(Duration::from_millis(4999));
     assert!(h.take(b).is_empty());
@@ -187,7 +187,7 @@ fn default_delivery_timeout_is_30_seconds() {
     let s = h.client();
     h.subscribe(s, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     h.take(s);
     h.advance(Duration::from_millis(29_999));
     assert!(h.take(p).is_empty());
@@ -202,7 +202,7 @@ fn a_subscriber_disconnecting_mid_delivery_is_skipped() {
     h.subscribe(a, "t");
     h.subscribe(b, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     h.take(a);
     h.disconnect(a);
     let req = h.one(b);
@@ -229,7 +229,7 @@ fn a_later_subscriber_vanishing_before_its_turn_is_skipped() {
         h.subscribe(s, "t");
     }
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     let req = h.one(a);
     h.disconnect(b);
     h.answer(a, &req, false);
@@ -273,7 +273,7 @@ fn deliver_to_publisher_false_skips_it() {
     let mut h = Harness::new(cfg);
     let p = h.client();
     h.subscribe(p, "agent:*");
-    h.publish(p, 1, "agent:spawn", json!(1));
+    h.publish(p, 1, "agent:spawn", json!({"n": 1}));
     assert_eq!(h.one(p)["result"]["delivered"], 0);
 }
 
@@ -283,8 +283,8 @@ fn two_clients_publishing_to_each_other_at_once_both_complete() {
     let (a, b) = (h.client(), h.client());
     h.subscribe(a, "to-a");
     h.subscribe(b, "to-b");
-    h.publish(a, 1, "to-b", json!("from a"));
-    h.publish(b, 2, "to-a", json!("from b"));
+    h.publish(a, 1, "to-b", json!({"n": "from a"}));
+    h.publish(b, 2, "to-a", json!({"n": "from b"}));
     let req_at_b = h.one(b);
     let req_at_a = h.one(a);
     h.answer(a, &req_at_a, false);
@@ -300,7 +300,7 @@ fn connects_and_disconnects_during_a_delivery_are_safe() {
     h.subscribe(a, "t");
     h.subscribe(b, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     let req = h.one(a);
     // Churn while a holds the delivery: new subscribers come (not part of this chain),
     // others go.
@@ -333,7 +333,7 @@ fn the_publisher_disconnecting_does_not_stop_the_chain() {
     h.subscribe(a, "t");
     h.subscribe(b, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     let req = h.one(a);
     h.disconnect(p);
     h.answer(a, &req, false);
@@ -353,21 +353,21 @@ fn many_deliveries_in_flight_and_each_publishers_order_is_kept() {
     let (p, q) = (h.client(), h.client());
     // p's first message goes a then b; its second matches only b. b must still see p's
     // first message before its second.
-    h.publish(p, 1, "x:1", json!("p1"));
-    h.publish(p, 2, "y:2", json!("p2"));
+    h.publish(p, 1, "x:1", json!({"n": "p1"}));
+    h.publish(p, 2, "y:2", json!({"n": "p2"}));
     // q's message (only b) is not held up by p's.
-    h.publish(q, 3, "y:3", json!("q1"));
+    h.publish(q, 3, "y:3", json!({"n": "q1"}));
     let at_b: Vec<Value> = h.take(b);
     assert_eq!(at_b.len(), 1, "{at_b:?}");
-    assert_eq!(at_b[0]["params"]["payload"], "q1");
+    assert_eq!(at_b[0]["params"]["payload"]["n"], "q1");
     let at_a = h.one(a);
-    assert_eq!(at_a["params"]["payload"], "p1");
+    assert_eq!(at_a["params"]["payload"]["n"], "p1");
     h.answer(b, &at_b[0], false);
     assert_eq!(h.one(q)["id"], 3);
     h.answer(a, &at_a, false);
     // Now b gets p1 and, right behind it (window 8), p2: in publish order.
     let at_b = h.take(b);
-    let payloads: Vec<&Value> = at_b.iter().map(|r| &r["params"]["payload"]).collect();
+    let payloads: Vec<&Value> = at_b.iter().map(|r| &r["params"]["payload"]["n"]).collect();
     assert_eq!(payloads, [&json!("p1"), &json!("p2")]);
     h.answer(b, &at_b[1], false);
     h.answer(b, &at_b[0], false);
@@ -385,11 +385,11 @@ fn window_of_one_is_strictly_one_at_a_time() {
     h.subscribe(s, "t");
     let p = h.client();
     for i in 0..3 {
-        h.publish(p, i, "t", json!(i));
+        h.publish(p, i, "t", json!({"n": i}));
     }
     for i in 0..3 {
         let req = h.one(s);
-        assert_eq!(req["params"]["payload"], i);
+        assert_eq!(req["params"]["payload"]["n"], i);
         h.answer(s, &req, false);
     }
     assert_eq!(h.take(p).len(), 3);
@@ -406,7 +406,7 @@ fn full_subscriber_queue_is_skipped_as_overloaded() {
     h.subscribe(s, "t");
     let p = h.client();
     for i in 0..3 {
-        h.publish(p, i, "t", json!(i));
+        h.publish(p, i, "t", json!({"n": i}));
     }
     // The third found s's queue full: answered at once, counted.
     let r = h.one(p);
@@ -424,14 +424,14 @@ fn publisher_pending_limit_is_32005() {
     let s = h.client();
     h.subscribe(s, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
-    h.publish(p, 2, "t", json!(2));
-    h.publish(p, 3, "t", json!(3));
+    h.publish(p, 1, "t", json!({"n": 1}));
+    h.publish(p, 2, "t", json!({"n": 2}));
+    h.publish(p, 3, "t", json!({"n": 3}));
     let r = h.one(p);
     assert_eq!((error_code(&r), r["id"].clone()), (-32005, json!(3)));
     // Another publisher is unaffected.
     let q = h.client();
-    h.publish(q, 4, "t", json!(4));
+    h.publish(q, 4, "t", json!({"n": 4}));
     assert!(h.take(q).is_empty());
 }
 
@@ -441,14 +441,14 @@ fn glob_mode_is_the_default_and_prefix_mode_is_the_spec_rule() {
     let s = h.client();
     h.subscribe(s, "inbound:chat-");
     let p = h.client();
-    h.publish(p, 1, "inbound:chat-1", json!(1));
+    h.publish(p, 1, "inbound:chat-1", json!({"n": 1}));
     assert_eq!(h.one(p)["result"]["delivered"], 0, "glob: no prefix rule");
 
     let mut h = Harness::new(BusConfig::default().with_match_mode(MatchMode::GlobOrPrefix));
     let s = h.client();
     h.subscribe(s, "inbound:chat-");
     let p = h.client();
-    h.publish(p, 1, "inbound:chat-1", json!(1));
+    h.publish(p, 1, "inbound:chat-1", json!({"n": 1}));
     let req = h.one(s);
     h.answer(s, &req, false);
     assert_eq!(h.one(p)["result"]["delivered"], 1);
@@ -466,7 +466,7 @@ fn glob_patterns_are_case_sensitive_and_anchored() {
         (3, "Inbound:ab", false),
         (4, "inbound:abc", false),
     ] {
-        h.publish(p, id, topic, json!(1));
+        h.publish(p, id, topic, json!({"n": 1}));
         if hit {
             let req = h.one(s);
             h.answer(s, &req, false);

@@ -115,7 +115,7 @@ fn unknown_and_misrouted_responses_are_dropped() {
     let (a, b) = (h.client(), h.client());
     h.subscribe(a, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     let req = h.one(a);
     // b answers a's delivery: ignored, reported, no reply.
     h.answer(b, &req, true);
@@ -145,7 +145,7 @@ fn malformed_subscriber_results_count_as_continue() {
     h.subscribe(a, "t");
     h.subscribe(b, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!(1));
+    h.publish(p, 1, "t", json!({"n": 1}));
     let req = h.one(a);
     h.send(a, json!({"jsonrpc":"2.0","result":"yes","id":req["id"]}));
     let req = h.one(b);
@@ -162,7 +162,7 @@ fn a_flood_of_garbage_from_one_connection_leaves_others_untouched() {
     let (good, evil) = (h.client(), h.client());
     h.subscribe(good, "t");
     let p = h.client();
-    h.publish(p, 1, "t", json!("keep"));
+    h.publish(p, 1, "t", json!({"n": "keep"}));
     let req = h.one(good);
     for i in 0..2000u32 {
         let junk = match i % 5 {
@@ -186,15 +186,16 @@ fn deep_nesting_and_huge_batches_are_bounded() {
     let mut h = Harness::default_config();
     let c = h.client();
     // The bus never builds a tree of a payload: deep nesting is scanned iteratively (no
-    // stack overflow) and forwarded as-is within the message size limit.
+    // stack overflow) and refused (it is never forwarded: see `tests/payload.rs`).
     let deep = format!(
-        r#"{{"jsonrpc":"2.0","method":"sendMessage","params":{{"topic":"t","payload":{}1{}}},"id":1}}"#,
+        r#"{{"jsonrpc":"2.0","method":"sendMessage","params":{{"topic":"t","payload":{{"a":{}1{}}}}},"id":1}}"#,
         "[".repeat(10_000),
         "]".repeat(10_000)
     );
     h.send_text(c, &deep);
     let r = h.one(c);
-    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(error_code(&r), -32005, "{r}");
+    assert_eq!(r["error"]["data"], "max_payload_depth", "{r}");
     // A 100,000-entry batch is refused at entry 101 with one error.
     let big = format!("[{}1]", "1,".repeat(100_000));
     h.send_text(c, &big);

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{error_code, Harness};
-use jsonrpc_bus_proto::{BusConfig, BusEvent, Limits};
+use jsonrpc_bus_proto::{BusConfig, BusEvent, Limits, PayloadRule};
 use serde_json::json;
 
 #[test]
@@ -167,7 +167,7 @@ fn unsubscribe_by_the_same_string() {
     assert_eq!(error_code(&r), -32004);
     // Unsubscribed: a publish reaches nobody.
     let p = h.client();
-    h.publish(p, 5, "inbound:x", json!(1));
+    h.publish(p, 5, "inbound:x", json!({"n": 1}));
     assert_eq!(h.one(p)["result"]["delivered"], 0);
     assert!(h.take(c).is_empty());
 }
@@ -274,7 +274,7 @@ fn a_batch_with_a_publish_waits_for_its_chain() {
     let p = h.client();
     h.send_text(
         p,
-        r#"[{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t","payload":1},"id":"a"},
+        r#"[{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t","payload":{"n":1}},"id":"a"},
             {"jsonrpc":"2.0","method":"ping","params":{},"id":"b"}]"#,
     );
     assert!(
@@ -382,13 +382,14 @@ fn subscriptions_are_per_connection_and_dropped_on_disconnect() {
     assert!(h.take_events().iter().any(|e| matches!(e,
         BusEvent::Disconnected { conn, subscriptions: 1 } if *conn == a)));
     let p = h.client();
-    h.publish(p, 1, "t", json!(null));
+    h.publish(p, 1, "t", json!({}));
     assert_eq!(h.one(p)["result"]["delivered"], 0);
 }
 
 #[test]
-fn a_missing_payload_is_forwarded_as_null() {
-    let mut h = Harness::default_config();
+fn a_missing_payload_is_forwarded_as_null_under_payload_rule_any() {
+    // By default it is -32602 (`tests/payload.rs`).
+    let mut h = Harness::new(BusConfig::default().with_payload(PayloadRule::Any));
     let s = h.client();
     h.subscribe(s, "t");
     let p = h.client();
@@ -406,7 +407,7 @@ fn a_batched_publish_with_no_subscriber_is_answered_in_place() {
     let c = h.client();
     h.send_text(
         c,
-        r#"[{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"outbound:none","payload":1},"id":1},
+        r#"[{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"outbound:none","payload":{"n":1}},"id":1},
             {"jsonrpc":"2.0","method":"ping"},
             {"jsonrpc":"2.0","method":"ping","params":{},"id":2}]"#,
     );

@@ -126,18 +126,23 @@ impl Run {
         self.answer(false);
         self.answer(true);
         // A notification; two publishes in flight at once, a third over the limit.
-        self.publish(publisher, None, "inbound:b", "[1,2]");
-        self.publish(publisher, Some("7"), "inbound:c", "null");
-        self.publish(publisher, Some("8"), "inbound:d", r#""s""#);
+        self.publish(publisher, None, "inbound:b", r#"{"n":[1,2]}"#);
+        self.publish(publisher, Some("7"), "inbound:c", r#"{"n":null}"#);
+        self.publish(publisher, Some("8"), "inbound:d", r#"{"n":"s"}"#);
         for _ in 0..4 {
             self.answer(false);
         }
+        // Payloads the bus refuses: not an object (a request and a notification), too deep.
+        self.publish(publisher, Some("14"), "inbound:f", "[1]");
+        self.publish(publisher, None, "inbound:g", "1");
+        let deep = format!(r#"{{"a":{}1{}}}"#, "[".repeat(200), "]".repeat(200));
+        self.publish(publisher, Some("15"), "inbound:h", &deep);
         // A topic over the 16-byte limit, an empty topic, a publish before `initialize`.
-        self.publish(publisher, Some("9"), "inbound:0123456789", "1");
-        self.publish(publisher, Some("10"), "", "1");
-        self.publish(stranger, Some("11"), "inbound:e", "1");
+        self.publish(publisher, Some("9"), "inbound:0123456789", "{}");
+        self.publish(publisher, Some("10"), "", "{}");
+        self.publish(stranger, Some("11"), "inbound:e", "{}");
         // A subscriber that never answers: its hop times out.
-        self.publish(publisher, Some("12"), "outbound:x", "1");
+        self.publish(publisher, Some("12"), "outbound:x", "{}");
         self.text(
             c,
             r#"{"jsonrpc":"2.0","method":"subscribe","params":{"topic":"outbound:*"},"id":2}"#,
