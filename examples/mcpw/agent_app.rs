@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use agentwire::core::{ConnId, Frame, Machine, Outbox, Output, PeerInfo, TimerSet};
+use agentwire::core::{ConnId, Dial, Dialer, Frame, Machine, Outbox, Output, PeerInfo, TimerSet};
 use agentwire::mcpw::{
     AgentHeartbeat, AgentRegister, Body, Codec, Form, Message, MessageType, OtherCall,
     TaskComplete, TaskProgress,
@@ -48,12 +48,59 @@ pub enum AgentEvent {
     Collaborated(Value),
     /// An error message from the server.
     Error(Value),
+    /// A connection attempt failed before the WebSocket opened (refused, HTTP 401, ...);
+    /// the next one starts after `retry_in`.
+    ConnectFailed {
+        /// What went wrong, as the transport reports it (`HTTP error: 401 Unauthorized`).
+        reason: String,
+        /// Attempts that failed in a row, this one included.
+        failures: u32,
+        /// The wait before the next attempt.
+        retry_in: Duration,
+    },
+    /// The connection ended; the next attempt starts after `retry_in`.
+    Disconnected {
+        /// The wait before the next attempt.
+        retry_in: Duration,
+    },
+}
+
+/// How long a connection must have stayed open for the next reconnect to start from the
+/// shortest wait again; shorter connections (refused right after the upgrade) keep
+/// doubling it.
+pub const STABLE_AFTER: Duration = Duration::from_secs(30);
+
+/// The reconnect waits: `initial`, doubled after each failure in a row, at most `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first wait. Default 500 ms.
+    pub initial: Duration,
+    /// The longest wait. Default 30 s.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait after `failures` failures in a row (1: `initial`).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(20);
+        self.initial.saturating_mul(1 << doublings).min(self.max)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
     Heartbeat,
     Step(String),
+    Redial,
 }
 
 /// A `protocol.set_binary` request awaiting its response.
@@ -84,6 +131,14 @@ pub struct AgentMachine {
     compact: Option<Option<usize>>,
     /// The pending `protocol.set_binary` request: its key and what it asked for.
     set_binary: Option<SetBinary>,
+    /// Reconnect waits.
+    backoff: Backoff,
+    /// Attempts or short-lived connections in a row.
+    failures: u32,
+    /// When the open connection opened.
+    connected_at: Option<Instant>,
+    /// A reconnect is waiting for its timer.
+    waiting_to_dial: bool,
 }
 
 impl AgentMachine {
@@ -101,7 +156,26 @@ impl AgentMachine {
             completing: BTreeSet::new(),
             compact: None,
             set_binary: None,
+            backoff: Backoff::default(),
+            failures: 0,
+            connected_at: None,
+            waiting_to_dial: false,
         }
+    }
+
+    /// This machine with reconnect waits `backoff`.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Counts a failure and arms the reconnect timer; returns the wait.
+    fn schedule_redial(&mut self, now: Instant) -> Duration {
+        self.failures = self.failures.saturating_add(1);
+        let wait = self.backoff.delay(self.failures);
+        self.waiting_to_dial = true;
+        self.timers.set(Timer::Redial, now + wait);
+        wait
     }
 
     /// Asks the server (`protocol.set_binary`) to switch this connection to its 12-byte
@@ -217,6 +291,8 @@ impl Machine for AgentMachine {
 
     fn handle_connect(&mut self, conn: ConnId, _: &PeerInfo, now: Instant) {
         self.conn = Some(conn);
+        self.connected_at = Some(now);
+        self.waiting_to_dial = false;
         self.started.get_or_insert(now);
         let body = json!({"agent_id": self.s.agent_id, "agent_type": self.s.agent_type,
             "capabilities": self.s.capabilities,
@@ -282,13 +358,23 @@ impl Machine for AgentMachine {
         }
     }
 
-    fn handle_disconnect(&mut self, _: ConnId, _: Instant) {
+    fn handle_disconnect(&mut self, _: ConnId, now: Instant) {
         self.conn = None;
         // A new connection starts in the JSON form again.
         self.compact = None;
         self.set_binary = None;
         self.timers.clear();
         self.tasks.clear();
+        // Only a connection that stayed up a while starts the waits over.
+        if self
+            .connected_at
+            .take()
+            .is_some_and(|at| now.saturating_duration_since(at) >= STABLE_AFTER)
+        {
+            self.failures = 0;
+        }
+        let retry_in = self.schedule_redial(now);
+        self.out.event(AgentEvent::Disconnected { retry_in });
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -305,6 +391,7 @@ impl Machine for AgentMachine {
                     self.timers.set(Timer::Heartbeat, now + self.s.heartbeat);
                 }
                 Timer::Step(id) => self.step(id, now),
+                Timer::Redial => self.waiting_to_dial = false,
             }
         }
     }
@@ -315,6 +402,25 @@ impl Machine for AgentMachine {
 
     fn poll_output(&mut self) -> Option<Output<AgentEvent>> {
         self.out.pop()
+    }
+}
+
+impl Dialer for AgentMachine {
+    fn poll_dial(&self) -> Dial {
+        if self.conn.is_none() && !self.waiting_to_dial {
+            Dial::Now
+        } else {
+            Dial::Wait
+        }
+    }
+
+    fn handle_dial_failed(&mut self, reason: &str, now: Instant) {
+        let retry_in = self.schedule_redial(now);
+        self.out.event(AgentEvent::ConnectFailed {
+            reason: reason.to_owned(),
+            failures: self.failures,
+            retry_in,
+        });
     }
 }
 
@@ -332,11 +438,23 @@ fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-/// Connects an agent to `url` with `api_key` (if any); returns its handle and events.
+/// Connects an agent to `url` with `api_key` (if any); returns its handle and events. A
+/// failed attempt or an ended connection is reported as an event and retried after the
+/// default [`Backoff`].
 pub fn connect(
     url: &str,
     settings: AgentSettings,
     api_key: Option<&str>,
+) -> Result<(Handle<AgentMachine>, Events<AgentEvent>), agentwire::tokio::ConfigError> {
+    connect_with_backoff(url, settings, api_key, Backoff::default())
+}
+
+/// [`connect`] with reconnect waits `backoff`.
+pub fn connect_with_backoff(
+    url: &str,
+    settings: AgentSettings,
+    api_key: Option<&str>,
+    backoff: Backoff,
 ) -> Result<(Handle<AgentMachine>, Events<AgentEvent>), agentwire::tokio::ConfigError> {
     let mut cfg = ClientConfig::default()
         .with_subprotocol("mcp.v1")
@@ -348,5 +466,74 @@ pub fn connect(
     if let Some(k) = api_key {
         cfg = cfg.with_header("Authorization", format!("Bearer {k}"));
     }
-    Client::connect(url, AgentMachine::new(settings), cfg)
+    Client::connect_dialer(url, AgentMachine::new(settings).with_backoff(backoff), cfg)
+}
+
+/// A string field of `v` for a sentence (`?` if absent).
+fn field<'a>(v: &'a Value, name: &str) -> &'a str {
+    v.get(name).and_then(Value::as_str).unwrap_or("?")
+}
+
+/// `1.5 s`, `500 ms`.
+fn wait(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{:.1} s", d.as_secs_f64())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// One line (a sentence, no Rust `Debug` dump) for an agent event.
+pub fn describe(ev: &AgentEvent) -> String {
+    match ev {
+        AgentEvent::Registered(c) => {
+            let beat = c
+                .get("heartbeat_interval_ms")
+                .and_then(Value::as_u64)
+                .map(|ms| format!(", heartbeat every {}", wait(Duration::from_millis(ms))))
+                .unwrap_or_default();
+            format!(
+                "registered as {} (session {}{beat})",
+                field(c, "agent_id"),
+                field(c, "session_id")
+            )
+        }
+        AgentEvent::TaskAssigned(t) => format!(
+            "task {} ({}) assigned to me",
+            field(t, "task_id"),
+            field(t, "type")
+        ),
+        AgentEvent::ProgressSent { task_id, progress } => {
+            format!("task {task_id}: reported {:.0}% done", progress * 100.0)
+        }
+        AgentEvent::Completed { task_id } => format!("task {task_id}: sent task.complete"),
+        AgentEvent::CompletionAccepted(r) => format!(
+            "task {}: the server accepted the completion ({})",
+            field(r, "task_id"),
+            field(r, "status")
+        ),
+        AgentEvent::Collaborated(c) => format!(
+            "approved {}'s {} request on task {}",
+            field(c, "requesting_agent"),
+            field(c, "collaboration_type"),
+            field(c, "task_id")
+        ),
+        AgentEvent::Error(e) => match (e.get("code"), e.get("message")) {
+            (Some(code), Some(Value::String(m))) => {
+                format!("the server answered with error {code}: {m}")
+            }
+            _ => format!("error: {e}"),
+        },
+        AgentEvent::ConnectFailed {
+            reason,
+            failures,
+            retry_in,
+        } => format!(
+            "could not connect ({reason}); attempt {failures} failed, retrying in {}",
+            wait(*retry_in)
+        ),
+        AgentEvent::Disconnected { retry_in } => {
+            format!("disconnected; reconnecting in {}", wait(*retry_in))
+        }
+    }
 }
