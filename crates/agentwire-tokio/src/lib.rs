@@ -154,12 +154,51 @@
 //! | [`Limits::close_timeout`] | 5 s | a close frame, and the peer's reply, may take this long |
 //! | [`Limits::first_frame_delay`] | 0 | a server that greets first may hold its first frame a few ms so it never shares a TCP read with the HTTP 101 (the npm `ws` client loses such a frame) |
 //! | [`ServerConfig::max_connections`] | 10 000 | beyond it new upgrades get HTTP 503 before the upgrade |
+//! | [`ServerConfig::max_pending_handshakes`] | 4096 | sockets beyond it are dropped at accept |
+//! | [`ServerConfig::max_connections_per_address`] | 256 | one address cannot take every connection slot; the next one gets [`ServerConfig::address_refusal`] |
+//! | [`ServerConfig::max_pending_handshakes_per_address`] | 64 | one address cannot fill the pending-handshake cap; more get a short 429 and are closed |
+//! | [`ServerConfig::address_refusal`] | HTTP 429 | reference servers use their protocol's own refusal (a close code, or HTTP 503) |
+//! | [`ServerConfig::plain_http_body`] | "This is a WebSocket endpoint; ..." | the body of the `426 Upgrade Required` a plain HTTP request gets |
 //! | [`Backoff`] | 1 s doubling to 30 s, + 0..500 ms | reconnect storms spread out |
+//! | [`ClientConfig::stable_after`] | 30 s | only a connection that stayed open this long resets the backoff |
 //!
 //! A client machine with its own reconnect rules (the llmrtc client's at most 5 tries with
 //! jittered backoff, ending in a `failed` state) implements
 //! [`Dialer`](agentwire_core::Dialer) and runs under [`Client::connect_dialer`]: the
-//! transport then dials only when the machine asks.
+//! transport then dials only when the machine asks, and no sooner than its own backoff
+//! allows after connections that ended within `stable_after`.
+//!
+//! # Decisions
+//!
+//! Choices where "what a WebSocket transport should do" had more than one reading, each
+//! pinned by the named test:
+//!
+//! 1. **Per-address caps count by IP, IPv6 by its /64, loopback included.** One host usually
+//!    owns a whole IPv6 /64; an IPv4-mapped IPv6 address counts as the IPv4 address. Pending
+//!    handshakes and open connections are counted apart
+//!    (`per_address::tests::ipv6_counts_by_its_64_prefix_and_mapped_ipv4_as_ipv4`,
+//!    `tests/limits.rs: one_address_at_its_connection_cap_does_not_lock_out_another`).
+//! 2. **A socket over the pending cap is refused, never another one dropped.** It gets a
+//!    fixed `429` (plain `ws://` only; nothing of its request is read) and is closed; other
+//!    handshakes and every established connection are untouched
+//!    (`half_open_handshakes_from_one_address_drop_nobody_else`).
+//! 3. **The excess over the per-address connection cap is refused the way the protocol
+//!    refuses a full server**: an HTTP status before the upgrade, or the upgrade followed by
+//!    a fixed frame and a close code, handled in the handshake task so the machine never sees
+//!    it (`a_close_refusal_sends_the_protocol_frame_and_code_and_the_machine_never_sees_it`).
+//! 4. **Plain HTTP gets `426 Upgrade Required`** with `Upgrade: websocket` and a one-line
+//!    text body naming the protocol and path, on any path: the transport reads the request
+//!    head itself before tungstenite (which would drop such a connection). An upgrade to a
+//!    wrong path is still the hook's to refuse (e.g. 404)
+//!    (`plain_http_gets_426_naming_the_protocol_and_path`).
+//! 5. **The reconnect backoff counts early closes.** An open alone does not reset it: only a
+//!    connection that stayed open for `stable_after` does, so a peer rejected right after its
+//!    hello is redialled after 1 s, 2 s, 4 s ... (simulated time:
+//!    `a_peer_that_rejects_right_after_the_upgrade_is_redialled_with_growing_delays`). For a
+//!    [`Dialer`](agentwire_core::Dialer) machine the same backoff is a floor under the
+//!    machine's own delay (`a_dialer_machine_is_held_to_the_backoff_after_early_closes`).
+//! 6. **A failed connect is logged at `warn` at once**, with the OS error and the delay before
+//!    the next attempt (`a_refused_connect_is_logged_with_the_os_error_at_once`).
 //!
 //! What the transport does **not** own: protocol heartbeats (`hello`, JSON `ping`),
 //! request timeouts and version checks. Those are machine timers.
