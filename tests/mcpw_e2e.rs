@@ -510,3 +510,53 @@ async fn mcpw_agent_prints_the_401_and_backs_off_visibly() {
         "could not connect (HTTP error: 401 Unauthorized); attempt 2 failed, retrying in 1.0 s"
     );
 }
+
+#[test]
+fn the_agents_reconnect_waits_double_and_reset_only_after_a_connection_stayed_up() {
+    use agentwire::core::{ConnId, Dial, Dialer, Machine, Output, PeerInfo};
+    use mcpw::agent_app::{AgentMachine, STABLE_AFTER};
+
+    fn waits(m: &mut AgentMachine) -> Vec<Duration> {
+        let mut out = Vec::new();
+        while let Some(o) = m.poll_output() {
+            match o {
+                Output::Event(AgentEvent::ConnectFailed { retry_in, .. })
+                | Output::Event(AgentEvent::Disconnected { retry_in }) => out.push(retry_in),
+                _ => {}
+            }
+        }
+        out
+    }
+    #[allow(clippy::disallowed_methods)] // the one base time of a simulated run
+    let mut now = std::time::Instant::now();
+    let second = Duration::from_secs(1);
+    let mut m = AgentMachine::new(settings("a", false, 0.9)).with_backoff(Backoff {
+        initial: second,
+        max: Duration::from_secs(30),
+    });
+    let peer = PeerInfo::new(None);
+    assert_eq!(m.poll_dial(), Dial::Now);
+    m.handle_dial_failed("HTTP error: 401 Unauthorized", now);
+    assert_eq!(waits(&mut m), [second]);
+    // Nothing is dialled until the wait is over.
+    assert_eq!(m.poll_dial(), Dial::Wait);
+    assert_eq!(m.poll_timeout(), Some(now + second));
+    now += second;
+    m.handle_timeout(now);
+    assert_eq!(m.poll_dial(), Dial::Now);
+    // A connection refused right after the upgrade does not start the waits over.
+    m.handle_connect(ConnId::new(1), &peer, now);
+    m.handle_disconnect(ConnId::new(1), now + second);
+    assert_eq!(waits(&mut m), [2 * second]);
+    now += 3 * second;
+    m.handle_timeout(now);
+    m.handle_dial_failed("connection refused", now);
+    assert_eq!(waits(&mut m), [4 * second]);
+    now += 4 * second;
+    m.handle_timeout(now);
+    // One that stayed up does.
+    m.handle_connect(ConnId::new(2), &peer, now);
+    assert_eq!(m.poll_dial(), Dial::Wait);
+    m.handle_disconnect(ConnId::new(2), now + STABLE_AFTER);
+    assert_eq!(waits(&mut m), [second]);
+}

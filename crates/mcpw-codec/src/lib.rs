@@ -86,6 +86,7 @@
 //! | `max_batch` | 100 messages | [`DecodeError::BatchTooLarge`], code 4007, counted while parsing |
 //! | `max_text` | 1 MiB | [`DecodeError::TextTooLarge`], code 4007 |
 //! | `reserved` | [`ReservedPolicy::Reject`] | [`HeaderError::ReservedNotZero`], code 4000 |
+//! | `max_json_depth` | 128 levels of the JSON form | [`DecodeError::TooDeep`], code 4007, before anything is parsed |
 //!
 //! | compression ([`Compression`]) | default |
 //! |---|---|
@@ -243,6 +244,54 @@
 //!     answered 4004 with the request's sequence id, not 4000.
 //!     (`a_code_0_frame_naming_a_typed_method_gets_its_typed_body`,
 //!     `method_codes_name_or_miss_their_method`)
+//!
+//! Operations the real server has and peers rely on, and what no peer may do to us
+//! (`tests/ops.rs` unless named):
+//!
+//! 26. **Credentials** ([`orchestrator::UpgradePolicy`]): with keys configured, a key is
+//!     read from `Authorization: Bearer <key>` (scheme in any case), `Authorization: <key>`
+//!     (one word, no scheme) and `X-API-Key: <key>`, as the reference server accepts them.
+//!     Both headers are looked at (the reference reads `X-API-Key` only when
+//!     `Authorization` is absent; we also take it beside an `Authorization` that names none
+//!     of our keys, e.g. a proxy's). Every candidate is compared with every key in constant
+//!     time. A refusal is 401 with the body `unauthorized` only; why
+//!     ([`orchestrator::AuthFailure`]: missing, another scheme, unknown key) is for the
+//!     server's log, which the reference server writes too.
+//!     (`keys_are_read_from_bearer_bare_authorization_and_x_api_key`, and end to end
+//!     `api_keys_are_read_from_all_three_headers_and_refusals_are_logged_with_their_reason`)
+//! 27. **Ping replies** carry `{"pong": true, "timestamp": <unix ms>}`: a type-4 ping gets
+//!     type 5, a `ping` request a type-1 response, each with the ping's id or sequence id.
+//!     The machine reads no clock: the timestamp is the wall-clock time given to
+//!     [`Orchestrator::new`](orchestrator::Orchestrator::new) plus the monotonic time since,
+//!     as for `deadline` and `server_time`. Milliseconds, as `INTEROP.md` records; the
+//!     reference's handlers at 6eb9cfa9 write `time.Now().Unix()`, seconds, under the same
+//!     name. (`ping_reply_carries_pong_and_the_unix_ms_timestamp`)
+//! 28. **Every error names its message**: the id (JSON form, 12-byte form) or sequence id
+//!     (24-byte form) of the message that caused it, whenever it can be read, the rate
+//!     limit's 4002 and the size limit's 4007 included, although those messages are not
+//!     decoded: a text frame's `id` string is read on that error path only, a 24-byte
+//!     frame's sequence id from header bytes 8-16. A message too broken to read has no id
+//!     to name. (`every_error_reply_names_the_message_that_caused_it`,
+//!     `size_and_decode_errors_name_the_message_too`)
+//! 29. **The batch limit's error gives the real count** ("batch of 1000 messages exceeds
+//!     100"): entries past `max_batch` are counted without being kept, so the count costs
+//!     no memory. (`the_batch_limit_error_reports_the_real_count`)
+//! 30. **Nesting depth**: a message whose JSON nests arrays and objects deeper than
+//!     [`Limits::max_json_depth`] (default 128, [`agentwire_core::DEFAULT_MAX_JSON_DEPTH`],
+//!     counted in the JSON form: the envelope is level 1, `params` level 2) is refused with
+//!     4007 ([`DecodeError::TooDeep`]) before anything is parsed, so it is never forwarded
+//!     (`collaboration.request`), stored (`state.sync`) or handed to the application. The
+//!     check is [`agentwire_core::check_json_depth`] over the whole text (JSON and 12-byte
+//!     forms), over a 24-byte frame's inflated payload at one level less (it sits under
+//!     `params` or `error` in the JSON form, so what is accepted in one form can be
+//!     forwarded in the other), and over each batch entry on its own (a binary batch body
+//!     is not JSON). The orchestrator's [`orchestrator::Limits::max_json_depth`] sets it;
+//!     [`submit_task`](orchestrator::Orchestrator::submit_task) refuses a `context` or
+//!     `requirements` deeper than that minus 2, its level in `task.assigned`
+//!     ([`orchestrator::CommandError::TooDeep`]), so every peer can read what we send.
+//!     (`json_nested_deeper_than_the_limit_is_refused_with_4007`,
+//!     `deep_params_are_never_forwarded_or_stored`,
+//!     `task_payloads_deeper_than_task_assigned_allows_are_refused`)
 //!
 //! # Features
 //!
