@@ -12,7 +12,9 @@ use std::time::Instant;
 use agentwire::agent_relay::{Direction, LogRecord, Relay, RelayConfig, SessionId};
 use agentwire::core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds, Utf8Bytes};
 use relay::log_check::{check, is_iso8601_ms};
-use relay::log_writer::{file_name, LogOp, StudyLog, SyncPolicy};
+use relay::log_writer::{
+    file_name, LogFile, LogOp, OsStorage, Storage, StudyLog, SyncHandle, SyncPolicy,
+};
 use relay::logging_relay::{LoggingRelay, ServerEvent, LOG_WRITE_FAILED};
 use serde_json::Value;
 
@@ -474,4 +476,415 @@ fn the_logging_relay_tells_the_host_once_per_step_and_reports_every_failure() {
         Some(Output::Event(ServerEvent::ReportedToHost { failures, .. })) if *failures == failed
     ));
     assert!(m.poll_output().is_none());
+}
+
+// ---- resume never loses later records --------------------------------------------------------
+
+/// How a test damages the last line of a log before the relay reopens it.
+#[derive(Debug, Clone)]
+enum Damage {
+    /// Cut the file `n` bytes before its end (inside or across the last line; a torn write).
+    Truncate(usize),
+    /// Overwrite the byte at `at` (from the start of the last line) with `byte`.
+    Flip { at: usize, byte: u8 },
+    /// Append bytes (garbage, maybe with a newline).
+    Append(Vec<u8>, bool),
+    /// Replace the last line with a record whose payload nests `depth` deep.
+    Deep(usize),
+    /// Replace the last line's eventIndex.
+    Index(u64),
+    /// Replace the last line's sessionId.
+    Session(String),
+}
+
+fn damage(bytes: &mut Vec<u8>, d: &Damage) {
+    let last_start = bytes[..bytes.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let replace_last = |bytes: &mut Vec<u8>, v: &mut Value| {
+        bytes.truncate(last_start);
+        bytes.extend_from_slice(v.to_string().as_bytes());
+        bytes.push(b'\n');
+    };
+    let last: Value = serde_json::from_slice(&bytes[last_start..]).expect("record");
+    match d {
+        Damage::Truncate(n) => {
+            let keep = bytes.len().saturating_sub(*n).max(last_start);
+            bytes.truncate(keep);
+        }
+        Damage::Flip { at, byte } => {
+            let i = last_start + at % (bytes.len() - last_start);
+            bytes[i] = *byte;
+        }
+        Damage::Append(garbage, newline) => {
+            bytes.extend_from_slice(garbage);
+            if *newline {
+                bytes.push(b'\n');
+            }
+        }
+        Damage::Deep(depth) => {
+            let text = bytes[last_start..].to_vec();
+            let text = String::from_utf8(text).expect("utf8");
+            let deep = format!("{}{}", "[".repeat(*depth), "]".repeat(*depth));
+            let line = text.replacen(r#""payload":{"#, &format!(r#""payload":{{"x":{deep},"#), 1);
+            bytes.truncate(last_start);
+            bytes.extend_from_slice(line.as_bytes());
+        }
+        Damage::Index(i) => {
+            let mut v = last;
+            v["eventIndex"] = serde_json::json!(i);
+            replace_last(bytes, &mut v);
+        }
+        Damage::Session(s) => {
+            let mut v = last;
+            v["sessionId"] = serde_json::json!(s);
+            replace_last(bytes, &mut v);
+        }
+    }
+}
+
+fn damage_strategy() -> impl proptest::strategy::Strategy<Value = Damage> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (1usize..200).prop_map(Damage::Truncate),
+        (any::<usize>(), any::<u8>()).prop_map(|(at, byte)| Damage::Flip { at, byte }),
+        (proptest::collection::vec(any::<u8>(), 0..40), any::<bool>())
+            .prop_map(|(g, n)| Damage::Append(g, n)),
+        (120usize..400).prop_map(Damage::Deep),
+        (0u64..20).prop_map(Damage::Index),
+        "[a-z]{1,8}".prop_map(Damage::Session),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+
+    /// Whatever happened to the last line, the reopened log keeps every byte (the file's
+    /// good prefix plus the file moved aside is exactly what was there), `relay_log` accepts
+    /// the file, and the new records continue the indexes of the last good one.
+    #[test]
+    fn resume_after_any_damage_to_the_last_line_loses_no_record(
+        before in 1usize..6,
+        after in 1usize..4,
+        d in damage_strategy(),
+    ) {
+        let dir = temp_dir("damage");
+        let path = dir.join("s.jsonl");
+        let mut log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("open");
+        for i in 0..before {
+            log.append(&record("s", "tool.call", &format!(r#"{{"n":{i},"t":"é\"x"}}"#)))
+                .expect("append");
+        }
+        drop(log);
+        let mut bytes = std::fs::read(&path).expect("read");
+        damage(&mut bytes, &d);
+        std::fs::write(&path, &bytes).expect("damage");
+
+        let mut log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("reopen");
+        let mut repaired = None;
+        let mut first = None;
+        for _ in 0..after {
+            let a = log.append(&record("s", "agent.message", "{}")).expect("append after");
+            first.get_or_insert(a.event_index);
+            if let Some(r) = a.repaired {
+                repaired = Some(r);
+            }
+        }
+        drop(log);
+        let now = std::fs::read(&path).expect("read");
+        let report = check(&now);
+        proptest::prop_assert!(report.is_consistent(), "{}", report.render());
+        proptest::prop_assert!(report.torn_tail.is_none());
+        let kept = now.len() - after * std::fs::read_to_string(&path)
+            .expect("text")
+            .lines()
+            .last()
+            .map_or(0, |l| l.len() + 1);
+        // What the file kept plus what went aside is byte for byte what was there.
+        let mut whole = now[..kept].to_vec();
+        if let Some(r) = &repaired {
+            whole.extend_from_slice(&std::fs::read(&r.aside).expect("aside"));
+        }
+        proptest::prop_assert_eq!(&whole, &bytes, "{:?}", d);
+        // The records kept are the first ones, unchanged, and the new ones follow them.
+        let kept_lines = now[..kept].split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
+        proptest::prop_assert!(kept_lines + 1 >= before, "lost more than the damaged line");
+        proptest::prop_assert_eq!(first, Some(kept_lines as u64));
+        proptest::prop_assert_eq!(report.lines as usize, kept_lines + after);
+    }
+}
+
+// ---- session.end when the log is not saved -------------------------------------------------
+
+const SESSION_END: &str =
+    r#"{"v":"mvp-0.2","type":"session.end","id":"req-999","payload":{"reason":"study-complete"}}"#;
+const SESSION_ENDED_REPLY: &str = r#"{"v":"mvp-0.2","type":"session.ended","replyTo":"req-999","payload":{"sessionId":"s-20260213-001","logFile":"logs/m.jsonl","stateReset":true}}"#;
+const SESSION_START: &str = r#"{"v":"mvp-0.2","type":"session.start","id":"req-001","payload":{"studyId":"pilot-01","participantId":"P07"}}"#;
+const SESSION_STARTED: &str = r#"{"v":"mvp-0.2","type":"session.started","replyTo":"req-001","payload":{"sessionId":"s-20260213-002"}}"#;
+const RESET: &str =
+    r#"{"v":"mvp-0.2","type":"state.updated","payload":{"source":"reset","messageHistory":[]}}"#;
+
+/// Frames sent to `conn`, as JSON, in order.
+fn sent_to(outs: &[Output<ServerEvent>], conn: ConnId) -> Vec<Value> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Send { conn: c, frame } if *c == conn => {
+                serde_json::from_str(frame.as_text()?).ok()
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn drain_all(m: &mut LoggingRelay) -> Vec<Output<ServerEvent>> {
+    std::iter::from_fn(|| m.poll_output()).collect()
+}
+
+/// Host and agent join session "m"; the agent's `session.end` reaches the host, which answers
+/// `session.ended` and pushes the reset. Returns what the agent got after `session.end`.
+fn end_a_session(m: &mut LoggingRelay, now: Instant) -> (ConnId, ConnId, Vec<Output<ServerEvent>>) {
+    let (host, agent) = (ConnId::new(1), ConnId::new(2));
+    let peer = PeerInfo::new(None).with_path("/agent/ws");
+    m.handle_connect(host, &peer, now);
+    m.handle_connect(agent, &peer, now);
+    m.handle_frame(host, Frame::Text(HOST_JOIN), now);
+    m.handle_frame(agent, Frame::Text(AGENT_JOIN), now);
+    m.handle_frame(agent, Frame::Text(CALL), now);
+    m.handle_frame(host, Frame::Text(RESULT), now);
+    m.handle_frame(agent, Frame::Text(SESSION_END), now);
+    drain_all(m);
+    m.handle_frame(host, Frame::Text(SESSION_ENDED_REPLY), now);
+    m.handle_frame(host, Frame::Text(RESET), now);
+    (host, agent, drain_all(m))
+}
+
+fn assert_withheld(got: &[Value]) {
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0]["type"], "error", "never a session.ended: {got:?}");
+    assert_eq!(got[0]["payload"]["code"], "LOG_FLUSH_FAILED");
+    assert_eq!(got[0]["replyTo"], "req-999");
+    let text = got[0]["payload"]["message"].as_str().expect("text");
+    assert!(text.contains("not saved"), "{text}");
+    assert_eq!(
+        got[1]["type"], "state.updated",
+        "the push after it still arrives"
+    );
+}
+
+#[test]
+fn session_end_is_answered_with_log_flush_failed_when_a_directory_is_in_the_way() {
+    let dir = temp_dir("end-blocked");
+    std::fs::create_dir(dir.join("m.jsonl")).expect("collision");
+    let (mut m, now) = logging_relay(&dir);
+    let (host, agent, outs) = end_a_session(&mut m, now);
+    assert_withheld(&sent_to(&outs, agent));
+    assert!(outs.iter().any(|o| matches!(o,
+        Output::Event(ServerEvent::SessionEndWithheld { agent: a, .. }) if *a == agent)));
+    // The host is told its log failed, as for every failure.
+    assert!(sent_to(&outs, host)
+        .iter()
+        .any(|v| v["payload"]["code"] == LOG_WRITE_FAILED));
+    // Once the directory is gone the next study session ends cleanly.
+    std::fs::remove_dir(dir.join("m.jsonl")).expect("rmdir");
+    m.handle_frame(agent, Frame::Text(SESSION_START), now);
+    m.handle_frame(host, Frame::Text(SESSION_STARTED), now);
+    m.handle_frame(agent, Frame::Text(SESSION_END), now);
+    drain_all(&mut m);
+    m.handle_frame(host, Frame::Text(SESSION_ENDED_REPLY), now);
+    let got = sent_to(&drain_all(&mut m), agent);
+    assert_eq!(got[0]["type"], "session.ended", "{got:?}");
+}
+
+/// Files whose appends fail once `budget` bytes have been written in all (the part that
+/// fits is written: a torn line, as a full disk leaves it).
+struct FailAfter {
+    budget: std::sync::Arc<AtomicU64>,
+}
+
+struct FailAfterFile {
+    file: Box<dyn LogFile>,
+    budget: std::sync::Arc<AtomicU64>,
+}
+
+impl LogFile for FailAfterFile {
+    fn len(&mut self) -> std::io::Result<u64> {
+        self.file.len()
+    }
+    fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.file.read_exact_at(offset, buf)
+    }
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let left = self.budget.load(Ordering::Relaxed);
+        let fits = usize::try_from(left).unwrap_or(usize::MAX).min(bytes.len());
+        self.budget.fetch_sub(fits as u64, Ordering::Relaxed);
+        self.file.append(&bytes[..fits])?;
+        if fits < bytes.len() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "no space left (test)",
+            ));
+        }
+        Ok(())
+    }
+    fn set_len(&mut self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.file.sync()
+    }
+    fn syncer(&self) -> std::io::Result<SyncHandle> {
+        self.file.syncer()
+    }
+}
+
+impl Storage for FailAfter {
+    fn open(&mut self, path: &Path, create_new: bool) -> std::io::Result<Box<dyn LogFile>> {
+        let file = OsStorage.open(path, create_new)?;
+        Ok(Box::new(FailAfterFile {
+            file,
+            budget: self.budget.clone(),
+        }))
+    }
+    fn create_with(&mut self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        OsStorage.create_with(path, bytes)
+    }
+    fn rename(&mut self, from: &Path, to: &Path) -> std::io::Result<()> {
+        OsStorage.rename(from, to)
+    }
+    fn exists(&mut self, path: &Path) -> bool {
+        OsStorage.exists(path)
+    }
+    fn sync_dir(&mut self, dir: &Path) -> std::io::Result<()> {
+        OsStorage.sync_dir(dir)
+    }
+}
+
+#[test]
+fn a_writer_that_fails_after_n_bytes_never_lets_a_clean_session_ended_through() {
+    // The whole scripted session writes some 2 KB; fail it at every point along the way.
+    let mut clean_at = None;
+    for n in (0..2_600).step_by(97) {
+        let dir = temp_dir("fail-after");
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let relay = Relay::new(RelayConfig::default(), SequentialIds::new(0), now, 0);
+        let budget = std::sync::Arc::new(AtomicU64::new(n));
+        let storage = Box::new(FailAfter { budget });
+        let log = StudyLog::with_storage(&*dir, SyncPolicy::SessionEnd, storage).expect("open");
+        let mut m = LoggingRelay::new(relay, log);
+        let (_, agent, outs) = end_a_session(&mut m, now);
+        let got = sent_to(&outs, agent);
+        let bytes = std::fs::read(dir.join("m.jsonl")).unwrap_or_default();
+        let report = check(&bytes);
+        assert!(report.is_consistent(), "n={n}: {}", report.render());
+        assert!(
+            report.torn_tail.is_none(),
+            "n={n}: a failed write is rolled back"
+        );
+        if got[0]["type"] == "session.ended" {
+            // Only when every record of the session is in the file.
+            assert_eq!(report.by_type.get("session.ended"), Some(&2), "n={n}");
+            assert_eq!(report.by_type.get("tool.call"), Some(&2), "n={n}");
+            clean_at.get_or_insert(n);
+        } else {
+            assert_withheld(&got);
+            assert!(
+                clean_at.is_none(),
+                "n={n}: failed after a larger budget passed"
+            );
+        }
+    }
+    assert!(clean_at.is_some(), "the budget never sufficed");
+}
+
+// ---- the fsync runs off the task that owns the relay ------------------------------------------
+
+#[test]
+fn the_session_end_sync_runs_on_the_worker_while_other_connections_go_on_in_order() {
+    let dir = temp_dir("worker");
+    #[allow(clippy::disallowed_methods)]
+    let now = Instant::now();
+    let relay = Relay::new(RelayConfig::default(), SequentialIds::new(0), now, 0);
+    let log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("open");
+    let (tx, mut jobs) = tokio::sync::mpsc::channel(4);
+    let mut m = LoggingRelay::with_sync_worker(relay, log, tx);
+    // A second session, "n", with its own host and agent.
+    let peer = PeerInfo::new(None).with_path("/agent/ws");
+    let (host_n, agent_n) = (ConnId::new(10), ConnId::new(11));
+    m.handle_connect(host_n, &peer, now);
+    m.handle_connect(agent_n, &peer, now);
+    m.handle_frame(
+        host_n,
+        Frame::Text(&HOST_JOIN.replace("\"m\"", "\"n\"")),
+        now,
+    );
+    m.handle_frame(
+        agent_n,
+        Frame::Text(&AGENT_JOIN.replace("\"m\"", "\"n\"")),
+        now,
+    );
+    drain_all(&mut m);
+
+    let (host, agent, outs) = end_a_session(&mut m, now);
+    // Nothing for the agent yet: session.ended and the push after it wait for the sync.
+    assert!(
+        sent_to(&outs, agent).is_empty(),
+        "{:?}",
+        sent_to(&outs, agent)
+    );
+    assert_eq!(m.syncs_in_flight(), 1);
+    assert_eq!(m.held_outputs(), 2);
+    let job = jobs.try_recv().expect("a sync job");
+    assert!(
+        jobs.try_recv().is_err(),
+        "one sync for the in and out records"
+    );
+    // Meanwhile the other session is served at once, and so is session "m"'s host.
+    m.handle_frame(agent_n, Frame::Text(CALL), now);
+    let outs = drain_all(&mut m);
+    assert_eq!(sent_to(&outs, host_n).len(), 1);
+    m.handle_frame(agent, Frame::Text(CALL), now);
+    // ... but the agent's later replies stay behind its session.ended.
+    m.handle_frame(host, Frame::Text(RESULT), now);
+    let outs = drain_all(&mut m);
+    assert_eq!(sent_to(&outs, host).len(), 1);
+    assert!(sent_to(&outs, agent).is_empty());
+
+    let (ticket, result) = job.run();
+    assert!(result.is_ok());
+    m.sync_done(ticket, result);
+    let outs = drain_all(&mut m);
+    let got: Vec<String> = sent_to(&outs, agent)
+        .iter()
+        .map(|v| v["type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        got,
+        ["session.ended", "state.updated", "tool.result"],
+        "in order"
+    );
+    assert!(outs
+        .iter()
+        .any(|o| matches!(o, Output::Event(ServerEvent::Synced { off_task: true, .. }))));
+    assert_eq!((m.syncs_in_flight(), m.held_outputs()), (0, 0));
+}
+
+#[test]
+fn a_failed_sync_on_the_worker_withholds_session_ended() {
+    let dir = temp_dir("worker-fail");
+    #[allow(clippy::disallowed_methods)]
+    let now = Instant::now();
+    let relay = Relay::new(RelayConfig::default(), SequentialIds::new(0), now, 0);
+    let log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("open");
+    let (tx, mut jobs) = tokio::sync::mpsc::channel(4);
+    let mut m = LoggingRelay::with_sync_worker(relay, log, tx);
+    let (host, agent, _) = end_a_session(&mut m, now);
+    let job = jobs.try_recv().expect("a sync job");
+    m.sync_done(job.ticket, Err("I/O error (test)".into()));
+    let outs = drain_all(&mut m);
+    assert_withheld(&sent_to(&outs, agent));
+    assert!(sent_to(&outs, host)
+        .iter()
+        .any(|v| v["payload"]["code"] == LOG_WRITE_FAILED));
 }

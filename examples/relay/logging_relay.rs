@@ -165,7 +165,8 @@ struct Held {
 /// `{"code":"LOG_WRITE_FAILED","message":"Study log write failed for session ...: N record(s)
 /// ... (op path: cause)"}` without `replyTo`. The message itself is still forwarded (the
 /// study goes on; the host knows its log has a hole), except `session.ended`: if any record
-/// of the study session since the last `session.ended` failed, or the `fsync` fails, the
+/// of the study session (since the last `session.started` or `session.ended`) failed, or the
+/// `fsync` fails, the
 /// agents get `error` `LOG_FLUSH_FAILED` ("... was not saved ...", the `replyTo` of the
 /// `session.ended`) instead, never a `session.ended` whose `logFile` is missing or
 /// incomplete. When a session empties, its file is synced and closed at the end of the step.
@@ -193,7 +194,7 @@ pub struct LoggingRelay {
     sync_wanted: bool,
     /// What the `Send`s of the `session.ended` being output wait for.
     gate: Option<Gate>,
-    /// Records per session that failed since its last `session.ended`.
+    /// Records per session that failed since its last `session.started` or `session.ended`.
     lost: BTreeMap<SessionId, u64>,
 }
 
@@ -321,6 +322,10 @@ impl LoggingRelay {
     fn write(&mut self, record: LogRecord) -> Output<ServerEvent> {
         if record.msg_type == types::SESSION_ENDED && record.direction != Direction::Internal {
             self.ending = Some(record.session_id.clone());
+        }
+        if record.msg_type == types::SESSION_STARTED && record.direction == Direction::In {
+            // A new study session: what was lost before it is not part of its log.
+            self.lost.remove(&record.session_id);
         }
         match self.log.append(&record) {
             Ok(Appended {
