@@ -288,10 +288,15 @@
 //!     is not JSON). The orchestrator's [`orchestrator::Limits::max_json_depth`] sets it;
 //!     [`submit_task`](orchestrator::Orchestrator::submit_task) refuses a `context` or
 //!     `requirements` deeper than that minus 2, its level in `task.assigned`
-//!     ([`orchestrator::CommandError::TooDeep`]), so every peer can read what we send.
+//!     ([`orchestrator::CommandError::TooDeep`]), so every peer can read what we send. A
+//!     collaboration answer goes on three levels down in the requester's result
+//!     (`params.responses.<agent>`): one deeper than the bound allows there is not forwarded;
+//!     its sender gets 4007 naming its reply, and the requester an `{"error": {"code":
+//!     4007, ...}}` in its place.
 //!     (`json_nested_deeper_than_the_limit_is_refused_with_4007`,
 //!     `deep_params_are_never_forwarded_or_stored`,
-//!     `task_payloads_deeper_than_task_assigned_allows_are_refused`)
+//!     `task_payloads_deeper_than_task_assigned_allows_are_refused`,
+//!     `a_collaboration_answer_too_deep_to_forward_is_refused_not_forwarded`)
 //!
 //! # Features
 //!

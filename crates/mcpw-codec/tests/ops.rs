@@ -229,7 +229,11 @@ fn every_error_reply_names_the_message_that_caused_it() {
     // ... even when the rest of the message is not valid (the id is still readable).
     let r = e.text(c, r#"{"id":"half","type":0,"method":"ping","params":"#);
     assert_eq!(r[0].1.body["code"], 4002);
-    assert_eq!(r[0].1.id.as_deref(), None, "an unparsable message has no id");
+    assert_eq!(
+        r[0].1.id.as_deref(),
+        None,
+        "an unparsable message has no id"
+    );
 
     // Rate limit, binary form: the sequence id.
     for i in 0..3 {
@@ -248,7 +252,8 @@ fn size_and_decode_errors_name_the_message_too() {
     cfg.limits.max_message_bytes = 512;
     let mut e = Env::new(cfg);
     let c = e.connect(1);
-    let big = json!({"id": "big-1", "type": 0, "method": "ping", "params": {"pad": "x".repeat(600)}});
+    let big =
+        json!({"id": "big-1", "type": 0, "method": "ping", "params": {"pad": "x".repeat(600)}});
     let r = e.json(c, &big);
     assert_eq!(r[0].1.body["code"], 4007);
     assert_eq!(r[0].1.id.as_deref(), Some("big-1"));
@@ -279,7 +284,13 @@ fn the_batch_limit_error_reports_the_real_count() {
     let codec = Codec::default();
     let err = codec.decode_json(batch(1000).as_bytes()).unwrap_err();
     assert!(
-        matches!(err, DecodeError::BatchTooLarge { count: 1000, max: 100 }),
+        matches!(
+            err,
+            DecodeError::BatchTooLarge {
+                count: 1000,
+                max: 100
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(err.to_string(), "batch of 1000 messages exceeds 100");
@@ -310,7 +321,10 @@ fn json_nested_deeper_than_the_limit_is_refused_with_4007() {
             nested_text(depth)
         );
         let err = codec.decode_json(text.as_bytes()).unwrap_err();
-        assert!(matches!(err, DecodeError::TooDeep { limit: 128 }), "{err:?}");
+        assert!(
+            matches!(err, DecodeError::TooDeep { limit: 128 }),
+            "{err:?}"
+        );
         assert_eq!(err.code(), ErrorCode::CONTEXT_TOO_LARGE);
         assert_eq!(err.to_string(), "message nested deeper than 128 levels");
     }
@@ -326,7 +340,10 @@ fn json_nested_deeper_than_the_limit_is_refused_with_4007() {
     config.limits.max_json_depth = 10;
     let mut small = Codec::new(config);
     let at = format!(r#"{{"type":0,"method":"a.b","params":{}}}"#, nested_text(9));
-    let over = format!(r#"{{"type":0,"method":"a.b","params":{}}}"#, nested_text(10));
+    let over = format!(
+        r#"{{"type":0,"method":"a.b","params":{}}}"#,
+        nested_text(10)
+    );
     assert!(small.decode_json(at.as_bytes()).is_ok());
     assert!(matches!(
         small.decode_json(over.as_bytes()),
@@ -354,10 +371,12 @@ fn json_nested_deeper_than_the_limit_is_refused_with_4007() {
             json!({"pad": "x".repeat(2_000), "deep": nested(200)}),
         )),
     ));
-    assert!(mcpw_codec::Header::parse(deep[..24].try_into().unwrap(), &Default::default())
-        .unwrap()
-        .flags
-        .contains(mcpw_codec::Flags::COMPRESSED));
+    assert!(
+        mcpw_codec::Header::parse(deep[..24].try_into().unwrap(), &Default::default())
+            .unwrap()
+            .flags
+            .contains(mcpw_codec::Flags::COMPRESSED)
+    );
     assert!(matches!(
         Codec::default().decode(&deep),
         Err(DecodeError::TooDeep { limit: 128 })
@@ -439,4 +458,49 @@ fn task_payloads_deeper_than_task_assigned_allows_are_refused() {
         "params": {"task_id": "t-ok", "type": "code_review", "context": nested(10)}})
     .to_string();
     assert!(Codec::new(config).decode_json(text.as_bytes()).is_ok());
+}
+
+#[test]
+fn a_collaboration_answer_too_deep_to_forward_is_refused_not_forwarded() {
+    let mut cfg = OrchestratorConfig::default();
+    cfg.limits.max_json_depth = 12;
+    let mut e = Env::new(cfg);
+    let a = e.register(1, "agent-a");
+    let b = e.register(2, "agent-b");
+    let c = e.register(3, "agent-c");
+    let r = e.json(
+        a,
+        &json!({"id": "ask", "type": 0, "method": "collaboration.request",
+            "params": {"task_id": "t-1", "requesting_agent": "agent-a",
+                "collaboration_type": "consensus", "required_agents": ["agent-b", "agent-c"]}}),
+    );
+    let id_for = |who: ConnId| {
+        r.iter()
+            .find(|(to, _)| *to == who)
+            .and_then(|(_, m)| m.id.clone())
+            .expect("forwarded")
+    };
+    let (to_b, to_c) = (id_for(b), id_for(c));
+    // agent-b's answer reads fine where it arrives (2 + 10 levels) but would sit 3 + 10
+    // levels down in agent-a's result: agent-b is told, agent-a gets an error in its place.
+    let r = e.json(
+        b,
+        &json!({"id": to_b, "type": 1, "result": {"vote": nested(9)}}),
+    );
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].0, b);
+    assert_eq!(r[0].1.body["code"], 4007);
+    assert_eq!(r[0].1.id.as_deref(), Some(to_b.as_str()));
+    // agent-c's answer fits (3 + 9 levels) and is forwarded as it is.
+    let r = e.json(
+        c,
+        &json!({"id": to_c, "type": 1, "result": {"vote": nested(8)}}),
+    );
+    let to_a: Vec<_> = r.iter().filter(|(to, _)| *to == a).collect();
+    assert_eq!(to_a.len(), 1, "{r:?}");
+    let result = &to_a[0].1.body;
+    assert_eq!(to_a[0].1.id.as_deref(), Some("ask"));
+    assert_eq!(result["responses"]["agent-c"]["vote"], nested(8));
+    assert_eq!(result["responses"]["agent-b"]["error"]["code"], 4007);
+    assert_eq!(result["complete"], true);
 }

@@ -880,18 +880,41 @@ impl Orchestrator {
             method_label(msg.method.as_deref()),
             status,
         );
+        let reply = msg.reply.clone();
         let Some((id, agent)) = self.pending.remove(&(conn, msg.reply)) else {
             return; // unsolicited or late: dropped
         };
-        let Some(c) = self.collabs.get_mut(&id) else {
+        if !self.collabs.contains_key(&id) {
             return;
-        };
-        c.waiting.remove(&agent);
-        let answer = if msg.msg_type == types::ERROR {
+        }
+        let mut answer = if msg.msg_type == types::ERROR {
             json!({"error": msg.body})
         } else {
             msg.body
         };
+        // The answer goes on in the requester's result under `params.responses.<agent>`,
+        // three levels down: deeper than the bound allows there, it is not forwarded.
+        let limit = self.config.limits.max_json_depth.saturating_sub(3);
+        let text = serde_json::to_vec(&answer).unwrap_or_default();
+        if agentwire_core::check_json_depth(&text, limit).is_err() {
+            let message = format!("collaboration response nested deeper than {limit} levels");
+            let form = self.form_of(conn);
+            self.send_error(
+                conn,
+                form,
+                &reply,
+                msg.msg_type,
+                None,
+                codes::CONTEXT_TOO_LARGE,
+                &message,
+                None,
+            );
+            answer = json!({"error": wire::error_body(codes::CONTEXT_TOO_LARGE, &message, None)});
+        }
+        let Some(c) = self.collabs.get_mut(&id) else {
+            return;
+        };
+        c.waiting.remove(&agent);
         c.responses.insert(agent, answer);
         if c.waiting.is_empty() {
             self.finish_collab(id);
