@@ -14,14 +14,13 @@
 #[path = "llmrtc/mod.rs"]
 mod llmrtc;
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use agentwire::llmrtc::{ClientConfig, ClientEvent, ServerMessage};
 use clap::Parser;
 use llmrtc::audio::{utterance_wav, write_wav_file};
-use llmrtc::client_app::{describe, LlmrtcClientApp};
+use llmrtc::client_app::{LlmrtcClientApp, Transcript};
 
 /// Reference llmrtc client.
 #[derive(Parser, Debug)]
@@ -47,18 +46,6 @@ struct Args {
     turn_timeout: u64,
 }
 
-fn print_event(e: &ClientEvent) {
-    if let ClientEvent::Message(ServerMessage::LlmChunk(c)) = e {
-        print!("{}", c.content);
-        if c.done {
-            println!();
-        }
-        let _ = std::io::stdout().flush();
-    } else if let Some(line) = describe(e) {
-        println!("{line}");
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     llmrtc::init_tracing("warn");
@@ -70,21 +57,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (_, seed) = llmrtc::clocks();
     let mut client = LlmrtcClientApp::start(&args.url, ClientConfig::default(), seed).await?;
     let patience = Duration::from_secs(args.turn_timeout);
+    let mut transcript = Transcript::new("");
     client
-        .wait_for("ready", patience, print_event, |e| {
-            matches!(e, ClientEvent::Ready { .. })
-        })
+        .wait_for(
+            "ready",
+            patience,
+            |e| transcript.print(e),
+            |e| matches!(e, ClientEvent::Ready { .. }),
+        )
         .await?;
     for turn in 1..=args.turns {
         println!("--- turn {turn}: sending {} bytes of WAV", wav.len());
         client.send_audio(wav.clone()).await?;
         let audio = client
-            .wait_for("the reply's audio", patience, print_event, |e| {
-                matches!(
-                    e,
-                    ClientEvent::TtsAudio { .. } | ClientEvent::Message(ServerMessage::Error(_))
-                )
-            })
+            .wait_for(
+                "the reply's audio",
+                patience,
+                |e| transcript.print(e),
+                |e| {
+                    matches!(
+                        e,
+                        ClientEvent::TtsAudio { .. }
+                            | ClientEvent::Message(ServerMessage::Error(_))
+                    )
+                },
+            )
             .await?;
         if let ClientEvent::TtsAudio {
             sample_rate, audio, ..
@@ -98,9 +95,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("--- dropping the connection (--drop-after {turn})");
             client.drop_connection().await?;
             client
-                .wait_for("reconnect-ack", patience, print_event, |e| {
-                    matches!(e, ClientEvent::Resumed { .. })
-                })
+                .wait_for(
+                    "reconnect-ack",
+                    patience,
+                    |e| transcript.print(e),
+                    |e| matches!(e, ClientEvent::Resumed { .. }),
+                )
                 .await?;
         }
     }

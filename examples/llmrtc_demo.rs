@@ -11,46 +11,17 @@
 #[path = "llmrtc/mod.rs"]
 mod llmrtc;
 
-use std::io::Write as _;
 use std::time::Duration;
 
-use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, ServerConfig, ServerMessage};
+use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, ServerConfig};
 use llmrtc::audio::utterance_wav;
-use llmrtc::client_app::{describe, LlmrtcClientApp};
-use llmrtc::providers::{load_playbook, Providers, ScriptedStt};
+use llmrtc::client_app::{LlmrtcClientApp, Transcript};
+use llmrtc::providers::{example_playbook, Providers, ScriptedStt};
 use llmrtc::server_app::{self, Pacing};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const PATIENCE: Duration = Duration::from_secs(15);
-
-thread_local! {
-    /// Whether streamed LLM text left the cursor mid-line.
-    static MID_LINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-fn show(e: &ClientEvent) {
-    match e {
-        ClientEvent::Message(ServerMessage::LlmChunk(c)) => {
-            print!("{}", c.content);
-            if c.done {
-                println!();
-            }
-            MID_LINE.set(!c.done);
-            let _ = std::io::stdout().flush();
-        }
-        // One line per reply instead of one per tone.
-        ClientEvent::TtsChunk { .. } | ClientEvent::Pong { .. } => {}
-        other => {
-            if let Some(line) = describe(other) {
-                if MID_LINE.replace(false) {
-                    println!();
-                }
-                println!("    {line}");
-            }
-        }
-    }
-}
 
 fn is_message(e: &ClientEvent, ty: &str) -> bool {
     matches!(e, ClientEvent::Message(m) if m.type_name() == ty)
@@ -67,9 +38,9 @@ fn check(ok: bool, what: &str) -> Res<()> {
 #[tokio::main]
 async fn main() -> Res<()> {
     llmrtc::init_tracing("warn");
-    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/llmrtc/data");
-    let playbook = load_playbook(format!("{data}/playbook.json").as_ref())?;
-    let stt = ScriptedStt::from_file(format!("{data}/transcript.txt").as_ref())?;
+    // The example playbook and transcript are built into the program.
+    let playbook = example_playbook()?;
+    let stt = ScriptedStt::example();
     let app = server_app::start(
         "127.0.0.1:0",
         ServerConfig::default().with_playbook(playbook),
@@ -93,8 +64,10 @@ async fn main() -> Res<()> {
 
 async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
     let mut client = LlmrtcClientApp::start(&app.url(), ClientConfig::default(), 7).await?;
+    let mut t = Transcript::new("    ");
+    let mut show = |e: &ClientEvent| t.print(e);
     client
-        .wait_for("connected", PATIENCE, show, |e| {
+        .wait_for("connected", PATIENCE, &mut show, |e| {
             matches!(
                 e,
                 ClientEvent::StateChanged {
@@ -109,7 +82,7 @@ async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
     println!("\n== 1. a full turn (user speaks; transcript, streamed reply, speech)");
     client.send_audio(utterance_wav(600)).await?;
     client
-        .wait_for("turn 1 audio", PATIENCE, show, |e| {
+        .wait_for("turn 1 audio", PATIENCE, &mut show, |e| {
             matches!(e, ClientEvent::TtsAudio { .. })
         })
         .await?;
@@ -117,7 +90,7 @@ async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
     println!("\n== 2. barge-in (the user talks over a long reply)");
     client.send_audio(utterance_wav(600)).await?;
     client
-        .wait_for("tts-start of the long reply", PATIENCE, show, |e| {
+        .wait_for("tts-start of the long reply", PATIENCE, &mut show, |e| {
             is_message(e, "tts-start")
         })
         .await?;
@@ -125,20 +98,20 @@ async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
     client.send_audio(utterance_wav(500)).await?;
     let mut order = Vec::new();
     client
-        .wait_for("tts-cancelled", PATIENCE, show, |e| {
+        .wait_for("tts-cancelled", PATIENCE, &mut show, |e| {
             is_message(e, "tts-cancelled")
         })
         .await?;
     order.push("tts-cancelled");
     client
-        .wait_for("speech-start after the cancel", PATIENCE, show, |e| {
+        .wait_for("speech-start after the cancel", PATIENCE, &mut show, |e| {
             is_message(e, "speech-start")
         })
         .await?;
     order.push("speech-start");
     check(order == ["tts-cancelled", "speech-start"], "barge-in order")?;
     client
-        .wait_for("the interrupting turn's audio", PATIENCE, show, |e| {
+        .wait_for("the interrupting turn's audio", PATIENCE, &mut show, |e| {
             matches!(e, ClientEvent::TtsAudio { .. })
         })
         .await?;
@@ -164,7 +137,7 @@ async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
     println!("\n== 4. reconnect (the client drops its connection and resumes the session)");
     client.drop_connection().await?;
     let ack = client
-        .wait_for("reconnect-ack", PATIENCE, show, |e| {
+        .wait_for("reconnect-ack", PATIENCE, &mut show, |e| {
             matches!(e, ClientEvent::Resumed { .. })
         })
         .await?;

@@ -13,11 +13,14 @@ use agentwire::llmrtc::{
     ClientConfig, ClientEvent, ConnectionState, Reconnection, ServerConfig, ServerEvent,
     ServerMessage,
 };
+use clap::Parser as _;
 use futures_util::{SinkExt, StreamExt};
 use llmrtc::audio::utterance_wav;
-use llmrtc::client_app::LlmrtcClientApp;
-use llmrtc::providers::{load_playbook, Providers, ScriptedStt};
+use llmrtc::client_app::{LlmrtcClientApp, Transcript};
+use llmrtc::providers::{example_playbook, load_playbook, Providers, ScriptedStt};
 use llmrtc::server_app::{self, LlmrtcApp, Pacing};
+use llmrtc::server_cli::ServerArgs;
+use llmrtc::server_log;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -118,15 +121,19 @@ fn message_types(events: &[ClientEvent]) -> Vec<&'static str> {
 
 #[tokio::test]
 async fn a_turn_a_barge_in_a_tool_call_and_a_reconnect_with_the_examples_code() {
-    let (app, _events) = server_on("127.0.0.1:0", true).await;
+    let (app, mut events) = server_on("127.0.0.1:0", true).await;
     let mut c = LlmrtcClientApp::start(&app.url(), fast_client(), 1)
         .await
         .expect("client");
     connected(&mut c).await;
     let session = c.session_id().await.expect("call").expect("session");
 
+    // Every client event of the session, for the transcript check at the end.
+    let mut all = Vec::new();
+
     // A full turn, in the spec's order.
     let seen = turn(&mut c).await;
+    all.extend(seen.iter().cloned());
     let types = message_types(&seen);
     let first_chunk = types
         .iter()
@@ -181,6 +188,7 @@ async fn a_turn_a_barge_in_a_tool_call_and_a_reconnect_with_the_examples_code() 
     )
     .await
     .expect("reply");
+    all.extend(after.iter().cloned());
     let types = message_types(&after);
     let cancel = types
         .iter()
@@ -194,6 +202,20 @@ async fn a_turn_a_barge_in_a_tool_call_and_a_reconnect_with_the_examples_code() 
 
     // A playbook tool call moves the stage.
     let seen = turn(&mut c).await;
+    all.extend(seen.iter().cloned());
+    // The reply streamed before the call and the one after it join with their space.
+    let reply = seen
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::LlmReply { text, streamed } => Some((text.clone(), streamed.clone())),
+            _ => None,
+        })
+        .expect("llm reply");
+    assert_eq!(
+        reply.0,
+        "I'll take care of that. Done! bookTable confirmed, reference AW-0001."
+    );
+    assert_eq!(reply.1, reply.0, "the chunks add up to the llm text");
     let types = message_types(&seen);
     let start = types
         .iter()
@@ -230,7 +252,7 @@ async fn a_turn_a_barge_in_a_tool_call_and_a_reconnect_with_the_examples_code() 
         .wait_for(
             "reconnect-ack",
             PATIENCE,
-            |_| {},
+            |e| all.push(e.clone()),
             |e| matches!(e, ClientEvent::Resumed { .. }),
         )
         .await
@@ -261,6 +283,77 @@ async fn a_turn_a_barge_in_a_tool_call_and_a_reconnect_with_the_examples_code() 
     assert_eq!(history, 10);
     within("client close", c.close()).await;
     within("shutdown", app.shutdown()).await;
+
+    // What the client prints: sentences, one line per reply's speech (not per chunk).
+    let mut t = Transcript::new("");
+    let printed: String = all.iter().map(|e| t.render(e)).collect();
+    assert_no_debug_dumps(&printed);
+    let speeches = all
+        .iter()
+        .filter(|e| matches!(e, ClientEvent::TtsAudio { .. }))
+        .count();
+    let chunks = all
+        .iter()
+        .filter(|e| matches!(e, ClientEvent::TtsChunk { .. }))
+        .count();
+    assert!(chunks > 2 * speeches, "{chunks} chunks, {speeches} replies");
+    assert_eq!(
+        printed
+            .lines()
+            .filter(|l| l.starts_with("[speech] "))
+            .count(),
+        speeches,
+        "{printed}"
+    );
+    assert!(
+        printed.contains("[speech] 1.50 s of pcm audio at 24000 Hz (72000 bytes) in 10 chunks"),
+        "{printed}"
+    );
+    assert!(!printed.contains("tts-chunk"), "{printed}");
+    assert!(
+        printed.contains("[llm] \"I'll take care of that. Done! bookTable confirmed"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("[ready] session ") && printed.contains(", pipeline mode, no ICE servers"),
+        "{printed}"
+    );
+
+    // What the server logs: a sentence per event.
+    let mut logged = String::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    while let Ok(e) = events.try_recv() {
+        kinds.insert(format!("{:?}", std::mem::discriminant(&e)));
+        if let Some(line) = server_log::describe(&e) {
+            logged.push_str(&line);
+            logged.push('\n');
+        }
+    }
+    assert!(
+        kinds.len() >= 8,
+        "the session's events are varied: {logged}"
+    );
+    assert_no_debug_dumps(&logged);
+    assert!(
+        logged.contains("running tool bookTable (call_")
+            && logged.contains(") with {\"request\":\"Please book a table for two at seven.\"}"),
+        "{logged}"
+    );
+    assert!(logged.contains("in stage greeting"), "{logged}");
+    assert!(
+        logged.contains("turn interrupted by the user (barge-in)"),
+        "{logged}"
+    );
+}
+
+/// Fails on text that shows a Rust `Debug` rendering instead of a sentence.
+fn assert_no_debug_dumps(text: &str) {
+    for dump in [
+        "Some(", "None", "Object {", "Array [", "String(", "Number(", "Bool(", "conn#", "req#",
+        "TtsChunk", "Message(", "{ ", "Duration",
+    ] {
+        assert!(!text.contains(dump), "{dump:?} in:\n{text}");
+    }
 }
 
 type RawWs =
@@ -288,6 +381,7 @@ async fn a_raw_websocket_peer_speaking_the_spec_verbatim() {
     let ready = next_json(&mut ws).await;
     assert_eq!(ready["type"], "ready");
     assert_eq!(ready["protocolVersion"], json!(1));
+    assert_eq!(ready["mode"], "pipeline", "core 1.3.0's ready.mode");
     assert!(ready["id"].as_str().is_some_and(|s| !s.is_empty()));
     // The spec's ping, verbatim; a fractional timestamp is echoed exactly.
     ws.send(Message::text(
@@ -311,6 +405,46 @@ async fn a_raw_websocket_peer_speaking_the_spec_verbatim() {
         json!({"type":"pong","timestamp":2})
     );
     within("shutdown", app.shutdown()).await;
+}
+
+#[test]
+fn the_server_defaults_need_no_files_and_no_build_time_paths() {
+    // No default of any flag is a path (absolute or into the checkout): an installed binary
+    // runs from anywhere.
+    use clap::CommandFactory as _;
+    let manifest = env!("CARGO_MANIFEST_DIR");
+    for arg in ServerArgs::command().get_arguments() {
+        for d in arg.get_default_values() {
+            let d = d.to_string_lossy();
+            assert!(
+                !d.contains(manifest) && !d.starts_with('/') && !d.contains("examples/"),
+                "--{}: default {d}",
+                arg.get_id()
+            );
+        }
+    }
+    // With no flags: plain conversation with the built-in example script, which is the file.
+    let args = ServerArgs::try_parse_from(["llmrtc_server"]).expect("no flags");
+    assert!(args.transcript.is_none());
+    let stt = args.stt().expect("built-in script");
+    let file = ScriptedStt::from_file(&data("transcript.txt")).expect("file");
+    assert_eq!(format!("{stt:?}"), format!("{file:?}"));
+    assert!(args.config().expect("config").playbook.is_none());
+    // `--example-playbook` is the built-in copy of the example file.
+    let args = ServerArgs::try_parse_from(["llmrtc_server", "--example-playbook"]).expect("flag");
+    assert_eq!(
+        args.config().expect("config").playbook,
+        Some(load_playbook(&data("playbook.json")).expect("file"))
+    );
+    assert_eq!(
+        example_playbook().expect("built in"),
+        load_playbook(&data("playbook.json")).expect("file")
+    );
+    // A script given on the command line is read from there.
+    let args =
+        ServerArgs::try_parse_from(["llmrtc_server", "--transcript", "/nonexistent/script.txt"])
+            .expect("flag");
+    assert!(args.stt().is_err());
 }
 
 #[tokio::test]

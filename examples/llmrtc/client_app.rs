@@ -1,11 +1,12 @@
 //! The reference llmrtc client: an `LlmrtcClient` machine under agentwire-tokio's dialer
 //! driver (the machine decides when to reconnect), plus a readable rendering of its events.
 
+use std::io::Write as _;
 use std::time::Duration;
 
 use agentwire::llmrtc::{
-    ClientCommandError, ClientConfig, ClientEvent, ConnectionState, LlmrtcClient, ServerMessage,
-    SplitMix64, DEFAULT_MAX_MESSAGE_BYTES,
+    ClientCommandError, ClientConfig, ClientEvent, ConnectionState, IgnoreReason, LlmrtcClient,
+    LossReason, ServerMessage, SessionMode, SplitMix64, DEFAULT_MAX_MESSAGE_BYTES,
 };
 use agentwire::tokio::{Client, ClientConfig as TransportConfig, Closed, Events, Handle, Limits};
 
@@ -126,85 +127,276 @@ impl From<ClientCommandError> for WaitError {
     }
 }
 
-/// One line describing `e` for a transcript, or `None` for events shown otherwise
-/// (`llm-chunk` text is printed inline as it streams).
-pub fn describe(e: &ClientEvent) -> Option<String> {
-    Some(match e {
-        ClientEvent::StateChanged { from, to } => format!("[state] {from} -> {to}"),
-        ClientEvent::Ready {
-            id,
-            protocol_version,
-            ice_servers,
-        } => format!(
-            "[ready] session {id}, protocol v{protocol_version}, {} ICE server(s)",
-            ice_servers.as_ref().map_or(0, Vec::len)
-        ),
-        ClientEvent::VersionMismatch { server, client } => {
-            format!("[warn] server speaks protocol v{server}, we speak v{client}; continuing")
+/// Renders client events as a readable transcript for a person: one sentence per event,
+/// the LLM reply as it streams, and each reply's TTS audio summed up in one line (not a line
+/// per chunk). Never a Rust `Debug` dump.
+#[derive(Debug, Default)]
+pub struct Transcript {
+    /// Prefix of every line (the demo indents).
+    indent: &'static str,
+    /// Streamed LLM text left the cursor mid-line.
+    mid_line: bool,
+    /// TTS chunks of the reply being spoken.
+    chunks: u32,
+    /// Their decoded bytes.
+    chunk_bytes: usize,
+    /// Their sample rate.
+    chunk_rate: u32,
+}
+
+impl Transcript {
+    /// A transcript whose lines start with `indent`.
+    pub fn new(indent: &'static str) -> Self {
+        Self {
+            indent,
+            ..Self::default()
         }
-        ClientEvent::ResumeRequested { previous } => format!("[reconnect] asking for {previous}"),
-        ClientEvent::Resumed {
-            success,
-            session_id,
-            history_recovered,
-        } => format!(
-            "[reconnect-ack] success={success} session={session_id} historyRecovered={history_recovered}"
-        ),
-        ClientEvent::Pong { timestamp, rtt } => format!("[pong] {timestamp} rtt={rtt:?}"),
-        ClientEvent::PongMissed { missed } => format!("[heartbeat] pong missed ({missed})"),
-        ClientEvent::ConnectionLost { reason } => format!("[connection] lost: {reason:?}"),
-        ClientEvent::Reconnecting {
-            attempt,
-            max_attempts,
-            delay,
-        } => format!("[reconnecting] try {attempt}/{max_attempts} in {delay:.2?}"),
-        ClientEvent::Message(m) => match m {
-            ServerMessage::LlmChunk(_) => return None,
-            ServerMessage::Transcript(t) => format!(
-                "[transcript] {:?}{}",
-                t.text,
-                if t.is_final { "" } else { " (partial)" }
+    }
+
+    /// What to write to stdout for `e` (empty for events shown otherwise, such as single
+    /// TTS chunks); streamed LLM text comes without a line break until its last chunk.
+    pub fn render(&mut self, e: &ClientEvent) -> String {
+        match e {
+            ClientEvent::Message(ServerMessage::LlmChunk(c)) => {
+                // The reply streams on one line of its own, started with a label.
+                let mut text = if self.mid_line {
+                    c.content.clone()
+                } else if c.content.trim().is_empty() && !c.done {
+                    return String::new(); // nothing to show yet
+                } else {
+                    format!("{}[reply] {}", self.indent, c.content.trim_start())
+                };
+                self.mid_line = !c.done;
+                if c.done {
+                    text.push('\n');
+                }
+                text
+            }
+            ClientEvent::TtsChunk {
+                sample_rate, audio, ..
+            } => {
+                self.chunks += 1;
+                self.chunk_bytes += audio.len();
+                self.chunk_rate = *sample_rate;
+                String::new()
+            }
+            other => {
+                let Some(line) = self.describe(other) else {
+                    return String::new();
+                };
+                let lead = if std::mem::take(&mut self.mid_line) {
+                    "\n"
+                } else {
+                    ""
+                };
+                format!("{lead}{}{line}\n", self.indent)
+            }
+        }
+    }
+
+    /// Writes [`render`](Self::render)'s text to stdout.
+    pub fn print(&mut self, e: &ClientEvent) {
+        let text = self.render(e);
+        if !text.is_empty() {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        }
+    }
+
+    fn take_chunks(&mut self) -> (u32, usize, u32) {
+        let taken = (self.chunks, self.chunk_bytes, self.chunk_rate);
+        self.chunks = 0;
+        self.chunk_bytes = 0;
+        taken
+    }
+
+    /// One sentence for `e`, or `None` for events shown otherwise.
+    fn describe(&mut self, e: &ClientEvent) -> Option<String> {
+        Some(match e {
+            ClientEvent::StateChanged { from, to } => format!("[state] {from} -> {to}"),
+            ClientEvent::Ready {
+                id,
+                protocol_version,
+                ice_servers,
+                mode,
+            } => format!(
+                "[ready] session {id}, protocol v{protocol_version}, {} mode, {}",
+                mode.as_ref().unwrap_or(&SessionMode::PIPELINE),
+                match ice_servers.as_ref().map_or(0, Vec::len) {
+                    0 => "no ICE servers".to_owned(),
+                    1 => "1 ICE server".to_owned(),
+                    n => format!("{n} ICE servers"),
+                }
             ),
+            ClientEvent::VersionMismatch { server, client } => {
+                format!("[warn] server speaks protocol v{server}, we speak v{client}; continuing")
+            }
+            ClientEvent::ResumeRequested { previous } => {
+                format!("[reconnect] asking to resume session {previous}")
+            }
+            ClientEvent::Resumed {
+                success,
+                session_id,
+                history_recovered,
+            } => format!(
+                "[reconnect-ack] success={success} session={session_id} historyRecovered={history_recovered}"
+            ),
+            ClientEvent::Pong { rtt, .. } => match rtt {
+                Some(rtt) => format!("[pong] round trip {}", millis(*rtt)),
+                None => "[pong] an answer to an older ping".to_owned(),
+            },
+            ClientEvent::PongMissed { missed } => {
+                format!("[heartbeat] no pong in time ({missed} in a row)")
+            }
+            ClientEvent::ConnectionLost { reason } => {
+                format!("[connection] lost: {}", loss(*reason))
+            }
+            ClientEvent::Reconnecting {
+                attempt,
+                max_attempts,
+                delay,
+            } => format!(
+                "[reconnecting] try {attempt} of {max_attempts} in {:.2} s",
+                delay.as_secs_f64()
+            ),
+            ClientEvent::Message(m) => self.message(m)?,
+            ClientEvent::TtsChunk { .. } | ClientEvent::LlmReply { .. } => return None,
+            ClientEvent::TtsAudio {
+                format,
+                sample_rate,
+                audio,
+            } => {
+                let (chunks, _, chunk_rate) = self.take_chunks();
+                let rate = sample_rate.unwrap_or(chunk_rate);
+                let how = match chunks {
+                    0 => "in one tts message".to_owned(),
+                    1 => "in 1 chunk".to_owned(),
+                    n => format!("in {n} chunks"),
+                };
+                if rate > 0 && format == "pcm" {
+                    format!(
+                        "[speech] {:.2} s of {format} audio at {rate} Hz ({} bytes) {how}",
+                        audio.len() as f64 / 2.0 / f64::from(rate),
+                        audio.len()
+                    )
+                } else {
+                    format!("[speech] {} bytes of {format} audio {how}", audio.len())
+                }
+            }
+            ClientEvent::Ignored { type_name, reason } => format!(
+                "[ignored] a {type_name} message ({})",
+                match reason {
+                    IgnoreReason::UnknownType => "a type this client does not know",
+                    IgnoreReason::BeforeReady => "it came before ready",
+                    IgnoreReason::OtherChannel => "its copy on the other channel counts",
+                    _ => "ignored",
+                }
+            ),
+            ClientEvent::ProtocolViolation { error } => {
+                format!("[violation] the server sent a bad message: {error}")
+            }
+            _ => "[event] an event this program does not describe".to_owned(),
+        })
+    }
+
+    fn message(&mut self, m: &ServerMessage) -> Option<String> {
+        Some(match m {
+            ServerMessage::LlmChunk(_) => return None,
+            ServerMessage::Transcript(t) => {
+                if t.is_final {
+                    format!("[transcript] \"{}\"", t.text)
+                } else {
+                    format!("[transcript] \"{}\" (partial)", t.text)
+                }
+            }
+            ServerMessage::AssistantTranscript(t) => {
+                if t.is_final {
+                    format!("[assistant-transcript] \"{}\"", t.text)
+                } else {
+                    format!("[assistant-transcript] \"{}\" (partial)", t.text)
+                }
+            }
+            ServerMessage::Usage(u) => {
+                let mut input = format!("{} input tokens", u.input_tokens);
+                let extra: Vec<String> = [
+                    u.audio_input_tokens.map(|n| format!("{n} audio")),
+                    u.cached_tokens.map(|n| format!("{n} cached")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                if !extra.is_empty() {
+                    input = format!("{input} ({})", extra.join(", "));
+                }
+                let mut output = format!("{} output tokens", u.output_tokens);
+                if let Some(n) = u.audio_output_tokens {
+                    output = format!("{output} ({n} audio)");
+                }
+                format!("[usage] {input}, {output}")
+            }
+            ServerMessage::ModeChanged(c) => {
+                format!("[mode-changed] the session now runs in {} mode", c.mode)
+            }
             ServerMessage::ToolCallStart(t) => format!(
-                "[tool-call-start] {} {} {}",
-                t.call_id,
+                "[tool-call-start] {} ({}) with {}",
                 t.name,
+                t.call_id,
                 serde_json::Value::Object(t.arguments.clone())
             ),
-            ServerMessage::ToolCallEnd(t) => format!(
-                "[tool-call-end] {} {}ms result={} error={:?}",
-                t.call_id,
-                t.duration_ms,
-                t.result.as_ref().map_or("-".into(), ToString::to_string),
-                t.error
-            ),
+            ServerMessage::ToolCallEnd(t) => match (&t.error, &t.result) {
+                (Some(err), _) => format!(
+                    "[tool-call-end] {} failed after {} ms: {err}",
+                    t.call_id, t.duration_ms
+                ),
+                (None, Some(result)) => format!(
+                    "[tool-call-end] {} succeeded in {} ms: {result}",
+                    t.call_id, t.duration_ms
+                ),
+                (None, None) => format!(
+                    "[tool-call-end] {} finished in {} ms",
+                    t.call_id, t.duration_ms
+                ),
+            },
             ServerMessage::StageChange(s) => {
                 format!("[stage-change] {} -> {} ({})", s.from, s.to, s.reason)
             }
             ServerMessage::Error(err) => format!("[error] {}: {}", err.code, err.message),
-            ServerMessage::Llm(l) => format!("[llm] {:?}", l.text),
+            ServerMessage::Llm(l) => format!("[llm] \"{}\"", l.text),
+            ServerMessage::TtsStart => {
+                self.take_chunks();
+                "[tts-start] the reply is being spoken".to_owned()
+            }
+            ServerMessage::TtsComplete => return None, // the [speech] line follows
+            ServerMessage::TtsCancelled => {
+                let (chunks, bytes, rate) = self.take_chunks();
+                if chunks > 0 && rate > 0 {
+                    format!(
+                        "[tts-cancelled] speech cut off after {chunks} chunk(s), {:.2} s",
+                        bytes as f64 / 2.0 / f64::from(rate)
+                    )
+                } else {
+                    "[tts-cancelled] speech cut off before any audio".to_owned()
+                }
+            }
+            ServerMessage::Signal(_) => "[signal] the WebRTC answer arrived".to_owned(),
             other => format!("[{}]", other.type_name()),
-        },
-        ClientEvent::TtsChunk {
-            sample_rate, audio, ..
-        } => format!(
-            "[tts-chunk] {} bytes ({} ms at {sample_rate} Hz)",
-            audio.len(),
-            audio.len() as u64 * 1000 / 2 / u64::from((*sample_rate).max(1))
-        ),
-        ClientEvent::LlmReply { .. } => return None,
-        ClientEvent::TtsAudio {
-            format,
-            sample_rate,
-            audio,
-        } => format!(
-            "[tts audio] {} bytes of {format} at {sample_rate:?} Hz",
-            audio.len()
-        ),
-        ClientEvent::Ignored { type_name, reason } => {
-            format!("[ignored] {type_name} ({reason:?})")
-        }
-        ClientEvent::ProtocolViolation { error } => format!("[violation] {error}"),
-        other => format!("{other:?}"),
-    })
+        })
+    }
+}
+
+/// A duration in milliseconds with one decimal (`12.3 ms`).
+fn millis(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Why a connection was lost, as a phrase.
+fn loss(reason: LossReason) -> &'static str {
+    match reason {
+        LossReason::Disconnected => "the connection closed",
+        LossReason::DialFailed => "could not connect",
+        LossReason::ReadyTimeout => "no ready in time",
+        LossReason::HeartbeatTimeout => "the server stopped answering pings",
+        LossReason::Requested => "dropped on request",
+        _ => "the connection ended",
+    }
 }

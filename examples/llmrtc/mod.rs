@@ -6,6 +6,8 @@ pub mod audio;
 pub mod client_app;
 pub mod providers;
 pub mod server_app;
+pub mod server_cli;
+pub mod server_log;
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -82,9 +82,27 @@ impl ScriptedStt {
     /// Reads a transcript file, one utterance per line.
     pub fn from_file(path: &Path) -> std::io::Result<Self> {
         let text = std::fs::read_to_string(path)?;
-        Ok(Self::new(text.lines().map(str::to_owned)))
+        Ok(Self::from_text(&text))
+    }
+
+    /// A script from its text, one utterance per line.
+    pub fn from_text(text: &str) -> Self {
+        Self::new(text.lines().map(str::to_owned))
+    }
+
+    /// The example script ([`EXAMPLE_TRANSCRIPT`]), built into the program: what the
+    /// server uses without `--transcript`, from a checkout or installed alike.
+    pub fn example() -> Self {
+        Self::from_text(EXAMPLE_TRANSCRIPT)
     }
 }
+
+/// `examples/llmrtc/data/transcript.txt`, compiled into the program (its text, not its
+/// path), so the default works wherever the binary runs.
+pub const EXAMPLE_TRANSCRIPT: &str = include_str!("data/transcript.txt");
+
+/// `examples/llmrtc/data/playbook.json`, compiled into the program.
+pub const EXAMPLE_PLAYBOOK: &str = include_str!("data/playbook.json");
 
 impl SpeechToText for ScriptedStt {
     fn transcribe(&mut self, _segment: &SpeechSegment) -> Result<String, String> {
@@ -142,6 +160,8 @@ impl LanguageModel for EchoLlm {
             .filter(|m| m.role == ChatRole::User)
             .count();
         if let Some(done) = req.tool_results.last() {
+            // A round after a tool call continues the reply streamed before the call
+            // ("I'll take care of that."), so its first token starts with a space.
             let text = match &done.outcome {
                 Ok(v) => format!(
                     "Done! {} confirmed{}.",
@@ -152,7 +172,7 @@ impl LanguageModel for EchoLlm {
                 ),
                 Err(e) => format!("Sorry, {} failed: {e}.", done.name),
             };
-            return Ok(LlmStep::Tokens(tokens(&text)));
+            return Ok(LlmStep::Tokens(tokens(&format!(" {text}"))));
         }
         if let Some(stage) = &req.stage {
             let lower = user.to_lowercase();
@@ -232,12 +252,20 @@ impl Tools for CannedTools {
 /// and checks it.
 pub fn load_playbook(path: &Path) -> Result<Playbook, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let playbook: Playbook =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    playbook
-        .validate()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_playbook(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses and checks a playbook's JSON.
+pub fn parse_playbook(text: &str) -> Result<Playbook, String> {
+    let playbook: Playbook = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    playbook.validate().map_err(|e| e.to_string())?;
     Ok(playbook)
+}
+
+/// The example playbook ([`EXAMPLE_PLAYBOOK`]: a `bookTable` tool and two stages), built
+/// into the program.
+pub fn example_playbook() -> Result<Playbook, String> {
+    parse_playbook(EXAMPLE_PLAYBOOK).map_err(|e| format!("the built-in example playbook: {e}"))
 }
 
 /// The providers a server runs with.

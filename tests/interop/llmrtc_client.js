@@ -79,8 +79,9 @@ async function ready(conn) {
   check(typeof m.id === 'string' && m.id.length > 0, 'ready.id is a non-empty string');
   check(m.protocolVersion === 1, 'ready.protocolVersion is the number 1');
   if ('iceServers' in m) check(Array.isArray(m.iceServers), 'ready.iceServers is an array');
+  check(m.mode === 'pipeline', "ready.mode is 'pipeline' (core 1.3.0)");
   for (const k of Object.keys(m)) {
-    check(['type', 'id', 'protocolVersion', 'iceServers'].includes(k), 'ready has no field ' + k);
+    check(['type', 'id', 'protocolVersion', 'iceServers', 'mode'].includes(k), 'ready has no field ' + k);
   }
   return m.id;
 }

@@ -8,8 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// The `code` of an `error` message.
 ///
 /// Open: a code this crate does not know survives a decode and re-encode unchanged. The
-/// spec's 18 codes have named constants, and `Debug` prints a known code bare
-/// (`SESSION_NOT_FOUND`).
+/// spec's 18 codes and core 1.3.0's `REALTIME_ERROR` and `BUDGET_EXCEEDED` have named
+/// constants, and `Debug` prints a known code bare (`SESSION_NOT_FOUND`).
 #[derive(Clone)]
 pub struct ErrorCode(Cow<'static, str>);
 
@@ -18,7 +18,7 @@ macro_rules! codes {
         impl ErrorCode {
             $($(#[$doc])* pub const $name: Self = Self(Cow::Borrowed(stringify!($name)));)*
 
-            /// Every named code, in the spec's order.
+            /// Every named code, in `protocol.d.ts`'s order (core 1.3.0).
             pub const KNOWN: &'static [ErrorCode] = &[$(Self::$name),*];
         }
     };
@@ -57,6 +57,10 @@ codes! {
     TOOL_ERROR;
     /// Playbook orchestration error.
     PLAYBOOK_ERROR;
+    /// The realtime (speech-to-speech) relay failed (core 1.3.0).
+    REALTIME_ERROR;
+    /// A usage budget of the session was exceeded (core 1.3.0).
+    BUDGET_EXCEEDED;
     /// Unexpected server error.
     INTERNAL_ERROR;
     /// Request rate limit exceeded (also: a server limit such as sessions or queued turns).
@@ -175,8 +179,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_spec_has_eighteen_codes_and_unknown_ones_survive() {
-        assert_eq!(ErrorCode::KNOWN.len(), 18);
+    fn core_1_3_has_twenty_codes_and_unknown_ones_survive() {
+        assert_eq!(ErrorCode::KNOWN.len(), 20);
         let c: ErrorCode = serde_json::from_str(r#""SOMETHING_NEW""#).expect("code");
         assert!(!c.is_known());
         assert_eq!(format!("{c:?}"), r#"ErrorCode("SOMETHING_NEW")"#);

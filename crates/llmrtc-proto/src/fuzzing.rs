@@ -27,9 +27,10 @@ const FUZZ_MAX: usize = 1 << 20;
 
 /// Decodes `data` as a client and as a server message.
 ///
-/// Checks: no panic; the size limit is checked first; a decoded message re-encodes to JSON
-/// that decodes to the same message, with `type` first; an unknown type keeps a bounded name;
-/// decode errors are INVALID_MESSAGE.
+/// Checks: no panic; the size limit is checked first; a decoded message (core 1.3.0's
+/// server messages included) re-encodes to JSON that decodes to the same message, with `type`
+/// first; a `ping`'s timestamp is the input's number text, finite, and a `pong` writes it
+/// unchanged; an unknown type keeps a bounded name; decode errors are INVALID_MESSAGE.
 pub fn decode(data: &[u8]) {
     let frame = Frame::Binary(data);
     let borrowed = crate::ClientMessageRef::decode(frame, FUZZ_MAX).map(|d| match d {
@@ -44,6 +45,20 @@ pub fn decode(data: &[u8]) {
     }
     match owned {
         Ok(Decoded::Message(m)) => {
+            if let ClientMessage::Ping(p) = &m {
+                // The timestamp is the input's own number text, echoed as is by `pong`.
+                let ts = p.timestamp.as_str();
+                assert!(
+                    data.windows(ts.len()).any(|w| w == ts.as_bytes()),
+                    "timestamp {ts} is not text of the input"
+                );
+                assert!(p.timestamp.as_f64().is_finite());
+                let pong = ServerMessage::Pong(crate::message::Pong {
+                    timestamp: p.timestamp.clone(),
+                })
+                .to_json();
+                assert_eq!(pong, format!(r#"{{"type":"pong","timestamp":{ts}}}"#));
+            }
             let json = m.to_json();
             assert!(json.starts_with("{\"type\":"), "{json}");
             let again = ClientMessage::decode_str(&json).expect("re-decode");

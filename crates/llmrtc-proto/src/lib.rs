@@ -117,11 +117,21 @@
 //!
 //! 1. **`ready` is sent inside `handle_connect`**, so nothing a client sends can be processed
 //!    before it; the id is a UUID from the injected [`IdGen`](agentwire_core::IdGen).
-//!    `iceServers` is omitted when none are configured. (`ready_comes_first_with_id_version_and_ice_servers`,
+//!    `iceServers` is omitted when none are configured; `mode` is always `"pipeline"` (core
+//!    1.3.0's `ready.mode`: this machine runs STT → LLM → TTS, as the real backend says it
+//!    does). (`ready_comes_first_with_id_version_ice_servers_and_mode`,
 //!    `ready_omits_ice_servers_when_none_are_configured`, `messages_before_ready_and_after_close_are_handled_in_order`)
-//! 2. **`ping.timestamp` is echoed as the same JSON number** ([`Timestamp`] is a
-//!    `serde_json::Number`, so integers stay integers); fractions with up to 15 significant
-//!    digits round-trip exactly. (`pong_echoes_the_timestamp_exactly`, `client_messages_round_trip`)
+//! 2. **`pong` echoes `ping.timestamp` exactly, meaning its JSON text byte for byte**
+//!    ([`Timestamp`] keeps the number's text and never converts it to a float and back), so
+//!    the client reads back the very double it sent: `5.5e299` stays `5.5e299` (not
+//!    `5.4999999999999995e299`), `-0` stays `-0`, `1e-320` (subnormal), `0.1`, `1.50` and
+//!    integers beyond 2^53 or 2^64 stay as written. This holds whatever serde_json features the
+//!    build unifies (without `float_roundtrip`, many decimals do not parse to the closest
+//!    double). Any JSON number whose value is a finite double is accepted; one beyond the
+//!    double range (`1e400`, `Infinity` to JavaScript, which would echo `null`) is
+//!    `INVALID_MESSAGE`. [`Timestamp::as_f64`] is the closest double.
+//!    (`pong_echoes_the_timestamp_exactly`, `client_messages_round_trip`, the
+//!    `llmrtc_decode` seed `crash_ping_timestamp_5_5e299.bin`)
 //! 3. **Only `ping` resets the heartbeat**, as the spec words it ("no ping for 45 s"); the
 //!    close is 1008 `heartbeat-timeout`, and the session stays for a reconnect.
 //!    (`no_ping_for_45_s_closes_and_pings_keep_it_open`)
@@ -213,6 +223,20 @@
 //!     general decoder with the same result. (`the_audio_fast_path_agrees_with_the_general_decoder`,
 //!     `the_borrowed_decode_borrows_audio_data_and_agrees_with_the_owned_one`, the
 //!     `llmrtc_decode` fuzz target)
+//! 23. **core 1.3.0's additions are typed as `protocol.d.ts` has them** (newer than the spec
+//!     copy): `assistant-transcript{text, isFinal}`, `usage{inputTokens, outputTokens,
+//!     audioInputTokens?, audioOutputTokens?, cachedTokens?}` (token counts are `u64`, as
+//!     `durationMs` is), `mode-changed{mode}`, `ready.mode?`, and the codes `REALTIME_ERROR`
+//!     and `BUDGET_EXCEEDED`. [`SessionMode`] is open like [`ErrorCode`]: a mode other than
+//!     `pipeline`/`realtime` is kept, never a decode error, so a newer server's `ready` is not
+//!     refused. The three messages are payload messages (both channels, [`channel_of`]). This
+//!     server sends none of them but `ready.mode`; the client surfaces them as
+//!     [`ClientEvent::Message`] and tracks the mode ([`LlmrtcClient::mode`]).
+//!     (`every_fixture_decodes_and_re_encodes_to_the_same_json`,
+//!     `fields_land_where_the_spec_puts_them`,
+//!     `core_1_3_shapes_refuse_wrong_field_types_and_keep_unknown_modes`,
+//!     `all_twenty_error_codes_decode_as_known`,
+//!     `core_1_3_messages_surface_as_events_and_mode_follows_mode_changed`)
 //!
 //! # Feature flags
 //!
@@ -249,10 +273,11 @@ pub use config::{ProviderTimeouts, ServerConfig, ServerLimits};
 pub use error::{DecodeError, ErrorCode};
 pub use event::{CommandError, ServerEvent, TurnOutcome};
 pub use message::{
-    channel_of, Attachments, Audio, AudioRef, Channel, ClientMessage, ClientMessageRef,
-    ErrorMessage, IceServer, IceUrls, Llm, LlmChunk, Offer, Ping, Pong, RawJson, Ready, Reconnect,
-    ReconnectAck, ServerMessage, Signal, StageChange, Timestamp, ToolCallEnd, ToolCallStart,
-    Transcript, Tts, TtsChunk, VisionAttachment, PROTOCOL_VERSION,
+    channel_of, AssistantTranscript, Attachments, Audio, AudioRef, Channel, ClientMessage,
+    ClientMessageRef, ErrorMessage, IceServer, IceUrls, Llm, LlmChunk, ModeChanged, Offer, Ping,
+    Pong, RawJson, Ready, Reconnect, ReconnectAck, ServerMessage, SessionMode, Signal, StageChange,
+    Timestamp, ToolCallEnd, ToolCallStart, Transcript, Tts, TtsChunk, Usage, VisionAttachment,
+    PROTOCOL_VERSION,
 };
 pub use playbook::{Playbook, PlaybookError, Stage, ToolSpec, Transition, Trigger};
 pub use provider::{

@@ -19,8 +19,8 @@ use crate::error::ErrorCode;
 use crate::event::{CommandError, ServerEvent, TurnOutcome};
 use crate::message::{
     Attachments, AudioRef, Channel, ClientMessageRef, ErrorMessage, Llm, LlmChunk, Pong, RawJson,
-    Ready, ReconnectAck, ServerMessage, Signal, StageChange, ToolCallEnd, ToolCallStart,
-    Transcript, VisionAttachment, PROTOCOL_VERSION,
+    Ready, ReconnectAck, ServerMessage, SessionMode, Signal, StageChange, ToolCallEnd,
+    ToolCallStart, Transcript, VisionAttachment, PROTOCOL_VERSION,
 };
 use crate::playbook::{PlaybookError, REASON_KEYWORD_MATCH, REASON_TOOL_RESULT};
 use crate::provider::{
@@ -1418,6 +1418,8 @@ impl Machine for LlmrtcServer {
                 id: sid.clone(),
                 protocol_version: PROTOCOL_VERSION,
                 ice_servers: ice,
+                // This machine runs STT → LLM → TTS; core 1.3.0's backend says so too.
+                mode: Some(SessionMode::PIPELINE),
             }),
         );
         if let Some(t) = self.config.heartbeat_timeout {

@@ -8,9 +8,10 @@ use agentwire_core::sim::{check_timer_contract, TimerInput};
 use agentwire_core::{CloseCode, ConnId, Dial, Dialer, Frame, FrameBuf, Machine, Output, PeerInfo};
 use base64::Engine as _;
 use llmrtc_proto::{
-    ClientCommandError, ClientConfig, ClientError, ClientEvent, ConnectionState, FixedJitter,
-    IgnoreReason, LlmrtcClient, LossReason, Reconnection, ServerMessage, SplitMix64,
-    VisionAttachment, CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
+    AssistantTranscript, ClientCommandError, ClientConfig, ClientError, ClientEvent,
+    ConnectionState, ErrorCode, ErrorMessage, FixedJitter, IgnoreReason, LlmrtcClient, LossReason,
+    ModeChanged, Reconnection, ServerMessage, SessionMode, SplitMix64, Usage, VisionAttachment,
+    CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -222,6 +223,79 @@ fn no_ready_within_ten_seconds_closes_and_retries() {
     h.ready(c, "late");
     assert_eq!(h.c.state(), ConnectionState::Reconnecting);
     assert_eq!(h.c.queued(), 1, "the queued audio waits for the next ready");
+}
+
+#[test]
+fn core_1_3_messages_surface_as_events_and_mode_follows_mode_changed() {
+    let mut h = H::default_started();
+    assert_eq!(h.c.mode(), None, "no mode before ready");
+    let c = h.connect();
+    h.recv(
+        c,
+        json!({"type":"ready","id":"s","protocolVersion":1,"mode":"realtime"}),
+    );
+    assert!(h.events.contains(&ClientEvent::Ready {
+        id: "s".into(),
+        protocol_version: 1,
+        ice_servers: None,
+        mode: Some(SessionMode::REALTIME),
+    }));
+    assert_eq!(h.c.mode(), Some(&SessionMode::REALTIME));
+    h.events.clear();
+    h.recv(
+        c,
+        json!({"type":"assistant-transcript","text":"Hello th","isFinal":false}),
+    );
+    h.recv(
+        c,
+        json!({"type":"usage","inputTokens":120,"outputTokens":45,"audioInputTokens":100,
+               "audioOutputTokens":40,"cachedTokens":64}),
+    );
+    h.recv(
+        c,
+        json!({"type":"error","code":"BUDGET_EXCEEDED","message":"over budget"}),
+    );
+    h.recv(c, json!({"type":"mode-changed","mode":"pipeline"}));
+    assert_eq!(
+        h.take_events(),
+        [
+            ClientEvent::Message(ServerMessage::AssistantTranscript(AssistantTranscript {
+                text: "Hello th".into(),
+                is_final: false,
+            })),
+            ClientEvent::Message(ServerMessage::Usage(Usage {
+                input_tokens: 120,
+                output_tokens: 45,
+                audio_input_tokens: Some(100),
+                audio_output_tokens: Some(40),
+                cached_tokens: Some(64),
+            })),
+            ClientEvent::Message(ServerMessage::Error(ErrorMessage::new(
+                ErrorCode::BUDGET_EXCEEDED,
+                "over budget"
+            ))),
+            ClientEvent::Message(ServerMessage::ModeChanged(ModeChanged {
+                mode: SessionMode::PIPELINE,
+            })),
+        ]
+    );
+    assert_eq!(h.c.mode(), Some(&SessionMode::PIPELINE));
+    // A server older than core 1.3.0 sends no mode: it runs the pipeline.
+    h.c.drop_connection(h.now);
+    h.drain();
+    h.advance(Duration::from_secs(40));
+    let c = h.connect();
+    h.events.clear();
+    h.recv(c, json!({"type":"ready","id":"t","protocolVersion":1}));
+    assert!(h
+        .events
+        .iter()
+        .any(|e| matches!(e, ClientEvent::Ready { mode: None, .. })));
+    assert_eq!(h.c.mode(), Some(&SessionMode::PIPELINE));
+    // An unknown mode does not break the connection; it is kept as sent.
+    h.recv(c, json!({"type":"mode-changed","mode":"hybrid"}));
+    assert_eq!(h.c.mode().map(SessionMode::as_str), Some("hybrid"));
+    assert_eq!(h.c.state(), ConnectionState::Connected);
 }
 
 #[test]
@@ -504,6 +578,9 @@ fn payloads() -> Vec<Value> {
         json!({"type":"stage-change","from":"a","to":"b","reason":"tool_result"}),
         json!({"type":"tts-cancelled"}),
         json!({"type":"error","code":"LLM_ERROR","message":"boom"}),
+        json!({"type":"assistant-transcript","text":"Hi","isFinal":false}),
+        json!({"type":"usage","inputTokens":12,"outputTokens":30}),
+        json!({"type":"mode-changed","mode":"pipeline"}),
     ]
 }
 

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use agentwire_core::Frame;
 use llmrtc_proto::{
-    channel_of, Channel, ClientMessage, Decoded, ErrorCode, IceUrls, ServerMessage,
-    PROTOCOL_VERSION,
+    channel_of, Channel, ClientMessage, Decoded, ErrorCode, IceUrls, ServerMessage, SessionMode,
+    Usage, PROTOCOL_VERSION,
 };
 use serde_json::Value;
 
@@ -132,6 +132,61 @@ fn fields_land_where_the_spec_puts_them() {
     };
     assert_eq!(e.code, ErrorCode::SESSION_NOT_FOUND);
 
+    // core 1.3.0's additions (protocol.d.ts).
+    let ServerMessage::Ready(r) = server("server_ready_mode") else {
+        panic!()
+    };
+    assert_eq!(r.mode, Some(SessionMode::PIPELINE));
+    let ServerMessage::Ready(r) = server("server_ready_realtime") else {
+        panic!()
+    };
+    assert_eq!(r.mode, Some(SessionMode::REALTIME));
+    assert_eq!(server_ready_minimal_mode(), None);
+    let ServerMessage::AssistantTranscript(t) = server("server_assistant_transcript") else {
+        panic!()
+    };
+    assert_eq!(
+        (t.text.as_str(), t.is_final),
+        ("Sure, I can help with that.", true)
+    );
+    let ServerMessage::Usage(u) = server("server_usage") else {
+        panic!()
+    };
+    assert_eq!(
+        u,
+        Usage {
+            input_tokens: 1250,
+            output_tokens: 380,
+            audio_input_tokens: Some(900),
+            audio_output_tokens: Some(310),
+            cached_tokens: Some(512),
+        }
+    );
+    let ServerMessage::Usage(u) = server("server_usage_minimal") else {
+        panic!()
+    };
+    assert_eq!(
+        (
+            u.input_tokens,
+            u.output_tokens,
+            u.audio_input_tokens,
+            u.cached_tokens
+        ),
+        (0, 7, None, None)
+    );
+    let ServerMessage::ModeChanged(m) = server("server_mode_changed") else {
+        panic!()
+    };
+    assert_eq!(m.mode, SessionMode::PIPELINE);
+    let ServerMessage::Error(e) = server("server_error_realtime") else {
+        panic!()
+    };
+    assert_eq!(e.code, ErrorCode::REALTIME_ERROR);
+    let ServerMessage::Error(e) = server("server_error_budget") else {
+        panic!()
+    };
+    assert_eq!(e.code, ErrorCode::BUDGET_EXCEEDED);
+
     let ClientMessage::Audio(a) = client("client_audio") else {
         panic!()
     };
@@ -155,6 +210,48 @@ fn fields_land_where_the_spec_puts_them() {
     );
 }
 
+fn server_ready_minimal_mode() -> Option<SessionMode> {
+    let ServerMessage::Ready(r) = server("server_ready_minimal") else {
+        panic!()
+    };
+    r.mode
+}
+
+#[test]
+fn core_1_3_shapes_refuse_wrong_field_types_and_keep_unknown_modes() {
+    for bad in [
+        r#"{"type":"usage","inputTokens":1.5,"outputTokens":2}"#,
+        r#"{"type":"usage","inputTokens":1}"#,
+        r#"{"type":"usage","inputTokens":1,"outputTokens":2,"cachedTokens":"3"}"#,
+        r#"{"type":"assistant-transcript","text":"x"}"#,
+        r#"{"type":"mode-changed"}"#,
+        r#"{"type":"mode-changed","mode":1}"#,
+        r#"{"type":"ready","id":"x","protocolVersion":1,"mode":"pipeline","iceServers":7}"#,
+    ] {
+        assert!(ServerMessage::decode_str(bad).is_err(), "{bad}");
+    }
+    // An optional field sent as `null` reads as absent (as `iceServers` does).
+    let ServerMessage::Ready(r) =
+        ServerMessage::decode_str(r#"{"type":"ready","id":"x","protocolVersion":1,"mode":null}"#)
+            .expect("decode")
+            .message()
+            .expect("known")
+    else {
+        panic!()
+    };
+    assert_eq!(r.mode, None);
+    let text = r#"{"type":"mode-changed","mode":"hybrid"}"#;
+    let ServerMessage::ModeChanged(m) = ServerMessage::decode_str(text)
+        .expect("decode")
+        .message()
+        .expect("known")
+    else {
+        panic!()
+    };
+    assert!(!m.mode.is_known());
+    assert_eq!(ServerMessage::ModeChanged(m).to_json(), text);
+}
+
 #[test]
 fn the_fixture_audio_is_a_valid_empty_wav() {
     let ClientMessage::Audio(a) = client("client_audio_minimal") else {
@@ -168,7 +265,8 @@ fn the_fixture_audio_is_a_valid_empty_wav() {
 }
 
 #[test]
-fn all_eighteen_error_codes_decode_as_known() {
+fn all_twenty_error_codes_decode_as_known() {
+    // The spec's 18 and core 1.3.0's REALTIME_ERROR and BUDGET_EXCEEDED, in protocol.d.ts order.
     let names = [
         "WEBRTC_UNAVAILABLE",
         "CONNECTION_FAILED",
@@ -186,9 +284,13 @@ fn all_eighteen_error_codes_decode_as_known() {
         "INVALID_AUDIO_FORMAT",
         "TOOL_ERROR",
         "PLAYBOOK_ERROR",
+        "REALTIME_ERROR",
+        "BUDGET_EXCEEDED",
         "INTERNAL_ERROR",
         "RATE_LIMITED",
     ];
+    let known: Vec<&str> = ErrorCode::KNOWN.iter().map(ErrorCode::as_str).collect();
+    assert_eq!(known, names);
     assert_eq!(names.len(), ErrorCode::KNOWN.len());
     for n in names {
         let text = format!(r#"{{"type":"error","code":"{n}","message":"m"}}"#);

@@ -27,10 +27,11 @@ fn a_whole_turn_sends_the_spec_sequence() {
 
 use std::time::Duration;
 
-use agentwire_core::{CloseCode, ConnId, Frame, Machine, PeerInfo};
+use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo};
 use llmrtc_proto::{
     texts, ChatRole, ErrorCode, IceServer, Playbook, ProviderError, ProviderKind, ServerConfig,
-    ServerEvent, ServerLimits, TurnOutcome, VisionAttachment, CLOSE_HEARTBEAT, PROTOCOL_VERSION,
+    ServerEvent, ServerLimits, ServerMessage, TurnOutcome, VisionAttachment, CLOSE_HEARTBEAT,
+    PROTOCOL_VERSION,
 };
 use serde_json::{json, Value};
 
@@ -43,7 +44,7 @@ fn codes(frames: &[Value]) -> Vec<String> {
 }
 
 #[test]
-fn ready_comes_first_with_id_version_and_ice_servers() {
+fn ready_comes_first_with_id_version_ice_servers_and_mode() {
     let config =
         ServerConfig::default().with_ice_servers(vec![IceServer::stun("stun:stun.example:3478")]);
     let mut h = Harness::new(config);
@@ -56,6 +57,8 @@ fn ready_comes_first_with_id_version_and_ice_servers() {
     let frames = h.take(c);
     assert_eq!(frames[0]["type"], "ready");
     assert_eq!(frames[0]["protocolVersion"], json!(PROTOCOL_VERSION));
+    // core 1.3.0's `ready.mode`: this server runs the pipeline, and says so.
+    assert_eq!(frames[0]["mode"], "pipeline");
     assert_eq!(
         frames[0]["iceServers"],
         json!([{"urls": "stun:stun.example:3478"}])
@@ -79,14 +82,72 @@ fn ready_omits_ice_servers_when_none_are_configured() {
 
 #[test]
 fn pong_echoes_the_timestamp_exactly() {
+    // Each timestamp's text comes back byte for byte, so the client reads the very double it
+    // sent. Without carrying the text, `5.5e299` came back as `5.4999999999999995e299`, `-0`
+    // as `-0.0` and 2^64 as `1.8446744073709552e19` (the `llmrtc_decode` fuzz crash).
+    let awkward: [(&str, f64); 17] = [
+        ("5.5e299", 5.5e299),
+        ("0.1", 0.1),
+        ("1e-320", 1e-320), // subnormal
+        ("4.9e-324", 4.9e-324),
+        ("2.2250738585072011e-308", 2.225_073_858_507_201e-308),
+        ("1.7976931348623157e308", f64::MAX),
+        ("9007199254740993", 9_007_199_254_740_993.0), // 2^53 + 1: not a double
+        ("18446744073709551616", 18_446_744_073_709_551_616.0), // 2^64: not a u64
+        ("-9223372036854775809", -9_223_372_036_854_775_809.0), // below i64
+        ("-0", -0.0),
+        ("-0.0", -0.0),
+        ("1.50", 1.5),
+        ("1E+3", 1000.0),
+        ("1700000000123", 1_700_000_000_123.0),
+        ("1700000000123.5", 1_700_000_000_123.5),
+        ("-3", -3.0),
+        ("0", 0.0),
+    ];
     let mut h = Harness::default_config();
     let (c, _) = h.client();
-    for ts in ["1700000000123", "12.5", "-3", "0"] {
-        h.send_text(c, &format!(r#"{{"type":"ping","timestamp":{ts}}}"#));
-        let sent = h.take(c);
-        assert_eq!(sent.len(), 1);
-        let text = sent[0].to_string();
-        assert_eq!(text, format!(r#"{{"timestamp":{ts},"type":"pong"}}"#));
+    let pong_text = |h: &mut Harness, ping: &str| -> Vec<String> {
+        h.server.handle_frame(c, Frame::Text(ping), h.now);
+        let mut sent = Vec::new();
+        while let Some(out) = h.server.poll_output() {
+            if let Output::Send { frame, .. } = out {
+                sent.push(frame.as_text().expect("text").to_owned());
+            }
+        }
+        sent
+    };
+    for (ts, double) in awkward {
+        for ping in [
+            format!(r#"{{"type":"ping","timestamp":{ts}}}"#),
+            format!("{{ \"timestamp\" :\t{ts} , \"type\": \"ping\" }}"),
+        ] {
+            let sent = pong_text(&mut h, &ping);
+            assert_eq!(
+                sent,
+                [format!(r#"{{"type":"pong","timestamp":{ts}}}"#)],
+                "{ping}"
+            );
+            // The client side reads the same double from the echo (and keeps the text).
+            let Some(ServerMessage::Pong(p)) = ServerMessage::decode_str(&sent[0])
+                .expect("decode")
+                .message()
+            else {
+                panic!("{}", sent[0])
+            };
+            assert_eq!(p.timestamp.as_str(), ts);
+            assert_eq!(p.timestamp.as_f64().to_bits(), double.to_bits(), "{ts}");
+        }
+    }
+    // Beyond the double range (JavaScript reads Infinity, and would echo `null`): refused.
+    for ts in ["1e400", "-1e400"] {
+        let sent = pong_text(&mut h, &format!(r#"{{"type":"ping","timestamp":{ts}}}"#));
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        let v: Value = serde_json::from_str(&sent[0]).expect("json");
+        assert_eq!(
+            (v["type"].as_str(), v["code"].as_str()),
+            (Some("error"), Some("INVALID_MESSAGE")),
+            "{ts}"
+        );
     }
 }
 
@@ -902,5 +963,5 @@ fn errors_for_bad_messages_keep_the_connection_and_unknown_types_are_ignored() {
     assert_eq!(ignored, ["some-future-message", "pong"]);
     h.send(c, json!({"type":"ping","timestamp":2}));
     assert_eq!(h.types(c), ["pong"]);
-    assert_eq!(ErrorCode::KNOWN.len(), 18);
+    assert_eq!(ErrorCode::KNOWN.len(), 20);
 }

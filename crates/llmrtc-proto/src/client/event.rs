@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::DecodeError;
-use crate::message::{IceServer, ServerMessage};
+use crate::message::{IceServer, ServerMessage, SessionMode};
 
 /// The connection states of the llmrtc web client.
 ///
@@ -86,6 +86,9 @@ pub enum ClientEvent {
         protocol_version: u32,
         /// STUN/TURN servers for WebRTC.
         ice_servers: Option<Vec<IceServer>>,
+        /// `ready.mode` as sent (core 1.3.0); `None` from older servers, which always run
+        /// the pipeline ([`LlmrtcClient::mode`](super::LlmrtcClient::mode) says so).
+        mode: Option<SessionMode>,
     },
     /// The server speaks another protocol version: a warning; the connection proceeds
     /// (spec "Compatibility Notes").
@@ -136,7 +139,8 @@ pub enum ClientEvent {
         delay: Duration,
     },
     /// A server message, handled once (after the dual-channel rule): every payload event
-    /// (`transcript`, `llm-chunk`, `tts-start`, `error`, ...) and `signal`.
+    /// (`transcript`, `llm-chunk`, `tts-start`, `error`, core 1.3.0's
+    /// `assistant-transcript`, `usage` and `mode-changed`, ...) and `signal`.
     Message(ServerMessage),
     /// A `tts-chunk`'s audio, decoded from base64.
     TtsChunk {

@@ -15,7 +15,7 @@ use agentwire_core::{
 use crate::codec::{decode_base64, encode_audio, Decoded};
 use crate::message::{
     channel_of, Attachments, Channel, ClientMessage, IceServer, Offer, Ping, RawJson, Ready,
-    Reconnect, ServerMessage, VisionAttachment, PROTOCOL_VERSION,
+    Reconnect, ServerMessage, SessionMode, VisionAttachment, PROTOCOL_VERSION,
 };
 
 pub use config::{ClientConfig, Reconnection};
@@ -99,7 +99,7 @@ struct TtsBuf {
 ///   [`LlmrtcClient::set_wall_clock`];
 /// - getters: [`LlmrtcClient::state`], [`LlmrtcClient::session_id`],
 ///   [`LlmrtcClient::ready_id`], [`LlmrtcClient::server_protocol_version`],
-///   [`LlmrtcClient::ice_servers`], [`LlmrtcClient::reconnect_tries`],
+///   [`LlmrtcClient::ice_servers`], [`LlmrtcClient::mode`], [`LlmrtcClient::reconnect_tries`],
 ///   [`LlmrtcClient::rtt`], [`LlmrtcClient::is_data_channel_open`],
 ///   [`LlmrtcClient::queued`].
 ///
@@ -146,6 +146,13 @@ struct TtsBuf {
 ///     bounded ([`ClientConfig::max_llm_text_bytes`], [`ClientConfig::max_tts_audio_bytes`])
 ///     (`the_llm_text_limit_stops_appending_and_says_so_once`,
 ///     `tts_audio_beyond_the_limit_is_dropped`).
+/// 12. **core 1.3.0's messages surface as [`ClientEvent::Message`]** (`assistant-transcript`,
+///     `usage`, `mode-changed`, under the dual-channel rule like every payload message);
+///     [`ClientEvent::Ready`] carries `ready.mode` as sent, and [`mode`](Self::mode) follows
+///     `ready.mode` then each `mode-changed`, reading a `ready` without `mode` as
+///     `pipeline` (older servers always run it); an unknown mode is kept, not refused
+///     (`core_1_3_messages_surface_as_events_and_mode_follows_mode_changed`,
+///     `dual_channel_each_payload_message_is_handled_once`).
 ///
 /// # Limits
 ///
@@ -170,6 +177,7 @@ pub struct LlmrtcClient {
     ready_id: Option<String>,
     server_version: Option<u32>,
     ice_servers: Option<Vec<IceServer>>,
+    mode: Option<SessionMode>,
     data_channel_open: bool,
     missed_pongs: u32,
     last_ping: Option<(u64, Instant)>,
@@ -213,6 +221,7 @@ impl LlmrtcClient {
             ready_id: None,
             server_version: None,
             ice_servers: None,
+            mode: None,
             data_channel_open: false,
             missed_pongs: 0,
             last_ping: None,
@@ -254,6 +263,14 @@ impl LlmrtcClient {
     /// The ICE servers of the last `ready`.
     pub fn ice_servers(&self) -> Option<&[IceServer]> {
         self.ice_servers.as_deref()
+    }
+
+    /// The session's mode on the current (or last) connection: `ready.mode`, then what
+    /// `mode-changed` said; [`SessionMode::PIPELINE`] when the server's `ready` had no mode
+    /// (servers older than core 1.3.0 always run the pipeline). `None` before the first
+    /// `ready`.
+    pub fn mode(&self) -> Option<&SessionMode> {
+        self.mode.as_ref()
     }
 
     /// Reconnect tries made since the last `ready`.
@@ -517,10 +534,12 @@ impl LlmrtcClient {
         self.server_version = Some(r.protocol_version);
         self.ice_servers.clone_from(&r.ice_servers);
         self.ready_id = Some(r.id.clone());
+        self.mode = Some(r.mode.clone().unwrap_or(SessionMode::PIPELINE));
         self.out.event(ClientEvent::Ready {
             id: r.id.clone(),
             protocol_version: r.protocol_version,
             ice_servers: r.ice_servers,
+            mode: r.mode,
         });
         // `reconnect` before anything else on this connection (INTEROP.md).
         match self.session_id.clone() {
@@ -635,6 +654,11 @@ impl LlmrtcClient {
                         audio: b.audio,
                     });
                 }
+            }
+            ServerMessage::ModeChanged(m) => {
+                self.mode = Some(m.mode.clone());
+                self.out
+                    .event(ClientEvent::Message(ServerMessage::ModeChanged(m)));
             }
             ServerMessage::TtsCancelled => {
                 self.tts = None;

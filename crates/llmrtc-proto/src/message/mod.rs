@@ -1,7 +1,8 @@
 //! Wire types: one enum per sender, exact names of the spec.
 //!
 //! - [`ClientMessage`]: client → server (`ping`, `offer`, `reconnect`, `audio`, `attachments`).
-//! - [`ServerMessage`]: server → client (`ready` ... `error`, 18 types).
+//! - [`ServerMessage`]: server → client (`ready` ... `error`: the spec's 18 types and core
+//!   1.3.0's `assistant-transcript`, `usage` and `mode-changed`).
 //!
 //! `type` values are kebab-case, fields camelCase. Optionality follows the spec's notation:
 //! `field?` is an `Option` omitted when `None`. Unknown fields are ignored on decode; an
@@ -18,11 +19,12 @@ pub(crate) mod tagged;
 pub use client_message::{
     Attachments, Audio, AudioRef, ClientMessage, ClientMessageRef, Offer, Ping, Reconnect,
 };
-pub use common::{IceServer, IceUrls, Timestamp, VisionAttachment};
+pub use common::{IceServer, IceUrls, SessionMode, Timestamp, VisionAttachment};
 pub use raw::RawJson;
 pub use server_message::{
-    channel_of, Channel, ErrorMessage, Llm, LlmChunk, Pong, Ready, ReconnectAck, ServerMessage,
-    Signal, StageChange, ToolCallEnd, ToolCallStart, Transcript, Tts, TtsChunk,
+    channel_of, AssistantTranscript, Channel, ErrorMessage, Llm, LlmChunk, ModeChanged, Pong,
+    Ready, ReconnectAck, ServerMessage, Signal, StageChange, ToolCallEnd, ToolCallStart,
+    Transcript, Tts, TtsChunk, Usage,
 };
 
 /// The protocol version this crate speaks and writes in `ready.protocolVersion` (a number).

@@ -5,7 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use super::client_message::from_variant;
-use super::common::{IceServer, Timestamp};
+use super::common::{IceServer, SessionMode, Timestamp};
 use super::raw::RawJson;
 use super::tagged::Tagged;
 use crate::error::ErrorCode;
@@ -24,6 +24,12 @@ pub enum ServerMessage {
     ReconnectAck(ReconnectAck),
     /// `transcript`: speech-to-text result.
     Transcript(Transcript),
+    /// `assistant-transcript`: what the assistant is saying (realtime mode; core 1.3.0).
+    AssistantTranscript(AssistantTranscript),
+    /// `usage`: one response's token usage (realtime mode; core 1.3.0).
+    Usage(Usage),
+    /// `mode-changed`: the session's mode changed mid-session (core 1.3.0).
+    ModeChanged(ModeChanged),
     /// `llm-chunk`: one piece of the streamed LLM reply.
     LlmChunk(LlmChunk),
     /// `llm`: the complete LLM reply.
@@ -52,7 +58,7 @@ pub enum ServerMessage {
     Error(ErrorMessage),
 }
 
-/// `{"type":"ready","id":string,"protocolVersion":number,"iceServers"?:RTCIceServer[]}`.
+/// `{"type":"ready","id":string,"protocolVersion":number,"iceServers"?:RTCIceServer[],"mode"?:"pipeline"|"realtime"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Ready {
@@ -63,6 +69,10 @@ pub struct Ready {
     /// STUN/TURN servers for the WebRTC peer connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ice_servers: Option<Vec<IceServer>>,
+    /// The session's mode (core 1.3.0); absent from older servers, which always run
+    /// [`SessionMode::PIPELINE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SessionMode>,
 }
 
 /// `{"type":"pong","timestamp":number}`.
@@ -99,6 +109,46 @@ pub struct Transcript {
     pub text: String,
     /// Whether this is the final transcription of the utterance.
     pub is_final: bool,
+}
+
+/// `{"type":"assistant-transcript","text":string,"isFinal":boolean}` (core 1.3.0).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantTranscript {
+    /// Transcript text of the assistant's speech.
+    pub text: String,
+    /// Whether this is the final transcript of the response.
+    pub is_final: bool,
+}
+
+/// `{"type":"usage","inputTokens":number,"outputTokens":number,"audioInputTokens"?:number,
+/// "audioOutputTokens"?:number,"cachedTokens"?:number}` (core 1.3.0).
+///
+/// Token counts are integers (`u64`), as `durationMs` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Input tokens of the response.
+    pub input_tokens: u64,
+    /// Output tokens of the response.
+    pub output_tokens: u64,
+    /// Of the input, audio tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_input_tokens: Option<u64>,
+    /// Of the output, audio tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_output_tokens: Option<u64>,
+    /// Input tokens served from the provider's cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+}
+
+/// `{"type":"mode-changed","mode":"pipeline"|"realtime"}` (core 1.3.0): e.g. a realtime
+/// relay fell back to the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeChanged {
+    /// The session's mode from now on.
+    pub mode: SessionMode,
 }
 
 /// `{"type":"llm-chunk","content":string,"done":boolean}`.
@@ -216,12 +266,15 @@ pub enum Channel {
 
 impl ServerMessage {
     /// Every wire `type` a server sends.
-    pub const TYPES: [&'static str; 18] = [
+    pub const TYPES: [&'static str; 21] = [
         "ready",
         "pong",
         "signal",
         "reconnect-ack",
         "transcript",
+        "assistant-transcript",
+        "usage",
+        "mode-changed",
         "llm-chunk",
         "llm",
         "tts-start",
@@ -245,6 +298,9 @@ impl ServerMessage {
             Self::Signal(_) => "signal",
             Self::ReconnectAck(_) => "reconnect-ack",
             Self::Transcript(_) => "transcript",
+            Self::AssistantTranscript(_) => "assistant-transcript",
+            Self::Usage(_) => "usage",
+            Self::ModeChanged(_) => "mode-changed",
             Self::LlmChunk(_) => "llm-chunk",
             Self::Llm(_) => "llm",
             Self::TtsStart => "tts-start",
@@ -288,6 +344,11 @@ impl<'de> Tagged<'de> for ServerMessage {
             "signal" => Self::Signal(Signal::deserialize(d)?),
             "reconnect-ack" => Self::ReconnectAck(ReconnectAck::deserialize(d)?),
             "transcript" => Self::Transcript(Transcript::deserialize(d)?),
+            "assistant-transcript" => {
+                Self::AssistantTranscript(AssistantTranscript::deserialize(d)?)
+            }
+            "usage" => Self::Usage(Usage::deserialize(d)?),
+            "mode-changed" => Self::ModeChanged(ModeChanged::deserialize(d)?),
             "llm-chunk" => Self::LlmChunk(LlmChunk::deserialize(d)?),
             "llm" => Self::Llm(Llm::deserialize(d)?),
             "tts-start" => return unit(d, Self::TtsStart),
@@ -315,6 +376,9 @@ from_variant!(
     Signal,
     ReconnectAck,
     Transcript,
+    AssistantTranscript,
+    Usage,
+    ModeChanged,
     LlmChunk,
     Llm,
     TtsChunk,
