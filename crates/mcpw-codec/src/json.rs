@@ -217,7 +217,17 @@ fn decode_str(
 /// Decodes a batch body, in either form ([`split_batch`]); each entry is a message in its
 /// JSON form, and no entry may be a batch.
 pub(crate) fn decode_batch(payload: &[u8], limits: &Limits) -> Result<Vec<Message>, DecodeError> {
-    decode_entries(split_batch(payload, limits)?.0, limits)
+    decode_entries(split_batch(payload, limits)?.0, &entry_limits(limits))
+}
+
+/// The limits a batch entry is decoded under: it sits three levels down in the batch's
+/// JSON form (envelope, `params`, `messages`), so its depth bound is three less. An entry
+/// of a binary batch body is then never too deep to be written in the JSON form.
+pub(crate) fn entry_limits(limits: &Limits) -> Limits {
+    Limits {
+        max_json_depth: limits.max_json_depth.saturating_sub(3),
+        ..limits.clone()
+    }
 }
 
 fn decode_entries(entries: Vec<&str>, limits: &Limits) -> Result<Vec<Message>, DecodeError> {

@@ -121,11 +121,13 @@
 //!    **both** type 6 and flag `BATCH`, with a binary body (u32 BE count, then per message
 //!    u32 BE length + its JSON); the spec's `BatchMessages` example sets only the type, with
 //!    the JSON body. Type 6 is what makes a batch; both bodies are read (a `{` first means
-//!    JSON), at most `max_batch` entries, counted before anything is allocated for them; we
+//!    JSON), at most `max_batch` entries, counted before anything is allocated for them,
+//!    each entry nested at most `max_json_depth` − 3 levels (its depth inside the JSON
+//!    form, so an entry of a binary body can always be written in the JSON form); we
 //!    write type and flag, with the body [`CodecConfig::batch`] chooses (default the spec's
 //!    JSON). Batches do not nest.
 //!    (`the_real_binary_batch_body_decodes_and_is_written_byte_for_byte_when_chosen`,
-//!    `a_binary_batch_body_is_bounded_and_exact`,
+//!    `a_binary_batch_body_is_bounded_and_exact`, seed `real_binary_batch_deep_entry`,
 //!    `a_type_that_does_not_fit_the_body_is_refused_by_the_decoder`,
 //!    `a_spec_batch_with_only_the_type_set_decodes_and_ours_sets_type_and_flag`,
 //!    `the_encoder_refuses_what_the_decoder_would_misread`, `batch_limits_and_shape`)

@@ -82,6 +82,8 @@ w('mcpw_frame','real_compact_type_override', b'\x00'+compact(b'{"id":"p-1","type
 w('mcpw_frame','real_compact_gzip', b'\x00'+compact(gz(json.dumps({"id":"g","type":0,"method":"tool.execute","params":{"t":"x"*3000}}).encode()),flags=1))
 w('mcpw_frame','real_compact_type_256', b'\x00'+compact(b'{"id":"a","type":0}',kind=256))
 w('mcpw_frame','real_compact_error_without_error', b'\x00'+compact(b'{"id":"a","method":"ping"}',kind=3))
+deep=b'{"id":"d","type":0,"method":"tool.execute","params":'+b'['*126+b']'*126+b'}'
+w('mcpw_frame','real_binary_batch_deep_entry', b'\x00'+binbatch([deep]))
 w('mcpw_frame','code0_named_task_assigned', b'\x00'+frame(b'{"method":"task.assigned","params":{"task_id":"t-9"}}',kind=2))
 # stream seeds
 w('mcpw_stream','spec_frames_concatenated', b''.join(frames))

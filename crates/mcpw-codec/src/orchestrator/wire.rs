@@ -187,7 +187,7 @@ pub fn decode(codec: &mut Codec, frame: Frame<'_>) -> Result<Decoded, WireError>
         Frame::Binary(b) if is_compact(b) => Form::Compact,
         Frame::Binary(_) => Form::Binary,
     };
-    let limits = codec.limits().clone();
+    let limits = json::entry_limits(codec.limits());
     let (shallow, form) = codec
         .decode_ws_shallow(frame)
         .map_err(|e| wire_error(&e, form, key_of_bad(frame)))?;
