@@ -71,6 +71,17 @@ impl LlmrtcApp {
 /// reaches the machine (which answers it) instead of being cut by the transport.
 const TRANSPORT_HEADROOM: usize = 64 << 10;
 
+/// How long `ready` waits after the upgrade. The real web client in Node (with `ws`) misses a
+/// `ready` that shares a TCP read with the HTTP 101 (see `Limits::first_frame_delay`); the
+/// hold must outlast the client's wait between the two reads, which grows with CPU load.
+/// Measured with its 20-connection check (tests/interop/llmrtc_web_client.mjs) on 2 cores:
+/// with no hold it loses `ready` within the first 3 connections; 1-5 ms still lose it; 10-20
+/// ms hold on an idle machine but not with six CPU-bound processes beside it; 40 ms held
+/// every connection of 8 runs of 20 with them. Browsers deliver `open` and each message as
+/// separate tasks and never needed it: for them it is 40 ms more before `ready`, beside a
+/// WebRTC setup of 200 ms or more.
+const FIRST_FRAME_DELAY: Duration = Duration::from_millis(40);
+
 /// Transport settings for `config`: message and frame caps follow its `max_message_bytes`.
 pub fn transport_config(config: &ServerConfig) -> TransportConfig {
     let max = config
@@ -80,7 +91,8 @@ pub fn transport_config(config: &ServerConfig) -> TransportConfig {
     let transport = TransportConfig::default().with_limits(
         Limits::default()
             .with_max_message_size(max)
-            .with_max_frame_size(max),
+            .with_max_frame_size(max)
+            .with_first_frame_delay(FIRST_FRAME_DELAY),
     );
     super::common::protect(transport, "llmrtc", "/", address_refusal())
 }

@@ -1,0 +1,697 @@
+//! The real llmrtc packages from npm against our llmrtc server and client, over 127.0.0.1:
+//!
+//! - every frame our server sends in a scripted session (plain and playbook) passes core's
+//!   `parseMessage`/`isServerMessage` and `tsc --strict` against core's `protocol.d.ts`, and a
+//!   deliberately wrong frame fails that check;
+//! - our client against the real backend (`tests/interop/llmrtc_backend.mjs`, offline
+//!   stand-in providers): ready, pings, a WAV turn, a reconnect that keeps the history, and a
+//!   reconnect after a backend restart;
+//! - the real web client in Node (`tests/interop/llmrtc_web_client.mjs`) against our server
+//!   over the WebSocket path: `ready` on 20 of 20 connections, an audio turn through the
+//!   fallback, and a reconnect that resumes the session.
+//!
+//! The packages are pinned in `tests/interop/package.json`/`package-lock.json` and installed
+//! with `npm ci --ignore-scripts --prefix tests/interop` (`.ci/run` does it). Without them
+//! (or without `node`, or `AGENTWIRE_NODE` naming another binary) these tests skip with the
+//! reason printed, except under `CI`, where they fail.
+
+#[path = "../examples/llmrtc/mod.rs"]
+mod llmrtc;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use agentwire::llmrtc::{
+    ClientConfig, ClientEvent, ConnectionState, Reconnection, ServerConfig, ServerEvent,
+    ServerMessage,
+};
+use futures_util::{SinkExt, StreamExt};
+use llmrtc::audio::utterance_wav;
+use llmrtc::client_app::LlmrtcClientApp;
+use llmrtc::providers::{load_playbook, Providers, ScriptedStt};
+use llmrtc::server_app::{self, LlmrtcApp, Pacing};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// One test of this file at a time: node, tsc and the backend are CPU-heavy, and the
+/// `ready` check measures what a normally loaded client sees, not two cores shared by four
+/// node processes.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The packages the scripts import, with the versions `package.json` pins.
+const PINNED: &[(&str, &str)] = &[
+    ("@llmrtc/llmrtc-core", "1.3.0"),
+    ("@llmrtc/llmrtc-backend", "1.3.0"),
+    ("@llmrtc/llmrtc-web-client", "1.2.0"),
+    ("@roamhq/wrtc", "0.9.1"),
+    ("ws", "8.18.3"),
+    ("typescript", "5.9.3"),
+];
+
+fn interop_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
+}
+
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// The `node` binary when it and the pinned packages are there. Otherwise `None` (the test
+/// skips, saying why), or a failure under CI.
+fn node_peers(test: &str) -> Option<PathBuf> {
+    let node: PathBuf =
+        std::env::var_os("AGENTWIRE_NODE").map_or_else(|| "node".into(), Into::into);
+    let mut missing = Vec::new();
+    match Command::new(&node).arg("--version").output() {
+        Ok(o) if o.status.success() => {}
+        _ => missing.push(format!("`{}` does not run", node.display())),
+    }
+    for (package, version) in PINNED {
+        let manifest = interop_dir()
+            .join("node_modules")
+            .join(package)
+            .join("package.json");
+        let found = std::fs::read(&manifest)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| v["version"].as_str().map(str::to_owned));
+        match found {
+            Some(v) if v == *version => {}
+            Some(v) => missing.push(format!("{package} is {v}, not the pinned {version}")),
+            None => missing.push(format!("{package}@{version} is not installed")),
+        }
+    }
+    if missing.is_empty() {
+        return Some(node);
+    }
+    let why = format!(
+        "{} (run `npm ci --ignore-scripts --prefix tests/interop`)",
+        missing.join("; ")
+    );
+    assert!(
+        !under_ci(),
+        "{test} needs the node interop peers under CI: {why}"
+    );
+    eprintln!("skipping {test}: {why}");
+    None
+}
+
+/// Runs `node tests/interop/<script> <args>` to its end (bounded) and returns its stdout;
+/// panics with both outputs when it fails.
+async fn run_script(node: &Path, script: &str, args: Vec<String>, bound: Duration) -> String {
+    let (ok, stdout, stderr) = script_outcome(node, script, args, bound).await;
+    assert!(ok, "{script} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// Runs a script to its end (bounded): (exit status 0, stdout, stderr).
+async fn script_outcome(
+    node: &Path,
+    script: &str,
+    args: Vec<String>,
+    bound: Duration,
+) -> (bool, String, String) {
+    let mut cmd = Command::new(node);
+    cmd.arg(interop_dir().join(script))
+        .args(args)
+        .current_dir(interop_dir())
+        .stdin(Stdio::null());
+    let run = tokio::task::spawn_blocking(move || cmd.output());
+    let out = tokio::time::timeout(bound, run)
+        .await
+        .unwrap_or_else(|_| panic!("{script} did not finish within {bound:?}"))
+        .expect("join")
+        .expect("node runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fresh, empty directory under cargo's per-target temp dir.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("llmrtc_real")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn data(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/llmrtc/data")
+        .join(file)
+}
+
+/// Our reference server (the example's code) on 127.0.0.1, port 0.
+async fn our_server(playbook: bool) -> (LlmrtcApp, mpsc::UnboundedReceiver<ServerEvent>) {
+    let mut config = ServerConfig::default();
+    if playbook {
+        config = config.with_playbook(load_playbook(&data("playbook.json")).expect("playbook"));
+    }
+    let stt = ScriptedStt::from_file(&data("transcript.txt")).expect("transcript");
+    let (tx, rx) = mpsc::unbounded_channel();
+    let app = server_app::start(
+        "127.0.0.1:0",
+        config,
+        Providers::stand_ins(stt),
+        Pacing::fast(),
+        move |e| {
+            let _ = tx.send(e.clone());
+        },
+    )
+    .await
+    .expect("bind");
+    (app, rx)
+}
+
+// ---------------------------------------------------------------------------------------
+// Our server's frames, checked by core's parseMessage/isServerMessage and by tsc.
+
+type RawWs =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A raw WebSocket peer that keeps every text frame the server sent, verbatim.
+struct Recorder {
+    ws: RawWs,
+    frames: Vec<String>,
+}
+
+impl Recorder {
+    async fn connect(url: &str) -> Self {
+        let (ws, _) = tokio::time::timeout(PATIENCE, tokio_tungstenite::connect_async(url))
+            .await
+            .expect("connect in time")
+            .expect("connect");
+        Self {
+            ws,
+            frames: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, text: &str) {
+        self.ws.send(Message::text(text)).await.expect("send");
+    }
+
+    /// The next text frame (recorded), as JSON.
+    async fn next(&mut self) -> Value {
+        let ws = &mut self.ws;
+        let text = tokio::time::timeout(PATIENCE, async {
+            loop {
+                match ws.next().await {
+                    Some(Ok(Message::Text(t))) => return t.to_string(),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        })
+        .await
+        .expect("a frame in time");
+        let v = serde_json::from_str(&text).expect("json");
+        self.frames.push(text);
+        v
+    }
+
+    /// Frames up to and including one of type `ty`.
+    async fn until(&mut self, ty: &str) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let v = self.next().await;
+            let done = v["type"] == ty;
+            seen.push(v);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    async fn audio(&mut self, speech_ms: u32) {
+        use base64::Engine as _;
+        let wav = base64::engine::general_purpose::STANDARD.encode(utterance_wav(speech_ms));
+        self.send(&format!(r#"{{"type":"audio","data":"{wav}"}}"#))
+            .await;
+    }
+}
+
+fn types(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .map(|v| v["type"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+/// Drives our server through every message it can send in one kind of session and returns
+/// the frames, verbatim, in the order they came.
+async fn scripted_session(playbook: bool) -> Vec<String> {
+    let (app, _events) = our_server(playbook).await;
+    let url = app.url();
+    let mut a = Recorder::connect(&url).await;
+    let ready = a.next().await;
+    assert_eq!(ready["type"], "ready", "{ready}");
+    assert_eq!(
+        ready["mode"], "pipeline",
+        "core 1.3.0's ready.mode: {ready}"
+    );
+    let session = ready["id"].as_str().expect("ready.id").to_owned();
+    a.send(r#"{"type":"ping","timestamp":1700000000123}"#).await;
+    a.send(r#"{"type":"ping","timestamp":1700000000123.5}"#)
+        .await;
+    assert_eq!(a.next().await["type"], "pong");
+    assert_eq!(a.next().await["type"], "pong");
+
+    // Turns: the last one waits for tts-complete.
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        a.audio(600).await;
+        seen.extend(a.until("tts-complete").await);
+    }
+    // Barge-in: talk over the reply.
+    a.audio(600).await;
+    seen.extend(a.until("tts-start").await);
+    a.audio(500).await;
+    seen.extend(a.until("tts-complete").await);
+    // Errors: an offer (no WebRTC here) and a malformed audio message.
+    a.send(r#"{"type":"offer","signal":{"type":"offer","sdp":"v=0\r\n"}}"#)
+        .await;
+    let offer = a.next().await;
+    assert_eq!(offer["code"], "WEBRTC_UNAVAILABLE", "{offer}");
+    a.send(r#"{"type":"audio"}"#).await;
+    let bad = a.next().await;
+    assert_eq!(bad["type"], "error", "{bad}");
+
+    // A second connection: an unknown session, then the first one.
+    let mut b = Recorder::connect(&url).await;
+    assert_eq!(b.next().await["type"], "ready");
+    b.send(r#"{"type":"reconnect","sessionId":"no-such-session"}"#)
+        .await;
+    let nack = b.next().await;
+    assert_eq!(nack["success"], false, "{nack}");
+    let not_found = b.next().await;
+    assert_eq!(not_found["code"], "SESSION_NOT_FOUND", "{not_found}");
+    b.send(&format!(
+        r#"{{"type":"reconnect","sessionId":"{session}"}}"#
+    ))
+    .await;
+    let ack = b.next().await;
+    assert_eq!(ack["success"], true, "{ack}");
+    assert_eq!(ack["historyRecovered"], true, "{ack}");
+    b.audio(600).await;
+    seen.extend(b.until("tts-complete").await);
+
+    let covered = types(&seen);
+    for ty in [
+        "speech-start",
+        "speech-end",
+        "transcript",
+        "llm-chunk",
+        "llm",
+        "tts-start",
+        "tts-chunk",
+        "tts-complete",
+        "tts-cancelled",
+    ] {
+        assert!(covered.iter().any(|t| t == ty), "no {ty} in {covered:?}");
+    }
+    if playbook {
+        for ty in ["tool-call-start", "tool-call-end", "stage-change"] {
+            assert!(covered.iter().any(|t| t == ty), "no {ty} in {covered:?}");
+        }
+    }
+    let mut frames = a.frames;
+    frames.append(&mut b.frames);
+    app.shutdown().await;
+    frames
+}
+
+/// Runs `llmrtc_check_frames.mjs` on `frames`: (passed, stdout + stderr).
+async fn check_frames(node: &Path, name: &str, frames: &[String]) -> (bool, String) {
+    let dir = scratch(name);
+    let file = dir.join("frames.jsonl");
+    std::fs::write(&file, frames.join("\n") + "\n").expect("write frames");
+    let work = dir.join("ts");
+    std::fs::create_dir_all(&work).expect("ts dir");
+    let (ok, out, err) = script_outcome(
+        node,
+        "llmrtc_check_frames.mjs",
+        vec![file.display().to_string(), work.display().to_string()],
+        Duration::from_secs(120),
+    )
+    .await;
+    (ok, format!("{out}{err}"))
+}
+
+#[tokio::test]
+async fn every_frame_of_our_server_passes_core_checks_and_tsc() {
+    let Some(node) = node_peers("every_frame_of_our_server_passes_core_checks_and_tsc") else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    for playbook in [false, true] {
+        let frames = scripted_session(playbook).await;
+        let name = if playbook { "playbook" } else { "plain" };
+        let (ok, report) = check_frames(&node, name, &frames).await;
+        assert!(ok, "{name} session:\n{report}");
+        assert!(
+            report.contains(&format!("frames ok: {} frames", frames.len())),
+            "{report}"
+        );
+        eprintln!("{name}: {}", report.trim());
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_frame_fails_the_core_check() {
+    let Some(node) = node_peers("a_wrong_frame_fails_the_core_check") else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let good = [
+        r#"{"type":"ready","id":"s-1","protocolVersion":1,"mode":"pipeline"}"#,
+        r#"{"type":"pong","timestamp":5}"#,
+    ];
+    let (ok, report) = check_frames(&node, "good", &good.map(String::from)).await;
+    assert!(ok, "{report}");
+    // Each wrong in one way: a field of the wrong type, a missing field, an extra field, a
+    // mode core does not know, and a type core does not know (the only one parseMessage sees).
+    let wrong = [
+        (
+            r#"{"type":"tts-chunk","format":"pcm","sampleRate":"24000","data":"AAAA"}"#,
+            "not assignable to type 'number'",
+        ),
+        (r#"{"type":"llm-chunk","content":"Hi"}"#, "done"),
+        (
+            r#"{"type":"transcript","text":"Hi","isFinal":true,"confidence":1}"#,
+            "confidence",
+        ),
+        (
+            r#"{"type":"ready","id":"s-1","protocolVersion":1,"mode":"turbo"}"#,
+            "turbo",
+        ),
+        (
+            r#"{"type":"transcript-final","text":"Hi"}"#,
+            "parseMessage rejects it",
+        ),
+    ];
+    for (i, (frame, says)) in wrong.iter().enumerate() {
+        let frames = [good[0].to_owned(), good[1].to_owned(), (*frame).to_owned()];
+        let (ok, report) = check_frames(&node, &format!("wrong-{i}"), &frames).await;
+        assert!(!ok, "{frame} passed:\n{report}");
+        assert!(report.contains("frame 3"), "{frame}:\n{report}");
+        assert!(
+            report.contains(says),
+            "{frame}: wanted {says:?} in\n{report}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Our client against the real backend.
+
+/// `node tests/interop/llmrtc_backend.mjs PORT`, stopped (stdin closed, then killed) on drop.
+struct Backend {
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    port: u16,
+}
+
+impl Backend {
+    async fn start(node: &Path, port: u16) -> Self {
+        let mut child = Command::new(node)
+            .arg(interop_dir().join("llmrtc_backend.mjs"))
+            .arg(port.to_string())
+            .current_dir(interop_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("node runs");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let port = tokio::time::timeout(PATIENCE, async {
+            while let Some(line) = rx.recv().await {
+                if let Some(p) = line.strip_prefix("listening ") {
+                    return p.trim().parse::<u16>().expect("port");
+                }
+            }
+            panic!("the backend exited before listening");
+        })
+        .await
+        .expect("the backend listens in time");
+        Self {
+            child: Some(child),
+            stdin,
+            port,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}/", self.port)
+    }
+
+    /// Closes its stdin (it stops its server and exits) and waits for the process.
+    async fn stop(mut self) {
+        drop(self.stdin.take());
+        let mut child = self.child.take().expect("running");
+        let exited = tokio::task::spawn_blocking(move || child.wait());
+        match tokio::time::timeout(PATIENCE, exited).await {
+            Ok(Ok(status)) => assert!(status.expect("wait").success(), "backend exit"),
+            _ => panic!("the backend did not stop in time"),
+        }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// What our client saw of one turn: the transcript and the reply.
+async fn client_turn(c: &mut LlmrtcClientApp) -> (String, String) {
+    c.send_audio(utterance_wav(600)).await.expect("send");
+    let mut transcript = None;
+    let mut reply = None;
+    c.wait_for(
+        "the reply's audio",
+        PATIENCE,
+        |e| match e {
+            ClientEvent::Message(ServerMessage::Transcript(t)) if t.is_final => {
+                transcript = Some(t.text.clone());
+            }
+            ClientEvent::LlmReply { text, streamed } => {
+                assert_eq!(text, streamed, "the chunks add up to the llm text");
+                reply = Some(text.clone());
+            }
+            _ => {}
+        },
+        |e| matches!(e, ClientEvent::TtsAudio { audio, .. } if !audio.is_empty()),
+    )
+    .await
+    .expect("a turn");
+    (
+        transcript.expect("a final transcript"),
+        reply.expect("an llm reply"),
+    )
+}
+
+async fn resumed(c: &mut LlmrtcClientApp) -> (bool, String, bool) {
+    match c
+        .wait_for(
+            "reconnect-ack",
+            PATIENCE,
+            |_| {},
+            |e| matches!(e, ClientEvent::Resumed { .. }),
+        )
+        .await
+        .expect("reconnect-ack")
+    {
+        ClientEvent::Resumed {
+            success,
+            session_id,
+            history_recovered,
+        } => (success, session_id, history_recovered),
+        _ => unreachable!(),
+    }
+}
+
+#[tokio::test]
+async fn our_client_against_the_real_backend() {
+    let Some(node) = node_peers("our_client_against_the_real_backend") else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let backend = Backend::start(&node, 0).await;
+    let port = backend.port;
+    // Pings every 200 ms; reconnects patient enough to outlast a backend restart (node takes
+    // a second or two to start).
+    let mut r = Reconnection::default();
+    r.base_delay = Duration::from_millis(100);
+    r.max_delay = Duration::from_secs(1);
+    r.max_retries = 30;
+    let config = ClientConfig::default()
+        .with_heartbeat(Duration::from_millis(200), Duration::from_secs(5))
+        .with_reconnection(r);
+    let mut c = LlmrtcClientApp::start(&backend.url(), config, 7)
+        .await
+        .expect("client");
+
+    // ready.
+    let ready = c
+        .wait_for(
+            "ready",
+            PATIENCE,
+            |_| {},
+            |e| matches!(e, ClientEvent::Ready { .. }),
+        )
+        .await
+        .expect("ready");
+    let ClientEvent::Ready {
+        id,
+        protocol_version,
+        ice_servers,
+        ..
+    } = ready
+    else {
+        unreachable!()
+    };
+    assert_eq!(protocol_version, 1);
+    assert_eq!(
+        ice_servers.map(|s| s.len()),
+        Some(1),
+        "the backend's ICE list"
+    );
+    let first = id;
+
+    // Pings: the backend answers each with its timestamp.
+    let mut pongs = 0;
+    c.wait_for(
+        "two pongs",
+        PATIENCE,
+        |_| {},
+        |e| {
+            if matches!(e, ClientEvent::Pong { rtt: Some(_), .. }) {
+                pongs += 1;
+            }
+            pongs == 2
+        },
+    )
+    .await
+    .expect("pongs");
+
+    // A WAV turn.
+    let (heard, reply) = client_turn(&mut c).await;
+    assert_eq!(heard, "hello number 1");
+    assert_eq!(reply, "You said: hello number 1. I remember 1 messages.");
+
+    // Reconnect with history: the backend keeps the session.
+    assert!(c.drop_connection().await.expect("call"));
+    assert_eq!(resumed(&mut c).await, (true, first.clone(), true));
+    let (_, reply) = client_turn(&mut c).await;
+    assert_eq!(
+        reply, "You said: hello number 2. I remember 3 messages.",
+        "the recovered history reaches the LLM"
+    );
+
+    // A backend restart on the same port: the old session is gone, the client moves on.
+    backend.stop().await;
+    let backend = Backend::start(&node, port).await;
+    let (success, session, history) = resumed(&mut c).await;
+    assert!(!success && !history, "a new backend knows no old session");
+    assert_ne!(session, first);
+    assert_eq!(
+        c.session_id().await.expect("call").as_deref(),
+        Some(session.as_str())
+    );
+    assert_eq!(
+        c.state().await.expect("call"),
+        ConnectionState::Connected,
+        "connected to the new backend"
+    );
+    let (heard, reply) = client_turn(&mut c).await;
+    assert_eq!(heard, "hello number 1");
+    assert_eq!(reply, "You said: hello number 1. I remember 1 messages.");
+
+    tokio::time::timeout(PATIENCE, c.close())
+        .await
+        .expect("client close");
+    backend.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// The real web client against our server.
+
+#[tokio::test]
+async fn the_real_web_client_catches_ready_on_20_of_20_connections() {
+    let Some(node) = node_peers("the_real_web_client_catches_ready_on_20_of_20_connections") else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let (app, _events) = our_server(false).await;
+    let out = run_script(
+        &node,
+        "llmrtc_web_client.mjs",
+        vec!["ready".into(), app.url()],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert!(
+        out.contains("ready caught on 20 of 20 connections"),
+        "{out}"
+    );
+    eprintln!("{}", out.trim());
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_real_web_client_over_the_websocket_path() {
+    let Some(node) = node_peers("the_real_web_client_over_the_websocket_path") else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let (app, _events) = our_server(false).await;
+    // The client's 30 s peer-connection timeout sets this test's pace.
+    let out = run_script(
+        &node,
+        "llmrtc_web_client.mjs",
+        vec!["session".into(), app.url()],
+        Duration::from_secs(180),
+    )
+    .await;
+    assert!(out.contains("web client interop ok"), "{out}");
+    eprintln!("{}", out.trim());
+    let session = out
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("the script names its session")
+        .trim()
+        .to_owned();
+    let history = app
+        .handle
+        .call(move |m, _| m.history(&session).map_or(0, Iterator::count))
+        .await
+        .expect("call");
+    assert_eq!(
+        history, 4,
+        "two turns, user and assistant each, in one session"
+    );
+    app.shutdown().await;
+}
