@@ -28,7 +28,7 @@ use agentwire::agent_relay::{HostConfig, DEFAULT_SESSION};
 use clap::Parser;
 use relay::host_app::{describe, MovieHost};
 use relay::log_writer::{file_name, DEFAULT_LOG_DIR};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
 
 /// A movie-booking UI host joining an agent relay.
 #[derive(Parser, Debug)]
@@ -70,11 +70,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.url,
         args.relay_session
     );
-    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    // Ctrl-C is watched from the start, so it is never missed between two lines.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut stdin = stdin_lines();
     loop {
         tokio::select! {
-            line = stdin.next_line() => match line {
-                Ok(Some(text)) if !text.trim().is_empty() => {
+            line = stdin.recv() => match line {
+                Some(text) if !text.trim().is_empty() => {
                     let sent = host.handle.call(move |h, now| h.user_message(&text, now)).await;
                     match sent {
                         Ok(Ok(())) => tracing::info!("user.message sent"),
@@ -82,17 +85,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         Err(_) => break,
                     }
                 }
-                Ok(Some(_)) => {}
+                Some(_) => {}
                 // stdin closed (e.g. run in the background): keep serving until Ctrl-C.
-                Ok(None) | Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
+                None => {
+                    let _ = (&mut ctrl_c).await;
                     break;
                 }
             },
-            _ = tokio::signal::ctrl_c() => break,
+            _ = &mut ctrl_c => break,
         }
     }
-    tracing::info!("shutting down");
+    tracing::info!("Ctrl-C: shutting down");
     host.shutdown().await;
     Ok(())
+}
+
+/// Lines typed on stdin, read on a plain thread. tokio's own stdin reads on the runtime's
+/// blocking pool, and the runtime waits for that read when `main` returns, so the program
+/// would only stop after the next Enter; a plain thread does not hold the process.
+fn stdin_lines() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }

@@ -4,8 +4,8 @@
 //! study log the relay wrote. Exits 0 when the booking was made and the log checks out.
 //!
 //! ```text
-//! cargo run --example relay_demo                 # log in a fresh temp directory
-//! cargo run --example relay_demo -- --log-dir ./relay-logs
+//! cargo run --release --example relay_demo      # log in a temp directory, removed at exit
+//! cargo run --release --example relay_demo -- --log-dir ./relay-logs   # kept
 //! ```
 
 #[path = "relay/mod.rs"]
@@ -23,7 +23,8 @@ use relay::agent_app::Plan;
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// Study-log directory (default: a new directory under the system temp dir).
+    /// Study-log directory, kept (default: a new directory under the system temp dir,
+    /// removed when the demo exits).
     #[arg(long)]
     log_dir: Option<PathBuf>,
     /// Tickets to book, 1 to 10.
@@ -35,9 +36,14 @@ struct Args {
 async fn main() -> ExitCode {
     relay::init_tracing("warn");
     let args = Args::parse();
-    let log_dir = args.log_dir.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("agentwire-relay-demo-{}", std::process::id()))
-    });
+    let (log_dir, temp) = match args.log_dir {
+        Some(dir) => (dir, None),
+        None => {
+            let dir =
+                std::env::temp_dir().join(format!("agentwire-relay-demo-{}", std::process::id()));
+            (dir.clone(), Some(TempLogDir(dir)))
+        }
+    };
     let plan = Plan {
         tickets: args.tickets,
         ..Plan::default()
@@ -66,12 +72,27 @@ async fn main() -> ExitCode {
         b.session_id,
         b.tool_calls
     );
-    println!("study log: {}", outcome.log_path.display());
+    match &temp {
+        Some(_) => println!(
+            "study log: {} (temporary, removed at exit; pass --log-dir to keep it)",
+            outcome.log_path.display()
+        ),
+        None => println!("study log: {}", outcome.log_path.display()),
+    }
     println!("{}", outcome.report.render());
     if outcome.report.is_consistent() {
         println!("demo finished");
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// The demo's own temp log directory, removed when the demo exits (whatever the outcome).
+struct TempLogDir(PathBuf);
+
+impl Drop for TempLogDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

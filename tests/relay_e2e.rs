@@ -605,3 +605,108 @@ async fn a_torn_last_line_is_a_warning_and_is_moved_aside_when_the_relay_reopens
     assert!(report.is_consistent(), "{}", report.render());
     assert!(report.warnings.is_empty(), "{}", report.render());
 }
+
+// ---- the programs as a user runs them ------------------------------------------------------
+
+/// Builds example `name` into the target directory this test was built in (same profile)
+/// and returns its path (`cargo test --test relay_e2e` alone does not build examples).
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
+    let mut build = std::process::Command::new(env!("CARGO"));
+    build
+        .args(["build", "--quiet", "--example", name, "--manifest-path"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir);
+    if profile_dir.file_name().is_some_and(|p| p == "release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("cargo build");
+    assert!(status.success(), "building example {name} failed");
+    profile_dir.join("examples").join(name)
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn movie_host_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
+    use std::process::{Command, Stdio};
+    let dir = temp_dir("movie-host");
+    let (app, mut events) = relay_in(&dir).await;
+    let bin = tokio::task::spawn_blocking(|| example("movie_host"))
+        .await
+        .expect("build");
+    let mut child = Command::new(bin)
+        .arg("--url")
+        .arg(app.url())
+        .arg("--log-dir")
+        .arg(&*dir)
+        .stdin(Stdio::piped()) // kept open, as a user's terminal
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn movie_host");
+    // It is serving: the relay saw it join as host.
+    next_event(&mut events, |ev| match ev {
+        ServerEvent::Relay(RelayEvent::Joined {
+            role: Role::Host, ..
+        }) => Some(()),
+        _ => None,
+    })
+    .await;
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || {
+        let _stdin = child.stdin.take(); // still open while we wait
+        child.wait()
+    });
+    let exit = within("movie_host to exit after Ctrl-C", exit)
+        .await
+        .expect("join")
+        .expect("wait");
+    // A clean exit, not death by the signal: the handler ran and shut the host down.
+    assert!(exit.success(), "{exit:?}");
+    // The relay saw the host leave.
+    left(&mut events, "default", Role::Host).await;
+    within("relay shutdown", app.shutdown()).await;
+}
+
+#[tokio::test]
+async fn relay_demo_exits_0_and_leaves_no_temp_folder_behind() {
+    let tmp = temp_dir("demo-tmp");
+    let bin = tokio::task::spawn_blocking(|| example("relay_demo"))
+        .await
+        .expect("build");
+    let tmpdir = tmp.to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(bin)
+            .env("TMPDIR", &tmpdir)
+            .output()
+            .expect("run relay_demo")
+    });
+    let out = tokio::time::timeout(Duration::from_secs(120), out)
+        .await
+        .expect("relay_demo finished")
+        .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("demo finished"), "{stdout}");
+    assert!(stdout.contains("removed at exit"), "{stdout}");
+    let left: Vec<_> = std::fs::read_dir(&*tmp)
+        .expect("tmp")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
