@@ -1,7 +1,8 @@
 //! Reference MCPW orchestration server.
 //!
 //! Agents connect over WebSocket with subprotocol `mcp.v1` (426 without it), an
-//! `Authorization: Bearer <key>` when `--api-key` is given (401 otherwise), and speak JSON
+//! API key when `--api-key` is given (in `Authorization: Bearer <key>`, `Authorization: <key>` or
+//! `X-API-Key: <key>`, as the real server reads them; 401 otherwise), and speak JSON
 //! (text frames) or binary MCPW frames; replies follow the form of each peer. Serves
 //! Prometheus metrics over plain HTTP on `--metrics ADDR`. Logs registrations, tasks,
 //! protocol violations and refused upgrades (with the reason) to stderr, one sentence each
