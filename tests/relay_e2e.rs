@@ -710,3 +710,87 @@ async fn relay_demo_exits_0_and_leaves_no_temp_folder_behind() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Captures what `tracing` logs on this thread (the test's current-thread runtime runs the
+/// relay's tasks here too).
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+    }
+}
+
+#[tokio::test]
+async fn a_host_that_does_not_read_is_closed_and_logged_as_a_slow_consumer() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let dir = temp_dir("slow");
+    let (app, mut events) = relay_in(&dir).await;
+    let url = app.url();
+    let (host, _) = Peer::join(&url, "host", "default").await;
+    let host_conn = next_event(&mut events, |ev| match ev {
+        ServerEvent::Relay(RelayEvent::Joined {
+            conn,
+            role: Role::Host,
+            ..
+        }) => Some(conn),
+        _ => None,
+    })
+    .await;
+    let (mut agent, _) = Peer::join(&url, "agent", "default").await;
+    // The host never reads: the agent's messages pile up in its send queue (8 MiB) and the
+    // socket buffers until the relay gives up on it.
+    let text = "z".repeat(200 << 10);
+    let msg =
+        json!({"v": "mvp-0.2", "type": "agent.message", "payload": {"text": text}}).to_string();
+    let mut sent = 0;
+    let closed = loop {
+        agent.send(&msg).await;
+        sent += 1;
+        let gone = events.try_recv().ok().is_some_and(|ev| {
+            matches!(ev, ServerEvent::Relay(RelayEvent::Left { conn, role: Role::Host, .. })
+                if conn == host_conn)
+        });
+        if gone {
+            break true;
+        }
+        if sent >= 190 {
+            break false; // within the rate limit's burst; wait for the event below
+        }
+    };
+    if !closed {
+        left(&mut events, "default", Role::Host).await;
+    }
+    let logged = captured.text();
+    let line = logged
+        .lines()
+        .find(|l| l.contains("slow consumer"))
+        .unwrap_or_else(|| panic!("no slow-consumer line in:\n{logged}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(
+        line.contains(&format!("conn={}", host_conn.get())),
+        "{line}"
+    );
+    assert!(line.contains("not reading"), "{line}");
+    drop(host);
+    stop(app, vec![agent]).await;
+}

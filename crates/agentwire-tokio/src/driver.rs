@@ -269,6 +269,12 @@ impl<M: Machine> Core<M> {
                     };
                     if let Err(SendError::Slow) = tx.send(frame, max) {
                         let code = self.limits.slow_reader_close;
+                        tracing::warn!(
+                            conn = conn.get(),
+                            code = code.0,
+                            "slow consumer: its send queue is full (the peer is not reading); \
+                             closing it"
+                        );
                         self.kill(conn, code, "send queue full");
                     }
                 }
