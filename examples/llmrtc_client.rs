@@ -1,14 +1,14 @@
 //! Reference llmrtc client.
 //!
 //! Connects to `--url` (default ws://127.0.0.1:8787/), sends `--wav FILE` (or a generated
-//! utterance) as `audio` `--turns` times, prints every event, shows the LLM reply as it
-//! streams, and writes the TTS audio it receives to `--out` (a WAV file per turn:
-//! `reply-1.wav`, ...). `--drop-after N` drops the connection after turn N to show a
-//! reconnect that recovers the session's history.
+//! utterance) as `audio` `--turns` times, prints one sentence per event, shows the LLM reply
+//! as it streams, sums up each reply's TTS audio in one line, and writes that audio to
+//! `--out` (a WAV file per turn: `reply-1.wav`, ...). `--drop-after N` drops the connection
+//! after turn N to show a reconnect that recovers the session's history.
 //!
 //! ```text
-//! cargo run --example llmrtc_server &
-//! cargo run --example llmrtc_client -- --turns 2 --drop-after 1
+//! cargo run --release --example llmrtc_server &
+//! cargo run --release --example llmrtc_client -- --turns 2 --drop-after 1
 //! ```
 
 #[path = "llmrtc/mod.rs"]
@@ -47,9 +47,19 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     llmrtc::init_tracing("warn");
-    let args = Args::parse();
+    match run(Args::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // A sentence, not the `Debug` form `main` would print for an `Err`.
+            eprintln!("llmrtc_client: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let wav = match &args.wav {
         Some(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
         None => utterance_wav(700),

@@ -5,7 +5,7 @@
 //! failure), within seconds.
 //!
 //! ```text
-//! cargo run --example llmrtc_demo
+//! cargo run --release --example llmrtc_demo
 //! ```
 
 #[path = "llmrtc/mod.rs"]
@@ -36,8 +36,21 @@ fn check(ok: bool, what: &str) -> Res<()> {
 }
 
 #[tokio::main]
-async fn main() -> Res<()> {
+async fn main() -> std::process::ExitCode {
     llmrtc::init_tracing("warn");
+    match demo().await {
+        Ok(()) => {
+            println!("== demo complete");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("== demo failed: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn demo() -> Res<()> {
     // The example playbook and transcript are built into the program.
     let playbook = example_playbook()?;
     let stt = ScriptedStt::example();
@@ -55,10 +68,6 @@ async fn main() -> Res<()> {
     );
     let result = run(&app).await;
     app.shutdown().await;
-    match &result {
-        Ok(()) => println!("== demo complete"),
-        Err(e) => eprintln!("== demo failed: {e}"),
-    }
     result
 }
 

@@ -24,9 +24,19 @@ use llmrtc::server_cli::ServerArgs;
 use llmrtc::server_log;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     llmrtc::init_tracing("info");
-    let args = ServerArgs::parse();
+    match run(ServerArgs::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // A sentence, not the `Debug` form `main` would print for an `Err`.
+            eprintln!("llmrtc_server: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     args.address.install();
     let app = server_app::start(
         &args.listen,
@@ -35,7 +45,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.pacing(),
         log_event,
     )
-    .await?;
+    .await
+    .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     println!(
         "llmrtc server (offline stand-in STT/LLM/TTS) on {}",
         app.url()
