@@ -277,14 +277,21 @@ async fn scripted_session(playbook: bool) -> Vec<String> {
     seen.extend(a.until("tts-start").await);
     a.audio(500).await;
     seen.extend(a.until("tts-complete").await);
-    // Errors: an offer (no WebRTC here) and a malformed audio message.
+    // Errors: an offer (no WebRTC here), malformed messages, audio that is not a WAV.
     a.send(r#"{"type":"offer","signal":{"type":"offer","sdp":"v=0\r\n"}}"#)
         .await;
     let offer = a.next().await;
     assert_eq!(offer["code"], "WEBRTC_UNAVAILABLE", "{offer}");
-    a.send(r#"{"type":"audio"}"#).await;
-    let bad = a.next().await;
-    assert_eq!(bad["type"], "error", "{bad}");
+    for (bad, code) in [
+        (r#"{"type":"audio"}"#, "INVALID_MESSAGE"),
+        ("not json", "INVALID_MESSAGE"),
+        (r#"{"type":"audio","data":"AAAA"}"#, "INVALID_AUDIO_FORMAT"),
+        (r#"{"type":"audio","data":"!!"}"#, "AUDIO_PROCESSING_ERROR"),
+    ] {
+        a.send(bad).await;
+        let error = a.next().await;
+        assert_eq!(error["code"], code, "{bad} -> {error}");
+    }
 
     // A second connection: an unknown session, then the first one.
     let mut b = Recorder::connect(&url).await;
