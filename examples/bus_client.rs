@@ -55,7 +55,8 @@ enum Command {
     Publish {
         /// Topic (not a pattern).
         topic: String,
-        /// The payload, any JSON value.
+        /// The payload: a JSON object (a bus refuses anything else unless it accepts any
+        /// value, e.g. `bus_server --any-payload`).
         json: String,
     },
     /// Sends `ping` and prints the timestamp.

@@ -13,7 +13,7 @@ mod bus;
 
 use std::time::Duration;
 
-use agentwire::jsonrpc_bus::{BusConfig, Limits, MatchMode};
+use agentwire::jsonrpc_bus::{BusConfig, Limits, MatchMode, PayloadRule};
 use bus::server_app::EventLog;
 use clap::{Parser, ValueEnum};
 
@@ -73,6 +73,17 @@ struct Args {
     /// `sendMessage` requests one connection may have awaiting their result.
     #[arg(long, default_value_t = Limits::default().max_pending_per_publisher)]
     max_pending_per_publisher: usize,
+    /// Publishes of one connection still in their chains before the bus stops reading it
+    /// (backpressure; reading resumes at half).
+    #[arg(long, default_value_t = Limits::default().max_backlog_per_publisher)]
+    max_backlog_per_publisher: usize,
+    /// Deepest nesting a payload may have; deeper is refused (-32005), never forwarded.
+    #[arg(long, default_value_t = Limits::default().max_payload_depth)]
+    max_payload_depth: usize,
+    /// Accept any JSON value as a payload, not only objects (reference subscribers require
+    /// objects: use only if every subscriber accepts anything).
+    #[arg(long)]
+    any_payload: bool,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
     address: bus::AddressLimits,
@@ -92,6 +103,8 @@ impl Args {
         limits.max_topic_bytes = self.max_topic_bytes;
         limits.max_pending_per_subscriber = self.max_pending_per_subscriber;
         limits.max_pending_per_publisher = self.max_pending_per_publisher;
+        limits.max_backlog_per_publisher = self.max_backlog_per_publisher;
+        limits.max_payload_depth = self.max_payload_depth;
         let mut cfg = BusConfig::default()
             .with_match_mode(match self.match_mode {
                 Mode::Glob => MatchMode::Glob,
@@ -106,6 +119,9 @@ impl Args {
             (self.initialize_timeout > 0).then(|| Duration::from_secs(self.initialize_timeout));
         cfg.max_in_flight_per_subscriber = self.max_in_flight_per_subscriber;
         cfg.deliver_to_publisher = self.deliver_to_publisher;
+        if self.any_payload {
+            cfg = cfg.with_payload(PayloadRule::Any);
+        }
         cfg
     }
 }

@@ -341,7 +341,7 @@ async fn initialize_subscribe_publish_and_stop_propagation_over_the_wire() {
     );
 
     // No subscriber: success, nobody delivered.
-    let none = publish(&publisher.app, "agent:nobody", json!(null)).await;
+    let none = publish(&publisher.app, "agent:nobody", json!({})).await;
     assert_eq!((none.stop_propagation, none.delivered), (false, Some(0)));
 
     let ts = within("ping", publisher.app.ping()).await.expect("pong");
@@ -448,7 +448,7 @@ async fn a_raw_peer_speaking_the_spec_examples_verbatim() {
         .call(
             r#"[{"jsonrpc":"2.0","method":"ping","params":{},"id":101},
                 {"jsonrpc":"2.0","method":"subscribe","params":{"topic":"agent:*"},"id":"102"},
-                {"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"outbound:one","payload":1},"id":103},
+                {"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"outbound:one","payload":{"n":1}},"id":103},
                 {"jsonrpc":"2.0","method":"ping","params":{}}]"#,
         )
         .await;
@@ -498,7 +498,7 @@ async fn a_batched_publish_with_no_subscriber_is_answered() {
     peer.call(SPEC_INITIALIZE).await;
     let batch = peer
         .call(
-            r#"[{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"outbound:none","payload":1},"id":1},
+            r#"[{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"outbound:none","payload":{"n":1}},"id":1},
                 {"jsonrpc":"2.0","method":"ping","params":{},"id":2}]"#,
         )
         .await;
@@ -619,7 +619,7 @@ async fn a_publisher_subscribed_to_its_own_topic_gets_its_own_message() {
 
     // A plain client (auto-answer) sees its own message too.
     let mut plain = client(&url, "plain", false, &["outbound:*"]).await;
-    let r = publish(&plain.app, "outbound:x", json!(1)).await;
+    let r = publish(&plain.app, "outbound:x", json!({"n": 1})).await;
     assert_eq!((r.stop_propagation, r.delivered), (false, Some(1)));
     let d = within("own delivery", plain.deliveries.recv())
         .await
@@ -802,16 +802,19 @@ async fn a_client_survives_a_bus_restart_on_the_same_port() {
     .await;
     assert_eq!(topic, "outbound:*");
 
-    let r = within("bus publish", app.publish("outbound:chat-9", &json!("hi")))
-        .await
-        .expect("published");
+    let r = within(
+        "bus publish",
+        app.publish("outbound:chat-9", &json!({"text": "hi"})),
+    )
+    .await
+    .expect("published");
     assert_eq!(r.delivered, Some(1));
     let d = within("delivery", c.deliveries.recv())
         .await
         .expect("delivery");
     assert_eq!(
         (d.topic.as_str(), d.payload_value()),
-        ("outbound:chat-9", json!("hi"))
+        ("outbound:chat-9", json!({"text": "hi"}))
     );
     within("client shutdown", c.app.shutdown()).await;
     within("shutdown", app.server.shutdown()).await;
@@ -837,6 +840,112 @@ async fn prefix_patterns_match_only_in_prefix_mode() {
         }
         within("shutdown", app.server.shutdown()).await;
     }
+}
+
+/// The issue's burst over real sockets: one raw publisher writes 8,000 notifications as fast
+/// as TCP takes them, ten subscribers get every one, in order; the bus paused the publisher
+/// (its reader stopped, TCP pushed back) instead of queueing or dropping, so at most
+/// `max_backlog_per_publisher` deliveries were ever in flight.
+#[tokio::test]
+async fn an_unpaced_burst_reaches_every_subscriber_in_full_over_the_wire() {
+    const MESSAGES: u64 = 8_000;
+    const SUBSCRIBERS: usize = 10;
+    let (app, _events) = bus(BusConfig::default()).await;
+    let url = app.url();
+    let mut subscribers = Vec::new();
+    for i in 0..SUBSCRIBERS {
+        subscribers.push(client(&url, &format!("sub-{i}"), false, &["inbound:*"]).await);
+    }
+    let mut publisher = Raw::connect(&url).await;
+    let init = publisher
+        .call(r#"{"jsonrpc":"2.0","method":"initialize","params":{"clientId":"burst"},"id":0}"#)
+        .await;
+    assert!(init["result"]["serverId"].is_string(), "{init}");
+    let writer = tokio::spawn(async move {
+        for n in 0..MESSAGES {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","method":"sendMessage","params":{{"topic":"inbound:burst","payload":{{"n":{n}}}}}}}"#
+            );
+            publisher.ws.feed(Message::text(text)).await.expect("feed");
+        }
+        publisher.ws.flush().await.expect("flush");
+        publisher
+    });
+    // Every subscriber's deliveries, in order (bounded: the whole burst, not a timing).
+    for (i, s) in subscribers.iter_mut().enumerate() {
+        let mut next = 0u64;
+        tokio::time::timeout(Duration::from_secs(300), async {
+            while next < MESSAGES {
+                match s.events.recv().await.expect("client running") {
+                    ClientEvent::Delivery { topic, payload, .. } if topic == "inbound:burst" => {
+                        let v: Value = serde_json::from_str(payload.get()).expect("json");
+                        assert_eq!(v["n"], next, "subscriber {i}: out of order");
+                        next += 1;
+                    }
+                    _ => {}
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("subscriber {i} got {next} of {MESSAGES}"));
+    }
+    let publisher = within("writer", writer).await.expect("writer");
+    let stats = app
+        .handle
+        .call(|b, _| b.stats())
+        .await
+        .expect("bus running");
+    assert_eq!(stats.publishes, MESSAGES);
+    assert_eq!(stats.dropped_subscriber_overloaded, 0, "{stats:?}");
+    assert_eq!(stats.dropped_publisher_overloaded, 0, "{stats:?}");
+    assert!(stats.pauses > 0, "the publisher was paused: {stats:?}");
+    let backlog = agentwire::jsonrpc_bus::Limits::default().max_backlog_per_publisher;
+    assert!(stats.peak_deliveries <= backlog, "{stats:?}");
+    publisher.close().await;
+    for s in subscribers {
+        within("client shutdown", s.app.shutdown()).await;
+    }
+    within("shutdown", app.server.shutdown()).await;
+}
+
+/// The reference's object-only payloads: a list is -32602 over the wire, and a 100,000-deep
+/// payload is refused, never forwarded (it killed Python subscribers).
+#[tokio::test]
+async fn non_object_and_too_deep_payloads_are_refused_over_the_wire() {
+    let (app, _events) = bus(BusConfig::default()).await;
+    let url = app.url();
+    let mut sub = client(&url, "sub", false, &["inbound:*"]).await;
+    let mut peer = Raw::connect(&url).await;
+    peer.call(r#"{"jsonrpc":"2.0","method":"initialize","params":{},"id":0}"#)
+        .await;
+    let list = peer
+        .call(r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"inbound:x","payload":[1,"two",null]},"id":1}"#)
+        .await;
+    assert_eq!(error_code(&list), -32602, "{list}");
+    assert_eq!(
+        list["error"]["message"],
+        "Invalid params: payload must be a JSON object"
+    );
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","method":"sendMessage","params":{{"topic":"inbound:x","payload":{{"a":{}{}}}}},"id":2}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let r = peer.call(&deep).await;
+    assert_eq!(error_code(&r), -32005, "{r}");
+    assert_eq!(r["error"]["data"], "max_payload_depth");
+    // The subscriber got nothing of either; the next good publish reaches it.
+    let ok = peer
+        .call(r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"inbound:x","payload":{"fine":true}},"id":3}"#)
+        .await;
+    assert_eq!(ok["result"]["delivered"], 1, "{ok}");
+    let d = within("delivery", sub.deliveries.recv())
+        .await
+        .expect("delivery");
+    assert_eq!(d.payload_value(), json!({"fine": true}));
+    peer.close().await;
+    within("client shutdown", sub.app.shutdown()).await;
+    within("shutdown", app.server.shutdown()).await;
 }
 
 #[tokio::test]

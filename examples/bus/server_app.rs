@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use agentwire::core::{CloseCode, ConnId, UuidV4Ids};
 use agentwire::jsonrpc_bus::message::{RawJson, SendMessageResult};
-use agentwire::jsonrpc_bus::{Bus, BusConfig, BusEvent, CommandError, DeliveryId, HopOutcome};
+use agentwire::jsonrpc_bus::{
+    Bus, BusConfig, BusEvent, CommandError, DeliveryId, DropReason, HopOutcome,
+};
 use agentwire::tokio::{Handle, Limits, Server, ServerConfig};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -169,6 +171,19 @@ impl BusApp {
     }
 }
 
+/// What an operator can do about drops of `reason`.
+fn drop_advice(reason: DropReason) -> &'static str {
+    match reason {
+        DropReason::SubscriberOverloaded => {
+            "a subscriber's delivery queue was full; it is slow or silent (raise --max-pending-per-subscriber, or fix the subscriber)"
+        }
+        DropReason::PublisherOverloaded => {
+            "a publisher had too many publishes in flight (raise --max-pending-per-publisher)"
+        }
+        _ => "see BusStats",
+    }
+}
+
 /// Names of ended connections kept for the events that still mention them (a delivery's
 /// turn is reported after its subscriber's disconnect).
 const RECENTLY_GONE: usize = 64;
@@ -288,17 +303,28 @@ impl EventLog {
             BusEvent::ProtocolViolation { conn, error } => {
                 format!("{} broke the protocol: {error}", self.name(*conn))
             }
+            BusEvent::Dropped {
+                reason,
+                count,
+                total,
+            } => format!(
+                "dropped {count} ({reason}; {total} since start): {}",
+                drop_advice(*reason)
+            ),
             other => format!("{other:?}"),
         }
     }
 
     /// Logs `ev` with `tracing`: connections, subscriptions, publishes and their results at
-    /// `info`, each subscriber's turn at `debug`, protocol violations at `warn`.
+    /// `info`, each subscriber's turn at `debug`, protocol violations and drops at `warn`
+    /// (drops come rate-limited from the bus: at most one line per reason per second).
     pub fn log(&mut self, ev: &BusEvent) {
         let line = self.describe(ev);
         match ev {
             BusEvent::Hop { .. } => tracing::debug!("{line}"),
-            BusEvent::ProtocolViolation { .. } => tracing::warn!("{line}"),
+            BusEvent::ProtocolViolation { .. } | BusEvent::Dropped { .. } => {
+                tracing::warn!("{line}")
+            }
             _ => tracing::info!("{line}"),
         }
     }

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Interop check: real Python `websockets` clients against an agentwire JSON-RPC bus.
+"""Interop check: real Python `websockets` clients against the agentwire JSON-RPC bus.
 
 Usage: bus_client.py ws://127.0.0.1:PORT
 
 Three connections speak plain JSON-RPC 2.0, as the reference Python peers do (UUID string
-ids, one numeric id): an interceptor subscribed to `inbound:py-*` that answers every
-delivery `stopPropagation: true`, an observer subscribed to `inbound:*` that answers
-`false`, and a publisher. It checks initialize, subscribe, sendMessage (the stop flag ends
-the chain before the observer), unsubscribe, ping, and the -32700 reply to malformed JSON.
+ids, one numeric id, object payloads only, as the reference validates them): an interceptor
+subscribed to `inbound:py-*` that answers every delivery `stopPropagation: true`, an observer
+subscribed to `inbound:*` that answers `false`, and a publisher. It checks initialize,
+subscribe, sendMessage (the stop flag ends the chain before the observer), unsubscribe, ping,
+and agentwire's answers where the reference bus differs from the spec: -32602 for a
+payload that is not an object, -32700 for malformed JSON, -32003 for a duplicate subscribe.
+So it checks agentwire's bus (`bus_server`), not any bus: the reference itself answers those
+with -32603, a dropped connection and a success.
 Exits 0 when every check passes, 1 with a message otherwise. Run by the
 `python_client_interop` test in tests/bus_e2e.rs.
 """
@@ -178,12 +182,20 @@ async def run(url):
         check(observer.deliveries == [], f"observer saw nothing: {observer.deliveries}")
 
         # A topic only the observer matches goes through with stopPropagation false.
-        result = await publisher.result("sendMessage", {"topic": "inbound:other", "payload": [1, "two", None]})
+        nested = {"items": [1, "two", None], "meta": {"deep": {"er": True}}}
+        result = await publisher.result("sendMessage", {"topic": "inbound:other", "payload": nested})
         check(result["stopPropagation"] is False, f"stopPropagation false: {result}")
         check(
-            observer.deliveries == [{"topic": "inbound:other", "payload": [1, "two", None]}],
+            observer.deliveries == [{"topic": "inbound:other", "payload": nested}],
             f"observer got it: {observer.deliveries}",
         )
+
+        # A payload that is not an object is refused (-32602), as the reference refuses it,
+        # and reaches nobody: reference subscribers could not read it.
+        for bad in ([1, "two", None], "text", 7, None):
+            reply = await publisher.call("sendMessage", {"topic": "inbound:other", "payload": bad})
+            check(reply.get("error", {}).get("code") == -32602, f"-32602 for payload {bad!r}: {reply}")
+        check(len(observer.deliveries) == 1, f"no bad payload delivered: {observer.deliveries}")
         check(len(interceptor.deliveries) == 1, f"interceptor not called: {interceptor.deliveries}")
 
         # After unsubscribing, the interceptor is out of the chain.
