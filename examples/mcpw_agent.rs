@@ -13,7 +13,7 @@ mod mcpw;
 use std::time::Duration;
 
 use clap::Parser;
-use mcpw::agent_app::{connect, AgentSettings};
+use mcpw::agent_app::{connect, AgentEvent, AgentSettings};
 use serde_json::json;
 
 /// Reference MCPW agent.
@@ -41,6 +41,10 @@ struct Args {
     /// Speak JSON text frames (the default).
     #[arg(long)]
     json: bool,
+    /// Once registered, ask the server for its 12-byte binary form (`protocol.set_binary`,
+    /// gzip above 1 KiB): the binary mode of the real developer-mesh server.
+    #[arg(long)]
+    set_binary: bool,
     /// Heartbeat period, seconds.
     #[arg(long, default_value_t = 10)]
     heartbeat_secs: u64,
@@ -77,7 +81,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     loop {
         tokio::select! {
             ev = events.recv() => match ev {
-                Some(ev) => println!("{}", mcpw::agent_app::describe(&ev)),
+                Some(ev) => {
+                    println!("{}", mcpw::agent_app::describe(&ev));
+                    if args.set_binary && matches!(ev, AgentEvent::Registered(_)) {
+                        let _ = handle.call(|m, _| m.set_binary(true, Some(1024))).await;
+                    }
+                }
                 None => break,
             },
             _ = tokio::signal::ctrl_c() => break,

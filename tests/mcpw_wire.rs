@@ -146,8 +146,9 @@ fn the_agent_switches_to_the_12_byte_form_with_set_binary_and_works_in_it() {
     assert!(!agent.is_compact());
 
     assert!(agent.set_binary(true, Some(256)));
-    pump(&mut agent, &mut server, conn, now);
+    let events = pump(&mut agent, &mut server, conn, now);
     assert!(agent.is_compact(), "switched after the server's reply");
+    assert!(events.contains(&AgentEvent::BinaryMode { enabled: true }));
 
     // A task now arrives in the 12-byte form, and the agent answers in it.
     server
@@ -190,6 +191,70 @@ fn the_agent_switches_to_the_12_byte_form_with_set_binary_and_works_in_it() {
 
     // And back to JSON text.
     assert!(agent.set_binary(false, None));
-    pump(&mut agent, &mut server, conn, now);
+    let events = pump(&mut agent, &mut server, conn, now);
     assert!(!agent.is_compact());
+    assert!(events.contains(&AgentEvent::BinaryMode { enabled: false }));
+}
+
+/// Waits (at most 10 s, a guard against a hang, not a timing assertion) for the first
+/// event `pick` accepts from `rx`.
+macro_rules! next {
+    ($rx:expr, $pick:expr) => {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let x = $rx.recv().await.expect("running");
+                if $pick(&x) {
+                    return x;
+                }
+            }
+        })
+        .await
+        .expect("timed out waiting for an event")
+    };
+}
+
+#[tokio::test]
+async fn over_loopback_the_agent_switches_to_the_12_byte_form_and_completes_a_task() {
+    use agentwire::mcpw::orchestrator::{OrchestratorEvent, UpgradeConfig};
+    let (tx, mut ev) = tokio::sync::mpsc::unbounded_channel();
+    let app = mcpw::server_app::start(
+        "127.0.0.1:0",
+        None,
+        OrchestratorConfig::default(),
+        UpgradeConfig::default(),
+        move |e| {
+            let _ = tx.send(e.clone());
+        },
+    )
+    .await
+    .expect("bind");
+    let (agent, mut a) =
+        mcpw::agent_app::connect(&app.url(), settings(false), None).expect("agent");
+    next!(a, |e: &AgentEvent| matches!(e, AgentEvent::Registered(_)));
+    assert!(agent
+        .call(|m, _| m.set_binary(true, Some(1024)))
+        .await
+        .expect("call"));
+    next!(a, |e: &AgentEvent| *e
+        == AgentEvent::BinaryMode { enabled: true });
+    assert!(agent.call(|m, _| m.is_compact()).await.expect("call"));
+    let spec = TaskSpec::new("code_review").with_id("t-compact");
+    app.handle
+        .call(move |m, now| m.inner.submit_task(spec, now))
+        .await
+        .expect("call")
+        .expect("submitted");
+    let done = next!(ev, |e: &OrchestratorEvent| matches!(
+        e,
+        OrchestratorEvent::TaskCompleted { .. }
+    ));
+    assert!(
+        matches!(&done, OrchestratorEvent::TaskCompleted { task_id, .. } if task_id == "t-compact")
+    );
+    next!(a, |e: &AgentEvent| matches!(
+        e,
+        AgentEvent::CompletionAccepted(_)
+    ));
+    agent.shutdown().await;
+    app.shutdown().await;
 }

@@ -48,6 +48,12 @@ pub enum AgentEvent {
     Collaborated(Value),
     /// An error message from the server.
     Error(Value),
+    /// The server confirmed `protocol.set_binary`: the connection now speaks its 12-byte
+    /// binary form (`enabled`) or JSON text again.
+    BinaryMode {
+        /// Whether the 12-byte form is on.
+        enabled: bool,
+    },
     /// A connection attempt failed before the WebSocket opened (refused, HTTP 401, ...);
     /// the next one starts after `retry_in`.
     ConnectFailed {
@@ -346,6 +352,9 @@ impl Machine for AgentMachine {
                     } else {
                         None
                     };
+                    self.out.event(AgentEvent::BinaryMode {
+                        enabled: self.compact.is_some(),
+                    });
                 }
             }
             Body::Other(r)
@@ -532,6 +541,12 @@ pub fn describe(ev: &AgentEvent) -> String {
             "could not connect ({reason}); attempt {failures} failed, retrying in {}",
             wait(*retry_in)
         ),
+        AgentEvent::BinaryMode { enabled: true } => {
+            "the server switched this connection to its 12-byte binary form".to_owned()
+        }
+        AgentEvent::BinaryMode { enabled: false } => {
+            "the server switched this connection back to JSON text".to_owned()
+        }
         AgentEvent::Disconnected { retry_in } => {
             format!("disconnected; reconnecting in {}", wait(*retry_in))
         }
