@@ -1,6 +1,6 @@
 //! A nesting-depth bound for JSON text that a crate forwards or stores without parsing it.
 //!
-//! serde_json bounds the recursion of what it parses into a `Value` or a typed struct (128
+//! serde_json bounds the recursion of what it parses into a `Value` or a typed struct (127
 //! levels), but a `RawValue` it only skips is not bounded: a 100,000-deep array passes through
 //! a bus payload or a relay message untouched and then kills the receiver's parser. Every crate
 //! that forwards, stores or re-serves raw JSON checks it with [`check_json_depth`] first.
@@ -9,8 +9,10 @@ use std::fmt;
 
 /// The default nesting bound for raw JSON that is forwarded or stored: 128 levels.
 ///
-/// The same bound serde_json (and Python's `json`, and `JSON.parse` well above it) applies when
-/// it parses, so whatever passes this check parses again at the receiver.
+/// Python's `json` and JavaScript's `JSON.parse` read far deeper (about a thousand levels and
+/// more), so a receiver in those languages reads back whatever passes. serde_json stops at 127
+/// levels for a whole document: a crate whose own records must parse again with serde_json
+/// (counting the levels its envelope adds) passes a lower bound, as its docs say.
 pub const DEFAULT_MAX_JSON_DEPTH: usize = 128;
 
 /// JSON text nested deeper than the allowed bound.
