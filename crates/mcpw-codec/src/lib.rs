@@ -218,9 +218,12 @@
 //!     the registration made possible) goes back as **one batch** (split at `max_batch`)
 //!     carrying the batch's id or sequence id, in the peer's form and, in 24-byte frames,
 //!     with the body the peer used. Entries are messages in their JSON form, so their
-//!     replies are matched by `id`. (`a_batch_is_handled_entry_by_entry_and_answered_as_one_batch`,
+//!     replies are matched by `id`; an answer that leaves later (a collaboration's result)
+//!     goes alone, in the JSON form when the batch came in a 24-byte frame (which has no
+//!     place for an id). (`a_batch_is_handled_entry_by_entry_and_answered_as_one_batch`,
 //!     `a_real_binary_batch_gets_a_binary_batch_reply`,
-//!     `batch_entries_each_take_a_token_from_the_rate_limit`)
+//!     `batch_entries_each_take_a_token_from_the_rate_limit`,
+//!     `a_deferred_answer_to_an_entry_of_a_24_byte_batch_keeps_its_id`)
 //! 23. **`protocol.set_binary`** (the real server's request, allowed before
 //!     `agent.register` like `ping`): params `{"enabled": bool, "compression": {"enabled":
 //!     bool, "threshold": n}}`; empty, `null` or `{}` switch binary mode off; a missing

@@ -335,3 +335,47 @@ fn method_codes_name_or_miss_their_method() {
     assert_eq!(v["error"]["code"], 4004);
     assert_eq!(v["error"]["message"], "method not found: code 999");
 }
+
+#[test]
+fn a_deferred_answer_to_an_entry_of_a_24_byte_batch_keeps_its_id() {
+    let mut env = Env::new(OrchestratorConfig::default());
+    env.text(&register("r"));
+    let other = ConnId::new(2);
+    let peer = PeerInfo::new(None).with_subprotocol("mcp.v1");
+    env.o.handle_connect(other, &peer, env.now);
+    let reg2 = json!({"id": "r2", "type": 0, "method": "agent.register", "params": {
+        "agent_id": "agent-2", "capabilities": [{"name": "code_review", "confidence": 0.5}]}})
+    .to_string();
+    env.o.handle_frame(other, Frame::Text(&reg2), env.now);
+    env.frames();
+    // A collaboration request inside a 24-byte batch: its answer comes later, alone.
+    let collab = json!({"id": "c", "type": 0, "method": "collaboration.request", "params": {
+        "task_id": "t-9", "requesting_agent": "agent-1", "collaboration_type": "consensus",
+        "required_agents": ["agent-2"]}})
+    .to_string();
+    let mut sent = Vec::new();
+    env.o.handle_frame(
+        env.conn,
+        Frame::Binary(&real_binary_batch(&[&collab])),
+        env.now,
+    );
+    while let Some(out) = env.o.poll_output() {
+        if let Output::Send { conn, frame } = out {
+            sent.push((conn, frame));
+        }
+    }
+    assert!(
+        sent.iter().all(|(c, _)| *c == other),
+        "nothing to answer yet"
+    );
+    let (_, _, forwarded) = decode(&sent[0].1);
+    let answer =
+        json!({"id": forwarded["id"], "type": 1, "params": {"vote": "approve"}}).to_string();
+    env.o.handle_frame(other, Frame::Text(&answer), env.now);
+    let frames = env.frames();
+    // The entry was a JSON-form message matched by its id: its answer keeps the id, so it
+    // travels in the JSON form (a 24-byte frame has no place for an id).
+    let (_, form, v) = decode(&frames[0]);
+    assert_eq!((form, &v["id"]), (Form::Json, &json!("c")));
+    assert_eq!(v["params"]["responses"]["agent-2"]["vote"], "approve");
+}

@@ -175,7 +175,8 @@ pub struct InboundBatch {
     /// The body it came in (24-byte form: the spec's JSON or the real code's binary body).
     pub body: BatchForm,
     /// Each entry, decoded or refused, in order. Entries are messages in their JSON form, so
-    /// each is answered by its `id`.
+    /// each is answered by its `id` (and carries [`Form::Json`] when the batch came in a
+    /// 24-byte frame, which has no place for an id).
     pub entries: Vec<Result<Inbound, WireError>>,
 }
 
@@ -203,11 +204,18 @@ pub fn decode(codec: &mut Codec, frame: Frame<'_>) -> Result<Decoded, WireError>
                 Form::Binary => ReplyKey::Seq(seq),
                 Form::Json | Form::Compact => id.map_or(ReplyKey::None, ReplyKey::Id),
             };
+            // Entries are messages in their JSON form, matched by id: an answer that leaves
+            // after the batch's reply (a collaboration's) must carry that id, which a 24-byte
+            // frame cannot, so it goes in the JSON form; in the other forms it goes in theirs.
+            let entry_form = match form {
+                Form::Binary => Form::Json,
+                f => f,
+            };
             let entries = entries
                 .into_iter()
                 .map(|text| match json::decode_entry(text, &limits) {
-                    Ok(msg) => inbound(msg, Form::Json).map(|i| Inbound { form, ..i }),
-                    Err(e) => Err(wire_error(&e, form, key_of_bad(Frame::Text(text)))),
+                    Ok(msg) => inbound(msg, entry_form),
+                    Err(e) => Err(wire_error(&e, entry_form, key_of_bad(Frame::Text(text)))),
                 })
                 .collect();
             Ok(Decoded::Batch(InboundBatch {
