@@ -25,7 +25,7 @@
 //! | run playbook tools | on [`ServerEvent::ToolCall`] ([`ToolCallRequest`]): [`LlmrtcServer::tool_result`]; move stages with [`LlmrtcServer::change_stage`] |
 //! | stop provider work | on [`ServerEvent::Cancel`] (barge-in, disconnect, timeout): drop the request; late answers get [`CommandError::UnknownRequest`] |
 //! | WebRTC | [`ServerConfig::webrtc`], [`ServerEvent::Offer`] → [`LlmrtcServer::signal`]; [`LlmrtcServer::set_data_channel_open`] and [`ServerEvent::DataChannel`] for the payload copies |
-//! | connect as a client | [`LlmrtcClient::new`] with [`ClientConfig`] ([`Reconnection`], jitter from [`SplitMix64`]); run it with `agentwire_tokio::Client::connect_dialer`; events [`ClientEvent`], states [`ConnectionState`] |
+//! | connect as a client | [`LlmrtcClient::new`] with [`ClientConfig`] ([`Reconnection`], jitter from [`SplitMix64`]); run it with `agentwire_tokio::Client::connect_dialer`; events [`ClientEvent`], states [`ConnectionState`], the session's mode [`LlmrtcClient::mode`] ([`SessionMode`]) |
 //! | observe | [`ServerEvent`] (sessions started, resumed, expired; errors sent; turns ended), getters [`LlmrtcServer::sessions`], [`LlmrtcServer::history`], [`LlmrtcServer::stage`], ... |
 //!
 //! Every provider answer takes `now` (as every `handle_*`), because it restarts or ends a
