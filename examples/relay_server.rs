@@ -3,9 +3,11 @@
 //! Serves the relay on `--listen` (default 127.0.0.1:3000) at `/agent/ws`: any other path
 //! gets HTTP 404 before the upgrade. Writes the study log, one JSONL file per relay session,
 //! into `--log-dir` (default `./relay-logs`); every line is written before the message it
-//! records is forwarded, and synced before `session.ended` is. Logs connections, joins and
-//! study-log failures to stderr with `tracing` (`RUST_LOG`, default `info`; `debug` adds every
-//! forward and log line). Every limit is a flag.
+//! records is forwarded, and synced (on a worker, off the relay's task) before
+//! `session.ended` is; a `session.ended` whose log was not saved reaches the agent as
+//! `LOG_FLUSH_FAILED`. Logs connections, joins, repaired log files and study-log failures to
+//! stderr with `tracing` (`RUST_LOG`, default `info`; `debug` adds every forward and log
+//! line). Every limit is a flag.
 //!
 //! ```text
 //! cargo run --example relay_server -- --listen 127.0.0.1:3000 --log-dir ./relay-logs
@@ -89,6 +91,13 @@ struct Args {
     /// Messages a connection may send at once after a quiet period.
     #[arg(long, default_value_t = RateLimit::default().burst)]
     rate_burst: u32,
+    /// Deepest JSON nesting of a message (the envelope counts as one level); deeper ones are
+    /// refused, neither forwarded nor logged.
+    #[arg(long, default_value_t = Limits::default().max_json_depth)]
+    max_json_depth: usize,
+    /// Study-log bytes per relay session until its next `session.ended` (0: no cap).
+    #[arg(long, default_value_t = Limits::default().max_log_bytes_per_session.unwrap_or(0))]
+    max_log_bytes_per_session: u64,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
     address: relay::AddressLimits,
@@ -113,6 +122,9 @@ impl Args {
         limits.max_id_bytes = self.max_id_bytes;
         limits.max_session_id_bytes = self.max_session_id_bytes;
         limits.max_name_bytes = self.max_name_bytes;
+        limits.max_json_depth = self.max_json_depth;
+        limits.max_log_bytes_per_session =
+            (self.max_log_bytes_per_session > 0).then_some(self.max_log_bytes_per_session);
         limits.rate = (self.rate_per_second > 0).then_some(RateLimit {
             per_second: self.rate_per_second,
             burst: self.rate_burst.max(1),

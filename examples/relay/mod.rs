@@ -4,11 +4,14 @@
 //!
 //! - [`log_writer`]: the study-log writer, one JSONL file per relay session, with the
 //!   guarantees the study needs (indexes never repeat or skip within a file, every line on
-//!   disk before the message it records is forwarded, `fsync` before `session.ended`).
+//!   disk before the message it records is forwarded, `fsync` before `session.ended`, a bad
+//!   last line moved aside on reopen so no later record is refused), over a
+//!   [`Storage`](log_writer::Storage) tests can make fail.
 //! - [`logging_relay`]: a [`Machine`](agentwire::core::Machine) wrapping the
 //!   [`Relay`](agentwire::agent_relay::Relay) that writes each study-log record in the task
 //!   that owns the machine, while the driver drains outputs, so the write happens before the
-//!   send that follows it.
+//!   send that follows it; the `fsync` before `session.ended` goes to a sync worker, and a
+//!   `session.ended` whose log was not saved becomes `LOG_FLUSH_FAILED`.
 //! - [`server_app`]: the relay served by agentwire-tokio at `/agent/ws`, with its event log.
 //! - [`log_check`]: the validator behind `relay_log`.
 //! - [`movie`]: the movie-booking UI (stages, tools, in-memory catalogue) behind

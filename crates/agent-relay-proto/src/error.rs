@@ -46,8 +46,10 @@ codes! {
     /// agents, connections, id length) refused the message. The `message` names the limit.
     /// The [`Host`](crate::Host) sends it too, when the chat timeline is full.
     LIMIT_EXCEEDED;
-    /// Ours, not the spec's (sent by the [`Host`](crate::Host)): `session.end` could not
-    /// flush the study log, so the session stays active and its state is not reset.
+    /// Ours, not the spec's: the study log of a session was not saved. Sent by the
+    /// [`Host`](crate::Host) when `session.end` could not flush the study log (the session
+    /// stays active and its state is not reset), and by the reference relay in place of a
+    /// `session.ended` whose log could not be written or synced.
     LOG_FLUSH_FAILED;
 }
 

@@ -159,7 +159,8 @@ struct Harness {
 /// Checks: output only to open connections; input on closed or unknown connections is a
 /// no-op; every frame sent is an envelope that decodes; every frame not of the relay's own
 /// types is byte for byte a frame that was fed in (forwarded, never rewritten); every
-/// log record's payload is a JSON object; the limits (connections, sessions, agents per
+/// log record's payload is a JSON object and its whole line reads back with serde_json,
+/// within its length bound; the limits (connections, sessions, agents per
 /// session, pending requests per agent) hold; and the timer contract (after
 /// `handle_timeout(now)`, `poll_timeout()` is `None` or later, and a second call is a no-op).
 pub fn relay(data: &[u8]) {
@@ -450,6 +451,17 @@ impl Harness {
                         serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(p)
                             .is_ok(),
                         "log payload is a JSON object: {p}"
+                    );
+                    // The whole line reads back (nesting within what serde_json reads).
+                    let mut line = Vec::new();
+                    record.write_jsonl(u64::MAX, &mut line);
+                    assert!(
+                        serde_json::from_slice::<serde_json::Value>(&line).is_ok(),
+                        "log line reads back: {p}"
+                    );
+                    assert!(
+                        (line.len() as u64) < record.line_len_bound(),
+                        "the line length bound holds"
                     );
                 }
                 Output::Event(_) => {}

@@ -350,6 +350,35 @@
 //!     ([`RelayStats::log_records_dropped`]) rather than refused: nobody sent them.
 //!     (`the_log_cap_refuses_what_would_pass_it_and_resets_at_session_ended`)
 //!
+//! The study-log writer of the reference relay (`examples/relay/`, tests in the workspace's
+//! `tests/relay_log.rs` and `tests/relay_e2e.rs`), which drives this crate's [`Relay`]:
+//!
+//! 39. **A `session.ended` is never forwarded for a log that was not saved.** If a record of
+//!     the study session (since its `session.started` or the last `session.ended`) could
+//!     not be written, or the `fsync` before `session.ended` fails (a directory in the way,
+//!     no permission, a full disk), each agent it was for gets `error`
+//!     [`ErrorCode::LOG_FLUSH_FAILED`] "The study log of session ... was not saved (...);
+//!     session.ended was withheld." with the `session.ended`'s `replyTo`, never a
+//!     `session.ended` whose `logFile` is missing or incomplete. None of the spec's six
+//!     codes means "log not saved"; LOG_FLUSH_FAILED is the code the [`Host`] already sends
+//!     when its own flush fails (decision 33), so an agent has one way to handle both. The
+//!     host also gets `LOG_WRITE_FAILED` as for every log failure.
+//!     (`session_end_is_answered_with_log_flush_failed_when_a_directory_is_in_the_way`,
+//!     `a_writer_that_fails_after_n_bytes_never_lets_a_clean_session_ended_through`,
+//!     `a_failed_sync_on_the_worker_withholds_session_ended`)
+//! 40. **The `fsync` before `session.ended` runs off the task that owns the relay**, on a
+//!     sync worker: the `session.ended` frames, and every later output to the same
+//!     connections, wait for it in order, while every other connection is served.
+//!     (`the_session_end_sync_runs_on_the_worker_while_other_connections_go_on_in_order`,
+//!     `session_ended_is_synced_before_it_is_forwarded`)
+//! 41. **Resume never loses later records.** When a session's file is reopened and its last
+//!     line is unreadable (torn, garbage, nested too deep, not a record of the session, an
+//!     `eventIndex` that does not follow the line before), the good prefix stays, the bad
+//!     tail moves to a sibling `<file>.bad-N`, a warning is logged, and `eventIndex`
+//!     continues from the last good record (the reference, and our writer before, refused
+//!     every later record). (`resume_after_any_damage_to_the_last_line_loses_no_record`,
+//!     `a_torn_last_line_is_a_warning_and_is_moved_aside_when_the_relay_reopens_the_file`)
+//!
 //! # Feature flags
 //!
 //! - `fuzzing`: `#[doc(hidden)] pub mod fuzzing`, the bodies of the cargo-fuzz targets in
