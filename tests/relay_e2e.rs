@@ -794,3 +794,49 @@ async fn a_host_that_does_not_read_is_closed_and_logged_as_a_slow_consumer() {
     drop(host);
     stop(app, vec![agent]).await;
 }
+
+#[tokio::test]
+async fn refused_messages_barely_grow_the_study_log_and_every_line_reads_back() {
+    let dir = temp_dir("refused");
+    let (app, _events) = relay_in(&dir).await;
+    let url = app.url();
+    // An agent that needs no credentials, and no host: 150 messages of 512 KiB.
+    let (mut agent, _) = Peer::join(&url, "agent", "default").await;
+    let big = json!({"v": "mvp-0.2", "type": "agent.message", "id": "big",
+        "payload": {"text": "x".repeat(512 << 10)}})
+    .to_string();
+    for _ in 0..150 {
+        agent.send(&big).await;
+        let err = agent.recv_type("error").await;
+        assert_eq!(err["payload"]["code"], "SESSION_NOT_ACTIVE");
+    }
+    // A message nested 100,000 deep, refused too (now with a host, so only depth refuses it).
+    let (mut host, _) = Peer::join(&url, "host", "default").await;
+    let deep = format!(
+        r#"{{"v":"mvp-0.2","type":"agent.message","id":"deep","payload":{{"x":{}{}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    agent.send(&deep).await;
+    let err = agent.recv_type("error").await;
+    assert_eq!(
+        (err["payload"]["code"].as_str(), err["replyTo"].as_str()),
+        (Some("INVALID_MESSAGE"), Some("deep"))
+    );
+    // The relay still works, and the host never saw either.
+    agent.send(SNAPSHOT_GET).await;
+    assert_eq!(host.recv_raw().await, SNAPSHOT_GET);
+    stop(app, vec![host, agent]).await;
+
+    let path = dir.join("default.jsonl");
+    let size = std::fs::metadata(&path).expect("log").len();
+    assert!(size < 150 * 400 + 20_000, "{size} bytes of log");
+    let report = log_check::check_file(&path).expect("log");
+    assert!(report.is_consistent(), "{}", report.render());
+    assert!(!log_text(&dir, "default").contains("xxxxxxxx"));
+    assert_eq!(
+        report.by_type.get("agent.message"),
+        None,
+        "never a study event"
+    );
+}

@@ -15,7 +15,7 @@ use relay::log_check::{check, is_iso8601_ms};
 use relay::log_writer::{
     file_name, LogFile, LogOp, OsStorage, Storage, StudyLog, SyncHandle, SyncPolicy,
 };
-use relay::logging_relay::{LoggingRelay, ServerEvent, LOG_WRITE_FAILED};
+use relay::logging_relay::{LoggingRelay, ServerEvent, LOG_WRITE_FAILED, MAX_HELD_PER_CONN};
 use serde_json::Value;
 
 /// A fresh, empty directory for one test's logs, removed when dropped.
@@ -887,4 +887,35 @@ fn a_failed_sync_on_the_worker_withholds_session_ended() {
     assert!(sent_to(&outs, host)
         .iter()
         .any(|v| v["payload"]["code"] == LOG_WRITE_FAILED));
+}
+
+#[test]
+fn outputs_waiting_behind_a_stuck_sync_are_bounded_and_the_connection_closed() {
+    let dir = temp_dir("worker-stuck");
+    #[allow(clippy::disallowed_methods)]
+    let now = Instant::now();
+    let mut limits = agentwire::agent_relay::Limits::default();
+    limits.rate = None;
+    let config = RelayConfig::default().with_limits(limits);
+    let relay = Relay::new(config, SequentialIds::new(0), now, 0);
+    let log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("open");
+    let (tx, _jobs) = tokio::sync::mpsc::channel(4);
+    let mut m = LoggingRelay::with_sync_worker(relay, log, tx);
+    let (host, agent, _) = end_a_session(&mut m, now);
+    // The sync never finishes; the host keeps pushing.
+    let mut closed = Vec::new();
+    for _ in 0..(MAX_HELD_PER_CONN + 50) {
+        m.handle_frame(host, Frame::Text(RESET), now);
+        for o in drain_all(&mut m) {
+            if let Output::Close { conn, code, .. } = o {
+                closed.push((conn, code));
+            }
+        }
+        assert!(m.held_outputs() <= MAX_HELD_PER_CONN);
+    }
+    assert_eq!(
+        closed,
+        [(agent, agentwire::core::CloseCode::TRY_AGAIN_LATER)]
+    );
+    assert_eq!(m.held_outputs(), 0);
 }

@@ -24,13 +24,17 @@ use agentwire::agent_relay::{
     Direction, Envelope, ErrorCode, ErrorPayload, LogRecord, Relay, RelayEvent, RelayMessage,
     Route, SessionId, VersionRule,
 };
-use agentwire::core::{ConnId, Frame, FrameBuf, Machine, Output, PeerInfo};
+use agentwire::core::{CloseCode, ConnId, Frame, FrameBuf, Machine, Output, PeerInfo};
 
 use super::log_writer::{Appended, LogError, LogOp, Repair, StudyLog, SyncHandle};
 
 /// The `error` code a host gets when the study log of its session could not be written (ours;
 /// the spec has none for it).
 pub const LOG_WRITE_FAILED: &str = "LOG_WRITE_FAILED";
+
+/// Outputs one connection may have waiting behind a sync (the transport's own send queue
+/// holds 256 frames); one more closes it 1013 `log-sync-backlog`, as a slow reader.
+pub const MAX_HELD_PER_CONN: usize = 256;
 
 /// One `fsync` for the sync worker: run [`SyncJob::run`] on a thread that may block, then
 /// hand the result to [`LoggingRelay::sync_done`].
@@ -196,6 +200,8 @@ pub struct LoggingRelay {
     gate: Option<Gate>,
     /// Records per session that failed since its last `session.started` or `session.ended`.
     lost: BTreeMap<SessionId, u64>,
+    /// Connections closed for [`MAX_HELD_PER_CONN`]: later outputs to them are dropped.
+    overflowed: BTreeSet<ConnId>,
 }
 
 impl std::fmt::Debug for LoggingRelay {
@@ -226,6 +232,7 @@ impl LoggingRelay {
             sync_wanted: false,
             gate: None,
             lost: BTreeMap::new(),
+            overflowed: BTreeSet::new(),
         }
     }
 
@@ -421,7 +428,20 @@ impl LoggingRelay {
 
     /// Queues `out` for `conn` behind what already waits there, or makes it ready.
     fn push(&mut self, conn: ConnId, ticket: Option<u64>, out: Output<ServerEvent>) {
+        if self.overflowed.contains(&conn) {
+            return;
+        }
         match self.held.get_mut(&conn) {
+            Some(q) if q.len() >= MAX_HELD_PER_CONN => {
+                // The sync is stuck or slow: bound the memory, as for a slow reader.
+                self.held.remove(&conn);
+                self.overflowed.insert(conn);
+                self.ready.push_back(Output::Close {
+                    conn,
+                    code: CloseCode::TRY_AGAIN_LATER,
+                    reason: "log-sync-backlog".into(),
+                });
+            }
             Some(q) => q.push_back(Held { ticket, out }),
             None if ticket.is_some() => {
                 self.held
@@ -552,6 +572,7 @@ impl Machine for LoggingRelay {
     /// Drops what waited for `conn` and tells the relay.
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
         self.held.remove(&conn);
+        self.overflowed.remove(&conn);
         self.relay.handle_disconnect(conn, now);
     }
 
