@@ -17,7 +17,7 @@ mod llmrtc;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentwire::llmrtc::{ClientConfig, ClientEvent, ServerMessage};
+use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, ServerMessage};
 use clap::Parser;
 use llmrtc::audio::{utterance_wav, write_wav_file};
 use llmrtc::client_app::{LlmrtcClientApp, Transcript};
@@ -68,14 +68,28 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut client = LlmrtcClientApp::start(&args.url, ClientConfig::default(), seed).await?;
     let patience = Duration::from_secs(args.turn_timeout);
     let mut transcript = Transcript::new("");
-    client
+    // Each failed try is printed as it happens (the transport logs the OS error); once the
+    // client has used up its tries, stop instead of waiting out the patience.
+    let first = client
         .wait_for(
             "ready",
             patience,
             |e| transcript.print(e),
-            |e| matches!(e, ClientEvent::Ready { .. }),
+            |e| {
+                matches!(
+                    e,
+                    ClientEvent::Ready { .. }
+                        | ClientEvent::StateChanged {
+                            to: ConnectionState::Failed,
+                            ..
+                        }
+                )
+            },
         )
         .await?;
+    if !matches!(first, ClientEvent::Ready { .. }) {
+        return Err(format!("could not connect to {}; gave up after every try", args.url).into());
+    }
     for turn in 1..=args.turns {
         println!("--- turn {turn}: sending {} bytes of WAV", wav.len());
         client.send_audio(wav.clone()).await?;
