@@ -19,6 +19,8 @@
 //! | [`params`] | typed params of every spec message (`AgentRegister`, `StateSync`, ...; re-exported at the root) |
 //! | [`ErrorBody`], [`ErrorCode`] | type-3 error messages, codes 4000-4008 as an open newtype |
 //! | [`Codec`] | binary encode/decode with reused gzip state, raw frames, the streaming decoder, WebSocket frames |
+//! | [`compact`], [`CompactHeader`], [`Form::Compact`] | the real server's 12-byte binary form (after `protocol.set_binary`) |
+//! | [`BatchForm`] | a batch's body in a 24-byte frame: the spec's JSON or the real server's binary body |
 //! | [`json`] | the JSON form as free functions (`json::decode`, `json::encode`) |
 //! | [`Limits`], [`Compression`], [`CodecConfig`] | every limit and compression setting, with defaults |
 //! | [`gzip`] | single-member gzip with a hard output cap and typed [`GzipError`]s |
