@@ -547,6 +547,18 @@ async fn a_log_write_failure_reaches_the_host_and_the_events_and_forwarding_goes
         LOG_WRITE_FAILED
     );
 
+    // The study session cannot end cleanly: its log was not saved, so the agent gets
+    // LOG_FLUSH_FAILED with its request's replyTo, never a session.ended.
+    agent.send(SESSION_END).await;
+    assert_eq!(host.recv_raw().await, SESSION_END);
+    host.send(SESSION_ENDED).await;
+    let err = agent.recv_type("error").await;
+    assert_eq!(err["payload"]["code"], "LOG_FLUSH_FAILED");
+    assert_eq!(err["replyTo"], "req-999");
+    assert!(err["payload"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("not saved")));
+
     // Other sessions are unaffected.
     let (mut ok_host, _) = Peer::join(&url, "host", "fine").await;
     let (mut ok_agent, _) = Peer::join(&url, "agent", "fine").await;
