@@ -3,6 +3,9 @@
 //! `--max-connections-per-address` / `--max-pending-handshakes-per-address` flags set them),
 //! each refusing the excess its protocol's way, and a `426` for plain HTTP. Loopback is not
 //! exempt: 127.0.0.1 is the abusive address, 127.0.0.2 (also loopback on Linux) everyone else.
+// Each example family includes `examples/common` itself; this test needs all five families,
+// so common is compiled five times (and each family's caps are installed separately).
+#![allow(clippy::duplicate_mod)]
 
 #[path = "../examples/bus/mod.rs"]
 mod bus;
