@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use agentwire_core::{
-    CloseCode, ConnId, Frame, FrameBuf, Id128, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo,
-    TimerSet,
+    check_json_depth, CloseCode, ConnId, Frame, FrameBuf, Id128, IdGen, Machine, Monotonic, Outbox,
+    Output, PeerInfo, TimerSet,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -453,6 +453,20 @@ impl BusClient {
             }
             return;
         };
+        let limit = self.config.max_payload_depth;
+        if check_json_depth(msg.payload.get().as_bytes(), limit).is_err() {
+            // Never surfaced: the application's parser must not be the first to meet it.
+            if let Some(id) = id {
+                let mut out = Vec::with_capacity(128);
+                let error = ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, "max_payload_depth");
+                write_error(&mut out, &id, &error);
+                self.out.send(conn, FrameBuf::json_from_vec(out));
+            }
+            self.out.event(ClientEvent::ProtocolViolation(
+                ProtocolError::PayloadTooDeep { limit },
+            ));
+            return;
+        }
         let incoming = IncomingId(self.next_incoming);
         self.next_incoming += 1;
         let answered = match id {

@@ -202,6 +202,11 @@ pub struct ClientConfig {
     pub max_unanswered: usize,
     /// Limit on incoming message size, in bytes. Default 1 MiB.
     pub max_message_bytes: usize,
+    /// Nesting depth a delivered payload may have. Default 128
+    /// ([`agentwire_core::DEFAULT_MAX_JSON_DEPTH`], the bus's own limit); a deeper one (from a
+    /// bus that forwards anything) is answered -32005 and reported as
+    /// [`ProtocolError::PayloadTooDeep`](crate::ProtocolError::PayloadTooDeep), never surfaced.
+    pub max_payload_depth: usize,
 }
 
 impl Default for ClientConfig {
@@ -215,6 +220,7 @@ impl Default for ClientConfig {
             max_queued: 1024,
             max_unanswered: 1024,
             max_message_bytes: 1 << 20,
+            max_payload_depth: DEFAULT_MAX_JSON_DEPTH,
         }
     }
 }

@@ -231,6 +231,14 @@ pub enum ProtocolError {
     /// the only trace of the error a request would have got.
     #[error("notification refused: {0}")]
     NotificationRefused(ErrorObject),
+    /// A delivery whose payload nests deeper than the client's
+    /// [`ClientConfig::max_payload_depth`](crate::ClientConfig::max_payload_depth): answered
+    /// -32005 and not surfaced (a bus that forwards anything may send one).
+    #[error("delivered payload nested deeper than {limit} levels")]
+    PayloadTooDeep {
+        /// The limit.
+        limit: usize,
+    },
 }
 
 /// A command the caller gave a machine that it cannot carry out.

@@ -110,6 +110,7 @@
 //! | [`BusConfig::payload`] | [`PayloadRule::Object`] | -32602 for a payload that is not an object |
 //! | [`BusConfig::drop_report_interval`] | 1 s | [`BusEvent::Dropped`] at most once per reason per interval |
 //! | [`ClientConfig::request_timeout`] | 30 s | [`RequestError::TimedOut`] |
+//! | [`ClientConfig::max_payload_depth`] | 128 | a deeper delivery is answered -32005, never surfaced |
 //!
 //! # Spec decisions
 //!
@@ -212,7 +213,10 @@
 //!     publishes, a publisher subscribed to its own topic): it is resumed when a hop is sent
 //!     to it, so no chain ever waits on a paused connection; such a connection is held to
 //!     `max_pending_per_publisher` alone. An unpaced burst of 8,000 notifications reaches each
-//!     of 10 subscribers in full, with at most 64 deliveries in flight.
+//!     of 10 subscribers in full, with at most 64 deliveries in flight. While paused, the
+//!     publisher's own WebSocket pings wait unread too: a pause ends when half of its chains
+//!     have, and the delivery timeout bounds each hop of them (30 s by default), so a client
+//!     keepalive shorter than a stuck chain may give up; raise it or lower the timeout.
 //!     (`an_unpaced_burst_of_8000_notifications_reaches_each_of_10_subscribers_in_full`,
 //!     `a_publisher_is_paused_at_its_backlog_and_resumed_at_half`,
 //!     `a_connection_awaited_as_a_subscriber_is_never_left_paused`, end to end:
@@ -226,6 +230,11 @@
 //!     request over the publisher limit gets -32005.
 //!     (`drops_are_counted_reported_rate_limited_and_answered`,
 //!     `a_publish_over_the_publisher_limit_is_refused_counted_and_reported`)
+//! 25. **The client bounds what it surfaces too**: a delivery whose payload nests deeper
+//!     than [`ClientConfig::max_payload_depth`] (128), which a bus that forwards anything
+//!     (the reference) may send, is answered -32005 `max_payload_depth` (the bus skips to the
+//!     next subscriber) and reported as [`ProtocolError::PayloadTooDeep`], never handed to
+//!     the application. (`a_client_refuses_a_delivered_payload_deeper_than_its_limit`)
 //!
 //! # How messages are read
 //!

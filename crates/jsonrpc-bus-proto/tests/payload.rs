@@ -220,3 +220,63 @@ fn the_applications_own_publish_follows_the_same_payload_rules() {
     ));
     assert!(bus.publish("t", &json!({"ok": true}), now).is_ok());
 }
+
+/// A bus that forwards anything (the reference does) may deliver a 100,000-deep payload: the
+/// client answers it -32005 and never hands it to the application.
+#[test]
+fn a_client_refuses_a_delivered_payload_deeper_than_its_limit() {
+    use agentwire_core::{Frame, Machine, Output, PeerInfo};
+    use jsonrpc_bus_proto::{BusClient, ClientConfig, ClientEvent};
+    let now = t0();
+    let mut client = BusClient::new(ClientConfig::new("c"), SequentialIds::new(1));
+    let conn = ConnId::new(1);
+    client.handle_connect(conn, &PeerInfo::new(None), now);
+    let init: Value = match client.poll_output() {
+        Some(Output::Send { frame, .. }) => serde_json::from_slice(frame.as_bytes()).unwrap(),
+        other => panic!("expected initialize, got {other:?}"),
+    };
+    let result = json!({"jsonrpc":"2.0","id":init["id"],"result":{
+        "serverId":"bus-1","serverInfo":{"name":"bub-bus","version":"0.2.0"},
+        "capabilities":{"subscribe":true,"publish":true,"topics":[]}}});
+    client.handle_frame(conn, Frame::Text(&result.to_string()), now);
+    while client.poll_output().is_some() {}
+
+    let deliver = |payload: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"sendMessage","params":{{"topic":"t","payload":{payload}}},"id":"d"}}"#
+        )
+    };
+    let deep = format!(r#"{{"a":{}1{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
+    client.handle_frame(conn, Frame::Text(&deliver(&deep)), now);
+    let mut sent = Vec::new();
+    let mut events = Vec::new();
+    while let Some(out) = client.poll_output() {
+        match out {
+            Output::Send { frame, .. } => sent.push(frame.as_text().unwrap_or_default().to_owned()),
+            Output::Event(e) => events.push(e),
+            Output::Close { .. } => panic!("closed"),
+        }
+    }
+    assert_eq!(sent.len(), 1);
+    let reply: Value = serde_json::from_str(&sent[0]).unwrap();
+    assert_eq!(
+        (error_code(&reply), reply["id"].clone()),
+        (-32005, json!("d"))
+    );
+    assert_eq!(reply["error"]["data"], "max_payload_depth");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Delivery { .. })),
+        "{events:?}"
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ClientEvent::ProtocolViolation(ProtocolError::PayloadTooDeep { limit: 128 })
+    )));
+    // A payload within the limit is delivered as usual.
+    client.handle_frame(conn, Frame::Text(&deliver(r#"{"ok":[1]}"#)), now);
+    let delivered = std::iter::from_fn(|| client.poll_output())
+        .any(|o| matches!(o, Output::Event(ClientEvent::Delivery { .. })));
+    assert!(delivered);
+}
