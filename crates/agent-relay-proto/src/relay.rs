@@ -121,7 +121,8 @@ struct RefusalRecord<'a> {
 #[derive(Debug, Default)]
 struct Inbound {
     /// Its `type`, cut to [`MAX_ECHOED_TYPE`] bytes, once known.
-    msg_type: Option<String>,
+    /// (Known types borrow their constant: no allocation per message.)
+    msg_type: Option<std::borrow::Cow<'static, str>>,
     /// Its size in bytes.
     bytes: usize,
 }
@@ -994,7 +995,14 @@ impl Relay {
         let limit = self.config.limits.max_json_depth;
         let decoded =
             Route::decode(frame, self.config.limits.max_message_bytes, version).and_then(|route| {
-                self.inbound.msg_type = Some(truncate(&route.msg_type, MAX_ECHOED_TYPE).to_owned());
+                let t = &route.msg_type;
+                let known = types::agent_to_host(t)
+                    .or_else(|| types::host_to_agent(t))
+                    .or_else(|| (t == types::RELAY_JOIN).then_some(types::RELAY_JOIN));
+                self.inbound.msg_type = Some(match known {
+                    Some(k) => k.into(),
+                    None => truncate(t, MAX_ECHOED_TYPE).to_owned().into(),
+                });
                 // Deeper than a reader can read back: never forwarded, never logged.
                 match check_json_depth(route.text.as_bytes(), limit) {
                     Ok(()) => Ok(route),
