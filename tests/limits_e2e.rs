@@ -417,3 +417,105 @@ async fn plain_http_gets_426_naming_the_protocol_and_path_from_every_server() {
         );
     }
 }
+
+/// Issue 14, section 1: the mock Chopsticks agent with a wrong runner secret is rejected with
+/// 1008 right after its hello, every time. It must not come back once a second forever: each
+/// reconnect waits longer (1 s, 2 s, 4 s, 8 s, plus up to 0.5 s jitter). Simulated time.
+#[tokio::test(start_paused = true)]
+async fn a_rejected_chopsticks_agent_backs_off_instead_of_reconnecting_every_second() {
+    let config = ControllerConfig::default().with_runner_secret("right");
+    let app = chopsticks::controller_app::start("127.0.0.1:0", config, |_| {})
+        .await
+        .expect("controller");
+    let url = format!("ws://{}", app.local_addr());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let agent = agentwire::chopsticks::AgentConfig::new("agent-rejected")
+        .with_guilds(["g1"])
+        .with_runner_secret("wrong");
+    let running = chopsticks::agent_app::start(&url, agent, true, move |_, log| {
+        if matches!(log, chopsticks::agent_app::AgentLog::Connected) {
+            let _ = tx.send(tokio::time::Instant::now());
+        }
+    })
+    .expect("agent");
+    let mut opens = Vec::new();
+    for _ in 0..5 {
+        opens.push(
+            tokio::time::timeout(Duration::from_secs(120), rx.recv())
+                .await
+                .expect("a reconnect within 120 s (simulated)")
+                .expect("agent running"),
+        );
+    }
+    let gaps: Vec<u128> = opens
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    for (gap, base) in gaps.iter().zip([1000u128, 2000, 4000, 8000]) {
+        assert!(
+            *gap >= base && *gap < base + 1000,
+            "gaps {gaps:?}: expected about 1 s, 2 s, 4 s, 8 s"
+        );
+    }
+    running.handle.shutdown().await;
+}
+
+/// The llmrtc client owns its reconnect policy (a `Dialer` whose tries restart at every
+/// `ready`): a server that says `ready` and then closes 1008 at once must still not get it
+/// back once a second forever; the transport's backoff is a floor under the machine's
+/// delays after such early closes. Simulated time.
+#[tokio::test(start_paused = true)]
+async fn a_rejected_llmrtc_client_backs_off_instead_of_reconnecting_every_second() {
+    use tokio_tungstenite::tungstenite::protocol::frame::{coding, CloseFrame};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}/", listener.local_addr().expect("addr"));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        for n in 0..16 {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let _ = tx.send(tokio::time::Instant::now());
+            let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+                continue;
+            };
+            let ready = format!(r#"{{"type":"ready","id":"session-{n}","protocolVersion":1}}"#);
+            let _ = ws.send(Message::text(ready)).await;
+            let close = CloseFrame {
+                code: coding::CloseCode::Policy,
+                reason: "rejected".into(),
+            };
+            let _ = ws.send(Message::Close(Some(close))).await;
+            while let Some(Ok(_)) = ws.next().await {}
+        }
+    });
+    let client = llmrtc::client_app::LlmrtcClientApp::start(
+        &url,
+        agentwire::llmrtc::ClientConfig::default(),
+        7,
+    )
+    .await
+    .expect("client");
+    let mut opens = Vec::new();
+    for _ in 0..5 {
+        opens.push(
+            tokio::time::timeout(Duration::from_secs(120), rx.recv())
+                .await
+                .expect("a reconnect within 120 s (simulated)")
+                .expect("server running"),
+        );
+    }
+    let gaps: Vec<u128> = opens
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    for (gap, base) in gaps.iter().zip([1000u128, 2000, 4000, 8000]) {
+        assert!(
+            *gap >= base && *gap < base + 1000,
+            "gaps {gaps:?}: expected about 1 s, 2 s, 4 s, 8 s"
+        );
+    }
+    client.handle.shutdown().await;
+}
