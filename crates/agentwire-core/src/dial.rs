@@ -26,6 +26,11 @@ pub enum Dial {
 /// the driver closes the open socket (1001) and stops. A
 /// machine that wants to wait between attempts keeps returning [`Dial::Wait`] and sets a
 /// timer ([`Machine::poll_timeout`]); when it fires, it returns [`Dial::Now`].
+///
+/// A driver may start the attempt later than [`Dial::Now`] asks, never earlier: the tokio
+/// driver holds it to its own backoff after connections that ended soon after they opened,
+/// so a machine that restarts its delays on every open (or every greeting) still cannot
+/// redial a peer that rejects it right away once a second forever.
 pub trait Dialer: Machine {
     /// Whether the driver should dial now (acted on only while no socket is open and no
     /// attempt is under way) or stop (acted on at once). Read after every drain; no side
