@@ -33,8 +33,9 @@
 //! - **All file access goes through [`Storage`]** ([`OsStorage`] by default), so tests can
 //!   put a writer that fails after N bytes under it.
 //! - **Failures are returned**, never swallowed: [`LogError`] says which session, file and
-//!   operation. After a failed write the file is dropped, so the next record reopens it
-//!   (trimming whatever part of the failed line reached the file).
+//!   operation. After a failed write the part of the line that reached the file is cut
+//!   off at once if possible, and the file is dropped, so the next record reopens it (moving
+//!   aside whatever torn bytes are left).
 //!
 //! One relay writes a log directory at a time: two writers appending to one file would
 //! interleave their indexes.
