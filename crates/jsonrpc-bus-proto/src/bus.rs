@@ -193,7 +193,8 @@ enum Handled {
 /// - input: [`Machine::handle_connect`], [`Machine::handle_frame`],
 ///   [`Machine::handle_disconnect`], [`Machine::handle_timeout`];
 /// - output: [`Machine::poll_output`] (frames, closes, [`BusEvent`]s),
-///   [`Machine::poll_timeout`];
+///   [`Machine::poll_timeout`], [`Machine::poll_flow`] (pause/resume reading a publisher:
+///   backpressure, [`Limits::max_backlog_per_publisher`](crate::Limits::max_backlog_per_publisher));
 /// - commands: [`Bus::publish`], [`Bus::publish_raw`], [`Bus::close`],
 ///   [`Bus::set_wall_clock`];
 /// - getters: [`Bus::server_id`], [`Bus::connection_count`], [`Bus::subscriptions`],
