@@ -292,9 +292,9 @@ struct Pace {
     /// Attempts since the backoff was last reset (failed dials and early ends).
     attempts: u32,
     /// When the current socket opened.
-    opened_at: Option<tokio::time::Instant>,
+    opened_at: Option<std::time::Instant>,
     /// A machine-driven dial waits until then (set after an early end).
-    not_before: Option<tokio::time::Instant>,
+    not_before: Option<std::time::Instant>,
 }
 
 impl Pace {
@@ -309,13 +309,13 @@ impl Pace {
     }
 
     fn opened(&mut self) {
-        self.opened_at = Some(tokio::time::Instant::now());
+        self.opened_at = Some(crate::clock::now());
     }
 
     /// The socket ended: the delay before the next attempt. The count restarts only if the
     /// socket stayed open for `stable_after`.
     fn ended(&mut self) -> Duration {
-        let now = tokio::time::Instant::now();
+        let now = crate::clock::now();
         let lived = self
             .opened_at
             .take()
@@ -345,7 +345,7 @@ impl Pace {
     /// How long a machine-driven attempt must still wait.
     fn floor(&self) -> Duration {
         self.not_before.map_or(Duration::ZERO, |t| {
-            t.saturating_duration_since(tokio::time::Instant::now())
+            t.saturating_duration_since(crate::clock::now())
         })
     }
 }
