@@ -375,7 +375,10 @@ mod tests {
             Err(Refusal::UpgradeRequired)
         );
         // The 401's body does not say which check failed; the log (Display) does.
-        assert_eq!(Refusal::Unauthorized(AuthFailure::UnknownKey).body(), "unauthorized");
+        assert_eq!(
+            Refusal::Unauthorized(AuthFailure::UnknownKey).body(),
+            "unauthorized"
+        );
         assert_eq!(
             Refusal::Unauthorized(AuthFailure::UnknownKey).to_string(),
             "unauthorized: unknown API key"
@@ -389,7 +392,10 @@ mod tests {
         let admitted = |p: &mut UpgradePolicy, headers: &[(&str, &str)]| {
             p.check(&h(headers), &mcp(), 0, t).map(|a| a.key_index)
         };
-        assert_eq!(admitted(&mut p, &[("Authorization", "Bearer k1")]), Ok(Some(0)));
+        assert_eq!(
+            admitted(&mut p, &[("Authorization", "Bearer k1")]),
+            Ok(Some(0))
+        );
         assert_eq!(admitted(&mut p, &[("Authorization", "k2")]), Ok(Some(1)));
         assert_eq!(admitted(&mut p, &[("Authorization", " k2 ")]), Ok(Some(1)));
         assert_eq!(admitted(&mut p, &[("X-API-Key", "k1")]), Ok(Some(0)));
@@ -403,7 +409,10 @@ mod tests {
             Ok(Some(1))
         );
         assert_eq!(
-            admitted(&mut p, &[("Authorization", "Bearer zz"), ("X-API-Key", "k1")]),
+            admitted(
+                &mut p,
+                &[("Authorization", "Bearer zz"), ("X-API-Key", "k1")]
+            ),
             Ok(Some(0))
         );
         assert_eq!(
