@@ -287,10 +287,11 @@ impl EventLog {
                 conn,
                 failed_requests,
                 ..
-            } => format!(
-                "{} left ({failed_requests} request(s) failed)",
-                self.name(*conn)
-            ),
+            } => match failed_requests {
+                0 => format!("{} left", self.name(*conn)),
+                1 => format!("{} left (1 request failed)", self.name(*conn)),
+                n => format!("{} left ({n} requests failed)", self.name(*conn)),
+            },
             RelayEvent::Disconnected { conn } => {
                 let line = format!("{} disconnected", self.name(*conn));
                 self.names.remove(conn);
@@ -342,5 +343,30 @@ impl EventLog {
             }
             _ => tracing::info!("{line}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentwire::agent_relay::{Role, SessionId};
+
+    use super::*;
+
+    fn left(failed_requests: usize) -> ServerEvent {
+        ServerEvent::Relay(RelayEvent::Left {
+            conn: ConnId::new(3),
+            session: SessionId::new("default"),
+            role: Role::Agent,
+            failed_requests,
+        })
+    }
+
+    /// A member that leaves with nothing outstanding is not said to have failed requests.
+    #[test]
+    fn a_leave_mentions_failed_requests_only_when_some_failed() {
+        let mut log = EventLog::new();
+        assert_eq!(log.describe(&left(0)), "conn 3 left");
+        assert_eq!(log.describe(&left(1)), "conn 3 left (1 request failed)");
+        assert_eq!(log.describe(&left(4)), "conn 3 left (4 requests failed)");
     }
 }
