@@ -15,7 +15,7 @@ use agentwire::jsonrpc_bus::{
     BusConfig, BusEvent, ClientConfig, ClientEvent, ErrorCode, HopOutcome, MatchMode,
 };
 use agentwire::tokio::{Backoff, ClientConfig as TransportClientConfig};
-use bus::client_app::{BusClientApp, Delivery};
+use bus::client_app::{BusClientApp, Delivery, DELIVERY_QUEUE};
 use bus::server_app::BusApp;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -985,5 +985,49 @@ async fn python_client_interop() {
     );
     assert!(stdout.contains("python interop ok"), "{stdout}");
     eprintln!("{}", stdout.trim());
+    within("shutdown", app.server.shutdown()).await;
+}
+
+/// The example client never drops a delivery silently: one the application has no room for
+/// is counted (and logged), here the ones past its queue of `DELIVERY_QUEUE` that nobody reads.
+#[tokio::test]
+async fn deliveries_the_application_has_no_room_for_are_counted() {
+    const EXTRA: u64 = 5;
+    let total = DELIVERY_QUEUE as u64 + EXTRA;
+    let (app, _events) = bus(BusConfig::default()).await;
+    let url = app.url();
+    // Nobody reads this subscriber's deliveries; its events are read below.
+    let mut sub = client(&url, "unread", false, &["inbound:*"]).await;
+    let mut publisher = Raw::connect(&url).await;
+    publisher
+        .call(r#"{"jsonrpc":"2.0","method":"initialize","params":{"clientId":"p"},"id":0}"#)
+        .await;
+    for n in 0..total {
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","method":"sendMessage","params":{{"topic":"inbound:x","payload":{{"n":{n}}}}}}}"#
+        );
+        publisher.ws.feed(Message::text(text)).await.expect("feed");
+    }
+    publisher.ws.flush().await.expect("flush");
+    let mut seen = 0u64;
+    within("every delivery", async {
+        while seen < total {
+            if let ClientEvent::Delivery { .. } = sub.events.recv().await.expect("client running") {
+                seen += 1;
+            }
+        }
+    })
+    .await;
+    // The event task counts a drop right after it sees the delivery: await the count.
+    within("the drops counted", async {
+        while sub.app.dropped_deliveries() < EXTRA {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert_eq!(sub.app.dropped_deliveries(), EXTRA);
+    assert_eq!(sub.deliveries.len(), DELIVERY_QUEUE);
+    publisher.close().await;
+    within("client shutdown", sub.app.shutdown()).await;
     within("shutdown", app.server.shutdown()).await;
 }

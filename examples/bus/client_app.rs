@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -18,7 +19,9 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
 /// Deliveries handed to the application at most this many at a time; beyond it a delivery
-/// that awaits an answer is answered -32005 at once (the bus skips to the next subscriber).
+/// that awaits an answer is answered -32005 at once (the bus skips to the next subscriber),
+/// and one the client already answered is dropped: either way it is counted
+/// ([`BusClientApp::dropped_deliveries`]) and logged.
 pub const DELIVERY_QUEUE: usize = 1024;
 
 /// What a request got back from the bus.
@@ -128,6 +131,7 @@ pub struct BusClientApp {
     /// Commands to the client machine.
     pub handle: Handle<BusClient>,
     waiters: Waiters,
+    dropped: Arc<AtomicU64>,
     /// The event task; ends when the driver stops.
     pub task: tokio::task::JoinHandle<()>,
 }
@@ -169,6 +173,8 @@ pub fn connect(
 
     let w = waiters.clone();
     let h = handle.clone();
+    let dropped: Arc<AtomicU64> = Arc::default();
+    let d_count = dropped.clone();
     let task = tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
             on_event(&ev);
@@ -203,6 +209,15 @@ pub fn connect(
                     };
                     if let Err(e) = deliveries_tx.try_send(delivery) {
                         let d = e.into_inner();
+                        let total = d_count.fetch_add(1, Ordering::Relaxed) + 1;
+                        // The first drop and then one line per DELIVERY_QUEUE of them.
+                        if total % DELIVERY_QUEUE as u64 == 1 {
+                            tracing::warn!(
+                                "the application is not taking deliveries: {total} dropped so \
+                                 far (the queue holds {DELIVERY_QUEUE}); the latest was on {}",
+                                d.topic
+                            );
+                        }
                         if d.needs_answer() {
                             // Full as well: the bus's delivery timeout settles it.
                             let _ = refuse_tx.try_send(d.id);
@@ -226,6 +241,7 @@ pub fn connect(
         BusClientApp {
             handle,
             waiters,
+            dropped,
             task,
         },
         deliveries,
@@ -233,6 +249,12 @@ pub fn connect(
 }
 
 impl BusClientApp {
+    /// Deliveries the application had no room for (its queue held [`DELIVERY_QUEUE`]): those
+    /// awaiting an answer were refused with -32005, the others were dropped.
+    pub fn dropped_deliveries(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     /// Runs a command that sends a request and waits for its answer.
     async fn request(
         &self,
