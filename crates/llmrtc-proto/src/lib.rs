@@ -129,9 +129,14 @@
 //!    build unifies (without `float_roundtrip`, many decimals do not parse to the closest
 //!    double). Any JSON number whose value is a finite double is accepted; one beyond the
 //!    double range (`1e400`, `Infinity` to JavaScript, which would echo `null`) is
-//!    `INVALID_MESSAGE`. [`Timestamp::as_f64`] is the closest double.
+//!    `INVALID_MESSAGE`. [`Timestamp::as_f64`] is the closest double. Numbers this crate holds
+//!    as JSON values (tool-call `arguments`, `backendData`, ...) are doubles: the crate turns
+//!    on serde_json's `float_roundtrip` itself, so each parses to the closest double and is
+//!    written back unchanged (`122222222222222222223` reads as `1.2222222222222223e20`, and
+//!    writes and reads back as that same double), whatever other crates of a build enable.
 //!    (`pong_echoes_the_timestamp_exactly`, `client_messages_round_trip`, the
-//!    `llmrtc_decode` seed `crash_ping_timestamp_5_5e299.bin`)
+//!    `llmrtc_decode` seeds `crash_ping_timestamp_5_5e299.bin` and
+//!    `crash_tool_arguments_float_1_2e20.bin`)
 //! 3. **Only `ping` resets the heartbeat**, as the spec words it ("no ping for 45 s"); the
 //!    close is 1008 `heartbeat-timeout`, and the session stays for a reconnect.
 //!    (`no_ping_for_45_s_closes_and_pings_keep_it_open`)
