@@ -3,18 +3,20 @@
 //! and the `mcpw_server` / `mcpw_agent` programs themselves as a user runs them (Ctrl-C,
 //! a wrong API key).
 
+#[path = "support/example_bin.rs"]
+mod example_bin;
 #[path = "../examples/mcpw/mod.rs"]
 mod mcpw;
 
 use std::future::Future;
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
+use example_bin::example;
 use mcpw::agent_app::{connect, connect_with_backoff, AgentEvent, AgentSettings, Backoff};
 use mcpw::server_app::ServerApp;
 use serde_json::json;
@@ -405,31 +407,6 @@ async fn logs_are_sentences_not_debug_dumps() {
 }
 
 // ---- the programs as a user runs them ------------------------------------------------------
-
-/// Builds example `name` into the target directory this test was built in (same profile)
-/// and returns its path. Cargo builds examples for `cargo test` of the whole package, but
-/// not for `--test mcpw_e2e` alone.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps")
-        .to_path_buf();
-    let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-    let mut build = std::process::Command::new(env!("CARGO"));
-    build
-        .args(["build", "--quiet", "--example", name, "--manifest-path"])
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target_dir);
-    if profile_dir.file_name().is_some_and(|p| p == "release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("cargo build");
-    assert!(status.success(), "building example {name} failed");
-    profile_dir.join("examples").join(name)
-}
 
 /// Lines of a child's pipe, as they come.
 fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::UnboundedReceiver<String> {

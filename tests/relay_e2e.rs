@@ -2,6 +2,8 @@
 //! sockets and raw tokio-tungstenite peers playing host and agent with the spec's example
 //! messages verbatim; and the study log's guarantees as a user of the files sees them.
 
+#[path = "support/example_bin.rs"]
+mod example_bin;
 #[path = "../examples/relay/mod.rs"]
 mod relay;
 
@@ -11,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentwire::agent_relay::{Direction, RelayConfig, RelayEvent, Role};
+use example_bin::example;
 use futures_util::{SinkExt, StreamExt};
 use relay::log_check;
 use relay::log_writer::{file_name, SyncPolicy};
@@ -619,30 +622,6 @@ async fn a_torn_last_line_is_a_warning_and_is_moved_aside_when_the_relay_reopens
 }
 
 // ---- the programs as a user runs them ------------------------------------------------------
-
-/// Builds example `name` into the target directory this test was built in (same profile)
-/// and returns its path (`cargo test --test relay_e2e` alone does not build examples).
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps")
-        .to_path_buf();
-    let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-    let mut build = std::process::Command::new(env!("CARGO"));
-    build
-        .args(["build", "--quiet", "--example", name, "--manifest-path"])
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target_dir);
-    if profile_dir.file_name().is_some_and(|p| p == "release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("cargo build");
-    assert!(status.success(), "building example {name} failed");
-    profile_dir.join("examples").join(name)
-}
 
 #[cfg(unix)]
 #[tokio::test]
