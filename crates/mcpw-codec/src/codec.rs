@@ -469,17 +469,7 @@ fn compact_payload<'a>(
     inflated: &'a mut Vec<u8>,
 ) -> Result<(CompactHeader, &'a [u8]), DecodeError> {
     let header = CompactHeader::parse(frame, limits)?;
-    let payload = &frame[COMPACT_HEADER_LEN..];
-    let size = header.size as usize;
-    if payload.len() < size {
-        return Err(DecodeError::Truncated {
-            expected: header.size,
-            actual: payload.len(),
-        });
-    }
-    if payload.len() > size {
-        return Err(DecodeError::TrailingBytes(payload.len() - size));
-    }
+    let payload = exact_payload(&frame[COMPACT_HEADER_LEN..], header.size)?;
     if header.is_encrypted() {
         return Err(DecodeError::Encrypted);
     }
@@ -488,6 +478,20 @@ fn compact_payload<'a>(
     }
     inflate(payload, limits, decoder, inflated)?;
     Ok((header, inflated))
+}
+
+/// The payload after a header that names its `size`: exactly `size` bytes must follow.
+fn exact_payload(payload: &[u8], size: u32) -> Result<&[u8], DecodeError> {
+    match payload.len().cmp(&(size as usize)) {
+        std::cmp::Ordering::Less => Err(DecodeError::Truncated {
+            expected: size,
+            actual: payload.len(),
+        }),
+        std::cmp::Ordering::Greater => {
+            Err(DecodeError::TrailingBytes(payload.len() - size as usize))
+        }
+        std::cmp::Ordering::Equal => Ok(payload),
+    }
 }
 
 /// Inflates `payload` into the reused `inflated` buffer under `limits.max_decompressed`.
@@ -519,17 +523,7 @@ fn decode_frame_into<'a>(
     inflated: &'a mut Vec<u8>,
 ) -> Result<RawFrame<'a>, DecodeError> {
     let header = Header::parse_slice(frame, limits)?;
-    let payload = &frame[HEADER_LEN..];
-    let size = header.size as usize;
-    if payload.len() < size {
-        return Err(DecodeError::Truncated {
-            expected: header.size,
-            actual: payload.len(),
-        });
-    }
-    if payload.len() > size {
-        return Err(DecodeError::TrailingBytes(payload.len() - size));
-    }
+    let payload = exact_payload(&frame[HEADER_LEN..], header.size)?;
     if !header.flags.contains(Flags::COMPRESSED) || header.flags.contains(Flags::ENCRYPTED) {
         return Ok(RawFrame { header, payload });
     }
