@@ -515,34 +515,13 @@ impl SessionFile {
             Tail::NoGoodRecord { why } => {
                 // Nothing to continue from near the end: the whole file goes aside.
                 drop(file);
-                let aside = aside_path(storage, path).map_err(resume)?;
-                storage.rename(path, &aside).map_err(resume)?;
-                let file = storage.open(path, true).map_err(|e| (LogOp::Open, e))?;
-                storage.sync_dir(dir).map_err(resume)?;
-                let repair = Repair {
-                    aside,
-                    bytes: len,
-                    why,
-                    whole_file: true,
-                };
-                return Ok((Self::fresh(file), Some(repair)));
+                return Self::whole_file_aside(storage, dir, path, len, why);
             }
         };
         if why.is_some() && len - good > MAX_RESUME_LINE {
             // Too much to copy: the whole file goes aside, the good prefix with it.
-            let why = why.unwrap_or_default();
             drop(file);
-            let aside = aside_path(storage, path).map_err(resume)?;
-            storage.rename(path, &aside).map_err(resume)?;
-            let file = storage.open(path, true).map_err(|e| (LogOp::Open, e))?;
-            storage.sync_dir(dir).map_err(resume)?;
-            let repair = Repair {
-                aside,
-                bytes: len,
-                why,
-                whole_file: true,
-            };
-            return Ok((Self::fresh(file), Some(repair)));
+            return Self::whole_file_aside(storage, dir, path, len, why.unwrap_or_default());
         }
         let repair = match why {
             None => None,
@@ -572,6 +551,29 @@ impl SessionFile {
             },
             repair,
         ))
+    }
+
+    /// Moves the whole file at `path` (`len` bytes, closed by the caller) aside to a sibling
+    /// and starts a new, empty one in its place.
+    fn whole_file_aside(
+        storage: &mut dyn Storage,
+        dir: &Path,
+        path: &Path,
+        len: u64,
+        why: String,
+    ) -> Result<(Self, Option<Repair>), (LogOp, io::Error)> {
+        let resume = |e| (LogOp::Resume, e);
+        let aside = aside_path(storage, path).map_err(resume)?;
+        storage.rename(path, &aside).map_err(resume)?;
+        let file = storage.open(path, true).map_err(|e| (LogOp::Open, e))?;
+        storage.sync_dir(dir).map_err(resume)?;
+        let repair = Repair {
+            aside,
+            bytes: len,
+            why,
+            whole_file: true,
+        };
+        Ok((Self::fresh(file), Some(repair)))
     }
 
     fn fresh(file: Box<dyn LogFile>) -> Self {
