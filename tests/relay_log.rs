@@ -919,3 +919,32 @@ fn outputs_waiting_behind_a_stuck_sync_are_bounded_and_the_connection_closed() {
     );
     assert_eq!(m.held_outputs(), 0);
 }
+
+/// With no good record among the last lines (more bad lines than resume looks back over), the
+/// whole file goes aside byte for byte and the session starts again at `eventIndex` 0.
+#[test]
+fn a_log_with_no_good_record_near_its_end_goes_aside_whole() {
+    let dir = temp_dir("whole-aside");
+    let path = dir.join("s.jsonl");
+    let mut log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("open");
+    log.append(&record("s", "tool.call", "{}")).expect("append");
+    drop(log);
+    let mut bytes = std::fs::read(&path).expect("read");
+    for _ in 0..100 {
+        bytes.extend_from_slice(b"garbage, not a record\n");
+    }
+    std::fs::write(&path, &bytes).expect("damage");
+
+    let mut log = StudyLog::open(&*dir, SyncPolicy::SessionEnd).expect("reopen");
+    let a = log
+        .append(&record("s", "agent.message", "{}"))
+        .expect("append after");
+    drop(log);
+    let repair = a.repaired.expect("repaired");
+    assert!(repair.whole_file, "{repair:?}");
+    assert_eq!(repair.bytes, bytes.len() as u64);
+    assert_eq!(std::fs::read(&repair.aside).expect("aside"), bytes);
+    assert_eq!(a.event_index, 0);
+    let report = check(&std::fs::read(&path).expect("read"));
+    assert!(report.is_consistent(), "{}", report.render());
+}
