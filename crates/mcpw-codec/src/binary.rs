@@ -11,27 +11,11 @@
 use serde::de::Error as _;
 use serde_json::{Map, Value};
 
-use crate::config::Limits;
+use crate::config::{BatchForm, Limits};
 use crate::error::{DecodeError, EncodeError};
 use crate::header::{Flags, Header, MessageType, Method};
 use crate::json;
 use crate::message::{Body, Message, OtherCall, ParamsRef};
-
-/// The body a batch frame (type 6, flag `BATCH`) carries.
-///
-/// Both are read whatever this says (the first byte tells them apart: `{` starts the JSON
-/// body, a binary body starts with its count's high byte, 0 for any count a decoder accepts);
-/// it chooses only what the encoder writes ([`CodecConfig::batch`](crate::CodecConfig::batch)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum BatchForm {
-    /// The spec's `BatchMessage` params: `{"messages": [JSON form, ...], "count": n}`
-    /// (default).
-    #[default]
-    Json,
-    /// What the real server's `createBinaryBatch` writes: a u32 BE message count, then per
-    /// message a u32 BE length and the message's JSON form.
-    Binary,
-}
 
 /// Appends the payload of `msg` to `out` (a batch's body in form `batch`); returns the
 /// header's method code.

@@ -4,9 +4,9 @@
 use agentwire_core::{Frame, FrameBuf};
 use bytes::{Bytes, BytesMut};
 
-use crate::binary::{self, BatchForm};
+use crate::binary;
 use crate::compact::{is_compact, CompactHeader, COMPACT_COMPRESSED, COMPACT_HEADER_LEN};
-use crate::config::{CodecConfig, CompressPolicy, Limits};
+use crate::config::{BatchForm, CodecConfig, CompressPolicy, Limits};
 use crate::error::{DecodeError, EncodeError};
 use crate::gzip::{entropy_bits_per_byte, GzipDecoder, GzipEncoder};
 use crate::header::{Flags, Header, MessageType, HEADER_LEN};

@@ -144,6 +144,22 @@ pub struct CodecConfig {
     /// Outgoing compression.
     pub compression: Compression,
     /// The body the encoder writes for a batch in a 24-byte frame. Default
-    /// [`BatchForm::Json`](crate::BatchForm::Json), the spec's; the decoder reads both.
-    pub batch: crate::BatchForm,
+    /// [`BatchForm::Json`], the spec's; the decoder reads both.
+    pub batch: BatchForm,
+}
+
+/// The body a batch frame (type 6, flag `BATCH`) carries.
+///
+/// Both are read whatever this says (the first byte tells them apart: `{` starts the JSON
+/// body, a binary body starts with its count's high byte, 0 for any count a decoder accepts);
+/// it chooses only what the encoder writes ([`CodecConfig::batch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum BatchForm {
+    /// The spec's `BatchMessage` params: `{"messages": [JSON form, ...], "count": n}`
+    /// (default).
+    #[default]
+    Json,
+    /// What the real server's `createBinaryBatch` writes: a u32 BE message count, then per
+    /// message a u32 BE length and the message's JSON form.
+    Binary,
 }

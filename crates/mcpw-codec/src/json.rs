@@ -13,8 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::binary::BatchForm;
-use crate::config::Limits;
+use crate::config::{BatchForm, Limits};
 use crate::error::{DecodeError, EncodeError, ErrorBody};
 use crate::header::{Flags, MessageType, Method};
 use crate::message::{Body, Message, OtherCall};

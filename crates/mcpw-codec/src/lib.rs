@@ -335,10 +335,11 @@ pub mod signing;
 #[cfg(feature = "tokio-util")]
 pub mod tokio_codec;
 
-pub use binary::BatchForm;
 pub use codec::{Codec, Form, RawFrame};
 pub use compact::{CompactHeader, CompactHeaderError};
-pub use config::{Backend, CodecConfig, CompressPolicy, Compression, Limits, ReservedPolicy};
+pub use config::{
+    Backend, BatchForm, CodecConfig, CompressPolicy, Compression, Limits, ReservedPolicy,
+};
 pub use error::{DecodeError, EncodeError, ErrorBody, ErrorCode};
 pub use gzip::GzipError;
 pub use header::{Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC, VERSION};
