@@ -1,0 +1,287 @@
+//! Entry points of the cargo-fuzz targets in `fuzz/` (feature `fuzzing`).
+//!
+//! Each `fuzz/fuzz_targets/bus_*.rs` only calls one of these functions, so the bodies build
+//! and run on stable Rust too: `tests/fuzz_seeds.rs` replays every committed seed through
+//! them. Every function panics on a broken invariant; that is how the fuzzer finds bugs.
+//!
+//! One file per target: [`decode`] (the decoder and the one-pass readers), [`bus`] (the
+//! `Bus` machine), [`client`] (the `BusClient` machine); this file holds what the machine
+//! harnesses share.
+
+use std::time::{Duration, Instant};
+
+use agentwire_core::{Frame, FrameBuf, Machine};
+use arbitrary::Unstructured;
+use serde_json::{Map, Number, Value};
+
+use crate::jsonrpc::{classify, split_body, Body, Incoming};
+
+mod bus;
+mod client;
+mod decode;
+
+pub use bus::bus;
+pub use client::client;
+pub use decode::decode;
+
+/// Operations on a machine are read from the input until it runs out, at most this many.
+const MAX_OPS: usize = 512;
+
+/// Patterns the harnesses subscribe to: globs, literals, prefixes, classes.
+const PATTERNS: [&str; 12] = [
+    "inbound:*",
+    "inbound:chat-*",
+    "inbound:chat-1",
+    "inbound:chat-",
+    "outbound:*",
+    "agent:?",
+    "agent:*",
+    "*",
+    "[io]*",
+    "agent:[!a-c]*",
+    "agent:spawn",
+    "inbound:chat-[0-9]",
+];
+
+/// Topics the harnesses publish to.
+const TOPICS: [&str; 8] = [
+    "inbound:chat-1",
+    "inbound:chat-2",
+    "outbound:chat-1",
+    "agent:spawn",
+    "agent:x",
+    "inbound:chat-",
+    "zzz",
+    "inbound:chat-1x",
+];
+
+/// The base time of a run. Only differences from it matter, so reading the real clock
+/// once keeps every run deterministic. A day is added so that rewinding never reaches the
+/// clock's origin.
+#[allow(clippy::disallowed_methods)]
+fn base_time() -> Instant {
+    Instant::now() + Duration::from_secs(86_400)
+}
+
+/// The driver's clock. `now` may go backwards; `seen` is the latest time actually passed
+/// to the machine, which is what the machine clamps to.
+struct Clock {
+    now: Instant,
+    seen: Option<Instant>,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Self {
+            now: base_time(),
+            seen: None,
+        }
+    }
+
+    /// The time to pass to the machine now.
+    fn t(&mut self) -> Instant {
+        self.seen = Some(self.seen.map_or(self.now, |s| s.max(self.now)));
+        self.now
+    }
+
+    /// The latest time passed to the machine (`now` before the first call).
+    fn seen(&self) -> Instant {
+        self.seen.unwrap_or(self.now)
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+    }
+
+    fn rewind(&mut self, d: Duration) {
+        self.now = self.now.checked_sub(d).unwrap_or(self.now);
+    }
+
+    fn jump_to(&mut self, t: Instant) {
+        self.now = self.now.max(self.seen()).max(t);
+    }
+}
+
+/// Moves the clock: forward, backward, or to the machine's next deadline.
+fn move_clock(
+    clock: &mut Clock,
+    u: &mut Unstructured<'_>,
+    next: Option<Instant>,
+) -> arbitrary::Result<bool> {
+    match u.int_in_range(0..=2)? {
+        0 => {
+            let ms = u.int_in_range(0..=60_000u64)?;
+            clock.advance(Duration::from_millis(ms));
+            u.arbitrary()
+        }
+        1 => {
+            let ms = u.int_in_range(0..=60_000u64)?;
+            clock.rewind(Duration::from_millis(ms));
+            Ok(false)
+        }
+        _ => {
+            if let Some(t) = next {
+                clock.jump_to(t);
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// What [`timeout`] needs of a harness.
+trait Harness {
+    type M: Machine;
+    fn clock(&mut self) -> &mut Clock;
+    /// Drains every output, checking each; returns how many there were.
+    fn drain(&mut self, m: &mut Self::M) -> usize;
+}
+
+/// `handle_timeout(now)` with the timer contract: an early call is a no-op; afterwards
+/// `poll_timeout()` is `None` or later than now; a second call is a no-op.
+fn timeout<H: Harness>(h: &mut H, m: &mut H::M) {
+    h.drain(m);
+    let before = m.poll_timeout();
+    let now = h.clock().t();
+    m.handle_timeout(now);
+    let produced = h.drain(m);
+    let after = m.poll_timeout();
+    let seen = h.clock().seen();
+    if let Some(d) = before {
+        if d > seen {
+            assert!(
+                produced == 0 && after == before,
+                "early handle_timeout was not a no-op"
+            );
+        }
+    }
+    if let Some(a) = after {
+        assert!(
+            a > seen,
+            "poll_timeout did not move past now ({:?} before it)",
+            seen.saturating_duration_since(a)
+        );
+    }
+    let now = h.clock().t();
+    m.handle_timeout(now);
+    assert_eq!(h.drain(m), 0, "handle_timeout is not idempotent");
+    assert_eq!(m.poll_timeout(), after, "handle_timeout is not idempotent");
+}
+
+fn pick<'a>(u: &mut Unstructured<'_>, items: &[&'a str]) -> arbitrary::Result<&'a str> {
+    u.choose(items).copied()
+}
+
+/// A string that is usually one of `items` and sometimes arbitrary.
+fn pick_or_any(u: &mut Unstructured<'_>, items: &[&str]) -> arbitrary::Result<String> {
+    if u.ratio(7u8, 8u8)? {
+        Ok(pick(u, items)?.to_owned())
+    } else {
+        u.arbitrary::<String>()
+    }
+}
+
+/// A small arbitrary JSON value (depth ≤ `depth`).
+fn json(u: &mut Unstructured<'_>, depth: u8) -> arbitrary::Result<Value> {
+    let kind = u.int_in_range(0..=if depth == 0 { 4 } else { 6 })?;
+    Ok(match kind {
+        0 => Value::Null,
+        1 => Value::Bool(u.arbitrary()?),
+        2 => Value::from(u.arbitrary::<i64>()?),
+        3 => Number::from_f64(u.arbitrary::<f64>()?).map_or(Value::Null, Value::Number),
+        4 => Value::String(u.arbitrary()?),
+        5 => {
+            let n = u.int_in_range(0..=3)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(json(u, depth - 1)?);
+            }
+            Value::Array(items)
+        }
+        _ => {
+            let n = u.int_in_range(0..=3)?;
+            let mut obj = Map::new();
+            for _ in 0..n {
+                let k: String = u.arbitrary()?;
+                obj.insert(k, json(u, depth - 1)?);
+            }
+            Value::Object(obj)
+        }
+    })
+}
+
+/// Sets `obj[key] = value`, or (rarely) leaves the member out.
+fn maybe_set(
+    value: Value,
+    u: &mut Unstructured<'_>,
+    obj: &mut Map<String, Value>,
+    key: &str,
+) -> arbitrary::Result<()> {
+    if u.ratio(15u8, 16u8)? {
+        obj.insert(key.to_owned(), value);
+    }
+    Ok(())
+}
+
+/// `"jsonrpc": "2.0"`, or (rarely) a wrong version or none.
+fn version(u: &mut Unstructured<'_>, o: &mut Map<String, Value>) -> arbitrary::Result<()> {
+    match u.int_in_range(0..=31)? {
+        0 => {}
+        1 => {
+            o.insert("jsonrpc".into(), Value::from("1.0"));
+        }
+        2 => {
+            o.insert("jsonrpc".into(), Value::from(2.0));
+        }
+        _ => {
+            o.insert("jsonrpc".into(), Value::from("2.0"));
+        }
+    }
+    Ok(())
+}
+
+/// Applies 1-4 byte mutations (flip, insert, delete, truncate) to `body`.
+fn mutate(u: &mut Unstructured<'_>, body: &mut Vec<u8>) -> arbitrary::Result<()> {
+    for _ in 0..u.int_in_range(1..=4)? {
+        if body.is_empty() {
+            break;
+        }
+        let at = u.int_in_range(0..=body.len() - 1)?;
+        match u.int_in_range(0..=3)? {
+            0 => body[at] = u.arbitrary()?,
+            1 => body.insert(at, u.arbitrary()?),
+            2 => {
+                body.remove(at);
+            }
+            _ => body.truncate(at),
+        }
+    }
+    Ok(())
+}
+
+/// How a body is framed: a text frame when it is UTF-8 and the input says so.
+fn frame_of<'a>(u: &mut Unstructured<'_>, body: &'a [u8]) -> arbitrary::Result<Frame<'a>> {
+    let text = u.ratio(3u8, 4u8)?;
+    Ok(match std::str::from_utf8(body) {
+        Ok(s) if text => Frame::Text(s),
+        _ => Frame::Binary(body),
+    })
+}
+
+/// Runs `f` on every entry of a body the machine sent, classified; panics on anything
+/// undecodable.
+fn for_each_sent(frame: &FrameBuf, who: &str, mut f: impl FnMut(Incoming<'_>)) {
+    let text = frame
+        .as_text()
+        .unwrap_or_else(|| panic!("{who} sent a binary frame: {frame:?}"));
+    let entries = match split_body(text.as_bytes(), usize::MAX, usize::MAX) {
+        Ok(Body::Single(raw)) => vec![raw],
+        Ok(Body::Batch(v)) => v.iter().map(|r| r.get()).collect(),
+        Err(e) => panic!("{who} sent an undecodable body: {e}: {text}"),
+    };
+    for raw in entries {
+        match classify(raw) {
+            Ok(entry) => f(entry),
+            Err(e) => panic!("{who} sent an invalid entry: {e}: {text}"),
+        }
+    }
+}
