@@ -2,6 +2,8 @@
 
 use agentwire_core::CloseCode;
 
+use crate::texts;
+
 /// Why one message body could not be decoded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -36,9 +38,9 @@ impl DecodeError {
     /// the spec says the message is ignored silently (invalid fields).
     pub fn reply_text(&self) -> Option<&'static str> {
         match self {
-            Self::TooLarge { .. } => Some("Frame too large"),
-            Self::NotUtf8 | Self::InvalidJson(_) => Some("Invalid JSON"),
-            Self::NotAnObject | Self::UnknownType => Some("Unknown message type"),
+            Self::TooLarge { .. } => Some(texts::ERR_FRAME_TOO_LARGE),
+            Self::NotUtf8 | Self::InvalidJson(_) => Some(texts::ERR_INVALID_JSON),
+            Self::NotAnObject | Self::UnknownType => Some(texts::ERR_UNKNOWN_TYPE),
             Self::InvalidFields(_) => None,
         }
     }
@@ -96,17 +98,19 @@ impl ProtocolError {
     /// The close code and reason the controller closes with, if this error closes.
     pub fn close(&self) -> Option<(CloseCode, &'static str)> {
         match self {
-            Self::MissingVersion => Some((CloseCode::POLICY, "Missing protocol version")),
+            Self::MissingVersion => Some((CloseCode::POLICY, texts::CLOSE_MISSING_VERSION)),
             Self::IncompatibleVersion(_) => {
-                Some((CloseCode::POLICY, "Incompatible protocol version"))
+                Some((CloseCode::POLICY, texts::CLOSE_INCOMPATIBLE_VERSION))
             }
-            Self::Unauthorized => Some((CloseCode::POLICY, "Unauthorized")),
-            Self::HelloRequired => Some((CloseCode::POLICY, "hello-required")),
-            Self::Stale => Some((CloseCode::POLICY, "stale")),
-            Self::TooManyConnectionsPerIp => Some((CloseCode::POLICY, "too-many-connections")),
-            Self::ServerFull => Some((CloseCode::POLICY, "server-full")),
+            Self::Unauthorized => Some((CloseCode::POLICY, texts::CLOSE_UNAUTHORIZED)),
+            Self::HelloRequired => Some((CloseCode::POLICY, texts::CLOSE_HELLO_REQUIRED)),
+            Self::Stale => Some((CloseCode::POLICY, texts::CLOSE_STALE)),
+            Self::TooManyConnectionsPerIp => {
+                Some((CloseCode::POLICY, texts::CLOSE_TOO_MANY_CONNECTIONS))
+            }
+            Self::ServerFull => Some((CloseCode::POLICY, texts::CLOSE_SERVER_FULL)),
             Self::Decode(DecodeError::UnknownType | DecodeError::NotAnObject) => {
-                Some((CloseCode::POLICY, "protocol-error"))
+                Some((CloseCode::POLICY, texts::CLOSE_PROTOCOL_ERROR))
             }
             _ => None,
         }
@@ -148,7 +152,7 @@ impl CommandError {
     /// The error string used on the wire and in events for this refusal.
     pub fn as_str(&self) -> &'static str {
         match self {
-            Self::AgentOffline => "agent-offline",
+            Self::AgentOffline => texts::AGENT_OFFLINE,
             Self::NoAgentsInGuild => "no-agents-in-guild",
             Self::NoFreeAgents => "no-free-agents",
             Self::TooManyPending => "too-many-pending",

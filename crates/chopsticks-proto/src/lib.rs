@@ -227,19 +227,18 @@ mod event;
 pub mod fuzzing;
 pub mod message;
 pub mod ops;
+pub mod texts;
 
 pub use agent::Agent;
 pub use config::{AgentConfig, ControllerConfig, Limits};
-pub use controller::{
-    Controller, LiveAgent, Session, SessionKey, TimerKind, AGENT_OFFLINE, AGENT_TIMEOUT,
-    ERR_UNAUTHORIZED, ERR_VERSION_REQUIRED,
-};
+pub use controller::{Controller, LiveAgent, Session, SessionKey, TimerKind};
 pub use error::{CommandError, DecodeError, ProtocolError};
 pub use event::{AgentEvent, BindSource, ControllerEvent, DropReason, FreeReason};
 pub use message::{
     Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Guilds, Hello, RawJson, Released,
     Req, Resp, SessionKind, PROTOCOL_VERSION,
 };
+pub use texts::{AGENT_OFFLINE, AGENT_TIMEOUT, ERR_UNAUTHORIZED, ERR_VERSION_REQUIRED};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]
