@@ -1,13 +1,12 @@
 //! The `Bus`: the server role, owning every connection, subscription and delivery.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use agentwire_core::{
-    check_json_depth, CloseCode, ConnId, ConnMap, DeadlineQueue, Flow, Frame, FrameBuf, Id128,
-    Id128Hasher, Id128Map, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
+    check_json_depth, CloseCode, ConnId, ConnMap, Flow as FlowChange, Frame, FrameBuf, Id128,
+    IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
 };
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -23,137 +22,24 @@ use crate::jsonrpc::{
     write_result_with, Body, Call, Id, Incoming, Reply,
 };
 use crate::message::{
-    method, rfc3339_utc, Capabilities, ClientInfo, InitializeResult, SendMessageResult, ServerInfo,
-    SubscribeResult, UnsubscribeResult,
+    method, rfc3339_utc, Capabilities, ClientInfo, InitializeResult, ServerInfo, SubscribeResult,
+    UnsubscribeResult,
 };
-use crate::topic::TopicIndex;
 
-/// Counters a test or a metrics exporter can read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct BusStats {
-    /// Publishes accepted.
-    pub publishes: u64,
-    /// `sendMessage` params blobs encoded: one per publish however many subscribers it has.
-    pub params_encoded: u64,
-    /// Requests sent to subscribers.
-    pub hops_sent: u64,
-    /// Deliveries finished.
-    pub completed: u64,
-    /// Subscribers skipped because their delivery queue was full
-    /// ([`DropReason::SubscriberOverloaded`]).
-    pub dropped_subscriber_overloaded: u64,
-    /// Publishes refused because their publisher had too many in flight
-    /// ([`DropReason::PublisherOverloaded`]).
-    pub dropped_publisher_overloaded: u64,
-    /// Times the bus paused reading a publisher (flow control,
-    /// [`Limits::max_backlog_per_publisher`](crate::Limits::max_backlog_per_publisher)).
-    pub pauses: u64,
-    /// Most deliveries in flight at once.
-    pub peak_deliveries: usize,
-    /// Bytes of `sendMessage` params the deliveries in flight hold now.
-    pub queued_bytes: usize,
-    /// Most bytes of params held at once.
-    pub peak_queued_bytes: usize,
-}
+mod deliveries;
+mod flow;
+mod stats;
+mod subscriptions;
 
-/// Drops of one [`DropReason`] and their rate-limited reporting.
-#[derive(Debug, Default)]
-struct DropCount {
-    total: u64,
-    /// Drops not yet reported.
-    unreported: u64,
-    /// Until when a new drop is only summed (set by each report).
-    quiet_until: Option<Instant>,
-}
+use deliveries::{Deliveries, Delivery, Origin, Step};
+use flow::Flow;
+pub use stats::BusStats;
+use subscriptions::Subscriptions;
 
-/// Deliveries in flight by id (ids are the bus's own counter: no SipHash needed).
-type Deliveries = HashMap<DeliveryId, Delivery, BuildHasherDefault<Id128Hasher>>;
-
-/// A hop's timeout: live while delivery `.0` is still at hop `.1`.
-type HopTimer = (DeliveryId, usize);
-
-#[derive(Debug)]
-struct Subscription {
-    pattern: String,
-    seq: u64,
-}
-
+/// A connection's own state; its subscriptions, inbox and backlog live in the sub-states.
 #[derive(Debug, Default)]
 struct Conn {
     initialized: bool,
-    subs: Vec<Subscription>,
-    /// Deliveries reserved for this subscriber, in publish order (in flight or waiting).
-    inbox: VecDeque<DeliveryId>,
-    in_flight: usize,
-    /// This connection's publishes awaiting their result.
-    publishing: usize,
-    /// Whether the bus asked the driver to stop reading this connection.
-    paused: bool,
-}
-
-impl Conn {
-    /// The flow-control change this connection needs now, recorded as made: `Some(true)` to
-    /// pause (a publisher at its backlog, no reply awaited from it), `Some(false)` to resume
-    /// (half its backlog ended, or a request to it is in flight: its reply must be read).
-    #[inline]
-    fn flow(&mut self, backlog: usize) -> Option<bool> {
-        if self.paused {
-            if self.in_flight > 0 || self.publishing <= backlog / 2 {
-                self.paused = false;
-                return Some(false);
-            }
-        } else if self.publishing >= backlog && self.in_flight == 0 {
-            self.paused = true;
-            return Some(true);
-        }
-        None
-    }
-}
-
-/// Who gets the aggregated result.
-#[derive(Debug, Clone)]
-enum Origin {
-    /// A notification or [`Bus::publish`]: nobody is answered.
-    Silent,
-    /// A request on the publisher's connection.
-    Request(Id),
-    /// Entry `slot` of batch `batch`, answering request `id`.
-    Batch { batch: u64, slot: usize, id: Id },
-}
-
-impl Origin {
-    /// The origin of a message on its own (not in a batch) with this id.
-    fn direct(id: Option<Id>) -> Self {
-        id.map_or(Self::Silent, Self::Request)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HopState {
-    Reserved,
-    Overloaded,
-}
-
-#[derive(Debug)]
-struct Hop {
-    conn: ConnId,
-    state: HopState,
-}
-
-/// One publish in flight: the explicit record of its chain (STYLE.md 5.8).
-#[derive(Debug)]
-struct Delivery {
-    publisher: Option<ConnId>,
-    origin: Origin,
-    /// `{"topic":..,"payload":..}`, encoded once and reused for every subscriber.
-    params: Bytes,
-    hops: Vec<Hop>,
-    /// Index of the current hop (`hops.len()` once past the end).
-    pos: usize,
-    /// The request id of the current hop, once sent.
-    sent: Option<Id128>,
-    result: SendMessageResult,
 }
 
 #[derive(Debug)]
@@ -206,30 +92,16 @@ pub struct Bus {
     clock: Monotonic,
     wall: (Instant, u64),
     conns: ConnMap<Conn>,
-    index: TopicIndex<u64>,
-    /// Subscription (the bus's own counter) → its connection.
-    sub_owner: HashMap<u64, ConnId, BuildHasherDefault<Id128Hasher>>,
-    next_sub: u64,
+    subscriptions: Subscriptions,
     deliveries: Deliveries,
-    next_delivery: u64,
-    /// Requests sent to subscribers: id → (subscriber, delivery).
-    requests: Id128Map<(ConnId, DeliveryId)>,
+    flow: Flow,
     batches: BTreeMap<u64, Batch>,
     next_batch: u64,
-    /// Publishes by the application itself awaiting their result.
-    app_publishing: usize,
     /// `initialize` deadlines.
     init_timers: TimerSet<ConnId>,
-    /// Hop deadlines: one timeout length from a monotonic clock, so they come in order.
-    hop_timers: DeadlineQueue<HopTimer>,
     out: Outbox<BusEvent>,
     stats: BusStats,
-    /// Per [`DropReason`], in [`DropReason::ALL`] order.
-    drops: [DropCount; 2],
-    scratch_matches: Vec<u64>,
-    scratch_hops: Vec<(ConnId, u64)>,
-    scratch_send: Vec<DeliveryId>,
-    scratch_blocked: Vec<Option<ConnId>>,
+    scratch_chain: Vec<ConnId>,
 }
 
 impl std::fmt::Debug for Bus {
@@ -255,30 +127,21 @@ impl Bus {
         let mut clock = Monotonic::new();
         clock.observe(now);
         Self {
-            index: TopicIndex::new(config.match_mode),
+            subscriptions: Subscriptions::new(config.match_mode),
+            deliveries: Deliveries::new(&config),
+            flow: Flow::new(&config.limits, config.drop_report_interval),
             config,
             ids,
             server_id,
             clock,
             wall: (now, unix_ms),
             conns: ConnMap::default(),
-            sub_owner: HashMap::default(),
-            next_sub: 0,
-            deliveries: HashMap::default(),
-            next_delivery: 0,
-            requests: Id128Map::default(),
             batches: BTreeMap::new(),
             next_batch: 0,
-            app_publishing: 0,
             init_timers: TimerSet::new(),
-            hop_timers: DeadlineQueue::new(),
             out: Outbox::new(),
             stats: BusStats::default(),
-            drops: Default::default(),
-            scratch_matches: Vec::new(),
-            scratch_hops: Vec::new(),
-            scratch_send: Vec::new(),
-            scratch_blocked: Vec::new(),
+            scratch_chain: Vec::new(),
         }
     }
 
@@ -304,10 +167,7 @@ impl Bus {
 
     /// The patterns `conn` is subscribed to, in subscription order.
     pub fn subscriptions(&self, conn: ConnId) -> Vec<&str> {
-        self.conns
-            .get(&conn)
-            .map(|c| c.subs.iter().map(|s| s.pattern.as_str()).collect())
-            .unwrap_or_default()
+        self.subscriptions.patterns(conn)
     }
 
     /// Deliveries whose chain has not finished.
@@ -360,7 +220,7 @@ impl Bus {
         if let Err(e) = self.check_payload(Some(payload)) {
             return Err(CommandError::Payload(e.to_string()));
         }
-        if self.app_publishing >= self.config.limits.max_pending_per_publisher {
+        if !self.flow.app_may_publish() {
             return Err(CommandError::Limit("max_pending_per_publisher"));
         }
         Ok(self.start_delivery(None, Origin::Silent, topic, Some(payload), now))
@@ -687,26 +547,7 @@ impl Bus {
     ) -> Result<Encoded, ErrorObject> {
         let (topic, _) = self.topic_param(params)?;
         let max = self.config.limits.max_subscriptions_per_conn;
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return Err(ErrorObject::new(ErrorCode::INTERNAL_ERROR));
-        };
-        if c.subs.iter().any(|s| s.pattern == topic) {
-            return Err(ErrorObject::new(ErrorCode::ALREADY_SUBSCRIBED));
-        }
-        if c.subs.len() >= max {
-            return Err(ErrorObject::with_data(
-                ErrorCode::LIMIT_EXCEEDED,
-                "max_subscriptions_per_conn",
-            ));
-        }
-        let seq = self.next_sub;
-        self.next_sub += 1;
-        c.subs.push(Subscription {
-            pattern: topic.clone().into_owned(),
-            seq,
-        });
-        self.index.insert(&topic, seq);
-        self.sub_owner.insert(seq, conn);
+        self.subscriptions.subscribe(conn, &topic, max)?;
         let subscription_id = format!("sub_{}", self.ids.next_id().short_hex());
         self.out.event(BusEvent::Subscribed {
             conn,
@@ -725,18 +566,10 @@ impl Bus {
         params: Option<&RawValue>,
     ) -> Result<Encoded, ErrorObject> {
         let (topic, _) = self.topic_param(params)?;
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return Err(ErrorObject::new(ErrorCode::INTERNAL_ERROR));
-        };
-        let Some(i) = c.subs.iter().position(|s| s.pattern == topic) else {
-            return Err(ErrorObject::new(ErrorCode::SUBSCRIPTION_NOT_FOUND));
-        };
-        let sub = c.subs.remove(i);
-        self.index.remove(&sub.pattern, sub.seq);
-        self.sub_owner.remove(&sub.seq);
+        let pattern = self.subscriptions.unsubscribe(conn, &topic)?;
         self.out.event(BusEvent::Unsubscribed {
             conn,
-            topic: sub.pattern,
+            topic: pattern,
         });
         Ok(Encoded::encode(&UnsubscribeResult { success: true }))
     }
@@ -762,7 +595,7 @@ impl Bus {
             }
             return respond(id.as_ref(), Err(e));
         }
-        if let Err(e) = self.may_publish(conn) {
+        if let Err(e) = self.flow.may_publish(conn) {
             self.dropped(DropReason::PublisherOverloaded, now);
             return respond(id.as_ref(), Err(e));
         }
@@ -801,71 +634,15 @@ impl Bus {
 
     /// Asks the driver to pause or resume reading `conn` if its state calls for it.
     fn update_flow(&mut self, conn: ConnId) {
-        let backlog = self.config.limits.max_backlog_per_publisher.max(1);
-        if let Some(pause) = self.conns.get_mut(&conn).and_then(|c| c.flow(backlog)) {
-            self.apply_flow(conn, pause);
-        }
-    }
-
-    fn apply_flow(&mut self, conn: ConnId, pause: bool) {
-        if pause {
-            self.stats.pauses += 1;
-            self.out.pause_reading(conn);
-        } else {
-            self.out.resume_reading(conn);
-        }
+        let in_flight = self.deliveries.in_flight(conn);
+        self.flow
+            .update(conn, in_flight, &mut self.out, &mut self.stats);
     }
 
     /// Counts one drop and reports it, rate-limited ([`BusConfig::drop_report_interval`]).
     fn dropped(&mut self, reason: DropReason, now: Instant) {
-        let (i, stat) = match reason {
-            DropReason::SubscriberOverloaded => (0, &mut self.stats.dropped_subscriber_overloaded),
-            DropReason::PublisherOverloaded => (1, &mut self.stats.dropped_publisher_overloaded),
-        };
-        *stat += 1;
-        let d = &mut self.drops[i];
-        d.total += 1;
-        d.unreported += 1;
-        if d.quiet_until.is_none_or(|t| now >= t) {
-            self.report_drops(i, now);
-        }
-    }
-
-    /// Reports the unreported drops of reason `i` and starts a quiet interval.
-    fn report_drops(&mut self, i: usize, now: Instant) {
-        let interval = self.config.drop_report_interval;
-        let d = &mut self.drops[i];
-        let count = std::mem::take(&mut d.unreported);
-        d.quiet_until = (!interval.is_zero()).then(|| now + interval);
-        let total = d.total;
-        self.out.event(BusEvent::Dropped {
-            reason: DropReason::ALL[i],
-            count,
-            total,
-        });
-    }
-
-    /// When summed drops are next due to be reported.
-    fn next_drop_report(&self) -> Option<Instant> {
-        self.drops
-            .iter()
-            .filter(|d| d.unreported > 0)
-            .filter_map(|d| d.quiet_until)
-            .min()
-    }
-
-    /// Whether `conn` may start one more publish (`max_pending_per_publisher`).
-    fn may_publish(&self, conn: ConnId) -> Result<(), ErrorObject> {
-        let Some(c) = self.conns.get(&conn) else {
-            return Err(ErrorObject::new(ErrorCode::INTERNAL_ERROR));
-        };
-        if c.publishing >= self.config.limits.max_pending_per_publisher {
-            return Err(ErrorObject::with_data(
-                ErrorCode::LIMIT_EXCEEDED,
-                "max_pending_per_publisher",
-            ));
-        }
-        Ok(())
+        self.flow
+            .dropped(reason, now, &mut self.out, &mut self.stats);
     }
 
     // ---- deliveries ------------------------------------------------------------------------
@@ -878,26 +655,14 @@ impl Bus {
         payload: Option<&RawValue>,
         now: Instant,
     ) -> DeliveryId {
-        let id = DeliveryId(self.next_delivery);
-        self.next_delivery += 1;
         self.stats.publishes += 1;
-
-        // Matching connections, one per connection, ordered by their first matching
-        // subscription.
-        let mut matches = std::mem::take(&mut self.scratch_matches);
-        let mut hops = std::mem::take(&mut self.scratch_hops);
-        self.index.matches_into(topic, &mut matches);
-        hops.clear();
-        for seq in &matches {
-            if let Some(&conn) = self.sub_owner.get(seq) {
-                if self.config.deliver_to_publisher || Some(conn) != publisher {
-                    hops.push((conn, *seq));
-                }
-            }
-        }
-        hops.sort_unstable();
-        hops.dedup_by_key(|(conn, _)| *conn);
-        hops.sort_unstable_by_key(|(_, seq)| *seq);
+        let mut chain = std::mem::take(&mut self.scratch_chain);
+        self.subscriptions.chain(
+            topic,
+            publisher,
+            self.config.deliver_to_publisher,
+            &mut chain,
+        );
 
         let mut params =
             Vec::with_capacity(topic.len() + payload.map_or(4, |p| p.get().len()) + 24);
@@ -907,259 +672,73 @@ impl Bus {
         params.extend_from_slice(payload.map_or("null", RawValue::get).as_bytes());
         params.push(b'}');
         self.stats.params_encoded += 1;
+        let len = params.len();
 
-        let max_inbox = self.config.limits.max_pending_per_subscriber;
-        let mut chain = Vec::with_capacity(hops.len());
-        let mut overloaded = 0;
-        for &(conn, _) in &hops {
-            let state = match self.conns.get_mut(&conn) {
-                Some(c) if c.inbox.len() < max_inbox => {
-                    c.inbox.push_back(id);
-                    HopState::Reserved
-                }
-                _ => {
-                    overloaded += 1;
-                    HopState::Overloaded
-                }
-            };
-            chain.push(Hop { conn, state });
-        }
-        self.scratch_matches = matches;
-        self.scratch_hops = hops;
+        let (id, overloaded) =
+            self.deliveries
+                .start(publisher, origin, Bytes::from(params), &chain);
+        let subscribers = chain.len();
+        self.scratch_chain = chain;
         for _ in 0..overloaded {
             self.dropped(DropReason::SubscriberOverloaded, now);
         }
-        self.stats.queued_bytes += params.len();
+        self.stats.queued_bytes += len;
         self.stats.peak_queued_bytes = self.stats.peak_queued_bytes.max(self.stats.queued_bytes);
-
-        match publisher.and_then(|p| self.conns.get_mut(&p)) {
-            Some(c) => c.publishing += 1,
-            None => self.app_publishing += 1,
-        }
+        self.flow.started(publisher);
         self.out.event(BusEvent::Published {
             delivery: id,
             publisher,
             topic: topic.to_owned(),
-            subscribers: chain.len(),
+            subscribers,
         });
-        self.deliveries.insert(
-            id,
-            Delivery {
-                publisher,
-                origin,
-                params: Bytes::from(params),
-                hops: chain,
-                pos: 0,
-                sent: None,
-                result: SendMessageResult {
-                    success: true,
-                    stop_propagation: false,
-                    delivered: Some(0),
-                    errors: Some(0),
-                    timeouts: Some(0),
-                    disconnected: Some(0),
-                    overloaded: Some(0),
-                },
-            },
-        );
         self.stats.peak_deliveries = self.stats.peak_deliveries.max(self.deliveries.len());
         self.activate(id, now);
         id
     }
 
-    /// Moves delivery `id` to its first live hop at or after `pos`, or completes it.
+    /// Moves delivery `id` to its next live hop (and sends it if it is that subscriber's
+    /// turn), or completes it.
     fn activate(&mut self, id: DeliveryId, now: Instant) {
-        let Some(d) = self.deliveries.get_mut(&id) else {
-            return;
-        };
-        while d.pos < d.hops.len() && !d.result.stop_propagation {
-            let hop = &d.hops[d.pos];
-            let outcome = match hop.state {
-                HopState::Overloaded => HopOutcome::Overloaded,
-                HopState::Reserved if !self.conns.contains_key(&hop.conn) => {
-                    HopOutcome::Disconnected
-                }
-                HopState::Reserved => {
-                    let conn = hop.conn;
-                    self.hop_timers
-                        .push(now + self.config.delivery_timeout, (id, d.pos));
-                    self.compact_hop_timers();
-                    self.pump(conn);
-                    return;
-                }
-            };
-            count(&mut d.result, &outcome);
-            let subscriber = hop.conn;
-            d.pos += 1;
-            self.out.event(BusEvent::Hop {
-                delivery: id,
-                subscriber,
-                outcome,
-            });
+        match self.deliveries.step(id, now, &mut self.out) {
+            Step::Waiting(conn) => self.pump(conn),
+            Step::Done(d) => self.complete(id, d),
+            Step::Gone => {}
         }
-        self.complete(id);
     }
 
-    /// Sends subscriber `conn` every delivery whose turn it is, up to the in-flight window,
-    /// never passing an earlier message of the same publisher.
+    /// Sends subscriber `conn` every delivery whose turn it is, within its window.
     fn pump(&mut self, conn: ConnId) {
-        let window = self.config.max_in_flight_per_subscriber.max(1);
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        if c.in_flight >= window {
-            return;
-        }
-        let mut room = window - c.in_flight;
-        let mut send = std::mem::take(&mut self.scratch_send);
-        let mut blocked = std::mem::take(&mut self.scratch_blocked);
-        send.clear();
-        blocked.clear();
-        for id in &c.inbox {
-            if room == 0 {
-                break;
-            }
-            let Some(d) = self.deliveries.get(id) else {
-                continue;
-            };
-            let current = d.hops.get(d.pos).is_some_and(|h| h.conn == conn);
-            if current && d.sent.is_some() {
-                continue; // in flight
-            }
-            if current && !blocked.contains(&d.publisher) {
-                send.push(*id);
-                room -= 1;
-            } else if !blocked.contains(&d.publisher) {
-                blocked.push(d.publisher);
-            }
-        }
-        for id in &send {
-            self.send_hop(conn, *id);
-        }
-        self.scratch_send = send;
-        self.scratch_blocked = blocked;
-    }
-
-    fn send_hop(&mut self, conn: ConnId, id: DeliveryId) {
-        let request = self.ids.next_id();
-        let Some(d) = self.deliveries.get_mut(&id) else {
-            return;
-        };
-        let mut out = Vec::with_capacity(d.params.len() + 96);
-        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"sendMessage\",\"params\":");
-        out.extend_from_slice(&d.params);
-        out.extend_from_slice(b",\"id\":\"");
-        out.extend_from_slice(request.hyphenated().as_bytes());
-        out.extend_from_slice(b"\"}");
-        d.sent = Some(request);
-        self.requests.insert(request, (conn, id));
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.in_flight += 1;
-            if c.paused {
-                // Its reply must be read: a chain never waits on a paused connection.
-                c.paused = false;
-                self.out.resume_reading(conn);
-            }
-        }
-        self.stats.hops_sent += 1;
-        self.send_bytes(conn, out);
+        self.deliveries.pump(
+            conn,
+            &mut *self.ids,
+            &mut self.flow,
+            &mut self.out,
+            &mut self.stats,
+        );
     }
 
     /// Ends the current hop of `id` with `outcome` and moves the chain on.
     fn finish_hop(&mut self, id: DeliveryId, outcome: HopOutcome, now: Instant) {
-        let Some(d) = self.deliveries.get_mut(&id) else {
+        let Some(subscriber) = self.deliveries.end_hop(id, outcome, &mut self.out) else {
             return;
         };
-        let Some(hop) = d.hops.get(d.pos) else {
-            return;
-        };
-        let subscriber = hop.conn;
-        let sent = d.sent.take();
-        if let Some(request) = sent {
-            self.requests.remove(&request);
-        }
-        if let Some(c) = self.conns.get_mut(&subscriber) {
-            if sent.is_some() {
-                c.in_flight = c.in_flight.saturating_sub(1);
-            }
-            if let Some(i) = c.inbox.iter().position(|x| *x == id) {
-                c.inbox.remove(i);
-            }
-        }
-        count(&mut d.result, &outcome);
-        if outcome == HopOutcome::Stopped {
-            d.result.stop_propagation = true;
-        }
-        d.pos += 1;
-        self.out.event(BusEvent::Hop {
-            delivery: id,
-            subscriber,
-            outcome,
-        });
         self.activate(id, now);
         self.pump(subscriber);
         // A subscriber that publishes too may be paused now that no reply is awaited from it.
         self.update_flow(subscriber);
-        self.drop_stale_hop_timers();
+        self.deliveries.drop_stale_hop_timers();
     }
 
-    /// Whether a hop timer still times a hop: its delivery is at that hop.
-    fn hop_timer_live(deliveries: &Deliveries, (id, pos): &HopTimer) -> bool {
-        deliveries.get(id).is_some_and(|d| d.pos == *pos)
-    }
-
-    /// Drops timers of finished hops from the front, so [`Machine::poll_timeout`] is exact.
-    fn drop_stale_hop_timers(&mut self) {
-        let deliveries = &self.deliveries;
-        self.hop_timers
-            .drop_stale_front(|t| !Self::hop_timer_live(deliveries, t));
-    }
-
-    /// Removes timers of finished hops stuck behind a live one once they outnumber the
-    /// deliveries (each has at most one live hop timer) twice over: memory stays
-    /// proportional to the deliveries in flight, at amortized O(1) per hop.
-    fn compact_hop_timers(&mut self) {
-        if self.hop_timers.len() > 2 * self.deliveries.len() + 64 {
-            let deliveries = &self.deliveries;
-            self.hop_timers
-                .retain(|t| Self::hop_timer_live(deliveries, t));
-        }
-    }
-
-    /// Answers the publisher of `id` and drops the delivery.
-    fn complete(&mut self, id: DeliveryId) {
-        let Some(d) = self.deliveries.remove(&id) else {
-            return;
-        };
-        self.drop_stale_hop_timers();
+    /// Answers the publisher of the ended delivery `d` (`id`).
+    fn complete(&mut self, id: DeliveryId, d: Delivery) {
+        self.deliveries.drop_stale_hop_timers();
         self.stats.completed += 1;
         self.stats.queued_bytes = self.stats.queued_bytes.saturating_sub(d.params.len());
         // A stopped chain still holds reservations further on; release them.
-        let mut unblocked = Vec::new();
-        for hop in d.hops.iter().skip(d.pos) {
-            if let Some(c) = self.conns.get_mut(&hop.conn) {
-                if let Some(i) = c.inbox.iter().position(|x| *x == id) {
-                    c.inbox.remove(i);
-                    unblocked.push(hop.conn);
-                }
-            }
-        }
-        let backlog = self.config.limits.max_backlog_per_publisher.max(1);
-        match d
-            .publisher
-            .and_then(|p| self.conns.get_mut(&p).map(|c| (p, c)))
-        {
-            Some((p, c)) => {
-                c.publishing = c.publishing.saturating_sub(1);
-                if let Some(pause) = c.flow(backlog) {
-                    self.apply_flow(p, pause);
-                }
-            }
-            None if d.publisher.is_none() => {
-                self.app_publishing = self.app_publishing.saturating_sub(1);
-            }
-            None => {}
-        }
+        let unblocked = self.deliveries.release(id, &d);
+        let in_flight = d.publisher.map_or(0, |p| self.deliveries.in_flight(p));
+        self.flow
+            .ended(d.publisher, in_flight, &mut self.out, &mut self.stats);
         match (&d.origin, d.publisher) {
             (Origin::Request(req), Some(p)) if self.conns.contains_key(&p) => {
                 let mut out = Vec::with_capacity(160);
@@ -1192,15 +771,13 @@ impl Bus {
     /// The delivery whose hop request `request` answers, if `conn` may answer it; otherwise
     /// the violation is reported.
     fn hop_answered(&mut self, conn: ConnId, request: Option<Id128>) -> Option<DeliveryId> {
-        let Some((owner, delivery)) = request.and_then(|r| self.requests.get(&r).copied()) else {
-            self.violation(conn, ProtocolError::UnknownResponse);
-            return None;
-        };
-        if owner != conn {
-            self.violation(conn, ProtocolError::WrongResponder);
-            return None;
+        match self.deliveries.answered(conn, request) {
+            Ok(delivery) => Some(delivery),
+            Err(e) => {
+                self.violation(conn, e);
+                None
+            }
         }
-        Some(delivery)
     }
 
     fn on_reply(&mut self, conn: ConnId, reply: Reply<'_>, now: Instant) {
@@ -1310,17 +887,6 @@ fn missing_topic() -> ErrorObject {
     ErrorObject::with_data(ErrorCode::INVALID_REQUEST, "missing or empty topic")
 }
 
-fn count(result: &mut SendMessageResult, outcome: &HopOutcome) {
-    let field = match outcome {
-        HopOutcome::Continued | HopOutcome::Stopped => &mut result.delivered,
-        HopOutcome::Error(_) => &mut result.errors,
-        HopOutcome::TimedOut => &mut result.timeouts,
-        HopOutcome::Disconnected => &mut result.disconnected,
-        HopOutcome::Overloaded => &mut result.overloaded,
-    };
-    *field = Some(field.unwrap_or(0) + 1);
-}
-
 impl Machine for Bus {
     type Event = BusEvent;
 
@@ -1344,6 +910,9 @@ impl Machine for Bus {
             return;
         }
         self.conns.insert(conn, Conn::default());
+        self.subscriptions.open(conn);
+        self.deliveries.open(conn);
+        self.flow.open(conn);
         if let Some(t) = self.config.initialize_timeout {
             self.init_timers.set(conn, now + t);
         }
@@ -1369,14 +938,12 @@ impl Machine for Bus {
     /// run to the end (their result has nobody to go to).
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
         let now = self.clock.observe(now);
-        let Some(c) = self.conns.remove(&conn) else {
+        if self.conns.remove(&conn).is_none() {
             return;
-        };
-        self.init_timers.cancel(&conn);
-        for sub in &c.subs {
-            self.index.remove(&sub.pattern, sub.seq);
-            self.sub_owner.remove(&sub.seq);
         }
+        self.init_timers.cancel(&conn);
+        let subscriptions = self.subscriptions.remove_conn(conn);
+        self.flow.close(conn);
         let batches: Vec<u64> = self
             .batches
             .iter()
@@ -1389,16 +956,10 @@ impl Machine for Bus {
         self.out.forget_conn(conn);
         self.out.event(BusEvent::Disconnected {
             conn,
-            subscriptions: c.subs.len(),
+            subscriptions,
         });
-        for id in c.inbox {
-            let current = self
-                .deliveries
-                .get(&id)
-                .is_some_and(|d| d.hops.get(d.pos).is_some_and(|h| h.conn == conn));
-            if current {
-                self.finish_hop(id, HopOutcome::Disconnected, now);
-            }
+        for id in self.deliveries.close(conn) {
+            self.finish_hop(id, HopOutcome::Disconnected, now);
         }
     }
 
@@ -1406,18 +967,11 @@ impl Machine for Bus {
     /// deadlines (close 1008 `initialize-required`).
     fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
-        while let Some(timer) = self.hop_timers.pop_expired(now) {
-            if Self::hop_timer_live(&self.deliveries, &timer) {
-                self.finish_hop(timer.0, HopOutcome::TimedOut, now);
-            }
+        while let Some(delivery) = self.deliveries.pop_expired(now) {
+            self.finish_hop(delivery, HopOutcome::TimedOut, now);
         }
-        self.drop_stale_hop_timers();
-        for i in 0..self.drops.len() {
-            let d = &self.drops[i];
-            if d.unreported > 0 && d.quiet_until.is_some_and(|t| now >= t) {
-                self.report_drops(i, now);
-            }
-        }
+        self.deliveries.drop_stale_hop_timers();
+        self.flow.report_due(now, &mut self.out);
         while let Some(conn) = self.init_timers.pop_expired(now) {
             if self.conns.get(&conn).is_some_and(|c| !c.initialized) {
                 self.out
@@ -1429,9 +983,9 @@ impl Machine for Bus {
 
     fn poll_timeout(&self) -> Option<Instant> {
         [
-            self.hop_timers.next_deadline(),
+            self.deliveries.next_deadline(),
             self.init_timers.next_deadline(),
-            self.next_drop_report(),
+            self.flow.next_report(),
         ]
         .into_iter()
         .flatten()
@@ -1446,7 +1000,7 @@ impl Machine for Bus {
     /// [`Limits::max_backlog_per_publisher`](crate::Limits::max_backlog_per_publisher)
     /// publishes in flight and resumes it when half have ended (or when it must read a
     /// subscriber's reply from it).
-    fn poll_flow(&mut self) -> Option<Flow> {
+    fn poll_flow(&mut self) -> Option<FlowChange> {
         self.out.pop_flow()
     }
 }
@@ -1526,7 +1080,7 @@ mod tests {
                 );
                 bus.handle_frame(fast, Frame::Text(&reply), now);
             }
-            most = most.max(bus.hop_timers.len());
+            most = most.max(bus.deliveries.hop_timer_count());
             assert_eq!(bus.poll_timeout(), Some(t0 + timeout), "round {i}");
         }
         assert!(most <= 2 * 2 + 64 + 1, "hop timers grew to {most}");
@@ -1536,7 +1090,7 @@ mod tests {
         assert_eq!(bus.deliveries_in_flight(), 1);
         bus.handle_timeout(t0 + timeout);
         assert_eq!(bus.deliveries_in_flight(), 0);
-        assert!(bus.hop_timers.is_empty());
+        assert_eq!(bus.deliveries.hop_timer_count(), 0);
         assert_eq!(bus.poll_timeout(), None);
         assert_eq!(bus.stats().completed, 5_001);
     }

@@ -1,0 +1,454 @@
+//! Publishes in flight: each one's chain of subscribers, every subscriber's inbox and
+//! in-flight window, the requests sent to subscribers, and the hop timers.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
+use std::time::{Duration, Instant};
+
+use agentwire_core::{
+    ConnId, ConnMap, DeadlineQueue, FrameBuf, Id128, Id128Hasher, Id128Map, IdGen, Outbox,
+};
+use bytes::Bytes;
+
+use super::flow::Flow;
+use super::stats::BusStats;
+use crate::config::BusConfig;
+use crate::error::ProtocolError;
+use crate::event::{BusEvent, DeliveryId, HopOutcome};
+use crate::jsonrpc::Id;
+use crate::message::SendMessageResult;
+
+/// A hop's timeout: live while delivery `.0` is still at hop `.1`.
+type HopTimer = (DeliveryId, usize);
+
+/// Who gets the aggregated result.
+#[derive(Debug, Clone)]
+pub(super) enum Origin {
+    /// A notification or [`Bus::publish`](super::Bus::publish): nobody is answered.
+    Silent,
+    /// A request on the publisher's connection.
+    Request(Id),
+    /// Entry `slot` of batch `batch`, answering request `id`.
+    Batch { batch: u64, slot: usize, id: Id },
+}
+
+impl Origin {
+    /// The origin of a message on its own (not in a batch) with this id.
+    pub(super) fn direct(id: Option<Id>) -> Self {
+        id.map_or(Self::Silent, Self::Request)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HopState {
+    Reserved,
+    Overloaded,
+}
+
+#[derive(Debug)]
+struct Hop {
+    conn: ConnId,
+    state: HopState,
+}
+
+/// One publish in flight: the explicit record of its chain (STYLE.md 5.8).
+#[derive(Debug)]
+pub(super) struct Delivery {
+    pub(super) publisher: Option<ConnId>,
+    pub(super) origin: Origin,
+    /// `{"topic":..,"payload":..}`, encoded once and reused for every subscriber.
+    pub(super) params: Bytes,
+    hops: Vec<Hop>,
+    /// Index of the current hop (`hops.len()` once past the end).
+    pos: usize,
+    /// The request id of the current hop, once sent.
+    sent: Option<Id128>,
+    pub(super) result: SendMessageResult,
+}
+
+impl Delivery {
+    /// Whether the current hop is `conn`'s.
+    fn at(&self, conn: ConnId) -> bool {
+        self.hops.get(self.pos).is_some_and(|h| h.conn == conn)
+    }
+}
+
+/// One subscriber's deliveries.
+#[derive(Debug, Default)]
+struct Inbox {
+    /// Deliveries reserved for this subscriber, in publish order (in flight or waiting).
+    queue: VecDeque<DeliveryId>,
+    /// Requests sent to it and not yet answered.
+    in_flight: usize,
+}
+
+impl Inbox {
+    fn remove(&mut self, id: DeliveryId) -> bool {
+        match self.queue.iter().position(|x| *x == id) {
+            Some(i) => {
+                self.queue.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Where [`Deliveries::step`] left a delivery.
+pub(super) enum Step {
+    /// Its current hop awaits subscriber `.0`, whose inbox should be pumped.
+    Waiting(ConnId),
+    /// Its chain ended: the delivery, removed, for its publisher to be answered.
+    Done(Delivery),
+    /// No such delivery.
+    Gone,
+}
+
+/// Deliveries in flight by id (ids are the bus's own counter: no SipHash needed).
+type ById = HashMap<DeliveryId, Delivery, BuildHasherDefault<Id128Hasher>>;
+
+/// Every publish in flight, every subscriber's inbox, the requests sent to subscribers and
+/// their timers.
+#[derive(Debug)]
+pub(super) struct Deliveries {
+    by_id: ById,
+    next: u64,
+    /// Requests sent to subscribers: id → (subscriber, delivery).
+    requests: Id128Map<(ConnId, DeliveryId)>,
+    /// Per open connection.
+    inboxes: ConnMap<Inbox>,
+    /// Hop deadlines: one timeout length from a monotonic clock, so they come in order.
+    hop_timers: DeadlineQueue<HopTimer>,
+    timeout: Duration,
+    /// Deliveries in flight per subscriber (at least 1).
+    window: usize,
+    /// Deliveries reserved per subscriber.
+    max_inbox: usize,
+    scratch_send: Vec<DeliveryId>,
+    scratch_blocked: Vec<Option<ConnId>>,
+}
+
+impl Deliveries {
+    pub(super) fn new(config: &BusConfig) -> Self {
+        Self {
+            by_id: HashMap::default(),
+            next: 0,
+            requests: Id128Map::default(),
+            inboxes: ConnMap::default(),
+            hop_timers: DeadlineQueue::new(),
+            timeout: config.delivery_timeout,
+            window: config.max_in_flight_per_subscriber.max(1),
+            max_inbox: config.limits.max_pending_per_subscriber,
+            scratch_send: Vec::new(),
+            scratch_blocked: Vec::new(),
+        }
+    }
+
+    /// Deliveries whose chain has not ended.
+    pub(super) fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// A new connection, with an empty inbox.
+    pub(super) fn open(&mut self, conn: ConnId) {
+        self.inboxes.insert(conn, Inbox::default());
+    }
+
+    /// The connection is gone: the deliveries whose current hop is its own, to be skipped.
+    pub(super) fn close(&mut self, conn: ConnId) -> Vec<DeliveryId> {
+        let Some(inbox) = self.inboxes.remove(&conn) else {
+            return Vec::new();
+        };
+        inbox
+            .queue
+            .into_iter()
+            .filter(|id| self.by_id.get(id).is_some_and(|d| d.at(conn)))
+            .collect()
+    }
+
+    /// Requests sent to `conn` and not yet answered.
+    pub(super) fn in_flight(&self, conn: ConnId) -> usize {
+        self.inboxes.get(&conn).map_or(0, |i| i.in_flight)
+    }
+
+    /// Records a publish whose chain is `chain` and reserves its place in every
+    /// subscriber's inbox; returns its id and how many subscribers were skipped because
+    /// their inbox was full. [`Deliveries::step`] starts it.
+    pub(super) fn start(
+        &mut self,
+        publisher: Option<ConnId>,
+        origin: Origin,
+        params: Bytes,
+        chain: &[ConnId],
+    ) -> (DeliveryId, usize) {
+        let id = DeliveryId(self.next);
+        self.next += 1;
+        let mut hops = Vec::with_capacity(chain.len());
+        let mut overloaded = 0;
+        for &conn in chain {
+            let state = match self.inboxes.get_mut(&conn) {
+                Some(inbox) if inbox.queue.len() < self.max_inbox => {
+                    inbox.queue.push_back(id);
+                    HopState::Reserved
+                }
+                _ => {
+                    overloaded += 1;
+                    HopState::Overloaded
+                }
+            };
+            hops.push(Hop { conn, state });
+        }
+        self.by_id.insert(
+            id,
+            Delivery {
+                publisher,
+                origin,
+                params,
+                hops,
+                pos: 0,
+                sent: None,
+                result: SendMessageResult {
+                    success: true,
+                    stop_propagation: false,
+                    delivered: Some(0),
+                    errors: Some(0),
+                    timeouts: Some(0),
+                    disconnected: Some(0),
+                    overloaded: Some(0),
+                },
+            },
+        );
+        (id, overloaded)
+    }
+
+    /// Moves delivery `id` to its first live hop at or after its current one (starting that
+    /// hop's timer), skipping overloaded and disconnected subscribers, or ends its chain.
+    pub(super) fn step(
+        &mut self,
+        id: DeliveryId,
+        now: Instant,
+        out: &mut Outbox<BusEvent>,
+    ) -> Step {
+        let Some(d) = self.by_id.get_mut(&id) else {
+            return Step::Gone;
+        };
+        while d.pos < d.hops.len() && !d.result.stop_propagation {
+            let hop = &d.hops[d.pos];
+            let outcome = match hop.state {
+                HopState::Overloaded => HopOutcome::Overloaded,
+                HopState::Reserved if !self.inboxes.contains_key(&hop.conn) => {
+                    HopOutcome::Disconnected
+                }
+                HopState::Reserved => {
+                    let conn = hop.conn;
+                    self.hop_timers.push(now + self.timeout, (id, d.pos));
+                    self.compact_hop_timers();
+                    return Step::Waiting(conn);
+                }
+            };
+            count(&mut d.result, &outcome);
+            let subscriber = hop.conn;
+            d.pos += 1;
+            out.event(BusEvent::Hop {
+                delivery: id,
+                subscriber,
+                outcome,
+            });
+        }
+        match self.by_id.remove(&id) {
+            Some(d) => Step::Done(d),
+            None => Step::Gone,
+        }
+    }
+
+    /// Sends subscriber `conn` every delivery whose turn it is, up to the in-flight window,
+    /// never passing an earlier message of the same publisher.
+    pub(super) fn pump(
+        &mut self,
+        conn: ConnId,
+        ids: &mut dyn IdGen,
+        flow: &mut Flow,
+        out: &mut Outbox<BusEvent>,
+        stats: &mut BusStats,
+    ) {
+        let Some(inbox) = self.inboxes.get(&conn) else {
+            return;
+        };
+        if inbox.in_flight >= self.window {
+            return;
+        }
+        let mut room = self.window - inbox.in_flight;
+        let mut send = std::mem::take(&mut self.scratch_send);
+        let mut blocked = std::mem::take(&mut self.scratch_blocked);
+        send.clear();
+        blocked.clear();
+        for id in &inbox.queue {
+            if room == 0 {
+                break;
+            }
+            let Some(d) = self.by_id.get(id) else {
+                continue;
+            };
+            let current = d.at(conn);
+            if current && d.sent.is_some() {
+                continue; // in flight
+            }
+            if current && !blocked.contains(&d.publisher) {
+                send.push(*id);
+                room -= 1;
+            } else if !blocked.contains(&d.publisher) {
+                blocked.push(d.publisher);
+            }
+        }
+        for id in &send {
+            self.send_hop(conn, *id, ids, flow, out, stats);
+        }
+        self.scratch_send = send;
+        self.scratch_blocked = blocked;
+    }
+
+    fn send_hop(
+        &mut self,
+        conn: ConnId,
+        id: DeliveryId,
+        ids: &mut dyn IdGen,
+        flow: &mut Flow,
+        out: &mut Outbox<BusEvent>,
+        stats: &mut BusStats,
+    ) {
+        let request = ids.next_id();
+        let Some(d) = self.by_id.get_mut(&id) else {
+            return;
+        };
+        let mut frame = Vec::with_capacity(d.params.len() + 96);
+        frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"sendMessage\",\"params\":");
+        frame.extend_from_slice(&d.params);
+        frame.extend_from_slice(b",\"id\":\"");
+        frame.extend_from_slice(request.hyphenated().as_bytes());
+        frame.extend_from_slice(b"\"}");
+        d.sent = Some(request);
+        self.requests.insert(request, (conn, id));
+        if let Some(inbox) = self.inboxes.get_mut(&conn) {
+            inbox.in_flight += 1;
+            flow.awaited(conn, out);
+        }
+        stats.hops_sent += 1;
+        out.send(conn, FrameBuf::json_from_vec(frame));
+    }
+
+    /// Ends the current hop of `id` with `outcome` (its request, inbox place and window
+    /// slot are freed); returns the subscriber. [`Deliveries::step`] moves the chain on.
+    pub(super) fn end_hop(
+        &mut self,
+        id: DeliveryId,
+        outcome: HopOutcome,
+        out: &mut Outbox<BusEvent>,
+    ) -> Option<ConnId> {
+        let d = self.by_id.get_mut(&id)?;
+        let subscriber = d.hops.get(d.pos)?.conn;
+        let sent = d.sent.take();
+        if let Some(request) = sent {
+            self.requests.remove(&request);
+        }
+        if let Some(inbox) = self.inboxes.get_mut(&subscriber) {
+            if sent.is_some() {
+                inbox.in_flight = inbox.in_flight.saturating_sub(1);
+            }
+            inbox.remove(id);
+        }
+        count(&mut d.result, &outcome);
+        if outcome == HopOutcome::Stopped {
+            d.result.stop_propagation = true;
+        }
+        d.pos += 1;
+        out.event(BusEvent::Hop {
+            delivery: id,
+            subscriber,
+            outcome,
+        });
+        Some(subscriber)
+    }
+
+    /// Frees the inbox places a finished delivery still holds (a stopped chain's later
+    /// subscribers); returns the subscribers whose inbox moved.
+    pub(super) fn release(&mut self, id: DeliveryId, d: &Delivery) -> Vec<ConnId> {
+        let mut unblocked = Vec::new();
+        for hop in d.hops.iter().skip(d.pos) {
+            if let Some(inbox) = self.inboxes.get_mut(&hop.conn) {
+                if inbox.remove(id) {
+                    unblocked.push(hop.conn);
+                }
+            }
+        }
+        unblocked
+    }
+
+    /// The delivery whose hop request `request` answers, if `conn` may answer it.
+    pub(super) fn answered(
+        &self,
+        conn: ConnId,
+        request: Option<Id128>,
+    ) -> Result<DeliveryId, ProtocolError> {
+        let Some((owner, delivery)) = request.and_then(|r| self.requests.get(&r).copied()) else {
+            return Err(ProtocolError::UnknownResponse);
+        };
+        if owner != conn {
+            return Err(ProtocolError::WrongResponder);
+        }
+        Ok(delivery)
+    }
+
+    /// The next delivery whose current hop timed out by `now`.
+    pub(super) fn pop_expired(&mut self, now: Instant) -> Option<DeliveryId> {
+        while let Some(timer) = self.hop_timers.pop_expired(now) {
+            if hop_timer_live(&self.by_id, &timer) {
+                return Some(timer.0);
+            }
+        }
+        None
+    }
+
+    /// The earliest hop deadline.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.hop_timers.next_deadline()
+    }
+
+    /// Drops timers of finished hops from the front, so the next deadline is exact.
+    pub(super) fn drop_stale_hop_timers(&mut self) {
+        let by_id = &self.by_id;
+        self.hop_timers
+            .drop_stale_front(|t| !hop_timer_live(by_id, t));
+    }
+
+    /// Removes timers of finished hops stuck behind a live one once they outnumber the
+    /// deliveries (each has at most one live hop timer) twice over: memory stays
+    /// proportional to the deliveries in flight, at amortized O(1) per hop.
+    fn compact_hop_timers(&mut self) {
+        if self.hop_timers.len() > 2 * self.by_id.len() + 64 {
+            let by_id = &self.by_id;
+            self.hop_timers.retain(|t| hop_timer_live(by_id, t));
+        }
+    }
+
+    /// Hop timers held, live or stale.
+    #[cfg(test)]
+    pub(super) fn hop_timer_count(&self) -> usize {
+        self.hop_timers.len()
+    }
+}
+
+/// Whether a hop timer still times a hop: its delivery is at that hop.
+fn hop_timer_live(by_id: &ById, (id, pos): &HopTimer) -> bool {
+    by_id.get(id).is_some_and(|d| d.pos == *pos)
+}
+
+fn count(result: &mut SendMessageResult, outcome: &HopOutcome) {
+    let field = match outcome {
+        HopOutcome::Continued | HopOutcome::Stopped => &mut result.delivered,
+        HopOutcome::Error(_) => &mut result.errors,
+        HopOutcome::TimedOut => &mut result.timeouts,
+        HopOutcome::Disconnected => &mut result.disconnected,
+        HopOutcome::Overloaded => &mut result.overloaded,
+    };
+    *field = Some(field.unwrap_or(0) + 1);
+}
