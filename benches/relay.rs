@@ -21,8 +21,7 @@
 #![allow(missing_docs)]
 
 mod common;
-#[path = "../examples/relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::hint::black_box;
 use std::net::SocketAddr;

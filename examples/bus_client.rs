@@ -12,8 +12,7 @@
 //! cargo run --example bus_client -- publish inbound:chat-1 '{"text":"hello"}'
 //! ```
 
-#[path = "bus/mod.rs"]
-mod bus;
+use agentwire_apps::bus;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,7 +64,7 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    bus::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     let args = Args::parse();
     let timeout = Duration::from_secs(args.timeout);
     let mut cfg = ClientConfig::new(&args.client_id).with_request_timeout(timeout);

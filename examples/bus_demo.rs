@@ -11,8 +11,7 @@
 //! cargo run --release --example bus_demo
 //! ```
 
-#[path = "bus/mod.rs"]
-mod bus;
+use agentwire_apps::bus;
 
 use std::future::Future;
 use std::time::Duration;

@@ -8,8 +8,7 @@
 //! cargo run --example bus_server -- --listen 127.0.0.1:7892 --match-mode prefix
 //! ```
 
-#[path = "bus/mod.rs"]
-mod bus;
+use agentwire_apps::bus;
 
 use std::time::Duration;
 
@@ -86,7 +85,7 @@ struct Args {
     any_payload: bool,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
-    address: bus::AddressLimits,
+    address: agentwire_apps::common::AddressLimits,
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -128,7 +127,7 @@ impl Args {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    bus::init_tracing("info");
+    agentwire_apps::common::init_tracing("info");
     let args = Args::parse();
     args.address.install();
     let cfg = args.bus_config();

@@ -9,8 +9,7 @@
 //! cargo run --release --example chopsticks_agent -- --url ws://127.0.0.1:8787 --agent-id agent-1 --guild g1
 //! ```
 
-#[path = "chopsticks/mod.rs"]
-mod chopsticks;
+use agentwire_apps::chopsticks;
 
 use agentwire::chopsticks::AgentConfig;
 use chopsticks::agent_app::AgentLog;
@@ -41,7 +40,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    chopsticks::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     let args = Args::parse();
     let mut cfg = AgentConfig::new(&args.agent_id)
         .with_guilds(args.guilds)

@@ -19,8 +19,7 @@
 //! cargo run --release --example chopsticks_controller -- --listen 127.0.0.1:8787
 //! ```
 
-#[path = "chopsticks/mod.rs"]
-mod chopsticks;
+use agentwire_apps::chopsticks;
 
 use std::time::Duration;
 
@@ -59,12 +58,12 @@ struct Args {
     admin_token: Option<String>,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
-    address: chopsticks::AddressLimits,
+    address: agentwire_apps::common::AddressLimits,
 }
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    chopsticks::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     let args = Args::parse();
     args.address.install();
     let mut cfg = ControllerConfig::default()

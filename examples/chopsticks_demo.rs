@@ -5,8 +5,7 @@
 //! cargo run --release --example chopsticks_demo
 //! ```
 
-#[path = "chopsticks/mod.rs"]
-mod chopsticks;
+use agentwire_apps::chopsticks;
 
 use std::time::Duration;
 

@@ -11,8 +11,7 @@
 //! cargo run --release --example llmrtc_client -- --turns 2 --drop-after 1
 //! ```
 
-#[path = "llmrtc/mod.rs"]
-mod llmrtc;
+use agentwire_apps::llmrtc;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,7 +47,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    llmrtc::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     match run(Args::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -64,7 +63,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
         None => utterance_wav(700),
     };
-    let (_, seed) = llmrtc::clocks();
+    let (_, seed) = agentwire_apps::common::clocks();
     let mut client = LlmrtcClientApp::start(&args.url, ClientConfig::default(), seed).await?;
     let patience = Duration::from_secs(args.turn_timeout);
     let mut transcript = Transcript::new("");

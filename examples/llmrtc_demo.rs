@@ -8,8 +8,7 @@
 //! cargo run --release --example llmrtc_demo
 //! ```
 
-#[path = "llmrtc/mod.rs"]
-mod llmrtc;
+use agentwire_apps::llmrtc;
 
 use std::time::Duration;
 
@@ -37,7 +36,7 @@ fn check(ok: bool, what: &str) -> Res<()> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    llmrtc::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     match demo().await {
         Ok(()) => {
             println!("== demo complete");

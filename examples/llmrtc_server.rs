@@ -13,8 +13,7 @@
 //! cargo run --release --example llmrtc_server -- --listen 127.0.0.1:8787 --example-playbook
 //! ```
 
-#[path = "llmrtc/mod.rs"]
-mod llmrtc;
+use agentwire_apps::llmrtc;
 
 use agentwire::llmrtc::ServerEvent;
 use clap::Parser;
@@ -25,7 +24,7 @@ use llmrtc::server_log;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    llmrtc::init_tracing("info");
+    agentwire_apps::common::init_tracing("info");
     match run(ServerArgs::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -7,8 +7,7 @@
 //! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent-1 --capability code_review:0.9 --binary
 //! ```
 
-#[path = "mcpw/mod.rs"]
-mod mcpw;
+use agentwire_apps::mcpw;
 
 use std::time::Duration;
 
@@ -58,7 +57,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    mcpw::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     let args = Args::parse();
     let capabilities: Vec<_> = args
         .capabilities

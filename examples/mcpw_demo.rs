@@ -5,8 +5,7 @@
 //! cargo run --release --example mcpw_demo
 //! ```
 
-#[path = "mcpw/mod.rs"]
-mod mcpw;
+use agentwire_apps::mcpw;
 
 use std::time::Duration;
 
@@ -50,7 +49,7 @@ async fn next<T>(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    mcpw::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     let (tx, mut server_events) = mpsc::unbounded_channel();
     let app = mcpw::server_app::start(
         "127.0.0.1:0",

@@ -13,8 +13,7 @@
 //! cargo run --example mcpw_server -- --listen 127.0.0.1:8080 --metrics 127.0.0.1:9090 --api-key secret
 //! ```
 
-#[path = "mcpw/mod.rs"]
-mod mcpw;
+use agentwire_apps::mcpw;
 
 use std::time::Duration;
 
@@ -51,12 +50,12 @@ struct Args {
     rate_per_minute: u32,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
-    address: mcpw::AddressLimits,
+    address: agentwire_apps::common::AddressLimits,
 }
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    mcpw::init_tracing("info");
+    agentwire_apps::common::init_tracing("info");
     let args = Args::parse();
     args.address.install();
     // Ctrl-C is caught from here on (before "listening" is logged), so it always stops the

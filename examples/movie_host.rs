@@ -19,8 +19,7 @@
 //! cargo run --example relay_agent                       # terminal 3
 //! ```
 
-#[path = "relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::path::PathBuf;
 
@@ -47,7 +46,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    relay::init_tracing("info");
+    agentwire_apps::common::init_tracing("info");
     let args = Args::parse();
     let log_file = args
         .log_dir

@@ -9,8 +9,7 @@
 //! cargo run --example relay_agent -- --url ws://127.0.0.1:3000/agent/ws --tickets 2
 //! ```
 
-#[path = "relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::process::ExitCode;
 
@@ -44,7 +43,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    relay::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     let args = Args::parse();
     let plan = Plan {
         study_id: args.study_id,

@@ -8,8 +8,7 @@
 //! cargo run --release --example relay_demo -- --log-dir ./relay-logs   # kept
 //! ```
 
-#[path = "relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,7 +33,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    relay::init_tracing("warn");
+    agentwire_apps::common::init_tracing("warn");
     let args = Args::parse();
     let (log_dir, temp) = match args.log_dir {
         Some(dir) => (dir, None),

@@ -11,8 +11,7 @@
 //! cargo run --example relay_log -- ./relay-logs/default.jsonl
 //! ```
 
-#[path = "relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -13,8 +13,7 @@
 //! cargo run --example relay_server -- --listen 127.0.0.1:3000 --log-dir ./relay-logs
 //! ```
 
-#[path = "relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -100,7 +99,7 @@ struct Args {
     max_log_bytes_per_session: u64,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
-    address: relay::AddressLimits,
+    address: agentwire_apps::common::AddressLimits,
 }
 
 fn secs(d: Option<Duration>) -> u64 {
@@ -148,7 +147,7 @@ impl Args {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    relay::init_tracing("info");
+    agentwire_apps::common::init_tracing("info");
     let args = Args::parse();
     args.address.install();
     let cfg = args.relay_config();

@@ -2,8 +2,7 @@
 //! real sockets, a raw tokio-tungstenite peer speaking the spec's messages verbatim, slow,
 //! vanishing and self-subscribed subscribers, reconnects, and a Python `websockets` client.
 
-#[path = "../examples/bus/mod.rs"]
-mod bus;
+use agentwire_apps::bus;
 
 use std::future::Future;
 use std::sync::Arc;

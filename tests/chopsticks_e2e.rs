@@ -1,8 +1,7 @@
 //! End to end over 127.0.0.1: the reference controller and mock agents (the examples' library
 //! code) with real sockets, a raw tokio-tungstenite peer speaking 0.9.0, a slow reader, wss.
 
-#[path = "../examples/chopsticks/mod.rs"]
-mod chopsticks;
+use agentwire_apps::chopsticks;
 
 use std::future::Future;
 use std::sync::Arc;

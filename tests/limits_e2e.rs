@@ -7,16 +7,11 @@
 // so common is compiled five times (and each family's caps are installed separately).
 #![allow(clippy::duplicate_mod)]
 
-#[path = "../examples/bus/mod.rs"]
-mod bus;
-#[path = "../examples/chopsticks/mod.rs"]
-mod chopsticks;
-#[path = "../examples/llmrtc/mod.rs"]
-mod llmrtc;
-#[path = "../examples/mcpw/mod.rs"]
-mod mcpw;
-#[path = "../examples/relay/mod.rs"]
-mod relay;
+use agentwire_apps::bus;
+use agentwire_apps::chopsticks;
+use agentwire_apps::llmrtc;
+use agentwire_apps::mcpw;
+use agentwire_apps::relay;
 
 use std::any::Any;
 use std::future::Future;
@@ -71,27 +66,27 @@ struct Target {
 
 /// Sets the per-address caps of every family's servers, as their flags do.
 fn install_caps() {
-    bus::AddressLimits {
+    agentwire_apps::common::AddressLimits {
         max_connections_per_address: OPEN_CAP,
         max_pending_handshakes_per_address: PENDING_CAP,
     }
     .install();
-    chopsticks::AddressLimits {
+    agentwire_apps::common::AddressLimits {
         max_connections_per_address: OPEN_CAP,
         max_pending_handshakes_per_address: PENDING_CAP,
     }
     .install();
-    llmrtc::AddressLimits {
+    agentwire_apps::common::AddressLimits {
         max_connections_per_address: OPEN_CAP,
         max_pending_handshakes_per_address: PENDING_CAP,
     }
     .install();
-    mcpw::AddressLimits {
+    agentwire_apps::common::AddressLimits {
         max_connections_per_address: OPEN_CAP,
         max_pending_handshakes_per_address: PENDING_CAP,
     }
     .install();
-    relay::AddressLimits {
+    agentwire_apps::common::AddressLimits {
         max_connections_per_address: OPEN_CAP,
         max_pending_handshakes_per_address: PENDING_CAP,
     }

@@ -3,8 +3,7 @@
 //! verbatim; the client's try limit and session fallback against a server that goes away;
 //! and a Node `ws` client (tests/interop/llmrtc_client.js).
 
-#[path = "../examples/llmrtc/mod.rs"]
-mod llmrtc;
+use agentwire_apps::llmrtc;
 
 use std::future::Future;
 use std::time::Duration;

@@ -15,8 +15,7 @@
 //! (or without `node`, or `AGENTWIRE_NODE` naming another binary) these tests skip with the
 //! reason printed, except under `CI`, where they fail.
 
-#[path = "../examples/llmrtc/mod.rs"]
-mod llmrtc;
+use agentwire_apps::llmrtc;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

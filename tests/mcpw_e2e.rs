@@ -5,8 +5,7 @@
 
 #[path = "support/example_bin.rs"]
 mod example_bin;
-#[path = "../examples/mcpw/mod.rs"]
-mod mcpw;
+use agentwire_apps::mcpw;
 
 use std::future::Future;
 use std::io::Write;

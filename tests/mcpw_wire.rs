@@ -2,8 +2,7 @@
 //! with the name in the payload, the 12-byte form after `protocol.set_binary`) and talks to
 //! our orchestrator in that form. Driven in memory with simulated time: no sockets, no clock.
 
-#[path = "../examples/mcpw/mod.rs"]
-mod mcpw;
+use agentwire_apps::mcpw;
 
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,7 @@
 //! the movie host (the `Host` machine over agentwire-tokio) and an agent, by the Rust agent of
 //! `relay_agent` (through `relay_demo`'s code) and by a Python `websockets` agent.
 
-#[path = "../examples/relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,8 +4,7 @@
 
 #[path = "support/example_bin.rs"]
 mod example_bin;
-#[path = "../examples/relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

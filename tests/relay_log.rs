@@ -2,8 +2,7 @@
 //! continuity across reopen and restart, torn lines, failures, the checks of `relay_log`, and
 //! the [`LoggingRelay`] ordering guarantee driven in memory.
 
-#[path = "../examples/relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -708,8 +707,8 @@ struct FailAfterFile {
 }
 
 impl LogFile for FailAfterFile {
-    fn len(&mut self) -> std::io::Result<u64> {
-        self.file.len()
+    fn size(&mut self) -> std::io::Result<u64> {
+        self.file.size()
     }
     fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.file.read_exact_at(offset, buf)

@@ -2,8 +2,7 @@
 //! per-stage tool table we chose (INTEROP.md has none), each tool's behaviour and its errors
 //! as an agent receives them, and the reset at the end of a session.
 
-#[path = "../examples/relay/mod.rs"]
-mod relay;
+use agentwire_apps::relay;
 
 use std::time::Instant;
 

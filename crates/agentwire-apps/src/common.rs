@@ -1,7 +1,6 @@
 //! What every reference program needs the same way: tracing to stderr, the two clocks a
 //! machine is anchored to, and the per-address connection limits every reference server
-//! takes as flags. Included by each example family's `mod.rs`.
-#![allow(dead_code, unreachable_pub)]
+//! takes as flags, shared by every protocol module of this crate.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;

@@ -53,7 +53,7 @@ pub fn server_config(bus: &BusConfig) -> ServerConfig {
                 .with_max_frame_size(max),
         )
         .with_max_connections(max_connections);
-    super::common::protect(config, "jsonrpc-bus", "/", address_refusal())
+    crate::common::protect(config, "jsonrpc-bus", "/", address_refusal())
 }
 
 /// How the bus refuses a connection over the per-address cap: as it refuses one over its
@@ -86,7 +86,7 @@ pub async fn start_with(
     transport: ServerConfig,
     mut on_event: impl FnMut(&BusEvent) + Send + 'static,
 ) -> std::io::Result<BusApp> {
-    let (now, unix_ms) = super::clocks();
+    let (now, unix_ms) = crate::common::clocks();
     let bus = Bus::new(config, UuidV4Ids, now, unix_ms);
     let (server, mut events) = Server::bind(addr, bus, transport).await?;
     let waiters: Waiters = Arc::default();

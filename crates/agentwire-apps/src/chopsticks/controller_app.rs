@@ -133,7 +133,7 @@ pub fn server_config() -> ServerConfig {
         agentwire::core::CloseCode::POLICY,
         "too-many-connections",
     );
-    super::common::protect(config, "chopsticks controller", "/", refusal)
+    crate::common::protect(config, "chopsticks controller", "/", refusal)
 }
 
 /// Starts a controller on `addr` with [`server_config`]; `on_event` sees every event first.

@@ -57,7 +57,7 @@ impl LlmrtcClientApp {
     ) -> Result<Self, Box<dyn std::error::Error>> {
         let machine = LlmrtcClient::new(config, SplitMix64::new(seed));
         let (handle, events) = Client::connect_dialer(url, machine, transport_config())?;
-        let (now, unix_ms) = super::clocks();
+        let (now, unix_ms) = crate::common::clocks();
         handle
             .call(move |c, _| {
                 c.set_wall_clock(unix_ms, now);

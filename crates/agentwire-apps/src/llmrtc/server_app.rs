@@ -95,7 +95,7 @@ pub fn transport_config(config: &ServerConfig) -> TransportConfig {
             .with_max_frame_size(max)
             .with_first_frame_delay(FIRST_FRAME_DELAY),
     );
-    super::common::protect(transport, "llmrtc", "/", address_refusal())
+    crate::common::protect(transport, "llmrtc", "/", address_refusal())
 }
 
 /// How the server refuses a connection over the per-address cap: as it refuses one over its

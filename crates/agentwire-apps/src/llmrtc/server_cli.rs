@@ -39,7 +39,7 @@ pub struct ServerArgs {
     pub session_ttl_minutes: u64,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
-    pub address: super::AddressLimits,
+    pub address: crate::common::AddressLimits,
 }
 
 impl ServerArgs {

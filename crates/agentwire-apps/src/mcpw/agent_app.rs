@@ -39,9 +39,17 @@ pub enum AgentEvent {
     /// A task arrived (`task.assigned` params).
     TaskAssigned(Value),
     /// A progress report was sent.
-    ProgressSent { task_id: String, progress: f64 },
+    ProgressSent {
+        /// The task reported on.
+        task_id: String,
+        /// The progress sent, 0.0 to 1.0.
+        progress: f64,
+    },
     /// `task.complete` was sent.
-    Completed { task_id: String },
+    Completed {
+        /// The task completed.
+        task_id: String,
+    },
     /// The server accepted the completion.
     CompletionAccepted(Value),
     /// A collaboration request arrived and was approved.

@@ -5,12 +5,6 @@
 //!   by agentwire-tokio behind the pre-upgrade policy, with a Prometheus `/metrics` endpoint.
 //! - [`agent_app`]: a reference agent (a client machine) that registers, heartbeats, works on
 //!   the tasks it is given and answers collaboration requests, in JSON or binary form.
-#![allow(dead_code, unreachable_pub)]
 
 pub mod agent_app;
 pub mod server_app;
-
-#[path = "../common/mod.rs"]
-mod common;
-#[allow(unused_imports)]
-pub use common::{clocks, init_tracing, AddressLimits};

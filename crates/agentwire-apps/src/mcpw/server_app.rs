@@ -305,13 +305,13 @@ pub async fn start(
 ) -> std::io::Result<ServerApp> {
     let open = Arc::new(AtomicUsize::new(0));
     let policy = Arc::new(Mutex::new(UpgradePolicy::new(upgrade)));
-    let (now, unix_ms) = super::clocks();
+    let (now, unix_ms) = crate::common::clocks();
     let machine = TimedOrchestrator {
         inner: Orchestrator::new(config, UuidV4Ids, now, unix_ms),
     };
     // Over the per-address cap: HTTP 503 before the upgrade, as at the connection cap.
     let refusal = agentwire::tokio::Refusal::http(503, "too many connections from this address\n");
-    let transport = super::common::protect(
+    let transport = crate::common::protect(
         ServerConfig::default().with_hook(hook(policy, Arc::clone(&open))),
         "mcpw",
         "/",

@@ -53,7 +53,7 @@ impl MovieHost {
         mut on_event: impl FnMut(&HostEvent) + Send + 'static,
     ) -> Result<Self, ConfigError> {
         let transport = client_config(&config);
-        let (now, unix_ms) = super::clocks();
+        let (now, unix_ms) = crate::common::clocks();
         let machine = Host::new(config, MovieTools::new(), now, unix_ms);
         let (handle, mut events) = Client::connect(url, machine, transport)?;
         let (joined_tx, joined) = watch::channel(false);

@@ -71,7 +71,7 @@ pub type SyncHandle = Box<dyn FnOnce() -> io::Result<()> + Send>;
 /// One open log file, as the writer uses it.
 pub trait LogFile: Send {
     /// Its length in bytes.
-    fn len(&mut self) -> io::Result<u64>;
+    fn size(&mut self) -> io::Result<u64>;
     /// Fills `buf` from `offset`.
     fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     /// Appends `bytes` at the end, whole or with an error (part may have reached the file).
@@ -103,7 +103,7 @@ pub trait Storage: Send {
 pub struct OsStorage;
 
 impl LogFile for File {
-    fn len(&mut self) -> io::Result<u64> {
+    fn size(&mut self) -> io::Result<u64> {
         Ok(self.metadata()?.len())
     }
 
@@ -503,7 +503,7 @@ impl SessionFile {
             Err(e) => return Err((LogOp::Open, e)),
         };
         let resume = |e| (LogOp::Resume, e);
-        let len = file.len().map_err(resume)?;
+        let len = file.size().map_err(resume)?;
         let tail = good_tail(&mut *file, len, session).map_err(resume)?;
         let (good, next_index, why) = match tail {
             Tail::Good { end, next_index } => (end, next_index, None),

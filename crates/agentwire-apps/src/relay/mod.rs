@@ -20,7 +20,6 @@
 //! - [`agent_app`]: an external agent over a plain WebSocket and the booking it runs
 //!   (`relay_agent`).
 //! - [`demo`]: relay + movie host + agent in one process (`relay_demo`, `tests/relay_booking.rs`).
-#![allow(dead_code, unreachable_pub)]
 
 pub mod agent_app;
 pub mod demo;
@@ -30,8 +29,3 @@ pub mod log_writer;
 pub mod logging_relay;
 pub mod movie;
 pub mod server_app;
-
-#[path = "../common/mod.rs"]
-mod common;
-#[allow(unused_imports)] // not every program of the family uses both
-pub use common::{clocks, init_tracing, AddressLimits};

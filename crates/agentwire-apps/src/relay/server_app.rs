@@ -76,7 +76,7 @@ pub fn server_config(relay: &RelayConfig) -> ServerConfig {
         "too-many-connections",
     );
     let path = relay.path.as_deref().unwrap_or("/");
-    super::common::protect(config, "agent-relay", path, refusal)
+    crate::common::protect(config, "agent-relay", path, refusal)
 }
 
 /// Starts a relay on `addr` writing its study log into `log_dir` (created if missing);
@@ -91,7 +91,7 @@ pub async fn start(
     let log_dir = log_dir.into();
     let log = StudyLog::open(&log_dir, sync)?;
     let transport = server_config(&config);
-    let (now, unix_ms) = super::clocks();
+    let (now, unix_ms) = crate::common::clocks();
     let (sync_tx, mut sync_rx) = tokio::sync::mpsc::channel::<SyncJob>(SYNC_QUEUE);
     let relay = Relay::new(config, UuidV4Ids, now, unix_ms);
     let machine = LoggingRelay::with_sync_worker(relay, log, sync_tx);

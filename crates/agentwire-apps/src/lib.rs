@@ -1,0 +1,22 @@
+//! The reference servers and clients of the five agentwire protocols as library code: what
+//! the example commands (`cargo run --example bus_server`, `relay_demo`, ...) run, and what the
+//! workspace's end-to-end tests and benches start over loopback.
+//!
+//! One module per protocol, each with its server program and its client or agent:
+//!
+//! - [`bus`]: the JSON-RPC bus server and a bus client.
+//! - [`chopsticks`]: the Chopsticks controller and a music agent with a mock player.
+//! - [`llmrtc`]: the llmrtc signalling server with scripted providers, and a client.
+//! - [`mcpw`]: the MCPW orchestrator and a reference agent.
+//! - [`relay`]: the agent relay with its study log, the movie host, an external agent and
+//!   the log checker.
+//!
+//! [`common`] holds what all of them share: tracing to stderr, the clocks a machine is
+//! anchored to, and the per-address connection limits every server takes as flags.
+
+pub mod bus;
+pub mod chopsticks;
+pub mod common;
+pub mod llmrtc;
+pub mod mcpw;
+pub mod relay;
