@@ -1,31 +1,11 @@
 //! WebSocket close codes as an open newtype.
 
-use std::fmt;
-
-/// A WebSocket close code (RFC 6455 §7.4).
-///
-/// An open newtype: any `u16` from the wire survives, the common codes have names, and
-/// `Debug` prints the name where there is one (as h2's `Reason` does).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CloseCode(pub u16);
-
-macro_rules! close_codes {
-    ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {
-        impl CloseCode {
-            $($(#[$doc])* pub const $name: CloseCode = CloseCode($value);)*
-
-            /// The constant's name for a known code, e.g. `"POLICY"` for 1008.
-            pub fn name(self) -> Option<&'static str> {
-                match self.0 {
-                    $($value => Some(stringify!($name)),)*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-close_codes! {
+crate::open_codes! {
+    /// A WebSocket close code (RFC 6455 §7.4).
+    ///
+    /// An open newtype: any `u16` from the wire survives, the common codes have names, and
+    /// `Debug` prints the name where there is one (as h2's `Reason` does): `POLICY(1008)`.
+    pub struct CloseCode(u16) [with_value];
     /// 1000: normal closure.
     NORMAL = 1000;
     /// 1001: the endpoint is going away (server shutdown, page navigation).
@@ -66,33 +46,6 @@ impl CloseCode {
     }
 }
 
-impl From<u16> for CloseCode {
-    fn from(v: u16) -> Self {
-        Self(v)
-    }
-}
-
-impl From<CloseCode> for u16 {
-    fn from(c: CloseCode) -> Self {
-        c.0
-    }
-}
-
-impl fmt::Debug for CloseCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => write!(f, "{n}({})", self.0),
-            None => write!(f, "CloseCode({})", self.0),
-        }
-    }
-}
-
-impl fmt::Display for CloseCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +56,9 @@ mod tests {
         assert_eq!(format!("{:?}", CloseCode(4321)), "CloseCode(4321)");
         assert_eq!(CloseCode::TRY_AGAIN_LATER.0, 1013);
         assert_eq!(CloseCode::GOING_AWAY.name(), Some("GOING_AWAY"));
+        assert_eq!(CloseCode(4321).name(), None);
+        assert_eq!(CloseCode::POLICY.to_string(), "1008");
+        assert_eq!(u16::from(CloseCode::from(1001)), 1001);
     }
 
     #[test]

@@ -14,14 +14,17 @@
 //! | [`ConnId`] | a connection id assigned by the driver, never reused |
 //! | [`Frame`] / [`FrameBuf`] | inbound (borrowed) and outbound (`Bytes`-backed) message bodies |
 //! | [`CloseCode`] | WebSocket close codes, an open newtype with named consts |
+//! | [`open_codes!`], [`string_id!`] | the macros behind every open code space (`ErrorCode`, `Method`, ...) and string id (`AgentId`, ...) |
 //! | [`Output`] / [`Outbox`] | what a machine asks its driver to do, and the queue that holds it |
 //! | [`Flow`] | backpressure: a machine asks its driver to pause or resume reading a connection |
 //! | [`PeerInfo`] | remote address, request path, headers and subprotocol of a connection |
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
 //! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
+//! | [`WallClock`], [`rfc3339_utc`], [`iso8601_ms`], [`UtcDateTime`] | wall-clock time from an anchor (`Instant` + Unix ms) and its RFC 3339 / ISO 8601 forms |
 //! | [`Dialer`], [`Dial`] | client machines that own their reconnect policy (when to dial, when to give up) |
 //! | [`Rate`], [`TokenBucket`] | a per-connection (or per-key) rate limiter, time passed in |
 //! | [`check_json_depth`] | the nesting bound for raw JSON a crate forwards or stores unparsed |
+//! | `json` (feature `json`) | `RawJson` (raw JSON kept as text) and the tagged-enum probe decoder |
 //! | `sim` (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
 //!
 //! # A run loop
@@ -68,11 +71,13 @@
 //! # Feature flags
 //!
 //! - `uuid` (default): `UuidV4Ids`, random UUID v4 ids.
+//! - `json`: the `json` module (`RawJson`, `probe`, `Tagged`, `Probe`); adds serde and serde_json.
 //! - `sim`: the `sim` module (test harness and timer-contract checker).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod close;
+mod codes;
 mod conn;
 mod dial;
 mod frame;
@@ -84,6 +89,8 @@ mod peer;
 mod rate;
 mod time;
 
+#[cfg(feature = "json")]
+pub mod json;
 #[cfg(feature = "sim")]
 pub mod sim;
 
@@ -99,4 +106,6 @@ pub use machine::Machine;
 pub use output::{Flow, Outbox, Output};
 pub use peer::PeerInfo;
 pub use rate::{Rate, TokenBucket};
-pub use time::{DeadlineQueue, Monotonic, TimerSet};
+pub use time::{
+    iso8601_ms, rfc3339_utc, DeadlineQueue, Monotonic, TimerSet, UtcDateTime, WallClock,
+};

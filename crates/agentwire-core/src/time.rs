@@ -206,6 +206,141 @@ impl<K> DeadlineQueue<K> {
     }
 }
 
+/// Wall-clock time for machines that read no clock: an anchor pairing a monotonic [`Instant`]
+/// with the Unix time in milliseconds at that instant.
+///
+/// The driver passes both when it builds a machine (`now` and `unix_ms`, in that order
+/// everywhere) and may re-anchor with [`set`](Self::set); the machine then derives wall time
+/// from the `now` it is handed, so simulated time gives simulated timestamps. Wall time
+/// moves only forward from the anchor: a `now` before the anchor reads as the anchor.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use agentwire_core::WallClock;
+///
+/// # #[allow(clippy::disallowed_methods)]
+/// let now = Instant::now();
+/// let wall = WallClock::new(now, 1_739_534_400_000);
+/// let later = now + Duration::from_millis(1_500);
+/// assert_eq!(wall.unix_ms(later), 1_739_534_401_500);
+/// assert_eq!(wall.rfc3339(later), "2025-02-14T12:00:01Z");
+/// assert_eq!(wall.iso8601_ms(later), "2025-02-14T12:00:01.500Z");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallClock {
+    at: Instant,
+    unix_ms: u64,
+}
+
+impl WallClock {
+    /// A clock on which `now` is `unix_ms` milliseconds after the Unix epoch.
+    pub fn new(now: Instant, unix_ms: u64) -> Self {
+        Self { at: now, unix_ms }
+    }
+
+    /// Re-anchors: `now` is `unix_ms` milliseconds after the Unix epoch.
+    pub fn set(&mut self, now: Instant, unix_ms: u64) {
+        *self = Self::new(now, unix_ms);
+    }
+
+    /// The anchor: the instant and its Unix milliseconds.
+    pub fn anchor(&self) -> (Instant, u64) {
+        (self.at, self.unix_ms)
+    }
+
+    /// The Unix time at `now` in milliseconds (the anchor's for a `now` before it; saturates
+    /// at `u64::MAX`).
+    pub fn unix_ms(&self, now: Instant) -> u64 {
+        let elapsed = now.saturating_duration_since(self.at).as_millis();
+        self.unix_ms
+            .saturating_add(u64::try_from(elapsed).unwrap_or(u64::MAX))
+    }
+
+    /// The time at `now` as RFC 3339 UTC with second precision: [`rfc3339_utc`].
+    pub fn rfc3339(&self, now: Instant) -> String {
+        rfc3339_utc(self.unix_ms(now))
+    }
+
+    /// The time at `now` as ISO 8601 UTC with milliseconds: [`iso8601_ms`].
+    pub fn iso8601_ms(&self, now: Instant) -> String {
+        iso8601_ms(self.unix_ms(now))
+    }
+}
+
+/// A UTC calendar date and time of day, from Unix milliseconds ([`UtcDateTime::from_unix_ms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub struct UtcDateTime {
+    /// The year (four digits until 9999, more after).
+    pub year: u64,
+    /// The month, 1-12.
+    pub month: u8,
+    /// The day of the month, 1-31.
+    pub day: u8,
+    /// The hour, 0-23.
+    pub hour: u8,
+    /// The minute, 0-59.
+    pub minute: u8,
+    /// The second, 0-59.
+    pub second: u8,
+    /// The millisecond, 0-999.
+    pub millisecond: u16,
+}
+
+impl UtcDateTime {
+    /// The UTC date and time `unix_ms` milliseconds after 1970-01-01T00:00:00Z (proleptic
+    /// Gregorian calendar, Howard Hinnant's `civil_from_days`).
+    pub fn from_unix_ms(unix_ms: u64) -> Self {
+        let millisecond = (unix_ms % 1000) as u16;
+        let secs = unix_ms / 1000;
+        let days = secs / 86_400;
+        let rem = secs % 86_400;
+        let z = days + 719_468;
+        let era = z / 146_097;
+        let doe = z % 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+        let year = yoe + era * 400 + u64::from(month <= 2);
+        Self {
+            year,
+            month,
+            day,
+            hour: (rem / 3600) as u8,
+            minute: (rem % 3600 / 60) as u8,
+            second: (rem % 60) as u8,
+            millisecond,
+        }
+    }
+
+    /// `YYYYMMDD`, e.g. `20260213`.
+    pub fn yyyymmdd(&self) -> String {
+        format!("{:04}{:02}{:02}", self.year, self.month, self.day)
+    }
+}
+
+/// Unix milliseconds as RFC 3339 UTC with second precision (milliseconds dropped):
+/// `2025-02-14T12:00:00Z`.
+pub fn rfc3339_utc(unix_ms: u64) -> String {
+    let t = UtcDateTime::from_unix_ms(unix_ms);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
+    )
+}
+
+/// Unix milliseconds as ISO 8601 UTC with milliseconds (JavaScript's `toISOString` form):
+/// `2026-02-13T10:22:17.123Z`.
+pub fn iso8601_ms(unix_ms: u64) -> String {
+    let t = UtcDateTime::from_unix_ms(unix_ms);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year, t.month, t.day, t.hour, t.minute, t.second, t.millisecond
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +408,69 @@ mod tests {
         assert!(q.is_empty());
         q.drop_stale_front(|_| true);
         assert_eq!(q.pop_expired(ms(100)), None);
+    }
+
+    #[test]
+    fn wall_clock_follows_now_from_its_anchor() {
+        let t = t0();
+        let mut w = WallClock::new(t, 1_000);
+        assert_eq!(w.unix_ms(t), 1_000);
+        assert_eq!(w.unix_ms(t + Duration::from_millis(2_345)), 3_345);
+        // Before the anchor: the anchor's time, never earlier.
+        w.set(t + Duration::from_secs(10), 50_000);
+        assert_eq!(w.anchor(), (t + Duration::from_secs(10), 50_000));
+        assert_eq!(w.unix_ms(t), 50_000);
+        assert_eq!(w.unix_ms(t + Duration::from_secs(11)), 51_000);
+        let near_max = WallClock::new(t, u64::MAX - 1);
+        assert_eq!(near_max.unix_ms(t + Duration::from_secs(1)), u64::MAX);
+        assert_eq!(
+            WallClock::new(t, 1_770_978_137_000).iso8601_ms(t + Duration::from_millis(123)),
+            "2026-02-13T10:22:17.123Z"
+        );
+        assert_eq!(
+            WallClock::new(t, 1_735_140_600_000).rfc3339(t + Duration::from_millis(999)),
+            "2024-12-25T15:30:00Z"
+        );
+    }
+
+    #[test]
+    fn civil_formats_at_known_points() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_739_534_400_000), "2025-02-14T12:00:00Z");
+        assert_eq!(rfc3339_utc(1_735_140_600_000), "2024-12-25T15:30:00Z");
+        assert_eq!(rfc3339_utc(951_782_400_999), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_utc(4_107_542_399_000), "2100-02-28T23:59:59Z");
+        assert_eq!(iso8601_ms(1_770_978_137_123), "2026-02-13T10:22:17.123Z");
+        assert_eq!(iso8601_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601_ms(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+        assert_eq!(iso8601_ms(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+        assert_eq!(iso8601_ms(253_402_300_800_000), "10000-01-01T00:00:00.000Z");
+        assert_eq!(
+            UtcDateTime::from_unix_ms(1_770_978_137_123).yyyymmdd(),
+            "20260213"
+        );
+        // The largest input does not overflow.
+        assert!(rfc3339_utc(u64::MAX).ends_with('Z'));
+    }
+
+    proptest::proptest! {
+        /// Every day of the calendar follows the one before it, and each day starts at 00:00:00.
+        #[test]
+        fn consecutive_days_are_consecutive_dates(day in 0u64..3_000_000) {
+            let a = UtcDateTime::from_unix_ms(day * 86_400_000 + 86_399_999);
+            let b = UtcDateTime::from_unix_ms((day + 1) * 86_400_000);
+            proptest::prop_assert_eq!((a.hour, a.minute, a.second, a.millisecond), (23, 59, 59, 999));
+            proptest::prop_assert_eq!((b.hour, b.minute, b.second, b.millisecond), (0, 0, 0, 0));
+            let next = if b.year == a.year {
+                (b.month == a.month && b.day == a.day + 1) || (b.month == a.month + 1 && b.day == 1)
+            } else {
+                b.year == a.year + 1 && a.month == 12 && a.day == 31 && b.month == 1 && b.day == 1
+            };
+            proptest::prop_assert!(next, "{a:?} -> {b:?}");
+            let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+            let days_in = [31, if leap(a.year) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+            proptest::prop_assert!(a.day <= days_in[usize::from(a.month - 1)]);
+        }
     }
 }
