@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use agentwire_core::{ConnId, Outbox, TimerSet};
 
 use crate::config::Limits;
-use crate::error::ProtocolError;
+use crate::error::{CommandError, ProtocolError};
 use crate::event::ControllerEvent;
 use crate::message::Hello;
 
@@ -238,8 +238,7 @@ impl Registry {
         &mut self,
         agent_id: &str,
         max: usize,
-    ) -> Result<(ConnId, &mut usize), crate::error::CommandError> {
-        use crate::error::CommandError;
+    ) -> Result<(ConnId, &mut usize), CommandError> {
         let conn = self
             .agents
             .get(agent_id)
