@@ -163,3 +163,117 @@ pub enum BatchForm {
     /// message a u32 BE length and the message's JSON form.
     Binary,
 }
+
+/// How an [`Agent`](crate::Agent) waits between connection attempts: `initial`,
+/// doubled after each failure in a row, at most `max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reconnect {
+    /// The first wait. Default 500 ms.
+    pub initial: std::time::Duration,
+    /// The longest wait. Default 30 s.
+    pub max: std::time::Duration,
+    /// How long a connection must stay open for the next wait to start from `initial`
+    /// again; shorter ones (refused right after the upgrade) keep doubling it. Default 30 s.
+    pub stable_after: std::time::Duration,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Self {
+            initial: std::time::Duration::from_millis(500),
+            max: std::time::Duration::from_secs(30),
+            stable_after: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
+impl Reconnect {
+    /// Waits from `initial` doubling up to `max` (and the default `stable_after`).
+    pub fn new(initial: std::time::Duration, max: std::time::Duration) -> Self {
+        Self {
+            initial,
+            max,
+            ..Self::default()
+        }
+    }
+
+    /// The wait after `failures` failures in a row (1: `initial`).
+    pub fn delay(&self, failures: u32) -> std::time::Duration {
+        let doublings = failures.saturating_sub(1).min(20);
+        self.initial.saturating_mul(1 << doublings).min(self.max)
+    }
+}
+
+/// Everything an [`Agent`](crate::Agent) is configured with.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct AgentConfig {
+    /// The `agent.register` params sent on every new connection; its `agent_id` is the
+    /// agent's id in every message it sends.
+    pub register: crate::params::AgentRegister,
+    /// Speak 24-byte binary frames instead of JSON text until `protocol.set_binary`
+    /// switches the connection to the 12-byte form. Default `false`.
+    pub binary: bool,
+    /// How often `agent.heartbeat` goes out once registered. Default 30 s (the
+    /// orchestrator's period); a server that asks for a shorter `heartbeat_interval_ms`
+    /// (at least 1 s) gets that.
+    pub heartbeat_interval: std::time::Duration,
+    /// Reconnect waits. Default [`Reconnect::default`].
+    pub reconnect: Reconnect,
+    /// Tasks held at once (assigned and not completed); one more is
+    /// [`AgentEvent::TaskDropped`](crate::AgentEvent::TaskDropped). Default 64.
+    pub max_tasks: usize,
+    /// Collaboration requests awaiting the application's answer; one more is answered
+    /// with a 4003 error. Default 64.
+    pub max_collaborations: usize,
+    /// How long [`Agent::shutdown`](crate::Agent::shutdown) waits for the server's
+    /// answer before it closes the connection anyway. Default 5 s.
+    pub shutdown_timeout: std::time::Duration,
+    /// The codec: decode limits and compression. Default [`CodecConfig::default`].
+    pub codec: CodecConfig,
+}
+
+impl AgentConfig {
+    /// The defaults, registering with `register`.
+    pub fn new(register: crate::params::AgentRegister) -> Self {
+        Self {
+            register,
+            binary: false,
+            heartbeat_interval: std::time::Duration::from_secs(30),
+            reconnect: Reconnect::default(),
+            max_tasks: 64,
+            max_collaborations: 64,
+            shutdown_timeout: std::time::Duration::from_secs(5),
+            codec: CodecConfig::default(),
+        }
+    }
+
+    /// Speaks 24-byte binary frames (`true`) or JSON text.
+    #[must_use]
+    pub fn with_binary(mut self, binary: bool) -> Self {
+        self.binary = binary;
+        self
+    }
+
+    /// Sets the heartbeat period.
+    #[must_use]
+    pub fn with_heartbeat_interval(mut self, interval: std::time::Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// Sets the reconnect waits.
+    #[must_use]
+    pub fn with_reconnect(mut self, reconnect: Reconnect) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
+
+    /// Sets the task limit.
+    #[must_use]
+    pub fn with_max_tasks(mut self, max: usize) -> Self {
+        self.max_tasks = max;
+        self
+    }
+}

@@ -275,3 +275,30 @@ pub enum EncodeError {
     #[error("serialize: {0}")]
     Json(#[from] serde_json::Error),
 }
+
+/// A command the [`Agent`](crate::Agent) refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentCommandError {
+    /// No connection is open (the agent is between attempts, or stopped).
+    #[error("not connected")]
+    NotConnected,
+    /// The agent does not hold this task: never assigned, completed already, or forgotten
+    /// with the connection it came on.
+    #[error("unknown task {0:?}")]
+    UnknownTask(String),
+    /// A `protocol.set_binary` is awaiting its answer already.
+    #[error("a protocol.set_binary is pending")]
+    SetBinaryPending,
+    /// No collaboration request awaits an answer under this id.
+    #[error("unknown collaboration request")]
+    UnknownCollaboration,
+    /// The agent stopped ([`Agent::shutdown`](crate::Agent::shutdown) or
+    /// [`Agent::close`](crate::Agent::close)).
+    #[error("the agent stopped")]
+    Stopped,
+    /// The message could not be encoded (a `Value` that cannot be written, or a payload
+    /// over the codec's limit).
+    #[error("encode: {0}")]
+    Encode(String),
+}

@@ -315,6 +315,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod agent;
 mod binary;
 mod codec;
 pub mod compact;
@@ -335,12 +336,14 @@ pub mod signing;
 #[cfg(feature = "tokio-util")]
 pub mod tokio_codec;
 
+pub use agent::{Agent, AgentEvent};
 pub use codec::{Codec, Form, RawFrame};
 pub use compact::{CompactHeader, CompactHeaderError};
+pub use config::{AgentConfig, Reconnect};
 pub use config::{
     Backend, BatchForm, CodecConfig, CompressPolicy, Compression, Limits, ReservedPolicy,
 };
-pub use error::{DecodeError, EncodeError, ErrorBody, ErrorCode};
+pub use error::{AgentCommandError, DecodeError, EncodeError, ErrorBody, ErrorCode};
 pub use gzip::GzipError;
 pub use header::{Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC, VERSION};
 pub use message::{Body, Message, OtherCall, BATCH_METHOD};

@@ -1,0 +1,103 @@
+//! What the [`Agent`](super::Agent) reports: [`AgentEvent`], and the requests an answer or
+//! an error can be about.
+
+use std::time::Duration;
+
+use crate::error::ErrorBody;
+use crate::params::{CollaborationRequest, RegistrationConfirmed, TaskAssigned};
+
+/// A `collaboration.request` the server forwarded and the agent has not answered yet; pass
+/// it to [`Agent::answer_collaboration`](super::Agent::answer_collaboration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CollaborationId(pub(crate) u64);
+
+/// One of this agent's requests that the server answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Request {
+    /// `agent.register`, sent on every new connection.
+    Register,
+    /// `protocol.set_binary`.
+    SetBinary,
+    /// `task.complete` of this task.
+    Complete {
+        /// The task's id.
+        task_id: String,
+    },
+    /// `agent.shutdown`.
+    Shutdown,
+}
+
+/// What happened, for the application.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// The server confirmed `agent.register` (on every new connection); heartbeats run from
+    /// now on.
+    Registered(RegistrationConfirmed),
+    /// A task was assigned; report on it with
+    /// [`report_progress`](super::Agent::report_progress) and finish it with
+    /// [`complete_task`](super::Agent::complete_task).
+    TaskAssigned(TaskAssigned),
+    /// A task was assigned while [`max_tasks`](crate::AgentConfig::max_tasks) tasks are
+    /// held already: the agent does not hold it (the server's task deadline decides its
+    /// fate).
+    TaskDropped {
+        /// The task's id.
+        task_id: String,
+    },
+    /// The server accepted a `task.complete`.
+    CompletionAccepted {
+        /// The task's id.
+        task_id: String,
+        /// The reply's `status` (`accepted` from this crate's orchestrator).
+        status: Option<String>,
+    },
+    /// Another agent asks for a collaboration (forwarded by the server as a request);
+    /// answer with [`answer_collaboration`](super::Agent::answer_collaboration).
+    CollaborationRequested {
+        /// What to answer.
+        id: CollaborationId,
+        /// The request's params.
+        request: CollaborationRequest,
+    },
+    /// The server answered with a type-3 error.
+    ErrorReceived {
+        /// The error.
+        error: ErrorBody,
+        /// Which of this agent's requests it answers, when its id names one.
+        about: Option<Request>,
+    },
+    /// The server confirmed `protocol.set_binary`: the connection now speaks the 12-byte
+    /// form (`enabled`) or the form it started with again.
+    BinaryMode {
+        /// Whether the 12-byte form is on.
+        enabled: bool,
+    },
+    /// The server answered `agent.shutdown`; the agent closes the connection and stops.
+    ShutdownAccepted,
+    /// A frame from the server could not be decoded; it is skipped, the connection stays.
+    ProtocolViolation(ErrorBody),
+    /// A message the agent starts itself (register, heartbeat, an answer) could not be
+    /// encoded, e.g. registration params over the codec's payload limit; it was not sent.
+    EncodeFailed(String),
+    /// A connection attempt failed before the WebSocket opened (refused, HTTP 401, ...);
+    /// the next one starts after `retry_in`.
+    ConnectFailed {
+        /// What went wrong, as the driver reports it (`HTTP error: 401 Unauthorized`).
+        reason: String,
+        /// Attempts that failed in a row, this one included.
+        failures: u32,
+        /// The wait before the next attempt.
+        retry_in: Duration,
+    },
+    /// The connection ended; the next attempt starts after `retry_in`. Held tasks are
+    /// forgotten (the server reassigns them).
+    Disconnected {
+        /// The wait before the next attempt.
+        retry_in: Duration,
+    },
+    /// The agent stopped for good ([`shutdown`](super::Agent::shutdown) or
+    /// [`close`](super::Agent::close)); the driver stops dialing.
+    Stopped,
+}

@@ -1,0 +1,81 @@
+//! [`Link`]: what the agent knows about its open connection, forgotten when it ends.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use agentwire_core::ConnId;
+
+use super::event::Request;
+use crate::message::Message;
+
+/// How a reply names the message it answers: its id (JSON and 12-byte forms) and its
+/// sequence id (24-byte form).
+pub(super) type ReplyKey = (Option<String>, u64);
+
+/// The reply key of `msg`.
+pub(super) fn key_of(msg: &Message) -> ReplyKey {
+    (msg.id.clone(), msg.seq)
+}
+
+/// The open connection: its form, its registration and heartbeat, the requests awaiting an
+/// answer on it.
+#[derive(Debug)]
+pub(super) struct Link {
+    /// The connection.
+    pub(super) conn: ConnId,
+    /// When it opened (a connection that stays up resets the reconnect waits).
+    pub(super) opened: Instant,
+    /// The 12-byte form is on (after the server confirmed `protocol.set_binary`), gzipped
+    /// above the threshold asked for.
+    pub(super) compact: Option<Option<usize>>,
+    /// The pending `protocol.set_binary`: what it asked for (`Some(threshold)` on, `None`
+    /// off).
+    pub(super) set_binary: Option<Option<Option<usize>>>,
+    /// This agent's requests awaiting an answer, by reply key. Bounded: one register, one
+    /// `protocol.set_binary`, one shutdown and one `task.complete` per held task.
+    pub(super) pending: BTreeMap<ReplyKey, Request>,
+    /// The next `agent.heartbeat` (once registered) and the period.
+    pub(super) heartbeat: Option<(Instant, Duration)>,
+}
+
+impl Link {
+    /// A connection that just opened.
+    pub(super) fn new(conn: ConnId, now: Instant) -> Self {
+        Self {
+            conn,
+            opened: now,
+            compact: None,
+            set_binary: None,
+            pending: BTreeMap::new(),
+            heartbeat: None,
+        }
+    }
+
+    /// Whether `agent.register` was confirmed on this connection.
+    pub(super) fn is_registered(&self) -> bool {
+        self.heartbeat.is_some()
+    }
+
+    /// Starts heartbeats every `period` from `now`.
+    pub(super) fn start_heartbeats(&mut self, now: Instant, period: Duration) {
+        // A zero period would make the timer due again at the same instant.
+        let period = period.max(Duration::from_millis(1));
+        self.heartbeat = Some((now + period, period));
+    }
+
+    /// Whether a heartbeat is due at `now`; if so, the next one is scheduled.
+    pub(super) fn heartbeat_due(&mut self, now: Instant) -> bool {
+        match &mut self.heartbeat {
+            Some((at, period)) if *at <= now => {
+                *at = now + *period;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The next heartbeat.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.heartbeat.map(|(at, _)| at)
+    }
+}

@@ -1,0 +1,765 @@
+//! The [`Agent`]: MCPW's agent role, one connection at a time, surviving reconnects.
+
+mod event;
+mod link;
+mod redial;
+mod tasks;
+
+use std::time::{Duration, Instant};
+
+use agentwire_core::{
+    CloseCode, ConnId, Dial, Dialer, Frame, FrameBuf, Machine, Monotonic, Outbox, Output, PeerInfo,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{Codec, Form};
+use crate::config::AgentConfig;
+use crate::error::{AgentCommandError, ErrorBody, ErrorCode};
+use crate::header::MessageType;
+use crate::message::{Body, Message, OtherCall};
+use crate::params::{
+    AgentHeartbeat, AgentShutdown, FinalState, HeartbeatMetrics, TaskComplete, TaskProgress,
+    Workload,
+};
+
+pub use event::{AgentEvent, CollaborationId, Request};
+use link::{key_of, Link, ReplyKey};
+use redial::Redial;
+use tasks::Tasks;
+
+/// Close reason when [`Agent::shutdown`] ends the connection.
+pub const CLOSE_SHUTDOWN: &str = "shutdown";
+/// Close reason when [`Agent::close`] ends the connection.
+pub const CLOSE_CLOSED: &str = "agent-closed";
+
+/// The shortest heartbeat period a server's `heartbeat_interval_ms` can ask for.
+const MIN_HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// `protocol.set_binary` params, as the real server reads them.
+#[derive(Serialize)]
+struct SetBinaryParams {
+    enabled: bool,
+    compression: SetBinaryCompression,
+}
+
+/// The `compression` of [`SetBinaryParams`].
+#[derive(Serialize)]
+struct SetBinaryCompression {
+    enabled: bool,
+    threshold: usize,
+}
+
+/// The part of the `protocol.set_binary` response the agent acts on.
+#[derive(Deserialize)]
+struct SetBinaryReply {
+    #[serde(default)]
+    binary_enabled: bool,
+}
+
+/// The part of the `task.complete` response the agent reports.
+#[derive(Deserialize)]
+struct CompleteReply {
+    #[serde(default)]
+    status: Option<String>,
+}
+
+/// A ping's answer: `{"pong": true, "timestamp": <unix ms>}` (decision 27).
+#[derive(Serialize)]
+struct Pong {
+    pong: bool,
+    timestamp: u64,
+}
+
+/// A collaboration answer: `{"agent_id", "vote"}`.
+#[derive(Serialize)]
+struct Vote<'a> {
+    agent_id: &'a str,
+    vote: &'a str,
+}
+
+/// The MCPW agent role, sans IO: what a worker connected to an orchestration server does.
+///
+/// On every new connection it sends `agent.register` ([`AgentConfig::register`]); once the
+/// server confirms, it sends `agent.heartbeat` every [`AgentConfig::heartbeat_interval`]
+/// (with its held tasks as `active_tasks`/`queue_depth` and the load and status the
+/// application set). Tasks arrive as [`AgentEvent::TaskAssigned`]; the application reports
+/// on them ([`report_progress`](Self::report_progress), type 7) and finishes them
+/// ([`complete_task`](Self::complete_task)), whose acceptance arrives as
+/// [`AgentEvent::CompletionAccepted`]. Forwarded `collaboration.request`s arrive as
+/// [`AgentEvent::CollaborationRequested`] and are answered with
+/// [`answer_collaboration`](Self::answer_collaboration). [`set_binary`](Self::set_binary)
+/// asks for the real server's 12-byte form, which both sides speak once the server
+/// confirmed. Pings (type 4, or a `ping` request) are answered with a pong; any other
+/// request the agent does not serve gets a 4004 error naming it.
+/// [`shutdown`](Self::shutdown) announces `agent.shutdown` and stops after the answer.
+///
+/// It implements [`Dialer`]: run it with `agentwire_tokio::Client::connect_dialer`, which
+/// dials only when the machine asks, so the reconnect waits are this machine's
+/// ([`AgentConfig::reconnect`]: 500 ms doubling to 30 s, starting over only after a
+/// connection that stayed up 30 s), tested in simulated time.
+///
+/// The four kinds of method, as in quinn:
+/// - input: [`Machine::handle_connect`], [`Machine::handle_frame`],
+///   [`Machine::handle_disconnect`], [`Machine::handle_timeout`],
+///   [`Dialer::handle_dial_failed`];
+/// - output: [`Machine::poll_output`], [`Machine::poll_timeout`], [`Dialer::poll_dial`];
+/// - commands: [`Agent::report_progress`], [`Agent::complete_task`],
+///   [`Agent::answer_collaboration`], [`Agent::set_binary`], [`Agent::set_load`],
+///   [`Agent::set_status`], [`Agent::set_wall_clock`], [`Agent::shutdown`],
+///   [`Agent::close`];
+/// - getters: [`Agent::agent_id`], [`Agent::conn`], [`Agent::is_registered`],
+///   [`Agent::is_compact`], [`Agent::tasks`], [`Agent::failures`], [`Agent::is_stopped`].
+///
+/// # Spec decisions (agent role)
+///
+/// Pinned by the tests named after them (`tests/agent_sim.rs` unless named).
+///
+/// 31. **Register on every connection**, in the form the agent speaks
+///     ([`AgentConfig::binary`]); nothing held survives a connection: held tasks and
+///     unanswered collaboration requests are forgotten (the orchestrator reassigns the
+///     tasks) and the 12-byte form is off again.
+///     (`the_agent_registers_again_after_a_reconnect_and_starts_over_in_its_form`)
+/// 32. **Heartbeats start at `registration.confirmed`**, every
+///     [`AgentConfig::heartbeat_interval`], or the server's shorter
+///     `heartbeat_interval_ms` (at least 1 s).
+///     (`heartbeats_keep_the_agent_registered_past_the_servers_removal_time`)
+/// 33. **Ids**: in the JSON and 12-byte forms every message carries the id
+///     `<agent_id>-<n>`, in the 24-byte form the sequence id `n` (one counter); answers
+///     are matched on them, so an error names the request it refuses
+///     ([`AgentEvent::ErrorReceived`]'s `about`).
+///     (`an_error_answer_names_the_request_it_refuses`)
+/// 34. **`protocol.set_binary`**: sent as a request `{"enabled", "compression":
+///     {"enabled", "threshold"}}`; the agent switches to the 12-byte form (gzip above the
+///     threshold it asked for, if any) when the server's answer says `binary_enabled`, and
+///     back when it does not. (`set_binary_switches_both_sides_to_the_12_byte_form`)
+/// 35. **Requests the agent does not serve** get 4004 naming their id or sequence id; pings
+///     get `{"pong": true, "timestamp": <unix ms>}` as the orchestrator answers them
+///     (decision 27); frames that do not decode are reported
+///     ([`AgentEvent::ProtocolViolation`]) and skipped, the connection stays.
+///     (`pings_are_answered_and_unknown_requests_get_4004`)
+/// 36. **Shutdown** sends `agent.shutdown` with `final_state` (completed and active tasks)
+///     and closes the connection (1000) after the answer, or after
+///     [`AgentConfig::shutdown_timeout`] without one; then the driver stops
+///     ([`Dial::Stop`]). (`shutdown_announces_itself_and_stops_dialing`)
+///
+/// # Limits
+///
+/// | limit | default | beyond it |
+/// |---|---|---|
+/// | [`AgentConfig::max_tasks`] | 64 | [`AgentEvent::TaskDropped`] |
+/// | [`AgentConfig::max_collaborations`] | 64 | answered 4003 |
+/// | [`AgentConfig::codec`] | [`Limits`](crate::Limits) defaults | [`AgentEvent::ProtocolViolation`] |
+pub struct Agent {
+    config: AgentConfig,
+    codec: Codec,
+    clock: Monotonic,
+    /// `(instant, unix ms)` of [`set_wall_clock`](Self::set_wall_clock).
+    wall: Option<(Instant, u64)>,
+    out: Outbox<AgentEvent>,
+    link: Option<Link>,
+    tasks: Tasks,
+    redial: Redial,
+    /// The message counter behind ids and sequence ids.
+    seq: u64,
+    /// The heartbeat's `workload.current_load`.
+    load: Option<f64>,
+    /// The heartbeat's `status`.
+    status: String,
+    /// A shutdown is under way: no reconnect; the connection closes by this deadline.
+    stopping: Option<Instant>,
+    /// Stopped for good.
+    stopped: bool,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("agent_id", &self.agent_id())
+            .field("conn", &self.conn())
+            .field("tasks", &self.tasks.len())
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent that dials at once ([`Dialer::poll_dial`] says [`Dial::Now`]).
+    pub fn new(config: AgentConfig) -> Self {
+        Self {
+            codec: Codec::new(config.codec.clone()),
+            config,
+            clock: Monotonic::new(),
+            wall: None,
+            out: Outbox::new(),
+            link: None,
+            tasks: Tasks::default(),
+            redial: Redial::default(),
+            seq: 0,
+            load: None,
+            status: "healthy".to_owned(),
+            stopping: None,
+            stopped: false,
+        }
+    }
+
+    // ----- getters -----
+
+    /// The agent's id (of [`AgentConfig::register`]).
+    pub fn agent_id(&self) -> &str {
+        &self.config.register.agent_id
+    }
+
+    /// The open connection.
+    pub fn conn(&self) -> Option<ConnId> {
+        self.link.as_ref().map(|l| l.conn)
+    }
+
+    /// Whether the server confirmed `agent.register` on the open connection.
+    pub fn is_registered(&self) -> bool {
+        self.link.as_ref().is_some_and(Link::is_registered)
+    }
+
+    /// Whether the connection speaks the server's 12-byte form.
+    pub fn is_compact(&self) -> bool {
+        self.link.as_ref().is_some_and(|l| l.compact.is_some())
+    }
+
+    /// The held tasks' ids, in order.
+    pub fn tasks(&self) -> impl Iterator<Item = &str> {
+        self.tasks.held()
+    }
+
+    /// Connection attempts (or short-lived connections) that failed in a row.
+    pub fn failures(&self) -> u32 {
+        self.redial.failures()
+    }
+
+    /// Whether the agent stopped for good.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    // ----- commands -----
+
+    /// Sends `task.progress` (type 7) for a held task. `agent_id` is set to this agent's.
+    pub fn report_progress(&mut self, mut report: TaskProgress) -> Result<(), AgentCommandError> {
+        self.check_task(&report.task_id)?;
+        report.agent_id.clone_from(&self.config.register.agent_id);
+        let msg = self.message(MessageType::PROGRESS, Body::TaskProgress(report));
+        self.send(&msg)
+    }
+
+    /// Sends `task.complete` for a held task, which the agent then lets go of; the answer
+    /// arrives as [`AgentEvent::CompletionAccepted`] or [`AgentEvent::ErrorReceived`].
+    /// `agent_id` is set to this agent's.
+    pub fn complete_task(&mut self, mut done: TaskComplete) -> Result<(), AgentCommandError> {
+        self.check_task(&done.task_id)?;
+        done.agent_id.clone_from(&self.config.register.agent_id);
+        let task_id = done.task_id.clone();
+        let msg = self.message(MessageType::REQUEST, Body::TaskComplete(done));
+        self.send(&msg)?;
+        self.tasks.complete(&task_id);
+        if let Some(link) = &mut self.link {
+            link.pending
+                .insert(key_of(&msg), Request::Complete { task_id });
+        }
+        Ok(())
+    }
+
+    /// Answers a forwarded collaboration request with `{"agent_id", "vote": vote}`
+    /// (`approve`, `reject`, ...).
+    pub fn answer_collaboration(
+        &mut self,
+        id: CollaborationId,
+        vote: &str,
+    ) -> Result<(), AgentCommandError> {
+        self.check_open()?;
+        let key = self
+            .tasks
+            .take_collaboration(id)
+            .ok_or(AgentCommandError::UnknownCollaboration)?;
+        let answer = Vote {
+            agent_id: &self.config.register.agent_id,
+            vote,
+        };
+        let answer =
+            serde_json::to_value(&answer).map_err(|e| AgentCommandError::Encode(e.to_string()))?;
+        self.reply(key, MessageType::RESPONSE, answer)
+    }
+
+    /// Asks the server (`protocol.set_binary`) to switch this connection to its 12-byte
+    /// form (`enabled`; gzip above `compression` bytes when `Some`), or back. Once the
+    /// server confirms, the agent speaks that form too ([`AgentEvent::BinaryMode`]).
+    pub fn set_binary(
+        &mut self,
+        enabled: bool,
+        compression: Option<usize>,
+    ) -> Result<(), AgentCommandError> {
+        let link = self.check_open()?;
+        if link.set_binary.is_some() {
+            return Err(AgentCommandError::SetBinaryPending);
+        }
+        let params = SetBinaryParams {
+            enabled,
+            compression: SetBinaryCompression {
+                enabled: compression.is_some(),
+                threshold: compression.unwrap_or(0),
+            },
+        };
+        let params =
+            serde_json::to_value(params).map_err(|e| AgentCommandError::Encode(e.to_string()))?;
+        let msg = self.message(
+            MessageType::REQUEST,
+            Body::Other(OtherCall::new("protocol.set_binary", params)),
+        );
+        self.send(&msg)?;
+        if let Some(link) = &mut self.link {
+            link.set_binary = Some(enabled.then_some(compression));
+            link.pending.insert(key_of(&msg), Request::SetBinary);
+        }
+        Ok(())
+    }
+
+    /// Sets the heartbeat's `workload.current_load` (0-1; `None` leaves it out), which the
+    /// orchestrator's routing reads.
+    pub fn set_load(&mut self, load: Option<f64>) {
+        self.load = load;
+    }
+
+    /// Sets the heartbeat's `status` (default `healthy`).
+    pub fn set_status(&mut self, status: impl Into<String>) {
+        self.status = status.into();
+    }
+
+    /// Anchors pong timestamps: `unix_ms` is the wall-clock time at `now`. Without it they
+    /// count milliseconds from the first time the agent saw.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        let now = self.clock.observe(now);
+        self.wall = Some((now, unix_ms));
+    }
+
+    /// Announces `agent.shutdown` (with `reason`, and `transfer_tasks` to have the server
+    /// hand the held tasks to other agents) and stops once the server answers, or after
+    /// [`AgentConfig::shutdown_timeout`]. Without a connection the agent stops at once.
+    pub fn shutdown(
+        &mut self,
+        reason: &str,
+        transfer_tasks: bool,
+        now: Instant,
+    ) -> Result<(), AgentCommandError> {
+        let now = self.clock.observe(now);
+        if self.stopped || self.stopping.is_some() {
+            return Err(AgentCommandError::Stopped);
+        }
+        if self.link.is_none() {
+            self.stop();
+            return Ok(());
+        }
+        let active: Vec<String> = self.tasks.held().map(str::to_owned).collect();
+        let params = AgentShutdown {
+            agent_id: self.config.register.agent_id.clone(),
+            reason: Some(reason.to_owned()),
+            graceful_timeout_ms: None,
+            transfer_tasks: Some(transfer_tasks),
+            final_state: Some(FinalState {
+                completed_tasks: Some(self.tasks.completed()),
+                pending_transfers: transfer_tasks.then(|| active.clone()),
+                active_tasks: Some(active),
+            }),
+        };
+        let msg = self.message(MessageType::REQUEST, Body::AgentShutdown(params));
+        self.send(&msg)?;
+        if let Some(link) = &mut self.link {
+            link.pending.insert(key_of(&msg), Request::Shutdown);
+        }
+        self.stopping = Some(now + self.config.shutdown_timeout);
+        Ok(())
+    }
+
+    /// Stops at once: closes the connection (1000) without a word and stops dialing.
+    pub fn close(&mut self, now: Instant) {
+        self.clock.observe(now);
+        if !self.stopped {
+            self.close_link(CLOSE_CLOSED);
+            self.stop();
+        }
+    }
+
+    // ----- internals -----
+
+    fn check_open(&self) -> Result<&Link, AgentCommandError> {
+        if self.stopped {
+            return Err(AgentCommandError::Stopped);
+        }
+        self.link.as_ref().ok_or(AgentCommandError::NotConnected)
+    }
+
+    fn check_task(&self, task_id: &str) -> Result<(), AgentCommandError> {
+        self.check_open()?;
+        if self.tasks.holds(task_id) {
+            Ok(())
+        } else {
+            Err(AgentCommandError::UnknownTask(task_id.to_owned()))
+        }
+    }
+
+    /// Whether frames go in the 24-byte form (until the 12-byte form is switched on).
+    fn binary(&self) -> bool {
+        self.config.binary
+    }
+
+    /// A new message of type `kind` with `body` and this agent's next id (JSON and
+    /// 12-byte forms) or sequence id (24-byte form).
+    fn message(&mut self, kind: MessageType, body: Body) -> Message {
+        self.seq += 1;
+        let msg = Message::new(kind, body);
+        if self.binary() && !self.is_compact() {
+            msg.with_seq(self.seq)
+        } else {
+            msg.with_id(format!("{}-{}", self.config.register.agent_id, self.seq))
+        }
+    }
+
+    /// Encodes `msg` in the connection's form and queues it.
+    fn send(&mut self, msg: &Message) -> Result<(), AgentCommandError> {
+        let Some(link) = &self.link else {
+            return Err(AgentCommandError::NotConnected);
+        };
+        let conn = link.conn;
+        let frame = match link.compact {
+            Some(threshold) => {
+                let mut out = Vec::new();
+                self.codec
+                    .encode_compact_with(msg, threshold, &mut out)
+                    .map(|_| FrameBuf::binary(out))
+            }
+            None if self.config.binary => self.codec.encode_ws(msg, Form::Binary),
+            None => self.codec.encode_ws(msg, Form::Json),
+        }
+        .map_err(|e| AgentCommandError::Encode(e.to_string()))?;
+        self.out.send(conn, frame);
+        Ok(())
+    }
+
+    /// Sends a message the agent starts itself; a failure to encode it is reported.
+    fn send_own(&mut self, msg: &Message) {
+        if let Err(AgentCommandError::Encode(e)) = self.send(msg) {
+            self.out.event(AgentEvent::EncodeFailed(e));
+        }
+    }
+
+    /// Answers the message `key` names with `kind` (a response or a pong) carrying `params`.
+    fn reply(
+        &mut self,
+        key: ReplyKey,
+        kind: MessageType,
+        params: serde_json::Value,
+    ) -> Result<(), AgentCommandError> {
+        let mut msg = Message::new(kind, Body::Other(OtherCall::new("", params)));
+        (msg.id, msg.seq) = key;
+        self.send(&msg)
+    }
+
+    /// Answers the message `key` names with a type-3 error.
+    fn reply_error(&mut self, key: ReplyKey, error: ErrorBody) {
+        let mut msg = Message::error(error);
+        (msg.id, msg.seq) = key;
+        self.send_own(&msg);
+    }
+
+    /// Unix milliseconds at `now`.
+    fn unix_ms(&self, now: Instant) -> u64 {
+        let (anchor, ms) = self.wall.unwrap_or((self.clock.latest().unwrap_or(now), 0));
+        let since = u64::try_from(now.saturating_duration_since(anchor).as_millis());
+        ms.saturating_add(since.unwrap_or(u64::MAX))
+    }
+
+    fn heartbeat(&mut self) {
+        let held = self.tasks.len() as u64;
+        let beat = AgentHeartbeat {
+            agent_id: self.config.register.agent_id.clone(),
+            status: Some(self.status.clone()),
+            metrics: Some(HeartbeatMetrics {
+                active_tasks: Some(held),
+                ..HeartbeatMetrics::default()
+            }),
+            workload: Some(Workload {
+                current_load: self.load,
+                queue_depth: Some(held),
+                processing_rate: None,
+            }),
+        };
+        let msg = self.message(MessageType::NOTIFICATION, Body::AgentHeartbeat(beat));
+        self.send_own(&msg);
+    }
+
+    /// Closes the open connection (1000) and forgets it.
+    fn close_link(&mut self, reason: &'static str) {
+        if let Some(link) = self.link.take() {
+            self.out.close(link.conn, CloseCode::NORMAL, reason);
+        }
+        self.tasks.forget();
+    }
+
+    /// Stops for good.
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.stopping = None;
+        self.redial.clear();
+        self.out.event(AgentEvent::Stopped);
+    }
+
+    fn on_message(&mut self, msg: Message, now: Instant) {
+        let key = key_of(&msg);
+        let kind = msg.kind;
+        if kind == MessageType::PING {
+            self.answer_ping(key, MessageType::PONG, now);
+            return;
+        }
+        if kind == MessageType::PONG {
+            return;
+        }
+        match msg.body {
+            Body::Batch(entries) => {
+                for entry in entries {
+                    self.on_message(entry, now);
+                }
+            }
+            Body::RegistrationConfirmed(c) => {
+                let Some(link) = &mut self.link else { return };
+                link.pending.remove(&key);
+                let asked = c
+                    .heartbeat_interval_ms
+                    .map(|ms| Duration::from_millis(ms).max(MIN_HEARTBEAT));
+                let period = asked.map_or(self.config.heartbeat_interval, |a| {
+                    a.min(self.config.heartbeat_interval)
+                });
+                link.start_heartbeats(now, period);
+                self.out.event(AgentEvent::Registered(c));
+            }
+            Body::TaskAssigned(t) => {
+                if self.tasks.assign(&t.task_id, self.config.max_tasks) {
+                    self.out.event(AgentEvent::TaskAssigned(t));
+                } else {
+                    self.out
+                        .event(AgentEvent::TaskDropped { task_id: t.task_id });
+                }
+            }
+            Body::CollaborationRequest(request) if kind == MessageType::REQUEST => {
+                match self
+                    .tasks
+                    .add_collaboration(key.clone(), self.config.max_collaborations)
+                {
+                    Some(id) => self
+                        .out
+                        .event(AgentEvent::CollaborationRequested { id, request }),
+                    None => self.reply_error(
+                        key,
+                        ErrorBody::new(
+                            ErrorCode::SERVER_ERROR,
+                            "too many collaboration requests awaiting an answer",
+                        ),
+                    ),
+                }
+            }
+            Body::Error(error) => {
+                let about = self.take_pending(&key);
+                match about {
+                    Some(Request::SetBinary) => {
+                        if let Some(link) = &mut self.link {
+                            link.set_binary = None;
+                        }
+                    }
+                    Some(Request::Shutdown) => self.finish_shutdown(),
+                    _ => {}
+                }
+                self.out.event(AgentEvent::ErrorReceived { error, about });
+            }
+            Body::Other(call) if kind == MessageType::RESPONSE => {
+                self.on_response(&key, call.params);
+            }
+            Body::Other(call) if kind == MessageType::REQUEST && call.method == "ping" => {
+                self.answer_ping(key, MessageType::RESPONSE, now);
+            }
+            body if kind == MessageType::REQUEST => {
+                let method = body.method().unwrap_or_default();
+                let message = if method.is_empty() {
+                    format!("method not found: code {}", body.code().0)
+                } else {
+                    format!("method not found: {method}")
+                };
+                self.reply_error(key, ErrorBody::new(ErrorCode::METHOD_NOT_FOUND, message));
+            }
+            // Notifications and responses the agent has no use for.
+            _ => {}
+        }
+    }
+
+    /// The pending request `key` answers, if any.
+    fn take_pending(&mut self, key: &ReplyKey) -> Option<Request> {
+        self.link.as_mut()?.pending.remove(key)
+    }
+
+    fn on_response(&mut self, key: &ReplyKey, params: serde_json::Value) {
+        match self.take_pending(key) {
+            Some(Request::SetBinary) => {
+                let on = serde_json::from_value::<SetBinaryReply>(params)
+                    .is_ok_and(|r| r.binary_enabled);
+                let Some(link) = &mut self.link else { return };
+                let asked = link.set_binary.take().flatten();
+                // The server switched after this reply; so does the agent.
+                link.compact = if on {
+                    Some(asked.unwrap_or(None))
+                } else {
+                    None
+                };
+                self.out.event(AgentEvent::BinaryMode { enabled: on });
+            }
+            Some(Request::Complete { task_id }) => {
+                let status = serde_json::from_value::<CompleteReply>(params)
+                    .ok()
+                    .and_then(|r| r.status);
+                self.out
+                    .event(AgentEvent::CompletionAccepted { task_id, status });
+            }
+            Some(Request::Shutdown) => {
+                self.out.event(AgentEvent::ShutdownAccepted);
+                self.finish_shutdown();
+            }
+            // `registration.confirmed` is read as such; anything else is not an answer
+            // the agent waits for.
+            Some(Request::Register) | None => {}
+        }
+    }
+
+    fn answer_ping(&mut self, key: ReplyKey, kind: MessageType, now: Instant) {
+        let pong = Pong {
+            pong: true,
+            timestamp: self.unix_ms(now),
+        };
+        if let Ok(pong) = serde_json::to_value(pong) {
+            if let Err(AgentCommandError::Encode(e)) = self.reply(key, kind, pong) {
+                self.out.event(AgentEvent::EncodeFailed(e));
+            }
+        }
+    }
+
+    /// The shutdown was answered (or timed out): close and stop.
+    fn finish_shutdown(&mut self) {
+        if self.stopping.is_some() {
+            self.close_link(CLOSE_SHUTDOWN);
+            self.stop();
+        }
+    }
+}
+
+impl Machine for Agent {
+    type Event = AgentEvent;
+
+    /// A connection opened: the agent registers on it. Ignored once stopped.
+    fn handle_connect(&mut self, conn: ConnId, _peer: &PeerInfo, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.stopped {
+            self.out.close(conn, CloseCode::NORMAL, CLOSE_CLOSED);
+            return;
+        }
+        self.redial.clear();
+        self.link = Some(Link::new(conn, now));
+        let msg = self.message(
+            MessageType::REQUEST,
+            Body::AgentRegister(self.config.register.clone()),
+        );
+        self.send_own(&msg);
+        if let Some(link) = &mut self.link {
+            link.pending.insert(key_of(&msg), Request::Register);
+        }
+    }
+
+    /// A frame from the server; frames of any other connection are ignored.
+    fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.conn() != Some(conn) {
+            return;
+        }
+        match self.codec.decode_ws(frame) {
+            Ok((msg, _)) => self.on_message(msg, now),
+            Err(e) => self
+                .out
+                .event(AgentEvent::ProtocolViolation(e.to_error_body())),
+        }
+    }
+
+    /// The connection ended: held tasks are forgotten and the next attempt waits (or, during
+    /// a shutdown, the agent stops).
+    fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.conn() != Some(conn) {
+            return;
+        }
+        let Some(link) = self.link.take() else { return };
+        self.tasks.forget();
+        if self.stopping.is_some() {
+            self.stop();
+            return;
+        }
+        let retry_in = self.redial.ended(&self.config.reconnect, link.opened, now);
+        self.out.event(AgentEvent::Disconnected { retry_in });
+    }
+
+    /// Heartbeats, the end of a reconnect wait, the shutdown deadline. Idempotent.
+    fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        self.redial.handle_timeout(now);
+        if self.link.as_mut().is_some_and(|l| l.heartbeat_due(now)) {
+            self.heartbeat();
+        }
+        if self.stopping.is_some_and(|at| at <= now) {
+            self.close_link(CLOSE_SHUTDOWN);
+            self.stop();
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.redial.next_deadline(),
+            self.link.as_ref().and_then(Link::next_deadline),
+            self.stopping,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn poll_output(&mut self) -> Option<Output<AgentEvent>> {
+        self.out.pop()
+    }
+}
+
+impl Dialer for Agent {
+    fn poll_dial(&self) -> Dial {
+        if self.stopped {
+            Dial::Stop
+        } else if self.link.is_none() && !self.redial.is_waiting() {
+            Dial::Now
+        } else {
+            Dial::Wait
+        }
+    }
+
+    fn handle_dial_failed(&mut self, reason: &str, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.stopped || self.link.is_some() {
+            return;
+        }
+        if self.stopping.is_some() {
+            self.stop();
+            return;
+        }
+        let retry_in = self.redial.failed(&self.config.reconnect, now);
+        self.out.event(AgentEvent::ConnectFailed {
+            reason: reason.to_owned(),
+            failures: self.redial.failures(),
+            retry_in,
+        });
+    }
+}
