@@ -25,6 +25,7 @@
 //! | [`Rate`], [`TokenBucket`] | a per-connection (or per-key) rate limiter, time passed in |
 //! | [`check_json_depth`] | the nesting bound for raw JSON a crate forwards or stores unparsed |
 //! | `json` (feature `json`) | `RawJson` (raw JSON kept as text) and the tagged-enum probe decoder |
+//! | `fuzzing` (feature `fuzzing`) | `FuzzClock`, the driver clock of the crates' fuzz bodies |
 //! | `sim` (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
 //!
 //! # A run loop
@@ -73,6 +74,7 @@
 //! - `uuid` (default): `UuidV4Ids`, random UUID v4 ids.
 //! - `json`: the `json` module (`RawJson`, `probe`, `Tagged`, `Probe`); adds serde and serde_json.
 //! - `sim`: the `sim` module (test harness and timer-contract checker).
+//! - `fuzzing`: the `fuzzing` module (`FuzzClock`, the driver clock of fuzz bodies).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -89,6 +91,8 @@ mod peer;
 mod rate;
 mod time;
 
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 #[cfg(feature = "json")]
 pub mod json;
 #[cfg(feature = "sim")]
