@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use agentwire_core::DEFAULT_MAX_JSON_DEPTH;
+use agentwire_core::{Rate, DEFAULT_MAX_JSON_DEPTH};
 
 /// The one endpoint of the protocol (spec §2).
 pub const ENDPOINT_PATH: &str = "/agent/ws";
@@ -35,6 +35,12 @@ impl Default for RateLimit {
             per_second: 100,
             burst: 200,
         }
+    }
+}
+
+impl From<RateLimit> for Rate {
+    fn from(r: RateLimit) -> Self {
+        Self::per_second(r.per_second, r.burst)
     }
 }
 
@@ -289,7 +295,37 @@ impl HostConfig {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
+    use agentwire_core::TokenBucket;
+
     use super::*;
+
+    #[allow(clippy::disallowed_methods)] // test base time
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
+    #[test]
+    fn a_rate_limit_allows_its_burst_then_refills_at_its_rate() {
+        let rate: Rate = RateLimit {
+            per_second: 10,
+            burst: 3,
+        }
+        .into();
+        let t = t0();
+        let mut b = TokenBucket::new(t);
+        assert!((0..3).all(|_| b.take(&rate, t)));
+        assert!(!b.take(&rate, t));
+        // 10/s: one token per 100 ms, counted across several short gaps.
+        assert!(!b.take(&rate, t + Duration::from_millis(60)));
+        assert!(b.take(&rate, t + Duration::from_millis(100)));
+        assert!(!b.take(&rate, t + Duration::from_millis(150)));
+        // A long quiet period refills only up to the burst.
+        let later = t + Duration::from_secs(60);
+        assert!((0..3).all(|_| b.take(&rate, later)));
+        assert!(!b.take(&rate, later));
+    }
 
     #[test]
     fn only_the_endpoint_path_is_accepted() {

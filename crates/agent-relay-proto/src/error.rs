@@ -1,170 +1,12 @@
-//! Error codes (an open newtype), the exact texts the relay sends, and the crate's error enums.
+//! Every error type of the crate: decoding ([`DecodeError`]), what a peer did wrong
+//! ([`ProtocolError`]), the relay's and the host's commands ([`CommandError`],
+//! [`HostCommandError`]), and the host's tools ([`ToolError`], [`ParamError`],
+//! [`HistoryFull`]).
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-use crate::message::Role;
-
-/// An error code of the `error` message (`payload.code`).
-///
-/// Open: a code this crate does not know survives a decode and re-encode unchanged. The
-/// spec's six codes and our own [`LIMIT_EXCEEDED`](Self::LIMIT_EXCEEDED) and
-/// [`LOG_FLUSH_FAILED`](Self::LOG_FLUSH_FAILED) have named constants, and `Debug` prints a
-/// known code bare (`INVALID_MESSAGE`).
-#[derive(Clone)]
-pub struct ErrorCode(Cow<'static, str>);
-
-macro_rules! codes {
-    ($($(#[$doc:meta])* $name:ident;)*) => {
-        impl ErrorCode {
-            $($(#[$doc])* pub const $name: Self = Self(Cow::Borrowed(stringify!($name)));)*
-
-            /// Every named code, in the spec's order (the relay's own last).
-            pub const KNOWN: &'static [ErrorCode] = &[$(Self::$name),*];
-        }
-    };
-}
-
-codes! {
-    /// The message is not valid JSON, has no string `type`, a wrong `v`, a malformed envelope,
-    /// a `type` the sender's role may not send, or an invalid `relay.join`.
-    INVALID_MESSAGE;
-    /// There is no session to talk to: not joined yet, no host connected, or the host was
-    /// replaced or left before replying.
-    SESSION_NOT_ACTIVE;
-    /// `tool.call` named a tool the host does not have (sent by the host).
-    UNKNOWN_TOOL;
-    /// `tool.call` params do not fit the tool's schema (sent by the host).
-    INVALID_PARAMS;
-    /// No UI spec is loaded, so a tool cannot run (sent by the host).
-    NO_ACTIVE_SPEC;
-    /// The tool ran and failed (sent by the host).
-    TOOL_EXECUTION_FAILED;
-    /// Ours, not the spec's: a relay limit (message size, rate, pending requests, sessions,
-    /// agents, connections, id length) refused the message. The `message` names the limit.
-    /// The [`Host`](crate::Host) sends it too, when the chat timeline is full.
-    LIMIT_EXCEEDED;
-    /// Ours, not the spec's: the study log of a session was not saved. Sent by the
-    /// [`Host`](crate::Host) when `session.end` could not flush the study log (the session
-    /// stays active and its state is not reset), and by the reference relay in place of a
-    /// `session.ended` whose log could not be written or synced.
-    LOG_FLUSH_FAILED;
-}
-
-impl ErrorCode {
-    /// A code from its wire text (known codes borrow their constant, others are kept as sent).
-    pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
-        let code = code.into();
-        match Self::KNOWN.iter().find(|k| k.as_str() == code.as_ref()) {
-            Some(known) => known.clone(),
-            None => Self(code),
-        }
-    }
-
-    /// The wire text, e.g. `"SESSION_NOT_ACTIVE"`.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether this is one of the named codes.
-    pub fn is_known(&self) -> bool {
-        Self::KNOWN.contains(self)
-    }
-}
-
-impl PartialEq for ErrorCode {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for ErrorCode {}
-
-impl std::hash::Hash for ErrorCode {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl fmt::Debug for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_known() {
-            f.write_str(self.as_str())
-        } else {
-            write!(f, "ErrorCode({:?})", self.as_str())
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for ErrorCode {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for ErrorCode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(Self::new)
-    }
-}
-
-/// The exact `message` texts of the errors the relay sends.
-///
-/// The first five are the reference relay's, word for word (INTEROP.md); the rest are ours.
-pub mod texts {
-    /// Unparseable input, or no string `type` (INVALID_MESSAGE; the reference's text).
-    pub const INVALID_JSON: &str = "Message must be valid JSON with a string \"type\".";
-    /// Any message but `relay.join` before joining (SESSION_NOT_ACTIVE; the reference's text).
-    pub const NOT_JOINED: &str = "You must send relay.join before other messages.";
-    /// An agent message while the session has no host (SESSION_NOT_ACTIVE; the reference's text).
-    pub const NO_HOST: &str = "No active host connection for this session.";
-    /// To a host replaced by a newer one, before its close 1000 (SESSION_NOT_ACTIVE; the
-    /// reference's text).
-    pub const HOST_REPLACED: &str = "Host connection replaced by a newer host.";
-    /// `relay.join` whose `role` is neither `host` nor `agent` (INVALID_MESSAGE; the reference's
-    /// text).
-    pub const INVALID_ROLE: &str = "relay.join payload.role must be \"host\" or \"agent\".";
-    /// `relay.join` whose `sessionId` is present but not a string (INVALID_MESSAGE; ours, the
-    /// reference silently uses `"default"`).
-    pub const INVALID_SESSION_ID: &str = "relay.join payload.sessionId must be a string.";
-    /// To each agent whose request was outstanding when the host left or was replaced
-    /// (SESSION_NOT_ACTIVE, with `replyTo`; ours, the reference never answers these).
-    pub const HOST_GONE: &str = "Host disconnected before replying.";
-    /// `v` missing or not `"mvp-0.2"` (INVALID_MESSAGE; ours, the reference does not check `v`).
-    pub const BAD_VERSION: &str = "Unsupported protocol version: \"v\" must be \"mvp-0.2\".";
-    /// `id` present but not a string (INVALID_MESSAGE; ours).
-    pub const BAD_ID: &str = "Envelope field \"id\" must be a string.";
-    /// `replyTo` present but not a string (INVALID_MESSAGE; ours).
-    pub const BAD_REPLY_TO: &str = "Envelope field \"replyTo\" must be a string.";
-    /// `payload` missing or not an object (INVALID_MESSAGE; ours).
-    pub const BAD_PAYLOAD: &str = "Envelope field \"payload\" must be an object.";
-    /// A message over the rate limit (LIMIT_EXCEEDED; ours).
-    pub const RATE_LIMITED: &str = "Rate limit exceeded; message dropped.";
-    /// An agent request over `max_pending_per_agent` (LIMIT_EXCEEDED; ours).
-    pub const TOO_MANY_PENDING: &str = "Too many requests awaiting a reply; message dropped.";
-    /// A join that would create one session too many (LIMIT_EXCEEDED; ours).
-    pub const TOO_MANY_SESSIONS: &str = "The relay has reached its session limit.";
-    /// An agent join into a full session (LIMIT_EXCEEDED; ours).
-    pub const TOO_MANY_AGENTS: &str = "This session has reached its agent limit.";
-    /// Sent just before closing a connection over `max_connections` (LIMIT_EXCEEDED; ours).
-    pub const TOO_MANY_CONNECTIONS: &str = "The relay has reached its connection limit.";
-    /// An `id` longer than `max_id_bytes` (LIMIT_EXCEEDED; ours).
-    pub const ID_TOO_LONG: &str = "Envelope field \"id\" is too long.";
-    /// A `sessionId` longer than `max_session_id_bytes` (LIMIT_EXCEEDED; ours).
-    pub const SESSION_ID_TOO_LONG: &str = "relay.join payload.sessionId is too long.";
-    /// A message whose study-log records would pass `max_log_bytes_per_session`
-    /// (LIMIT_EXCEEDED; ours).
-    pub const LOG_FULL: &str =
-        "The study log of this session is full; message dropped (it ends at session.ended).";
-}
+use crate::message::{ErrorCode, Role};
+use crate::texts;
 
 /// Why a message body could not be decoded. Each maps to the error the relay answers with
 /// ([`code`](Self::code), [`text`](Self::text)) and keeps the `id` it could recover, which the
@@ -350,26 +192,6 @@ pub enum CommandError {
     UnknownConnection,
 }
 
-/// The exact `message` texts of the errors the [`Host`](crate::Host) sends (all ours: the
-/// reference host skips these checks, INTEROP.md).
-pub mod host_texts {
-    /// A request other than `session.start` outside a session (SESSION_NOT_ACTIVE).
-    pub const NO_SESSION: &str = "No active session. Send session.start first.";
-    /// `tool.call`, `agent.message` or `session.end` while the session's end is flushing
-    /// its logs (SESSION_NOT_ACTIVE).
-    pub const SESSION_ENDING: &str = "The session is ending.";
-    /// `tool.call` with a missing, non-string or blank `reason` (INVALID_PARAMS).
-    pub const REASON_REQUIRED: &str = "tool.call requires a non-empty reason.";
-    /// `tool.call` without a string `toolName` (INVALID_MESSAGE).
-    pub const TOOL_NAME_REQUIRED: &str = "tool.call requires a string toolName.";
-    /// `tool.call` while no UI spec is loaded (NO_ACTIVE_SPEC).
-    pub const NO_ACTIVE_SPEC: &str = "No UI spec is loaded.";
-    /// `agent.message` when the chat timeline is full (LIMIT_EXCEEDED).
-    pub const HISTORY_FULL: &str = "The chat history is full.";
-    /// The application did not confirm the log flush in time (LOG_FLUSH_FAILED).
-    pub const FLUSH_TIMEOUT: &str = "The study log was not flushed in time.";
-}
-
 /// A command the caller gave the [`Host`](crate::Host) that it cannot carry out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -397,40 +219,117 @@ pub enum HostCommandError {
     InvalidSessionId,
 }
 
+/// Why a tool refused or failed; the host answers the agent with an `error` carrying
+/// [`code`](Self::code) and the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The params fit the schema but not the state, e.g. an `itemId` that is not on
+    /// screen: `INVALID_PARAMS`. Name the parameter in the text.
+    #[error("{0}")]
+    InvalidParams(String),
+    /// The tool ran and failed: `TOOL_EXECUTION_FAILED`.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ToolError {
+    /// [`ToolError::InvalidParams`] with `message`.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::InvalidParams(message.into())
+    }
+
+    /// [`ToolError::Failed`] with `message`.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::Failed(message.into())
+    }
+
+    /// The error code the agent gets.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
+            Self::Failed(_) => ErrorCode::TOOL_EXECUTION_FAILED,
+        }
+    }
+}
+
+/// The chat timeline was full ([`HostLimits::max_history_entries`](crate::HostLimits)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the chat history is full")]
+pub struct HistoryFull;
+
+/// Why params do not fit a tool's schema.
+///
+/// Each names the parameter (`quantity`, `filter.value`, `items[0].itemId`; `params` for the
+/// whole object), and `Display` reads as the end of a sentence that starts with the tool's
+/// name: the host answers `INVALID_PARAMS` `"setQuantity requires quantity >= 0"`, the spec's
+/// own example.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParamError {
+    /// A `required` parameter is absent.
+    #[error("requires {param}")]
+    Missing {
+        /// The parameter.
+        param: String,
+    },
+    /// A value of the wrong JSON type (`type`).
+    #[error("requires {param} to be {expected}")]
+    WrongType {
+        /// The parameter.
+        param: String,
+        /// What the schema allows, e.g. `"an integer"` or `"a string or null"`.
+        expected: String,
+    },
+    /// A value outside the schema's `enum`.
+    #[error("requires {param} to be one of {allowed}")]
+    NotAllowed {
+        /// The parameter.
+        param: String,
+        /// The allowed values as JSON, comma-separated: `"asc", "desc"`.
+        allowed: String,
+    },
+    /// A number below `minimum`.
+    #[error("requires {param} >= {minimum}")]
+    BelowMinimum {
+        /// The parameter.
+        param: String,
+        /// The minimum, as written in the schema.
+        minimum: String,
+    },
+    /// A number above `maximum`.
+    #[error("requires {param} <= {maximum}")]
+    AboveMaximum {
+        /// The parameter.
+        param: String,
+        /// The maximum, as written in the schema.
+        maximum: String,
+    },
+    /// A parameter the schema does not list while it sets `additionalProperties: false`.
+    #[error("does not take {param}")]
+    Unexpected {
+        /// The parameter.
+        param: String,
+    },
+}
+
+impl ParamError {
+    /// The parameter at fault (`params` for the whole object).
+    pub fn param(&self) -> &str {
+        match self {
+            Self::Missing { param }
+            | Self::WrongType { param, .. }
+            | Self::NotAllowed { param, .. }
+            | Self::BelowMinimum { param, .. }
+            | Self::AboveMaximum { param, .. }
+            | Self::Unexpected { param } => param,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn codes_are_the_spec_list_plus_ours() {
-        let names: Vec<&str> = ErrorCode::KNOWN.iter().map(ErrorCode::as_str).collect();
-        assert_eq!(
-            names,
-            [
-                "INVALID_MESSAGE",
-                "SESSION_NOT_ACTIVE",
-                "UNKNOWN_TOOL",
-                "INVALID_PARAMS",
-                "NO_ACTIVE_SPEC",
-                "TOOL_EXECUTION_FAILED",
-                "LIMIT_EXCEEDED",
-                "LOG_FLUSH_FAILED"
-            ]
-        );
-        assert_eq!(format!("{:?}", ErrorCode::UNKNOWN_TOOL), "UNKNOWN_TOOL");
-        assert_eq!(format!("{:?}", ErrorCode::new("X_1")), "ErrorCode(\"X_1\")");
-        assert!(ErrorCode::new(String::from("NO_ACTIVE_SPEC")).is_known());
-    }
-
-    #[test]
-    fn unknown_codes_round_trip() {
-        let c: ErrorCode = serde_json::from_str("\"RATE_LIMITED_BY_HOST\"").unwrap();
-        assert!(!c.is_known());
-        assert_eq!(
-            serde_json::to_string(&c).unwrap(),
-            "\"RATE_LIMITED_BY_HOST\""
-        );
-    }
 
     #[test]
     fn decode_errors_map_to_codes_texts_and_reply_ids() {

@@ -4,10 +4,13 @@ use std::net::SocketAddr;
 
 use agentwire_core::ConnId;
 
-use crate::error::{DecodeError, ErrorCode, ProtocolError};
-use crate::host::EndTicket;
+use crate::error::{DecodeError, ProtocolError};
 use crate::log::{LogRecord, SessionId};
-use crate::message::{ErrorPayload, RelayPresence, Role};
+use crate::message::{ErrorCode, ErrorPayload, RelayPresence, Role};
+
+/// Names a session end awaiting its log flush ([`HostEvent::SessionEnding`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EndTicket(pub(crate) u64);
 
 /// Why a connection was refused as it connected (it was closed at once).
 #[derive(Debug, Clone, PartialEq, Eq)]

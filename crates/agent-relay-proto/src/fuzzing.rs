@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
 use arbitrary::Unstructured;
 
+use crate::codec::{Route, VersionRule};
 use crate::config::{Limits, RateLimit, RelayConfig, ENDPOINT_PATH};
-use crate::envelope::{Body, Envelope, Route, VersionRule};
 use crate::error::DecodeError;
 use crate::event::RelayEvent;
 use crate::message::{AgentMessage, HostMessage, RelayMessage};
+use crate::message::{Body, Envelope};
 use crate::relay::Relay;
 
 /// A body limit well above anything a fuzzer produces, so that parsing always runs.

@@ -387,8 +387,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod codec;
 mod config;
-mod envelope;
 mod error;
 mod event;
 #[cfg(feature = "fuzzing")]
@@ -397,32 +397,31 @@ pub mod fuzzing;
 mod host;
 mod log;
 pub mod message;
-mod rate;
 mod relay;
-mod tool;
+pub mod texts;
 
+pub use codec::{Route, VersionRule};
 pub use config::{
     accept_path, HostConfig, HostLimits, Limits, RateLimit, RelayConfig, DEFAULT_SESSION,
     ENDPOINT_PATH,
 };
-pub use envelope::{Body, Envelope, Mvp02, Route, VersionRule, VERSION};
 pub use error::{
-    host_texts, texts, CommandError, DecodeError, ErrorCode, HostCommandError, ProtocolError,
+    CommandError, DecodeError, HistoryFull, HostCommandError, ParamError, ProtocolError, ToolError,
 };
-pub use event::{HostEvent, Refusal, RelayEvent, Undelivered};
+pub use event::{EndTicket, HostEvent, Refusal, RelayEvent, Undelivered};
 pub use host::{
-    sources, study_log_path, validate_params, ChatEntry, ChatRole, EndTicket, History, HistoryFull,
-    Host, HostTimer, ParamError,
+    study_log_path, validate_params, ChatEntry, ChatRole, History, Host, HostTimer, ToolContext,
+    ToolOutcome, Tools,
 };
 pub use log::{iso8601_ms, Direction, LogRecord, SessionId};
 pub use message::{
-    AgentMessage, AgentText, ErrorPayload, HostMessage, PresenceAgent, RawJson, RelayHello,
-    RelayJoin, RelayJoined, RelayMessage, RelayPresence, Role, SessionEnd, SessionEnded,
-    SessionStart, SessionStarted, SnapshotGet, SnapshotState, StateUpdated, ToolCall, ToolResult,
-    ToolSchema, UserText,
+    AgentMessage, AgentText, Body, Envelope, ErrorCode, ErrorPayload, HostMessage, Mvp02,
+    PresenceAgent, RawJson, RelayHello, RelayJoin, RelayJoined, RelayMessage, RelayPresence, Role,
+    SessionEnd, SessionEnded, SessionStart, SessionStarted, SnapshotGet, SnapshotState,
+    StateUpdated, ToolCall, ToolResult, ToolSchema, UserText, VERSION,
 };
 pub use relay::{Relay, RelayStats, TimerKind};
-pub use tool::{ToolContext, ToolError, ToolOutcome, Tools};
+pub use texts::{host as host_texts, sources};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

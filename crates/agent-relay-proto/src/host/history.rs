@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::HistoryFull;
 use crate::message::RawJson;
 
 /// Who wrote a chat entry.
@@ -24,11 +25,6 @@ pub struct ChatEntry {
     /// The text.
     pub text: String,
 }
-
-/// The chat timeline was full ([`HostLimits::max_history_entries`](crate::HostLimits)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the chat history is full")]
-pub struct HistoryFull;
 
 /// The chat timeline of the current session, oldest first, bounded.
 ///

@@ -1,47 +1,41 @@
 //! The `Host`: the UI side of the protocol (client role), answering agents through the relay.
+//!
+//! `mod.rs` is the [`Machine`] impl and the routing of the relay's messages; the host's
+//! state lives in sub-states that own their data and deadlines: the connection to the relay
+//! ([`link`]), the study session ([`study`]) and the chat ([`history`]). The application's
+//! UI is the [`Tools`] it implements ([`tools`]); a `tool.call` is checked ([`call`],
+//! [`params`]) before a tool runs.
 
+mod call;
+mod frames;
 mod history;
+mod link;
 mod params;
+mod study;
+mod tools;
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use agentwire_core::{
-    CloseCode, ConnId, Frame, FrameBuf, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
+    CloseCode, ConnId, Frame, FrameBuf, Machine, Monotonic, Outbox, Output, PeerInfo,
 };
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
-pub use history::{ChatEntry, ChatRole, History, HistoryFull};
-pub use params::{validate_params, ParamError};
+pub use history::{ChatEntry, ChatRole, History};
+pub use params::validate_params;
+pub use tools::{ToolContext, ToolOutcome, Tools};
 
+use crate::codec::{truncate, Route, VersionRule};
 use crate::config::HostConfig;
-use crate::envelope::{raw_str, truncate, write_envelope, Route, VersionRule};
-use crate::error::{host_texts, texts, DecodeError, ErrorCode, HostCommandError};
-use crate::event::HostEvent;
-use crate::log::iso8601_ms;
+use crate::error::{DecodeError, HostCommandError};
+use crate::event::{EndTicket, HostEvent};
 use crate::message::{
-    types, AgentText, ErrorPayload, RawJson, RelayPresence, Role, SessionEnd, SessionStart,
-    ToolSchema,
+    types, AgentText, ErrorCode, ErrorPayload, RelayPresence, SessionEnd, SessionStart,
 };
-use crate::tool::{ToolContext, ToolOutcome, Tools};
+use crate::texts::{self, host as host_texts, sources};
 
-/// Longest piece of a peer's string (tool name, type) echoed in an error or an event.
-const MAX_ECHOED: usize = 128;
-
-/// The `source` values of the `state.updated` pushes the host makes itself.
-pub mod sources {
-    /// A tool applied by an agent's `tool.call`.
-    pub const TOOL: &str = "tool";
-    /// An `agent.message` added to the chat.
-    pub const AGENT: &str = "agent";
-    /// The participant's chat message ([`Host::user_message`](crate::Host::user_message)).
-    /// The spec's example source; use it for the participant's own UI actions too.
-    pub const USER: &str = "user";
-    /// The state reset at the end of a session.
-    pub const RESET: &str = "reset";
-}
+use call::{check_call, Checked, MAX_ECHOED};
+use link::Link;
+use study::{Ending, Start, Study};
 
 /// The spec's log file layout, `logs/study/<sessionId>.jsonl`, for a log writer that wants
 /// it. The host never makes up a path: `session.ended` reports the one given to
@@ -49,10 +43,6 @@ pub mod sources {
 pub fn study_log_path(session_id: &str) -> String {
     format!("logs/study/{session_id}.jsonl")
 }
-
-/// Names a session end awaiting its log flush ([`HostEvent::SessionEnding`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EndTicket(u64);
 
 /// What the next deadline of [`Host::next_timer`] is for (for tracing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,159 +52,6 @@ pub enum HostTimer {
     JoinReply,
     /// The application's confirmation of a log flush is due.
     LogFlush,
-}
-
-#[derive(Debug)]
-struct Ending {
-    ticket: EndTicket,
-    /// The `session.end` request's id (none when the application ended the session).
-    reply_to: Option<String>,
-    /// The connection the request came on: a reply only makes sense there.
-    conn: Option<ConnId>,
-}
-
-#[derive(Debug)]
-struct Session {
-    id: String,
-    study_id: String,
-    participant_id: String,
-    ending: Option<Ending>,
-}
-
-// ---- payloads, borrowed (what the host encodes) -------------------------------------------
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct JoinRef<'a> {
-    role: Role,
-    session_id: &'a str,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct StartedRef<'a> {
-    session_id: &'a str,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SnapshotRef<'a> {
-    session_id: &'a str,
-    ui_spec: &'a RawJson,
-    message_history: &'a RawJson,
-    tool_schema: &'a [ToolSchema],
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolResultRef<'a> {
-    ok: bool,
-    tool_name: &'a str,
-    ui_spec: &'a RawJson,
-    message_history: &'a RawJson,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct StateRef<'a> {
-    source: &'a str,
-    ui_spec: &'a RawJson,
-    message_history: &'a RawJson,
-}
-
-#[derive(Serialize)]
-struct UserRef<'a> {
-    text: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stage: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct EndedRef<'a> {
-    session_id: &'a str,
-    log_file: &'a str,
-    state_reset: bool,
-}
-
-#[derive(Serialize)]
-struct ErrorRef<'a> {
-    code: &'a ErrorCode,
-    message: &'a str,
-}
-
-/// `tool.call` payload as the host reads it: every field raw, checked by hand, so that each
-/// problem gets its own code and text.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CallFields<'a> {
-    #[serde(borrow, default)]
-    tool_name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    reason: Option<&'a RawValue>,
-}
-
-fn encode<P: Serialize + ?Sized>(msg_type: &str, reply_to: Option<&str>, payload: &P) -> FrameBuf {
-    let mut buf = Vec::with_capacity(128);
-    write_envelope(&mut buf, msg_type, reply_to, payload);
-    FrameBuf::json_from_vec(buf)
-}
-
-/// `{"v":"mvp-0.2","type":T,"id":I,"payload":P}`: a request (the host sends one, `relay.join`).
-fn encode_request<P: Serialize + ?Sized>(msg_type: &str, id: &str, payload: &P) -> FrameBuf {
-    let mut buf = Vec::with_capacity(96);
-    buf.extend_from_slice(b"{\"v\":\"mvp-0.2\",\"type\":");
-    // Strings and the host's payload types always serialize.
-    let _ = serde_json::to_writer(&mut buf, msg_type);
-    buf.extend_from_slice(b",\"id\":");
-    let _ = serde_json::to_writer(&mut buf, id);
-    buf.extend_from_slice(b",\"payload\":");
-    let _ = serde_json::to_writer(&mut buf, payload);
-    buf.push(b'}');
-    FrameBuf::json_from_vec(buf)
-}
-
-fn null_json() -> RawJson {
-    RawJson::from_text("null").unwrap_or_else(RawJson::empty_object)
-}
-
-/// `uiSpec` without a top-level `backendData` key (spec §7); parsed only when the text
-/// mentions it.
-fn without_backend_data(spec: RawJson) -> RawJson {
-    if !spec.get().contains("backendData") {
-        return spec;
-    }
-    match serde_json::from_str::<Value>(spec.get()) {
-        Ok(Value::Object(mut m)) => {
-            if m.remove("backendData").is_none() {
-                return spec;
-            }
-            RawJson::from_value(&m).unwrap_or_else(|_| RawJson::empty_object())
-        }
-        _ => spec,
-    }
-}
-
-/// `YYYYMMDD` (UTC) of a Unix time in milliseconds.
-fn yyyymmdd(unix_ms: u64) -> String {
-    iso8601_ms(unix_ms)
-        .chars()
-        .take(10)
-        .filter(char::is_ascii_digit)
-        .collect()
-}
-
-/// Splits `s-YYYYMMDD-NNN` into its date and number.
-fn parse_session_id(id: &str) -> Option<(String, u32)> {
-    let rest = id.strip_prefix("s-")?;
-    let (date, n) = rest.split_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if date.len() != 8 || !digits(date) || !digits(n) || n.len() > 9 {
-        return None;
-    }
-    Some((date.to_owned(), n.parse().ok()?))
 }
 
 /// The UI host (client role): one connection to the relay at a time, surviving reconnects,
@@ -251,30 +88,18 @@ pub struct Host<T> {
     config: HostConfig,
     tools: T,
     clock: Monotonic,
-    wall: (Instant, u64),
-    conn: Option<ConnId>,
-    joined: bool,
-    joins_sent: u64,
-    join_id: String,
-    session: Option<Session>,
-    /// The date and number of the last session id given out.
-    numbering: Option<(String, u32)>,
+    link: Link,
+    study: Study,
     history: History,
-    /// Pushes waiting for the host to be joined.
-    queue: VecDeque<FrameBuf>,
-    /// The source of a state change made while not joined, pushed once joined.
-    dirty: Option<String>,
-    timers: TimerSet<HostTimer>,
-    next_ticket: u64,
     out: Outbox<HostEvent>,
 }
 
 impl<T> std::fmt::Debug for Host<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
-            .field("conn", &self.conn)
-            .field("joined", &self.joined)
-            .field("session", &self.session.as_ref().map(|s| &s.id))
+            .field("conn", &self.link.conn())
+            .field("joined", &self.link.is_joined())
+            .field("session", &self.study.id())
             .field("history", &self.history.len())
             .finish_non_exhaustive()
     }
@@ -287,23 +112,13 @@ impl<T: Tools> Host<T> {
     pub fn new(config: HostConfig, tools: T, now: Instant, unix_ms: u64) -> Self {
         let mut clock = Monotonic::new();
         clock.observe(now);
-        let history = History::new(config.limits.max_history_entries);
         Self {
+            link: Link::new(config.limits.max_queued_pushes),
+            history: History::new(config.limits.max_history_entries),
+            study: Study::new(now, unix_ms),
             config,
             tools,
             clock,
-            wall: (now, unix_ms),
-            conn: None,
-            joined: false,
-            joins_sent: 0,
-            join_id: String::new(),
-            session: None,
-            numbering: None,
-            history,
-            queue: VecDeque::new(),
-            dirty: None,
-            timers: TimerSet::new(),
-            next_ticket: 0,
             out: Outbox::new(),
         }
     }
@@ -327,32 +142,40 @@ impl<T: Tools> Host<T> {
 
     /// The active study session's id, `s-YYYYMMDD-NNN`.
     pub fn session_id(&self) -> Option<&str> {
-        self.session.as_ref().map(|s| s.id.as_str())
+        self.study.id()
     }
 
     /// Whether the driver has reported a connection (joined or not).
     pub fn is_connected(&self) -> bool {
-        self.conn.is_some()
+        self.link.conn().is_some()
     }
 
     /// Whether the relay has answered `relay.join` on the current connection.
     pub fn is_joined(&self) -> bool {
-        self.joined
+        self.link.is_joined()
     }
 
     /// Whether the session's end awaits the log flush.
     pub fn is_ending(&self) -> bool {
-        self.session.as_ref().is_some_and(|s| s.ending.is_some())
+        self.study.is_ending()
     }
 
     /// Pushes waiting for the host to be joined.
     pub fn queued_pushes(&self) -> usize {
-        self.queue.len()
+        self.link.queued()
     }
 
     /// The next deadline and what it is for (the same time as [`Machine::poll_timeout`]).
     pub fn next_timer(&self) -> Option<(Instant, HostTimer)> {
-        self.timers.next().map(|(t, k)| (t, *k))
+        let join = self.link.join_deadline().map(|t| (t, HostTimer::JoinReply));
+        let flush = self
+            .study
+            .flush_deadline()
+            .map(|t| (t, HostTimer::LogFlush));
+        match (join, flush) {
+            (Some(j), Some(f)) => Some(j.min(f)),
+            (j, f) => j.or(f),
+        }
     }
 
     // ---- commands ------------------------------------------------------------------------
@@ -366,21 +189,14 @@ impl<T: Tools> Host<T> {
     /// Re-anchors the wall clock: `unix_ms` is the wall-clock time at `now`.
     pub fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
         let now = self.clock.observe(now);
-        self.wall = (now, unix_ms);
+        self.study.set_wall_clock(now, unix_ms);
     }
 
     /// Continues the day's numbering after `last_session_id` (e.g. the newest log file
     /// found at startup), so a restarted host does not give out `s-…-001` twice. Ids of an
     /// older day than the one already known change nothing.
     pub fn resume_numbering(&mut self, last_session_id: &str) -> Result<(), HostCommandError> {
-        let (date, n) =
-            parse_session_id(last_session_id).ok_or(HostCommandError::InvalidSessionId)?;
-        match &mut self.numbering {
-            Some((d, last)) if *d == date => *last = (*last).max(n),
-            Some((d, _)) if *d > date => {}
-            slot => *slot = Some((date, n)),
-        }
-        Ok(())
+        self.study.resume_numbering(last_session_id)
     }
 
     /// The participant typed `text` in the chat: it is added to the history and sent to
@@ -388,18 +204,14 @@ impl<T: Tools> Host<T> {
     /// `state.updated` (source `user`). While not joined both wait until the host is.
     pub fn user_message(&mut self, text: &str, now: Instant) -> Result<(), HostCommandError> {
         self.clock.observe(now);
-        if !self.joined && self.queue.len() >= self.config.limits.max_queued_pushes {
+        if self.link.is_full() {
             return Err(HostCommandError::QueueFull);
         }
         self.history
             .push(ChatRole::User, text)
             .map_err(|_| HostCommandError::HistoryFull)?;
-        let payload = UserRef {
-            text,
-            stage: self.tools.stage(),
-        };
-        let frame = encode(types::USER_MESSAGE, None, &payload);
-        self.push(frame);
+        let frame = frames::user(text, self.tools.stage());
+        self.link.push(frame, &mut self.out);
         self.state_changed(sources::USER);
         Ok(())
     }
@@ -419,11 +231,8 @@ impl<T: Tools> Host<T> {
         now: Instant,
     ) -> Result<EndTicket, HostCommandError> {
         let now = self.clock.observe(now);
-        match &self.session {
-            None => Err(HostCommandError::NoSession),
-            Some(s) if s.ending.is_some() => Err(HostCommandError::Ending),
-            Some(_) => Ok(self.begin_end(None, reason.map(str::to_owned), now)),
-        }
+        self.study.can_end()?;
+        Ok(self.begin_end(None, reason.map(str::to_owned), now))
     }
 
     /// The study log of the ending session is flushed to `log_file`: the tools and the
@@ -437,25 +246,20 @@ impl<T: Tools> Host<T> {
         now: Instant,
     ) -> Result<(), HostCommandError> {
         self.clock.observe(now);
-        let ending = self.take_ending(ticket)?;
-        let Some(session) = self.session.take() else {
+        let ending = self.study.take_ending(ticket)?;
+        let Some(session) = self.study.finish() else {
             return Err(HostCommandError::UnknownTicket);
         };
         self.tools.reset();
         self.history.clear();
-        let payload = EndedRef {
-            session_id: &session.id,
-            log_file,
-            state_reset: true,
-        };
         match self.reply_target(&ending) {
             Some((conn, reply_to)) => {
-                let frame = encode(types::SESSION_ENDED, Some(reply_to), &payload);
+                let frame = frames::ended(Some(reply_to), &session.id, log_file);
                 self.out.send(conn, frame);
             }
             None => {
-                let frame = encode(types::SESSION_ENDED, None, &payload);
-                self.push(frame);
+                let frame = frames::ended(None, &session.id, log_file);
+                self.link.push(frame, &mut self.out);
             }
         }
         self.out.event(HostEvent::SessionEnded {
@@ -475,88 +279,30 @@ impl<T: Tools> Host<T> {
         now: Instant,
     ) -> Result<(), HostCommandError> {
         self.clock.observe(now);
-        let ending = self.take_ending(ticket)?;
+        let ending = self.study.take_ending(ticket)?;
         self.end_failed(&ending, message);
         Ok(())
     }
 
     // ---- helpers -------------------------------------------------------------------------
 
-    fn unix_ms(&self, now: Instant) -> u64 {
-        let (at, ms) = self.wall;
-        let elapsed = now.saturating_duration_since(at).as_millis();
-        ms.saturating_add(u64::try_from(elapsed).unwrap_or(u64::MAX))
-    }
-
-    fn next_session_id(&mut self, now: Instant) -> String {
-        let date = yyyymmdd(self.unix_ms(now));
-        let n = match &self.numbering {
-            Some((d, last)) if *d == date => last.saturating_add(1),
-            _ => 1,
-        };
-        let id = format!("s-{date}-{n:03}");
-        self.numbering = Some((date, n));
-        id
-    }
-
-    /// Forgets the current connection (the session stays).
-    fn drop_conn(&mut self) {
-        self.conn = None;
-        self.joined = false;
-        self.timers.cancel(&HostTimer::JoinReply);
-    }
-
-    /// Sends a reply on the current connection (requests only arrive on it).
-    fn reply(&mut self, frame: FrameBuf) {
-        if let Some(conn) = self.conn {
-            self.out.send(conn, frame);
-        }
-    }
-
-    /// Sends a push now if joined, else queues it; `false` if the queue was full.
-    fn push(&mut self, frame: FrameBuf) -> bool {
-        match self.conn {
-            Some(conn) if self.joined => {
-                self.out.send(conn, frame);
-                true
-            }
-            _ if self.queue.len() < self.config.limits.max_queued_pushes => {
-                self.queue.push_back(frame);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// The visible state, as agents may see it.
-    fn visible_ui(&self) -> RawJson {
-        self.tools
-            .ui_spec()
-            .map_or_else(null_json, without_backend_data)
-    }
-
     /// Reports a state change and pushes `state.updated` (or remembers it until joined).
     fn state_changed(&mut self, source: &str) {
         self.out.event(HostEvent::StateChanged {
             source: source.to_owned(),
         });
-        match self.conn {
-            Some(conn) if self.joined => {
+        match self.link.joined_conn() {
+            Some(conn) => {
                 let frame = self.state_frame(source);
                 self.out.send(conn, frame);
             }
-            _ => self.dirty = Some(source.to_owned()),
+            None => self.link.mark_dirty(source),
         }
     }
 
     fn state_frame(&mut self, source: &str) -> FrameBuf {
-        let ui = self.visible_ui();
-        let payload = StateRef {
-            source,
-            ui_spec: &ui,
-            message_history: self.history.json(),
-        };
-        encode(types::STATE_UPDATED, None, &payload)
+        let ui = frames::visible_ui(self.tools.ui_spec());
+        frames::state(source, &ui, self.history.json())
     }
 
     /// Answers a request with an `error` and reports it.
@@ -568,25 +314,13 @@ impl<T: Tools> Host<T> {
         message: impl Into<String>,
     ) {
         let message = message.into();
-        let payload = ErrorRef {
-            code: &code,
-            message: &message,
-        };
-        self.reply(encode(types::ERROR, reply_to.as_deref(), &payload));
+        let frame = frames::error(reply_to.as_deref(), &code, &message);
+        self.link.reply(frame, &mut self.out);
         self.out.event(HostEvent::Refused {
             msg_type,
             reply_to,
             error: ErrorPayload { code, message },
         });
-    }
-
-    /// Why a request cannot be served in the current session state, if it cannot.
-    fn session_gate(&self, allow_ending: bool) -> Option<&'static str> {
-        match &self.session {
-            None => Some(host_texts::NO_SESSION),
-            Some(s) if s.ending.is_some() && !allow_ending => Some(host_texts::SESSION_ENDING),
-            Some(_) => None,
-        }
     }
 
     fn begin_end(
@@ -595,60 +329,33 @@ impl<T: Tools> Host<T> {
         reason: Option<String>,
         now: Instant,
     ) -> EndTicket {
-        let ticket = EndTicket(self.next_ticket);
-        self.next_ticket += 1;
-        let conn = self.conn;
-        let Some(s) = self.session.as_mut() else {
-            return ticket;
-        };
-        s.ending = Some(Ending {
-            ticket,
-            reply_to,
-            conn,
-        });
-        let session_id = s.id.clone();
-        if let Some(t) = self.config.flush_timeout {
-            self.timers.set(HostTimer::LogFlush, now + t);
+        let conn = self.link.conn();
+        let flush_timeout = self.config.flush_timeout;
+        let (ticket, session_id) = self.study.begin_end(reply_to, conn, flush_timeout, now);
+        if let Some(session_id) = session_id {
+            self.out.event(HostEvent::SessionEnding {
+                session_id,
+                reason,
+                ticket,
+            });
         }
-        self.out.event(HostEvent::SessionEnding {
-            session_id,
-            reason,
-            ticket,
-        });
         ticket
-    }
-
-    fn take_ending(&mut self, ticket: EndTicket) -> Result<Ending, HostCommandError> {
-        let s = self
-            .session
-            .as_mut()
-            .ok_or(HostCommandError::UnknownTicket)?;
-        match &s.ending {
-            Some(e) if e.ticket == ticket => {
-                self.timers.cancel(&HostTimer::LogFlush);
-                s.ending.take().ok_or(HostCommandError::UnknownTicket)
-            }
-            _ => Err(HostCommandError::UnknownTicket),
-        }
     }
 
     /// Where a reply to the `session.end` of `ending` can go: its connection, if still the
     /// current one and joined, with its `replyTo`.
     fn reply_target<'e>(&self, ending: &'e Ending) -> Option<(ConnId, &'e str)> {
         let conn = self
-            .conn
-            .filter(|c| self.joined && ending.conn == Some(*c))?;
+            .link
+            .joined_conn()
+            .filter(|c| ending.conn == Some(*c))?;
         Some((conn, ending.reply_to.as_deref()?))
     }
 
     fn end_failed(&mut self, ending: &Ending, message: &str) {
         if let Some((conn, reply_to)) = self.reply_target(ending) {
-            let payload = ErrorRef {
-                code: &ErrorCode::LOG_FLUSH_FAILED,
-                message,
-            };
-            self.out
-                .send(conn, encode(types::ERROR, Some(reply_to), &payload));
+            let frame = frames::error(Some(reply_to), &ErrorCode::LOG_FLUSH_FAILED, message);
+            self.out.send(conn, frame);
         }
         let session_id = self.session_id().unwrap_or_default().to_owned();
         self.out.event(HostEvent::SessionEndFailed {
@@ -676,19 +383,14 @@ impl<T: Tools> Host<T> {
     // ---- relay messages ------------------------------------------------------------------
 
     fn on_joined(&mut self, route: &Route<'_>) {
-        if self.joined || route.reply_to.as_deref() != Some(self.join_id.as_str()) {
+        if !self.link.answers_join(route.reply_to.as_deref()) {
             return;
         }
-        self.joined = true;
-        self.timers.cancel(&HostTimer::JoinReply);
+        self.link.joined();
         self.out.event(HostEvent::Joined {
             relay_session: self.config.relay_session.clone(),
         });
-        let Some(conn) = self.conn else { return };
-        while let Some(frame) = self.queue.pop_front() {
-            self.out.send(conn, frame);
-        }
-        if let Some(source) = self.dirty.take() {
+        if let Some((conn, Some(source))) = self.link.flush(&mut self.out) {
             let frame = self.state_frame(&source);
             self.out.send(conn, frame);
         }
@@ -700,11 +402,11 @@ impl<T: Tools> Host<T> {
             Err(e) => return self.violation(Self::invalid_payload(types::ERROR, id, &e)),
         };
         let reply_to = route.reply_to.as_deref().map(str::to_owned);
-        if !self.joined && reply_to.as_deref() == Some(self.join_id.as_str()) {
-            if let Some(conn) = self.conn {
+        if self.link.answers_join(reply_to.as_deref()) {
+            if let Some(conn) = self.link.conn() {
                 self.out.close(conn, CloseCode::NORMAL, "join-refused");
             }
-            self.drop_conn();
+            self.link.drop_conn();
             self.out.event(HostEvent::JoinRefused {
                 code: e.code,
                 message: e.message,
@@ -731,117 +433,59 @@ impl<T: Tools> Host<T> {
                 return self.refuse(T, id, ErrorCode::INVALID_MESSAGE, text);
             }
         };
-        if let Some(s) = &self.session {
-            if s.ending.is_none()
-                && s.study_id == start.study_id
-                && s.participant_id == start.participant_id
-            {
-                // A retry (its first answer was lost with a connection): the same session.
-                let frame = encode(
-                    types::SESSION_STARTED,
-                    id.as_deref(),
-                    &StartedRef { session_id: &s.id },
-                );
-                return self.reply(frame);
+        match self
+            .study
+            .start(&start.study_id, &start.participant_id, now)
+        {
+            Start::Again(session_id) => {
+                let frame = frames::started(id.as_deref(), &session_id);
+                self.link.reply(frame, &mut self.out);
             }
-            let text = format!("A session is already active: {}.", s.id);
-            return self.refuse(T, id, ErrorCode::INVALID_MESSAGE, text);
+            Start::Refused(active) => {
+                let text = format!("A session is already active: {active}.");
+                self.refuse(T, id, ErrorCode::INVALID_MESSAGE, text);
+            }
+            Start::Started(session_id) => {
+                let frame = frames::started(id.as_deref(), &session_id);
+                self.link.reply(frame, &mut self.out);
+                self.out.event(HostEvent::SessionStarted {
+                    session_id,
+                    study_id: start.study_id,
+                    participant_id: start.participant_id,
+                });
+            }
         }
-        let session_id = self.next_session_id(now);
-        let frame = encode(
-            types::SESSION_STARTED,
-            id.as_deref(),
-            &StartedRef {
-                session_id: &session_id,
-            },
-        );
-        self.session = Some(Session {
-            id: session_id.clone(),
-            study_id: start.study_id.clone(),
-            participant_id: start.participant_id.clone(),
-            ending: None,
-        });
-        self.reply(frame);
-        self.out.event(HostEvent::SessionStarted {
-            session_id,
-            study_id: start.study_id,
-            participant_id: start.participant_id,
-        });
     }
 
     fn on_snapshot_get(&mut self, id: Option<String>) {
-        if let Some(text) = self.session_gate(true) {
+        if let Some(text) = self.study.gate(true) {
             return self.refuse(types::SNAPSHOT_GET, id, ErrorCode::SESSION_NOT_ACTIVE, text);
         }
-        let ui = self.visible_ui();
-        let session_id = self.session.as_ref().map_or("", |s| s.id.as_str());
-        let payload = SnapshotRef {
+        let ui = frames::visible_ui(self.tools.ui_spec());
+        let session_id = self.study.id().unwrap_or_default();
+        let frame = frames::snapshot(
+            id.as_deref(),
             session_id,
-            ui_spec: &ui,
-            message_history: self.history.json(),
-            tool_schema: self.tools.tool_schema(),
-        };
-        let frame = encode(types::SNAPSHOT_STATE, id.as_deref(), &payload);
-        self.reply(frame);
+            &ui,
+            self.history.json(),
+            self.tools.tool_schema(),
+        );
+        self.link.reply(frame, &mut self.out);
     }
 
     fn on_tool_call(&mut self, id: Option<String>, route: &Route<'_>) {
         const T: &str = types::TOOL_CALL;
-        if let Some(text) = self.session_gate(false) {
+        if let Some(text) = self.study.gate(false) {
             return self.refuse(T, id, ErrorCode::SESSION_NOT_ACTIVE, text);
         }
-        let fields: CallFields<'_> = match serde_json::from_str(route.payload.get()) {
-            Ok(f) => f,
-            Err(e) => {
-                let text = format!("Invalid tool.call payload: {e}");
-                return self.refuse(T, id, ErrorCode::INVALID_MESSAGE, text);
-            }
+        let Checked {
+            name,
+            reason,
+            params,
+        } = match check_call(route.payload, &self.tools) {
+            Ok(call) => call,
+            Err((code, text)) => return self.refuse(T, id, code, text),
         };
-        let Some(name) = fields.tool_name.and_then(raw_str) else {
-            let text = host_texts::TOOL_NAME_REQUIRED;
-            return self.refuse(T, id, ErrorCode::INVALID_MESSAGE, text);
-        };
-        let Some(reason) = fields
-            .reason
-            .and_then(raw_str)
-            .filter(|r| !r.trim().is_empty())
-        else {
-            let text = host_texts::REASON_REQUIRED;
-            return self.refuse(T, id, ErrorCode::INVALID_PARAMS, text);
-        };
-        if !self.tools.has_active_spec() {
-            let text = host_texts::NO_ACTIVE_SPEC;
-            return self.refuse(T, id, ErrorCode::NO_ACTIVE_SPEC, text);
-        }
-        let shown = truncate(&name, MAX_ECHOED).to_owned();
-        let Some(tool) = self.tools.tool_schema().iter().find(|t| t.name == name) else {
-            let text = format!("Unknown tool: {shown}");
-            return self.refuse(T, id, ErrorCode::UNKNOWN_TOOL, text);
-        };
-        // The schema is the application's: one that does not parse constrains nothing.
-        let schema: Value = tool.parameters.parse().unwrap_or(Value::Bool(true));
-        let params: Value = match fields.params {
-            None => Value::Object(Map::new()),
-            Some(raw) => match serde_json::from_str(raw.get()) {
-                Ok(v) => v,
-                Err(e) => {
-                    let text = format!("{shown} params could not be read: {e}");
-                    return self.refuse(T, id, ErrorCode::INVALID_PARAMS, text);
-                }
-            },
-        };
-        let checked = if params.is_object() {
-            validate_params(&schema, &params)
-        } else {
-            Err(ParamError::WrongType {
-                param: "params".to_owned(),
-                expected: "an object".to_owned(),
-            })
-        };
-        if let Err(e) = checked {
-            return self.refuse(T, id, ErrorCode::INVALID_PARAMS, format!("{shown} {e}"));
-        }
-
         let before = self.history.revision();
         let result = {
             let mut ctx = ToolContext::new(&name, &reason, &mut self.history);
@@ -850,18 +494,12 @@ impl<T: Tools> Host<T> {
         let chat_changed = self.history.revision() != before;
         match result {
             Ok(outcome) => {
-                let ui = self.visible_ui();
-                let payload = ToolResultRef {
-                    ok: true,
-                    tool_name: &name,
-                    ui_spec: &ui,
-                    message_history: self.history.json(),
-                };
-                let frame = encode(types::TOOL_RESULT, id.as_deref(), &payload);
-                self.reply(frame);
+                let ui = frames::visible_ui(self.tools.ui_spec());
+                let frame = frames::tool_result(id.as_deref(), &name, &ui, self.history.json());
+                self.link.reply(frame, &mut self.out);
                 self.out.event(HostEvent::ToolApplied {
-                    tool_name: name.into_owned(),
-                    reason: reason.into_owned(),
+                    tool_name: name,
+                    reason,
                 });
                 if outcome == ToolOutcome::Applied || chat_changed {
                     self.state_changed(sources::TOOL);
@@ -878,7 +516,7 @@ impl<T: Tools> Host<T> {
 
     fn on_agent_message(&mut self, id: Option<String>, route: &Route<'_>) {
         const T: &str = types::AGENT_MESSAGE;
-        if let Some(text) = self.session_gate(false) {
+        if let Some(text) = self.study.gate(false) {
             return self.refuse(T, id, ErrorCode::SESSION_NOT_ACTIVE, text);
         }
         let msg: AgentText = match serde_json::from_str(route.payload.get()) {
@@ -902,7 +540,7 @@ impl<T: Tools> Host<T> {
 
     fn on_session_end(&mut self, id: Option<String>, route: &Route<'_>, now: Instant) {
         const T: &str = types::SESSION_END;
-        if let Some(text) = self.session_gate(false) {
+        if let Some(text) = self.study.gate(false) {
             return self.refuse(T, id, ErrorCode::SESSION_NOT_ACTIVE, text);
         }
         let end: SessionEnd = match serde_json::from_str(route.payload.get()) {
@@ -923,25 +561,16 @@ impl<T: Tools> Machine for Host<T> {
     /// (role `host`, [`HostConfig::relay_session`]) and starts the join deadline.
     fn handle_connect(&mut self, conn: ConnId, _peer: &PeerInfo, now: Instant) {
         let now = self.clock.observe(now);
-        if self.conn == Some(conn) {
+        if self.link.conn() == Some(conn) {
             return;
         }
-        if self.conn.is_some() {
-            self.drop_conn();
+        if self.link.conn().is_some() {
+            self.link.drop_conn();
             self.out.event(HostEvent::Disconnected);
         }
-        self.conn = Some(conn);
-        self.joins_sent += 1;
-        self.join_id = format!("host-join-{}", self.joins_sent);
-        let payload = JoinRef {
-            role: Role::Host,
-            session_id: &self.config.relay_session,
-        };
-        let frame = encode_request(types::RELAY_JOIN, &self.join_id, &payload);
+        let join_id = self.link.connect(conn, self.config.join_timeout, now);
+        let frame = frames::join(join_id, &self.config.relay_session);
         self.out.send(conn, frame);
-        if let Some(t) = self.config.join_timeout {
-            self.timers.set(HostTimer::JoinReply, now + t);
-        }
     }
 
     /// One message from the relay: its own (`relay.hello`, `relay.joined`,
@@ -950,7 +579,7 @@ impl<T: Tools> Machine for Host<T> {
     /// [`HostEvent::ProtocolViolation`] without a reply.
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         let now = self.clock.observe(now);
-        if self.conn != Some(conn) {
+        if self.link.conn() != Some(conn) {
             return;
         }
         let max = self.config.limits.max_message_bytes;
@@ -985,8 +614,8 @@ impl<T: Tools> Machine for Host<T> {
     /// a session end awaiting its flush all stay. Pushes wait for the next join.
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
         self.clock.observe(now);
-        if self.conn == Some(conn) {
-            self.drop_conn();
+        if self.link.conn() == Some(conn) {
+            self.link.drop_conn();
             self.out.event(HostEvent::Disconnected);
         }
     }
@@ -996,18 +625,21 @@ impl<T: Tools> Machine for Host<T> {
     /// no-op.
     fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
-        while let Some(timer) = self.timers.pop_expired(now) {
+        while let Some((at, timer)) = self.next_timer() {
+            if at > now {
+                break;
+            }
             match timer {
                 HostTimer::JoinReply => {
-                    if let Some(conn) = self.conn.filter(|_| !self.joined) {
+                    self.link.join_expired(now);
+                    if let Some(conn) = self.link.conn().filter(|_| !self.link.is_joined()) {
                         self.out.close(conn, CloseCode::NORMAL, "join-timeout");
-                        self.drop_conn();
+                        self.link.drop_conn();
                         self.out.event(HostEvent::JoinTimedOut);
                     }
                 }
                 HostTimer::LogFlush => {
-                    let ending = self.session.as_mut().and_then(|s| s.ending.take());
-                    if let Some(ending) = ending {
+                    if let Some(ending) = self.study.expire_flush(now) {
                         self.end_failed(&ending, host_texts::FLUSH_TIMEOUT);
                     }
                 }
@@ -1017,7 +649,7 @@ impl<T: Tools> Machine for Host<T> {
 
     /// The join deadline or the flush deadline, whichever is first.
     fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next_deadline()
+        self.next_timer().map(|(t, _)| t)
     }
 
     /// The next queued output: frames, closes and [`HostEvent`]s, in the order they were made.

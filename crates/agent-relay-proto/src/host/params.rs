@@ -5,78 +5,11 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
+use crate::error::ParamError;
+
 /// Deeper schema levels are not checked (a guard against a runaway schema; tool schemas are
 /// a few levels deep).
 const MAX_DEPTH: usize = 32;
-
-/// Why params do not fit a tool's schema.
-///
-/// Each names the parameter (`quantity`, `filter.value`, `items[0].itemId`; `params` for the
-/// whole object), and `Display` reads as the end of a sentence that starts with the tool's
-/// name: the host answers `INVALID_PARAMS` `"setQuantity requires quantity >= 0"`, the spec's
-/// own example.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ParamError {
-    /// A `required` parameter is absent.
-    #[error("requires {param}")]
-    Missing {
-        /// The parameter.
-        param: String,
-    },
-    /// A value of the wrong JSON type (`type`).
-    #[error("requires {param} to be {expected}")]
-    WrongType {
-        /// The parameter.
-        param: String,
-        /// What the schema allows, e.g. `"an integer"` or `"a string or null"`.
-        expected: String,
-    },
-    /// A value outside the schema's `enum`.
-    #[error("requires {param} to be one of {allowed}")]
-    NotAllowed {
-        /// The parameter.
-        param: String,
-        /// The allowed values as JSON, comma-separated: `"asc", "desc"`.
-        allowed: String,
-    },
-    /// A number below `minimum`.
-    #[error("requires {param} >= {minimum}")]
-    BelowMinimum {
-        /// The parameter.
-        param: String,
-        /// The minimum, as written in the schema.
-        minimum: String,
-    },
-    /// A number above `maximum`.
-    #[error("requires {param} <= {maximum}")]
-    AboveMaximum {
-        /// The parameter.
-        param: String,
-        /// The maximum, as written in the schema.
-        maximum: String,
-    },
-    /// A parameter the schema does not list while it sets `additionalProperties: false`.
-    #[error("does not take {param}")]
-    Unexpected {
-        /// The parameter.
-        param: String,
-    },
-}
-
-impl ParamError {
-    /// The parameter at fault (`params` for the whole object).
-    pub fn param(&self) -> &str {
-        match self {
-            Self::Missing { param }
-            | Self::WrongType { param, .. }
-            | Self::NotAllowed { param, .. }
-            | Self::BelowMinimum { param, .. }
-            | Self::AboveMaximum { param, .. }
-            | Self::Unexpected { param } => param,
-        }
-    }
-}
 
 /// Checks `params` against a tool's `parameters` schema.
 ///

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::error::ErrorCode;
-use crate::host::{ChatRole, History};
+use super::history::{ChatRole, History};
+use crate::error::ToolError;
 use crate::message::{RawJson, ToolSchema};
 
 /// The application's UI, as the [`Host`](crate::Host) sees it: the tools of the current
@@ -103,40 +103,6 @@ pub enum ToolOutcome {
     /// Nothing visible changed (e.g. selecting what is already selected): `tool.result`
     /// only (plus `state.updated` if the tool wrote to the chat).
     Unchanged,
-}
-
-/// Why a tool refused or failed; the host answers the agent with an `error` carrying
-/// [`code`](Self::code) and the text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ToolError {
-    /// The params fit the schema but not the state, e.g. an `itemId` that is not on
-    /// screen: `INVALID_PARAMS`. Name the parameter in the text.
-    #[error("{0}")]
-    InvalidParams(String),
-    /// The tool ran and failed: `TOOL_EXECUTION_FAILED`.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl ToolError {
-    /// [`ToolError::InvalidParams`] with `message`.
-    pub fn invalid_params(message: impl Into<String>) -> Self {
-        Self::InvalidParams(message.into())
-    }
-
-    /// [`ToolError::Failed`] with `message`.
-    pub fn failed(message: impl Into<String>) -> Self {
-        Self::Failed(message.into())
-    }
-
-    /// The error code the agent gets.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            Self::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
-            Self::Failed(_) => ErrorCode::TOOL_EXECUTION_FAILED,
-        }
-    }
 }
 
 /// What a tool may use besides its params: the call's `reason` and the chat timeline.
