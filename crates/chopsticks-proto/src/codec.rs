@@ -1,10 +1,11 @@
 //! Decoding and encoding of whole WebSocket message bodies.
 
+use agentwire_core::json::{probe, Probe, Tagged};
 use agentwire_core::{Frame, FrameBuf};
 use serde::Serialize;
 
 use crate::error::DecodeError;
-use crate::message::{AgentMessage, ControllerMessage, Probe};
+use crate::message::{AgentMessage, ControllerMessage};
 
 /// Decodes one body of at most `max_len` bytes, checking the size before parsing.
 ///
@@ -12,7 +13,7 @@ use crate::message::{AgentMessage, ControllerMessage, Probe};
 /// UTF-8 JSON, as the real controller accepts them.
 fn decode_probe<T>(frame: Frame<'_>, max_len: usize) -> Result<T, DecodeError>
 where
-    for<'de> Probe<T>: serde::Deserialize<'de>,
+    for<'de> T: Tagged<'de>,
 {
     let len = frame.len();
     if len > max_len {
@@ -22,9 +23,9 @@ where
         Frame::Text(t) => t,
         Frame::Binary(b) => std::str::from_utf8(b).map_err(|_| DecodeError::NotUtf8)?,
     };
-    match serde_json::from_str::<Probe<T>>(text) {
+    match probe::<T>(text) {
         Ok(Probe::Message(m)) => Ok(m),
-        Ok(Probe::UnknownType) => Err(DecodeError::UnknownType),
+        Ok(Probe::UnknownType(_) | Probe::MissingType) => Err(DecodeError::UnknownType),
         Ok(Probe::NotAnObject) => Err(DecodeError::NotAnObject),
         Err(e) if e.is_data() => Err(DecodeError::InvalidFields(e)),
         Err(e) => Err(DecodeError::InvalidJson(e)),

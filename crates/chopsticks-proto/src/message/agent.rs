@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::raw::RawJson;
-use super::tagged::Tagged;
+use agentwire_core::json::{Probe, RawJson, Tagged};
 
 /// A message an agent sends to the controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -264,38 +263,26 @@ impl Resp {
     }
 }
 
-/// The `type` values an agent sends.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum AgentTag {
-    Hello,
-    Guilds,
-    Event,
-    Resp,
-    #[serde(other)]
-    Other,
-}
-
 impl<'de> Tagged<'de> for AgentMessage {
-    type Tag = AgentTag;
-
-    fn decode_variant<D: Deserializer<'de>>(tag: AgentTag, d: D) -> Result<Option<Self>, D::Error> {
+    fn decode_variant<D: Deserializer<'de>>(tag: &str, d: D) -> Result<Option<Self>, D::Error> {
         Ok(Some(match tag {
-            AgentTag::Hello => Self::Hello(Hello::deserialize(d)?),
-            AgentTag::Guilds => Self::Guilds(Guilds::deserialize(d)?),
-            AgentTag::Event => Self::Event(Event::deserialize(d)?),
-            AgentTag::Resp => Self::Resp(Resp::deserialize(d)?),
-            AgentTag::Other => return Ok(None),
+            "hello" => Self::Hello(Hello::deserialize(d)?),
+            "guilds" => Self::Guilds(Guilds::deserialize(d)?),
+            "event" => Self::Event(Event::deserialize(d)?),
+            "resp" => Self::Resp(Resp::deserialize(d)?),
+            _ => return Ok(None),
         }))
     }
 }
 
 impl<'de> Deserialize<'de> for AgentMessage {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match super::Probe::<Self>::deserialize(d)? {
-            super::Probe::Message(m) => Ok(m),
-            super::Probe::UnknownType => Err(serde::de::Error::custom("unknown message type")),
-            super::Probe::NotAnObject => Err(serde::de::Error::custom("expected a JSON object")),
+        match Probe::<Self>::deserialize(d)? {
+            Probe::Message(m) => Ok(m),
+            Probe::UnknownType(_) | Probe::MissingType => {
+                Err(serde::de::Error::custom("unknown message type"))
+            }
+            Probe::NotAnObject => Err(serde::de::Error::custom("expected a JSON object")),
         }
     }
 }

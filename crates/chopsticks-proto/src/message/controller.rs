@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::raw::RawJson;
-use super::tagged::Tagged;
+use agentwire_core::json::{Probe, RawJson, Tagged};
 
 /// A message the controller sends to an agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,37 +55,24 @@ impl ErrorMessage {
     }
 }
 
-/// The `type` values the controller sends.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum ControllerTag {
-    Req,
-    Error,
-    #[serde(other)]
-    Other,
-}
-
 impl<'de> Tagged<'de> for ControllerMessage {
-    type Tag = ControllerTag;
-
-    fn decode_variant<D: Deserializer<'de>>(
-        tag: ControllerTag,
-        d: D,
-    ) -> Result<Option<Self>, D::Error> {
+    fn decode_variant<D: Deserializer<'de>>(tag: &str, d: D) -> Result<Option<Self>, D::Error> {
         Ok(Some(match tag {
-            ControllerTag::Req => Self::Req(Req::deserialize(d)?),
-            ControllerTag::Error => Self::Error(ErrorMessage::deserialize(d)?),
-            ControllerTag::Other => return Ok(None),
+            "req" => Self::Req(Req::deserialize(d)?),
+            "error" => Self::Error(ErrorMessage::deserialize(d)?),
+            _ => return Ok(None),
         }))
     }
 }
 
 impl<'de> Deserialize<'de> for ControllerMessage {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match super::Probe::<Self>::deserialize(d)? {
-            super::Probe::Message(m) => Ok(m),
-            super::Probe::UnknownType => Err(serde::de::Error::custom("unknown message type")),
-            super::Probe::NotAnObject => Err(serde::de::Error::custom("expected a JSON object")),
+        match Probe::<Self>::deserialize(d)? {
+            Probe::Message(m) => Ok(m),
+            Probe::UnknownType(_) | Probe::MissingType => {
+                Err(serde::de::Error::custom("unknown message type"))
+            }
+            Probe::NotAnObject => Err(serde::de::Error::custom("expected a JSON object")),
         }
     }
 }

@@ -9,14 +9,11 @@
 
 mod agent;
 mod controller;
-mod raw;
-mod tagged;
 
 pub use agent::{Add, AgentMessage, Event, Guilds, Hello, Released, Resp, SessionKind};
+pub use agentwire_core::json::RawJson;
 pub(crate) use controller::ReqRef;
 pub use controller::{ControllerMessage, ErrorMessage, Req};
-pub use raw::RawJson;
-pub(crate) use tagged::Probe;
 
 /// The protocol version this crate speaks and writes in `hello`.
 pub const PROTOCOL_VERSION: &str = "1.0.0";
