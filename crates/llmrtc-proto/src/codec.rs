@@ -13,7 +13,7 @@ use crate::message::{AudioRef, ClientMessage, ClientMessageRef, ServerMessage, V
 /// An `audio` message carries a whole utterance as base64 WAV: 60 s of 16 kHz 16-bit mono
 /// is 1.9 MB of PCM and 2.6 MB of base64, so the 1 MiB default of other protocols is too
 /// small. Every decoder takes its limit as an argument; this is the default of
-/// [`ServerLimits::max_message_bytes`](crate::ServerLimits::max_message_bytes).
+/// [`Limits::max_message_bytes`](crate::Limits::max_message_bytes).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 8 << 20;
 
 /// The outcome of decoding one message body: a known message, or a `type` this sender does

@@ -1,134 +1,9 @@
-//! Error codes (an open newtype) and the decoder's error enum.
+//! Every error of the crate: what a decode, a peer, a command or a configuration got wrong.
 
-use std::borrow::Cow;
-use std::fmt;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-/// The `code` of an `error` message.
-///
-/// Open: a code this crate does not know survives a decode and re-encode unchanged. The
-/// spec's 18 codes and core 1.3.0's `REALTIME_ERROR` and `BUDGET_EXCEEDED` have named
-/// constants, and `Debug` prints a known code bare (`SESSION_NOT_FOUND`).
-#[derive(Clone)]
-pub struct ErrorCode(Cow<'static, str>);
-
-macro_rules! codes {
-    ($($(#[$doc:meta])* $name:ident;)*) => {
-        impl ErrorCode {
-            $($(#[$doc])* pub const $name: Self = Self(Cow::Borrowed(stringify!($name)));)*
-
-            /// Every named code, in `protocol.d.ts`'s order (core 1.3.0).
-            pub const KNOWN: &'static [ErrorCode] = &[$(Self::$name),*];
-        }
-    };
-}
-
-codes! {
-    /// Server lacks WebRTC support (here: no application answers `offer`).
-    WEBRTC_UNAVAILABLE;
-    /// WebRTC or WebSocket connection failed.
-    CONNECTION_FAILED;
-    /// `reconnect` with an id the server does not know.
-    SESSION_NOT_FOUND;
-    /// `reconnect` with the id of a session that timed out and was cleaned up.
-    SESSION_EXPIRED;
-    /// Speech-to-text provider error.
-    STT_ERROR;
-    /// Speech-to-text operation timed out.
-    STT_TIMEOUT;
-    /// LLM provider error.
-    LLM_ERROR;
-    /// LLM operation timed out.
-    LLM_TIMEOUT;
-    /// Text-to-speech provider error.
-    TTS_ERROR;
-    /// Text-to-speech operation timed out.
-    TTS_TIMEOUT;
-    /// VAD or audio decoding failed (bad base64, audio over a size limit).
-    AUDIO_PROCESSING_ERROR;
-    /// Voice activity detection error.
-    VAD_ERROR;
-    /// Malformed message (not JSON, no string `type`, wrong fields of a known type).
-    INVALID_MESSAGE;
-    /// Audio format not supported (not a 16-bit PCM mono/stereo WAV).
-    INVALID_AUDIO_FORMAT;
-    /// Tool execution failed.
-    TOOL_ERROR;
-    /// Playbook orchestration error.
-    PLAYBOOK_ERROR;
-    /// The realtime (speech-to-speech) relay failed (core 1.3.0).
-    REALTIME_ERROR;
-    /// A usage budget of the session was exceeded (core 1.3.0).
-    BUDGET_EXCEEDED;
-    /// Unexpected server error.
-    INTERNAL_ERROR;
-    /// Request rate limit exceeded (also: a server limit such as sessions or queued turns).
-    RATE_LIMITED;
-}
-
-impl ErrorCode {
-    /// A code from its wire text (known codes borrow their constant, others are kept as sent).
-    pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
-        let code = code.into();
-        match Self::KNOWN.iter().find(|k| k.as_str() == code.as_ref()) {
-            Some(known) => known.clone(),
-            None => Self(code),
-        }
-    }
-
-    /// The wire text, e.g. `"STT_TIMEOUT"`.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether this is one of the spec's codes.
-    pub fn is_known(&self) -> bool {
-        Self::KNOWN.contains(self)
-    }
-}
-
-impl PartialEq for ErrorCode {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for ErrorCode {}
-
-impl std::hash::Hash for ErrorCode {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl fmt::Debug for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_known() {
-            f.write_str(self.as_str())
-        } else {
-            write!(f, "ErrorCode({:?})", self.as_str())
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for ErrorCode {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for ErrorCode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(Self::new)
-    }
-}
+use crate::client::ConnectionState;
+use crate::message::ErrorCode;
+use crate::playbook::PlaybookError;
+use crate::provider::ProviderKind;
 
 /// Why a message body could not be decoded. An unknown `type` is not an error: it is
 /// [`Decoded::Unknown`](crate::Decoded::Unknown).
@@ -174,21 +49,89 @@ impl DecodeError {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A bad server message, reported by the client as
+/// [`ClientEvent::ProtocolViolation`](crate::ClientEvent::ProtocolViolation); the message is
+/// skipped and the connection stays.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The message did not decode.
+    #[error("undecodable server message: {0}")]
+    Decode(String),
+    /// A second `ready` on one connection.
+    #[error("a second ready on one connection")]
+    SecondReady,
+    /// A `tts-chunk` or `tts` whose `data` is not base64.
+    #[error("{0} with data that is not base64")]
+    BadAudio(&'static str),
+    /// Assembled TTS audio passed `max_tts_audio_bytes`; this reply's audio is dropped.
+    #[error("tts audio beyond {max} bytes")]
+    AudioTooLarge {
+        /// The limit.
+        max: usize,
+    },
+    /// The assembled LLM text passed `max_llm_text_bytes`; later chunks are not appended.
+    #[error("llm reply beyond {max} bytes")]
+    TextTooLarge {
+        /// The limit.
+        max: usize,
+    },
+}
 
-    #[test]
-    fn core_1_3_has_twenty_codes_and_unknown_ones_survive() {
-        assert_eq!(ErrorCode::KNOWN.len(), 20);
-        let c: ErrorCode = serde_json::from_str(r#""SOMETHING_NEW""#).expect("code");
-        assert!(!c.is_known());
-        assert_eq!(format!("{c:?}"), r#"ErrorCode("SOMETHING_NEW")"#);
-        assert_eq!(
-            serde_json::to_string(&c).expect("json"),
-            r#""SOMETHING_NEW""#
-        );
-        assert_eq!(ErrorCode::new("STT_TIMEOUT"), ErrorCode::STT_TIMEOUT);
-        assert_eq!(format!("{:?}", ErrorCode::STT_TIMEOUT), "STT_TIMEOUT");
+impl From<DecodeError> for ProtocolError {
+    fn from(e: DecodeError) -> Self {
+        Self::Decode(e.to_string())
     }
+}
+
+/// Why a command of the [`LlmrtcServer`](crate::LlmrtcServer) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// No such request, or it was cancelled or answered already (safe to ignore).
+    #[error("unknown or finished request")]
+    UnknownRequest,
+    /// The request is for another provider than this method answers.
+    #[error("request is a {0:?} request")]
+    WrongProvider(ProviderKind),
+    /// No such connection.
+    #[error("unknown connection")]
+    UnknownConnection,
+    /// No such session.
+    #[error("unknown session")]
+    UnknownSession,
+    /// Not in playbook mode, or no such stage.
+    #[error("unknown stage or not in playbook mode")]
+    UnknownStage,
+    /// The call breaks an order rule (e.g. a tool call after text in playbook mode, audio
+    /// after `tts_done`).
+    #[error("not allowed now: {0}")]
+    OutOfOrder(&'static str),
+}
+
+/// Why a command of the [`LlmrtcClient`](crate::LlmrtcClient) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientCommandError {
+    /// The client is closed.
+    #[error("client is closed")]
+    Closed,
+    /// `start` while already started.
+    #[error("client is already {0}")]
+    AlreadyStarted(ConnectionState),
+    /// The queue for messages sent while not connected is full.
+    #[error("send queue full ({0})")]
+    QueueFull(&'static str),
+    /// The message could not be encoded (an attachment or signal that is not JSON).
+    #[error("cannot encode: {0}")]
+    Encode(String),
+}
+
+/// Why a server could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The playbook is unusable.
+    #[error("invalid playbook: {0}")]
+    Playbook(#[from] PlaybookError),
 }

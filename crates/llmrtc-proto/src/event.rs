@@ -1,8 +1,8 @@
-//! What the server tells the application, and why a command was refused.
+//! What the server tells the application.
 
 use agentwire_core::{ConnId, FrameBuf};
 
-use crate::error::ErrorCode;
+use crate::message::ErrorCode;
 use crate::message::RawJson;
 use crate::provider::{
     LlmRequest, ProviderKind, RequestId, SttRequest, ToolCallRequest, TtsRequest,
@@ -127,29 +127,4 @@ pub enum TurnOutcome {
     Failed(ErrorCode),
     /// The connection ended, or a reconnect replaced the session.
     Abandoned,
-}
-
-/// Why a command was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CommandError {
-    /// No such request, or it was cancelled or answered already (safe to ignore).
-    #[error("unknown or finished request")]
-    UnknownRequest,
-    /// The request is for another provider than this method answers.
-    #[error("request is a {0:?} request")]
-    WrongProvider(ProviderKind),
-    /// No such connection.
-    #[error("unknown connection")]
-    UnknownConnection,
-    /// No such session.
-    #[error("unknown session")]
-    UnknownSession,
-    /// Not in playbook mode, or no such stage.
-    #[error("unknown stage or not in playbook mode")]
-    UnknownStage,
-    /// The call breaks an order rule (e.g. a tool call after text in playbook mode, audio
-    /// after `tts_done`).
-    #[error("not allowed now: {0}")]
-    OutOfOrder(&'static str),
 }

@@ -13,7 +13,7 @@ use arbitrary::Unstructured;
 use serde_json::Value;
 
 use crate::codec::{decode_base64, encode_audio, Decoded};
-use crate::config::{ServerConfig, ServerLimits};
+use crate::config::{Limits, ServerConfig};
 use crate::error::DecodeError;
 use crate::event::ServerEvent;
 use crate::message::{ClientMessage, ServerMessage};
@@ -133,7 +133,7 @@ pub fn server(data: &[u8]) {
 /// (for choosing seeds).
 pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
     let mut u = Unstructured::new(data);
-    let limits = ServerLimits {
+    let limits = Limits {
         max_connections: 4,
         max_sessions: 4,
         max_queued_turns: 2,
@@ -142,7 +142,7 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
         max_message_bytes: 64 << 10,
         max_segment_bytes: 16 << 10,
         max_tool_rounds: 2,
-        ..ServerLimits::default()
+        ..Limits::default()
     };
     let playbook: Playbook = serde_json::from_value(serde_json::json!({
         "initialStage": "a",

@@ -18,7 +18,7 @@
 //! | encode one | [`ClientMessage::encode`] / [`ServerMessage::encode`] / `to_frame` / `to_json`; fast paths [`encode_audio`], [`encode_tts_chunk`], [`encode_tts`] |
 //! | read or write WAV | [`parse_wav`], [`write_wav`], [`wav::wav_from_samples`] |
 //! | detect speech | [`Vad`] with [`VadConfig`] |
-//! | serve clients | [`LlmrtcServer::new`] with [`ServerConfig`] (limits: [`ServerLimits`], timeouts: [`ProviderTimeouts`], playbook: [`Playbook`]) |
+//! | serve clients | [`LlmrtcServer::new`] with [`ServerConfig`] (limits: [`Limits`], timeouts: [`ProviderTimeouts`], playbook: [`Playbook`]) |
 //! | plug in STT | on [`ServerEvent::Stt`] ([`SttRequest`]): [`LlmrtcServer::stt_partial`]*, then [`LlmrtcServer::stt_result`] |
 //! | plug in the LLM | on [`ServerEvent::Llm`] ([`LlmRequest`]): [`LlmrtcServer::llm_chunk`]*, [`LlmrtcServer::llm_tool_call`]* (playbook), then [`LlmrtcServer::llm_done`] or [`LlmrtcServer::llm_failed`] |
 //! | plug in TTS | on [`ServerEvent::Tts`] ([`TtsRequest`]): [`LlmrtcServer::tts_chunk`]* or [`LlmrtcServer::tts_audio`], then [`LlmrtcServer::tts_done`] or [`LlmrtcServer::tts_failed`] |
@@ -91,7 +91,7 @@
 //!
 //! # Limits
 //!
-//! Every collection a peer can grow is bounded ([`ServerLimits`]):
+//! Every collection a peer can grow is bounded ([`Limits`]):
 //!
 //! | limit | default | beyond it |
 //! |---|---|---|
@@ -266,32 +266,30 @@ pub mod vad;
 pub mod wav;
 
 pub use client::{
-    ClientCommandError, ClientConfig, ClientError, ClientEvent, ConnectionState, FixedJitter,
-    IgnoreReason, JitterSource, LlmrtcClient, LossReason, Reconnection, SplitMix64, CLOSE_CLIENT,
-    CLOSE_DROPPED, CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
+    ClientEvent, ConnectionState, FixedJitter, IgnoreReason, JitterSource, LlmrtcClient,
+    LossReason, SplitMix64, CLOSE_CLIENT, CLOSE_DROPPED, CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
 };
 pub use codec::{
     decode_base64, encode_audio, encode_tts, encode_tts_chunk, write_base64, Decoded,
     DEFAULT_MAX_MESSAGE_BYTES,
 };
-pub use config::{ProviderTimeouts, ServerConfig, ServerLimits};
-pub use error::{DecodeError, ErrorCode};
-pub use event::{CommandError, ServerEvent, TurnOutcome};
+pub use config::{ClientConfig, Limits, ProviderTimeouts, Reconnection, ServerConfig};
+pub use error::{ClientCommandError, CommandError, ConfigError, DecodeError, ProtocolError};
+pub use event::{ServerEvent, TurnOutcome};
 pub use message::{
     channel_of, AssistantTranscript, Attachments, Audio, AudioRef, Channel, ClientMessage,
-    ClientMessageRef, ErrorMessage, IceServer, IceUrls, Llm, LlmChunk, ModeChanged, Offer, Ping,
-    Pong, RawJson, Ready, Reconnect, ReconnectAck, ServerMessage, SessionMode, Signal, StageChange,
-    Timestamp, ToolCallEnd, ToolCallStart, Transcript, Tts, TtsChunk, Usage, VisionAttachment,
-    PROTOCOL_VERSION,
+    ClientMessageRef, ErrorCode, ErrorMessage, IceServer, IceUrls, Llm, LlmChunk, ModeChanged,
+    Offer, Ping, Pong, RawJson, Ready, Reconnect, ReconnectAck, ServerMessage, SessionMode, Signal,
+    StageChange, Timestamp, ToolCallEnd, ToolCallStart, Transcript, Tts, TtsChunk, Usage,
+    VisionAttachment, PROTOCOL_VERSION,
 };
 pub use playbook::{Playbook, PlaybookError, Stage, ToolSpec, Transition, Trigger};
 pub use provider::{
     ChatMessage, ChatRole, LlmRequest, ProviderError, ProviderKind, RequestId, SpeechSegment,
     StageContext, SttRequest, ToolCallRequest, ToolRecord, TtsRequest,
 };
-pub use server::{
-    texts, ConfigError, LlmrtcServer, CLOSE_FULL, CLOSE_HEARTBEAT, CLOSE_SESSION_MOVED,
-};
+pub use server::texts::{self, CLOSE_FULL, CLOSE_HEARTBEAT, CLOSE_SESSION_MOVED};
+pub use server::LlmrtcServer;
 pub use vad::{Vad, VadConfig, VadEvent};
 pub use wav::{parse_wav, write_wav, Wav, WavError, WavFormat};
 

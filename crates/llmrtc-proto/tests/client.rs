@@ -8,9 +8,9 @@ use agentwire_core::sim::{check_timer_contract, TimerInput};
 use agentwire_core::{CloseCode, ConnId, Dial, Dialer, Frame, FrameBuf, Machine, Output, PeerInfo};
 use base64::Engine as _;
 use llmrtc_proto::{
-    AssistantTranscript, ClientCommandError, ClientConfig, ClientError, ClientEvent,
-    ConnectionState, ErrorCode, ErrorMessage, FixedJitter, IgnoreReason, LlmrtcClient, LossReason,
-    ModeChanged, Reconnection, ServerMessage, SessionMode, SplitMix64, Usage, VisionAttachment,
+    AssistantTranscript, ClientCommandError, ClientConfig, ClientEvent, ConnectionState, ErrorCode,
+    ErrorMessage, FixedJitter, IgnoreReason, LlmrtcClient, LossReason, ModeChanged, ProtocolError,
+    Reconnection, ServerMessage, SessionMode, SplitMix64, Usage, VisionAttachment,
     CLOSE_PONG_TIMEOUT, CLOSE_READY_TIMEOUT,
 };
 use proptest::prelude::*;
@@ -762,7 +762,7 @@ fn tts_chunks_are_decoded_and_joined_at_tts_complete() {
     assert_eq!(
         h.events.last(),
         Some(&ClientEvent::ProtocolViolation {
-            error: ClientError::BadAudio("tts-chunk")
+            error: ProtocolError::BadAudio("tts-chunk")
         })
     );
     assert_eq!(h.c.state(), ConnectionState::Connected);
@@ -787,7 +787,7 @@ fn tts_audio_beyond_the_limit_is_dropped() {
     );
     h.recv(c, json!({"type":"tts-complete"}));
     assert!(h.events.contains(&ClientEvent::ProtocolViolation {
-        error: ClientError::AudioTooLarge { max: 4 }
+        error: ProtocolError::AudioTooLarge { max: 4 }
     }));
     assert!(!h
         .events

@@ -7,7 +7,7 @@ mod common;
 use agentwire_core::{ConnId, Frame, Machine, PeerInfo};
 use common::*;
 use llmrtc_proto::wav::wav_from_samples;
-use llmrtc_proto::{encode_audio, ServerConfig, ServerLimits};
+use llmrtc_proto::{encode_audio, Limits, ServerConfig};
 use serde_json::json;
 
 fn codes(h: &mut Harness, c: ConnId) -> Vec<String> {
@@ -76,7 +76,7 @@ fn bad_wav_is_invalid_audio_format() {
 
 #[test]
 fn huge_audio_is_refused_before_parsing_and_memory_stays_bounded() {
-    let mut limits = ServerLimits::default();
+    let mut limits = Limits::default();
     limits.max_message_bytes = 64 * 1024;
     limits.max_segment_bytes = 8 * 1024;
     let mut h = Harness::new(ServerConfig::default().with_limits(limits));

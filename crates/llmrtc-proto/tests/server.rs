@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo};
 use llmrtc_proto::{
-    texts, ChatRole, ErrorCode, IceServer, Playbook, ProviderError, ProviderKind, ServerConfig,
-    ServerEvent, ServerLimits, ServerMessage, TurnOutcome, VisionAttachment, CLOSE_HEARTBEAT,
+    texts, ChatRole, ErrorCode, IceServer, Limits, Playbook, ProviderError, ProviderKind,
+    ServerConfig, ServerEvent, ServerMessage, TurnOutcome, VisionAttachment, CLOSE_HEARTBEAT,
     PROTOCOL_VERSION,
 };
 use serde_json::{json, Value};
@@ -451,7 +451,7 @@ fn attachments_queue_for_the_next_turn_only() {
 
 #[test]
 fn too_many_attachments_are_rate_limited_and_dropped() {
-    let mut limits = ServerLimits::default();
+    let mut limits = Limits::default();
     limits.max_queued_attachments = 2;
     let mut h = Harness::new(ServerConfig::default().with_limits(limits));
     let (c, sid) = h.client();
@@ -644,7 +644,7 @@ fn offers_are_webrtc_unavailable_unless_the_application_answers_them() {
 
 #[test]
 fn history_and_sessions_are_bounded() {
-    let mut limits = ServerLimits::default();
+    let mut limits = Limits::default();
     limits.max_history = 3;
     limits.max_sessions = 2;
     let mut h = Harness::new(ServerConfig::default().with_limits(limits));
@@ -679,7 +679,7 @@ fn history_and_sessions_are_bounded() {
 
 #[test]
 fn too_many_queued_utterances_are_rate_limited() {
-    let mut limits = ServerLimits::default();
+    let mut limits = Limits::default();
     limits.max_queued_turns = 1;
     let mut h = Harness::new(ServerConfig::default().with_limits(limits));
     let (c, _) = h.client();
@@ -692,7 +692,7 @@ fn too_many_queued_utterances_are_rate_limited() {
 
 #[test]
 fn a_segment_over_the_pcm_limit_ends_there() {
-    let mut limits = ServerLimits::default();
+    let mut limits = Limits::default();
     limits.max_segment_bytes = 16000 * 2; // one second at 16 kHz
     let mut h = Harness::new(ServerConfig::default().with_limits(limits));
     let (c, _) = h.client();
@@ -874,7 +874,7 @@ fn playbook_keywords_move_the_stage_before_the_llm_is_asked() {
 
 #[test]
 fn tool_failures_and_unknown_tools_are_tool_error_and_runaway_rounds_playbook_error() {
-    let mut limits = ServerLimits::default();
+    let mut limits = Limits::default();
     limits.max_tool_rounds = 1;
     let config = ServerConfig::default()
         .with_playbook(playbook())

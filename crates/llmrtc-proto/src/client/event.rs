@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::DecodeError;
+use crate::error::ProtocolError;
 use crate::message::{IceServer, ServerMessage, SessionMode};
 
 /// The connection states of the llmrtc web client.
@@ -58,9 +58,9 @@ pub enum LossReason {
     Disconnected,
     /// The attempt failed before the WebSocket opened.
     DialFailed,
-    /// No `ready` within [`ClientConfig::ready_timeout`](super::ClientConfig::ready_timeout).
+    /// No `ready` within [`ClientConfig::ready_timeout`](crate::ClientConfig::ready_timeout).
     ReadyTimeout,
-    /// [`ClientConfig::max_missed_pongs`](super::ClientConfig::max_missed_pongs) pongs in a row did not come.
+    /// [`ClientConfig::max_missed_pongs`](crate::ClientConfig::max_missed_pongs) pongs in a row did not come.
     HeartbeatTimeout,
     /// The application asked for it ([`LlmrtcClient::drop_connection`](super::LlmrtcClient::drop_connection)).
     Requested,
@@ -133,7 +133,7 @@ pub enum ClientEvent {
     Reconnecting {
         /// This try's number, from 1.
         attempt: u32,
-        /// [`Reconnection::max_retries`](super::Reconnection::max_retries).
+        /// [`Reconnection::max_retries`](crate::Reconnection::max_retries).
         max_attempts: u32,
         /// The wait before it.
         delay: Duration,
@@ -178,7 +178,7 @@ pub enum ClientEvent {
     /// A message that could not be decoded (or broke a limit); ignored, the connection stays.
     ProtocolViolation {
         /// What was wrong.
-        error: ClientError,
+        error: ProtocolError,
     },
 }
 
@@ -192,52 +192,4 @@ pub enum IgnoreReason {
     BeforeReady,
     /// The dual-channel rule takes this message from the other channel.
     OtherChannel,
-}
-
-/// A bad server message, reported by [`ClientEvent::ProtocolViolation`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClientError {
-    /// The message did not decode.
-    #[error("undecodable server message: {0}")]
-    Decode(String),
-    /// A `tts-chunk` or `tts` whose `data` is not base64.
-    #[error("{0} with data that is not base64")]
-    BadAudio(&'static str),
-    /// Assembled TTS audio passed `max_tts_audio_bytes`; this reply's audio is dropped.
-    #[error("tts audio beyond {max} bytes")]
-    AudioTooLarge {
-        /// The limit.
-        max: usize,
-    },
-    /// The assembled LLM text passed `max_llm_text_bytes`; later chunks are not appended.
-    #[error("llm reply beyond {max} bytes")]
-    TextTooLarge {
-        /// The limit.
-        max: usize,
-    },
-}
-
-impl From<DecodeError> for ClientError {
-    fn from(e: DecodeError) -> Self {
-        Self::Decode(e.to_string())
-    }
-}
-
-/// Why a client command was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClientCommandError {
-    /// The client is closed.
-    #[error("client is closed")]
-    Closed,
-    /// `start` while already started.
-    #[error("client is already {0}")]
-    AlreadyStarted(ConnectionState),
-    /// The queue for messages sent while not connected is full.
-    #[error("send queue full ({0})")]
-    QueueFull(&'static str),
-    /// The message could not be encoded (an attachment or signal that is not JSON).
-    #[error("cannot encode: {0}")]
-    Encode(String),
 }

@@ -1,6 +1,5 @@
 //! The `LlmrtcClient`: the client role, one connection at a time, surviving reconnects.
 
-mod config;
 mod event;
 mod jitter;
 
@@ -13,15 +12,14 @@ use agentwire_core::{
 };
 
 use crate::codec::{decode_base64, encode_audio, Decoded};
+use crate::config::ClientConfig;
+use crate::error::{ClientCommandError, ProtocolError};
 use crate::message::{
     channel_of, Attachments, Channel, ClientMessage, IceServer, Offer, Ping, RawJson, Ready,
     Reconnect, ServerMessage, SessionMode, VisionAttachment, PROTOCOL_VERSION,
 };
 
-pub use config::{ClientConfig, Reconnection};
-pub use event::{
-    ClientCommandError, ClientError, ClientEvent, ConnectionState, IgnoreReason, LossReason,
-};
+pub use event::{ClientEvent, ConnectionState, IgnoreReason, LossReason};
 pub use jitter::{FixedJitter, JitterSource, SplitMix64};
 
 /// Close reason sent when no `ready` came in time.
@@ -479,7 +477,7 @@ impl LlmrtcClient {
         });
     }
 
-    fn violation(&mut self, error: ClientError) {
+    fn violation(&mut self, error: ProtocolError) {
         self.out.event(ClientEvent::ProtocolViolation { error });
     }
 
@@ -567,9 +565,7 @@ impl LlmrtcClient {
 
     fn on_server_message(&mut self, msg: ServerMessage, now: Instant) {
         match msg {
-            ServerMessage::Ready(_) => self.violation(ClientError::Decode(
-                "a second ready on one connection".into(),
-            )),
+            ServerMessage::Ready(_) => self.violation(ProtocolError::SecondReady),
             ServerMessage::Pong(p) => {
                 self.missed_pongs = 0;
                 self.timers.cancel(&Timer::Pong);
@@ -609,7 +605,7 @@ impl LlmrtcClient {
                     self.llm_text.push_str(&c.content);
                 } else if !self.llm_overflow {
                     self.llm_overflow = true;
-                    self.violation(ClientError::TextTooLarge {
+                    self.violation(ProtocolError::TextTooLarge {
                         max: self.config.max_llm_text_bytes,
                     });
                 }
@@ -635,7 +631,7 @@ impl LlmrtcClient {
             ServerMessage::Tts(t) => {
                 let mut audio = Vec::new();
                 if decode_base64(&t.data, self.config.max_tts_audio_bytes, &mut audio).is_none() {
-                    return self.violation(ClientError::BadAudio("tts"));
+                    return self.violation(ProtocolError::BadAudio("tts"));
                 }
                 self.out.event(ClientEvent::TtsAudio {
                     format: t.format,
@@ -673,7 +669,7 @@ impl LlmrtcClient {
         let max = self.config.max_tts_audio_bytes;
         let mut audio = Vec::new();
         if decode_base64(data, max, &mut audio).is_none() {
-            return self.violation(ClientError::BadAudio("tts-chunk"));
+            return self.violation(ProtocolError::BadAudio("tts-chunk"));
         }
         // Chunks without a tts-start still count: start a buffer.
         let buf = self.tts.get_or_insert_with(TtsBuf::default);
@@ -690,7 +686,7 @@ impl LlmrtcClient {
             }
         }
         if overflowed {
-            self.violation(ClientError::AudioTooLarge { max });
+            self.violation(ProtocolError::AudioTooLarge { max });
         }
         self.out.event(ClientEvent::TtsChunk {
             format,

@@ -11,6 +11,7 @@
 //! opaque JSON ([`RawJson`]), never parsed.
 
 mod client_message;
+mod code;
 mod common;
 mod raw;
 mod server_message;
@@ -19,6 +20,7 @@ pub(crate) mod tagged;
 pub use client_message::{
     Attachments, Audio, AudioRef, ClientMessage, ClientMessageRef, Offer, Ping, Reconnect,
 };
+pub use code::ErrorCode;
 pub use common::{IceServer, IceUrls, SessionMode, Timestamp, VisionAttachment};
 pub use raw::RawJson;
 pub use server_message::{

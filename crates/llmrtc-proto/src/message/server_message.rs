@@ -5,10 +5,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use super::client_message::from_variant;
+use super::code::ErrorCode;
 use super::common::{IceServer, SessionMode, Timestamp};
 use super::raw::RawJson;
 use super::tagged::Tagged;
-use crate::error::ErrorCode;
 
 /// Every message a server sends (`type` in kebab-case, fields in camelCase).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,4 +1,6 @@
-//! The server's per-connection and per-session state, and the turn pipeline's phases.
+//! A session: the conversation that outlives its connection for the TTL. It records speech
+//! through its VAD into utterances, queues them, and runs them one [`Turn`] at a time,
+//! keeping the history and (in playbook mode) the current stage.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
@@ -6,9 +8,21 @@ use std::time::Instant;
 use agentwire_core::ConnId;
 use serde_json::{Map, Value};
 
-use crate::message::VisionAttachment;
-use crate::provider::{ChatMessage, ProviderKind, RequestId, SpeechSegment, ToolRecord};
-use crate::vad::Vad;
+use crate::config::ServerConfig;
+use crate::error::CommandError;
+use crate::event::{ServerEvent, TurnOutcome};
+use crate::message::ErrorCode;
+use crate::message::{ServerMessage, StageChange, VisionAttachment};
+use crate::playbook::{Stage, REASON_KEYWORD_MATCH, REASON_TOOL_RESULT};
+use crate::provider::{
+    ChatMessage, ChatRole, ProviderError, RequestId, SpeechSegment, StageContext, ToolRecord,
+};
+use crate::vad::{Vad, VadEvent};
+
+use super::requests::Pending;
+use super::texts;
+use super::turn::{Step, Turn, Utterance};
+use super::wire::Ctx;
 
 /// One WebSocket connection.
 #[derive(Debug)]
@@ -19,20 +33,20 @@ pub(crate) struct Conn {
     pub(crate) dc_open: bool,
 }
 
-/// One session: outlives its connection for the TTL.
+/// One session.
 #[derive(Debug)]
 pub(crate) struct Session {
+    /// Its id (`ready.id`).
+    id: String,
     pub(crate) conn: Option<ConnId>,
     pub(crate) history: VecDeque<ChatMessage>,
     /// Attachments waiting for the next speech segment.
     pub(crate) attachments: Vec<VisionAttachment>,
-    pub(crate) vad: Option<Vad>,
-    /// The speech segment being recorded.
-    pub(crate) segment: Option<Vec<i16>>,
-    /// The sample rate of `segment`.
-    pub(crate) segment_rate: u32,
-    /// Finished segments waiting for the current turn.
-    pub(crate) queued: VecDeque<QueuedTurn>,
+    vad: Option<Vad>,
+    /// The speech segment being recorded, and its sample rate.
+    segment: Option<(Vec<i16>, u32)>,
+    /// Finished utterances waiting for the current turn.
+    queued: VecDeque<Utterance>,
     pub(crate) turn: Option<Turn>,
     /// Playbook mode: the current stage.
     pub(crate) stage: Option<String>,
@@ -40,14 +54,15 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub(crate) fn new(stage: Option<String>, now: Instant) -> Self {
+    /// A session `id` held by `conn`, starting in `stage`.
+    pub(crate) fn new(id: String, conn: ConnId, stage: Option<String>, now: Instant) -> Self {
         Self {
-            conn: None,
+            id,
+            conn: Some(conn),
             history: VecDeque::new(),
             attachments: Vec::new(),
             vad: None,
             segment: None,
-            segment_rate: 0,
             queued: VecDeque::new(),
             turn: None,
             stage,
@@ -56,93 +71,373 @@ impl Session {
     }
 
     /// Appends to the history, dropping the oldest entries beyond `max`.
-    pub(crate) fn remember(&mut self, entry: ChatMessage, max: usize) {
-        self.history.push_back(entry);
+    fn remember(&mut self, role: ChatRole, text: String, max: usize) {
+        self.history.push_back(ChatMessage { role, text });
         while self.history.len() > max {
             self.history.pop_front();
         }
     }
-}
 
-/// A finished speech segment waiting for its turn.
-#[derive(Debug)]
-pub(crate) struct QueuedTurn {
-    pub(crate) segment: SpeechSegment,
-    pub(crate) attachments: Vec<VisionAttachment>,
-}
+    /// The definition of the current stage (playbook mode).
+    fn stage_def<'c>(&self, config: &'c ServerConfig) -> Option<&'c Stage> {
+        config.playbook.as_ref()?.stage(self.stage.as_deref()?)
+    }
 
-/// The turn a session is in: one utterance through STT, LLM (and tools), TTS.
-#[derive(Debug)]
-pub(crate) struct Turn {
-    pub(crate) phase: Phase,
-    pub(crate) attachments: Vec<VisionAttachment>,
-    /// The LLM reply so far, over every round.
-    pub(crate) reply: String,
-    /// The last LLM chunk, held back so the final one can carry `done: true`.
-    pub(crate) held: Option<String>,
-    pub(crate) tool_results: Vec<ToolRecord>,
-    /// LLM rounds after the first (each follows tool calls).
-    pub(crate) rounds: usize,
-}
+    /// Moves to stage `to` and sends `stage-change` with `reason`.
+    pub(crate) fn move_stage(&mut self, ctx: &mut Ctx<'_>, to: &str, reason: &str) {
+        let from = self.stage.replace(to.to_owned()).unwrap_or_default();
+        ctx.send(&ServerMessage::StageChange(StageChange {
+            from,
+            to: to.to_owned(),
+            reason: reason.to_owned(),
+        }));
+    }
 
-impl Turn {
-    pub(crate) fn new(req: RequestId, attachments: Vec<VisionAttachment>) -> Self {
-        Self {
-            phase: Phase::Stt { req },
-            attachments,
-            reply: String::new(),
-            held: None,
-            tool_results: Vec::new(),
-            rounds: 0,
+    /// Queues attachments for the next speech segment, up to the limit (beyond it:
+    /// `error RATE_LIMITED`, and the rest are dropped).
+    pub(crate) fn queue_attachments(&mut self, ctx: &mut Ctx<'_>, more: Vec<VisionAttachment>) {
+        let room = ctx
+            .config
+            .limits
+            .max_queued_attachments
+            .saturating_sub(self.attachments.len());
+        let dropped = more.len() > room;
+        self.attachments.extend(more.into_iter().take(room));
+        if dropped {
+            ctx.error(ErrorCode::RATE_LIMITED, texts::TOO_MANY_ATTACHMENTS.into());
         }
     }
 
-    /// Every provider request this turn is waiting on.
-    pub(crate) fn requests(&self) -> Vec<RequestId> {
-        match &self.phase {
-            Phase::Stt { req } | Phase::Tts { req } => vec![*req],
-            Phase::Llm { req, tools, .. } => req.iter().chain(tools.iter()).copied().collect(),
+    // -----------------------------------------------------------------------------------
+    // Speech in
+    // -----------------------------------------------------------------------------------
+
+    /// One `audio` message's samples at `rate`, through the VAD (`events` is a reusable
+    /// buffer); a finished utterance starts its turn when the session is idle.
+    pub(crate) fn hear(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        rate: u32,
+        samples: &[i16],
+        events: &mut Vec<VadEvent>,
+        now: Instant,
+    ) {
+        events.clear();
+        let vad_config = &ctx.config.vad;
+        // A new sample rate ends whatever the old stream was saying.
+        if let Some(v) = self.vad.as_mut().filter(|v| v.sample_rate() != rate) {
+            v.finish(events);
+        }
+        let vad = match &mut self.vad {
+            Some(v) if v.sample_rate() == rate => v,
+            slot => slot.insert(Vad::new(vad_config.clone(), rate)),
+        };
+        vad.push(samples, events);
+        if vad_config.end_of_message_ends_speech {
+            vad.finish(events);
+        }
+        // Events of the old stream come first; a segment keeps the rate it started at.
+        for ev in events.drain(..) {
+            self.on_vad(ctx, ev, rate, now);
+        }
+        self.pump(ctx, now);
+    }
+
+    fn on_vad(&mut self, ctx: &mut Ctx<'_>, ev: VadEvent, rate: u32, now: Instant) {
+        let max_samples = ctx.config.limits.max_segment_bytes / 2;
+        match ev {
+            VadEvent::SpeechStart { pre_roll } => {
+                // Barge-in: speech while TTS plays cancels it first.
+                if let Some(req) = self.turn.as_ref().and_then(Turn::speaking) {
+                    ctx.cancel(req);
+                    ctx.send(&ServerMessage::TtsCancelled);
+                    self.end_turn(ctx, TurnOutcome::Interrupted, now);
+                }
+                ctx.send(&ServerMessage::SpeechStart);
+                let mut seg = pre_roll;
+                seg.truncate(max_samples);
+                self.segment = Some((seg, rate));
+            }
+            VadEvent::Speech(samples) => {
+                let full = match &mut self.segment {
+                    Some((seg, _)) => {
+                        let room = max_samples.saturating_sub(seg.len());
+                        seg.extend_from_slice(&samples[..room.min(samples.len())]);
+                        seg.len() >= max_samples
+                    }
+                    None => false,
+                };
+                if full {
+                    self.end_segment(ctx);
+                }
+            }
+            VadEvent::SpeechEnd => self.end_segment(ctx),
+        }
+    }
+
+    /// Ends the speech segment being recorded (if any): `speech-end`, and the utterance
+    /// queues for its turn (or, over the limit, `error RATE_LIMITED`).
+    fn end_segment(&mut self, ctx: &mut Ctx<'_>) {
+        let Some((samples, sample_rate)) = self.segment.take() else {
+            return;
+        };
+        let attachments = std::mem::take(&mut self.attachments);
+        let full = self.queued.len() >= ctx.config.limits.max_queued_turns;
+        if !full {
+            self.queued.push_back(Utterance {
+                segment: SpeechSegment {
+                    sample_rate,
+                    samples,
+                },
+                attachments,
+            });
+        }
+        ctx.send(&ServerMessage::SpeechEnd);
+        if full {
+            ctx.error(ErrorCode::RATE_LIMITED, texts::TOO_MANY_TURNS.into());
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Turns
+    // -----------------------------------------------------------------------------------
+
+    /// Starts the next queued utterance's turn if the session is connected and idle.
+    fn pump(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        if self.turn.is_some() || self.conn.is_none() {
+            return;
+        }
+        if let Some(next) = self.queued.pop_front() {
+            self.turn = Some(Turn::start(ctx, &self.id, next, now));
+        }
+    }
+
+    /// Carries out what the turn asked for after it moved.
+    fn advance(&mut self, ctx: &mut Ctx<'_>, step: Step, now: Instant) {
+        match step {
+            Step::Wait => {}
+            Step::Heard(text) => {
+                let max = ctx.config.limits.max_history;
+                self.remember(ChatRole::User, text.clone(), max);
+                // Playbook: a keyword in the transcript moves the stage before the LLM is asked.
+                let keyword_to = self
+                    .stage_def(ctx.config)
+                    .and_then(|stage| stage.on_transcript(&text).map(|t| t.to.clone()));
+                if let Some(to) = keyword_to {
+                    self.move_stage(ctx, &to, REASON_KEYWORD_MATCH);
+                }
+                self.ask_llm(ctx, now);
+            }
+            Step::NextRound => self.ask_llm(ctx, now),
+            Step::Speak(reply) => {
+                let max = ctx.config.limits.max_history;
+                self.remember(ChatRole::Assistant, reply.clone(), max);
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.speak(ctx, &self.id, reply, now);
+                }
+            }
+            Step::Fail(code, message) => self.fail_turn(ctx, code, message, now),
+            Step::End(outcome) => self.end_turn(ctx, outcome, now),
+        }
+    }
+
+    fn ask_llm(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        let stage = self.stage_def(ctx.config).map(|st| StageContext {
+            name: st.name.clone(),
+            instructions: st.instructions.clone(),
+            tools: st.tools.clone(),
+        });
+        let history = self.history.iter().cloned().collect();
+        if let Some(turn) = self.turn.as_mut() {
+            turn.ask_llm(ctx, &self.id, history, stage, now);
+        }
+    }
+
+    /// A turn failed with `code`: see [`Turn::fail`]; then it ends.
+    pub(crate) fn fail_turn(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        code: ErrorCode,
+        message: String,
+        now: Instant,
+    ) {
+        match self.turn.as_mut() {
+            Some(turn) => turn.fail(ctx, code.clone(), message),
+            None => ctx.error(code.clone(), message),
+        }
+        self.end_turn(ctx, TurnOutcome::Failed(code), now);
+    }
+
+    /// Ends the current turn (cancelling what it still waits on) and starts the next.
+    fn end_turn(&mut self, ctx: &mut Ctx<'_>, outcome: TurnOutcome, now: Instant) {
+        let Some(turn) = self.turn.take() else {
+            return;
+        };
+        turn.cancel(ctx);
+        ctx.event(ServerEvent::TurnEnded {
+            session: self.id.clone(),
+            outcome,
+        });
+        self.pump(ctx, now);
+    }
+
+    /// Drops the turn, queued utterances and VAD state. With `tell`, a `tts-start` the
+    /// client got is closed with `tts-cancelled` (the connection stays, as when a
+    /// `reconnect` replaces the session); otherwise nothing is sent (it is gone).
+    pub(crate) fn abandon(&mut self, ctx: &mut Ctx<'_>, tell: bool) {
+        let in_tts = self.turn.as_ref().and_then(Turn::speaking).is_some();
+        if tell && in_tts {
+            ctx.send(&ServerMessage::TtsCancelled);
+        }
+        self.queued.clear();
+        self.segment = None;
+        self.vad = None;
+        if let Some(turn) = self.turn.take() {
+            turn.cancel(ctx);
+            ctx.event(ServerEvent::TurnEnded {
+                session: self.id.clone(),
+                outcome: TurnOutcome::Abandoned,
+            });
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Provider answers (the request was checked and its registry entry updated)
+    // -----------------------------------------------------------------------------------
+
+    /// The STT outcome.
+    pub(crate) fn stt_result(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        result: Result<String, ProviderError>,
+        now: Instant,
+    ) {
+        let step = Turn::transcribed(ctx, result);
+        self.advance(ctx, step, now);
+    }
+
+    /// One non-empty piece of the LLM reply.
+    pub(crate) fn llm_chunk(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        content: &str,
+        now: Instant,
+    ) -> Result<(), CommandError> {
+        let turn = self.turn.as_mut().ok_or(CommandError::UnknownRequest)?;
+        let step = turn.llm_chunk(ctx, content);
+        self.advance(ctx, step, now);
+        Ok(())
+    }
+
+    /// The LLM calls tool `name` (playbook mode).
+    pub(crate) fn llm_tool_call(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        name: &str,
+        arguments: Map<String, Value>,
+        now: Instant,
+    ) -> Result<String, CommandError> {
+        let known = self
+            .stage_def(ctx.config)
+            .is_some_and(|s| s.tool(name).is_some());
+        let max = ctx.config.limits.max_tool_calls_per_round;
+        let turn = self.turn.as_mut().ok_or(CommandError::UnknownRequest)?;
+        match turn.count_tool_call(max) {
+            None => Err(CommandError::UnknownRequest),
+            Some(false) => {
+                self.fail_turn(
+                    ctx,
+                    ErrorCode::PLAYBOOK_ERROR,
+                    texts::TOO_MANY_CALLS.into(),
+                    now,
+                );
+                Err(CommandError::OutOfOrder(
+                    "too many tool calls; the turn failed",
+                ))
+            }
+            Some(true) => Ok(turn.call_tool(ctx, &self.id, name, arguments, known, now)),
+        }
+    }
+
+    /// The LLM round is complete.
+    pub(crate) fn llm_done(&mut self, ctx: &mut Ctx<'_>, now: Instant) -> Result<(), CommandError> {
+        let step = self
+            .turn
+            .as_mut()
+            .and_then(|t| t.llm_done(ctx))
+            .ok_or(CommandError::UnknownRequest)?;
+        self.advance(ctx, step, now);
+        Ok(())
+    }
+
+    /// TTS finished: `tts-complete`, and the turn ends.
+    pub(crate) fn tts_done(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        ctx.send(&ServerMessage::TtsComplete);
+        self.end_turn(ctx, TurnOutcome::Completed, now);
+    }
+
+    /// Tool request `request` (`pending`, already out of the registry) ended with `outcome`;
+    /// a success may move the stage; the next LLM round follows when it is due.
+    pub(crate) fn tool_done(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: RequestId,
+        pending: Pending,
+        outcome: Result<Value, String>,
+        now: Instant,
+    ) {
+        let Some(meta) = pending.tool else {
+            return;
+        };
+        Turn::tool_ended(ctx, &meta, &outcome, pending.started, now);
+        let to = if outcome.is_ok() {
+            self.stage_def(ctx.config)
+                .and_then(|st| st.on_tool_result(&meta.name))
+                .map(|t| t.to.clone())
+        } else {
+            None
+        };
+        if let Some(to) = to {
+            self.move_stage(ctx, &to, REASON_TOOL_RESULT);
+        }
+        if let Some(turn) = self.turn.as_mut() {
+            let record = ToolRecord {
+                call_id: meta.call_id,
+                name: meta.name,
+                arguments: meta.arguments,
+                outcome,
+            };
+            let step = turn.tool_recorded(ctx, request, record);
+            self.advance(ctx, step, now);
         }
     }
 }
 
-/// Where a turn is.
-#[derive(Debug)]
-pub(crate) enum Phase {
-    /// Waiting for the transcript.
-    Stt { req: RequestId },
-    /// An LLM round: the LLM request (`None` once it is done) and the tools it called that
-    /// are still running.
-    Llm {
-        req: Option<RequestId>,
-        tools: BTreeSet<RequestId>,
-        calls: usize,
-    },
-    /// `tts-start` sent, audio streaming.
-    Tts { req: RequestId },
+/// Expired session ids, remembered (bounded, oldest forgotten first) so that a late
+/// `reconnect` gets `SESSION_EXPIRED` rather than `SESSION_NOT_FOUND`.
+#[derive(Debug, Default)]
+pub(crate) struct Expired {
+    order: VecDeque<String>,
+    ids: BTreeSet<String>,
 }
 
-/// A provider request the server waits on.
-#[derive(Debug)]
-pub(crate) struct Pending {
-    pub(crate) session: String,
-    pub(crate) kind: ProviderKind,
-    pub(crate) started: Instant,
-    pub(crate) tool: Option<ToolMeta>,
-}
+impl Expired {
+    /// Remembers `id`, forgetting the oldest beyond `max` (`0`: remembers nothing).
+    pub(crate) fn remember(&mut self, id: String, max: usize) {
+        if max == 0 {
+            return;
+        }
+        while self.order.len() >= max {
+            if let Some(old) = self.order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+        self.ids.insert(id.clone());
+        self.order.push_back(id);
+    }
 
-/// What a tool request was for.
-#[derive(Debug)]
-pub(crate) struct ToolMeta {
-    pub(crate) call_id: String,
-    pub(crate) name: String,
-    pub(crate) arguments: Map<String, Value>,
-}
-
-/// The server's deadlines.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Timer {
-    Heartbeat(ConnId),
-    Ttl(String),
-    Provider(RequestId),
+    /// Whether `id` is remembered.
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
 }

@@ -1,0 +1,399 @@
+//! One turn of a session: an utterance through STT, the LLM (and its tool rounds), and TTS.
+//!
+//! A [`Turn`] is a state machine over [`Phase`]s. Each provider answer moves it and returns
+//! a [`Step`] that tells its session what follows: wait, ask the LLM with what was heard,
+//! start another LLM round, speak the reply, fail, or end. The turn owns its data (the
+//! reply streamed so far, the held-back chunk, the round's tool calls and their records) and
+//! the ids of the requests it waits on, whose deadlines the request registry keeps.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use crate::event::{ServerEvent, TurnOutcome};
+use crate::message::ErrorCode;
+use crate::message::{
+    Llm, LlmChunk, ServerMessage, ToolCallEnd, ToolCallStart, Transcript, VisionAttachment,
+};
+use crate::provider::{
+    ChatMessage, LlmRequest, ProviderError, ProviderKind, RequestId, SpeechSegment, StageContext,
+    SttRequest, ToolCallRequest, ToolRecord, TtsRequest,
+};
+
+use super::requests::{provider_error, ToolMeta};
+use super::texts;
+use super::wire::Ctx;
+
+/// A finished speech segment waiting for its turn.
+#[derive(Debug)]
+pub(crate) struct Utterance {
+    pub(crate) segment: SpeechSegment,
+    pub(crate) attachments: Vec<VisionAttachment>,
+}
+
+/// Where a turn is.
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for the transcript.
+    Stt { req: RequestId },
+    /// An LLM round: the LLM request (`None` once it is done), the tools it called that are
+    /// still running, and how many it called.
+    Llm {
+        req: Option<RequestId>,
+        tools: BTreeSet<RequestId>,
+        calls: usize,
+    },
+    /// `tts-start` sent, audio streaming.
+    Tts { req: RequestId },
+}
+
+/// What the session does after the turn moved.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Nothing until the next answer.
+    Wait,
+    /// The user said this (not empty): remember it, then ask the LLM.
+    Heard(String),
+    /// Every tool of the round answered and the LLM is done: ask it again.
+    NextRound,
+    /// The reply is complete and not empty: remember it, then speak it.
+    Speak(String),
+    /// The turn failed with this code and text.
+    Fail(ErrorCode, String),
+    /// The turn is over.
+    End(TurnOutcome),
+}
+
+/// The turn a session is in.
+#[derive(Debug)]
+pub(crate) struct Turn {
+    phase: Phase,
+    attachments: Vec<VisionAttachment>,
+    /// The LLM reply so far, over every round.
+    reply: String,
+    /// The last LLM chunk, held back so the final one can carry `done: true`.
+    held: Option<String>,
+    tool_results: Vec<ToolRecord>,
+    /// LLM rounds after the first (each follows tool calls).
+    rounds: usize,
+}
+
+impl Turn {
+    /// Starts a turn for `utterance` of `session`: asks for its transcript
+    /// ([`ServerEvent::Stt`]).
+    pub(crate) fn start(
+        ctx: &mut Ctx<'_>,
+        session: &str,
+        utterance: Utterance,
+        now: Instant,
+    ) -> Self {
+        let req = ctx.requests.open(session, ProviderKind::Stt, now);
+        ctx.event(ServerEvent::Stt(SttRequest {
+            request: req,
+            session: session.to_owned(),
+            segment: utterance.segment,
+        }));
+        Self {
+            phase: Phase::Stt { req },
+            attachments: utterance.attachments,
+            reply: String::new(),
+            held: None,
+            tool_results: Vec::new(),
+            rounds: 0,
+        }
+    }
+
+    /// Every provider request this turn is waiting on.
+    fn requests(&self) -> Vec<RequestId> {
+        match &self.phase {
+            Phase::Stt { req } | Phase::Tts { req } => vec![*req],
+            Phase::Llm { req, tools, .. } => req.iter().chain(tools.iter()).copied().collect(),
+        }
+    }
+
+    /// The TTS request while the reply is being spoken (from `tts-start` on).
+    pub(crate) fn speaking(&self) -> Option<RequestId> {
+        match self.phase {
+            Phase::Tts { req } => Some(req),
+            _ => None,
+        }
+    }
+
+    /// A partial transcript: `transcript` with `isFinal: false`, cut to the limit.
+    pub(crate) fn partial(ctx: &mut Ctx<'_>, text: &str) {
+        let text = cut(text, ctx.config.limits.max_transcript_bytes).to_owned();
+        ctx.send(&ServerMessage::Transcript(Transcript {
+            text,
+            is_final: false,
+        }));
+    }
+
+    /// The STT outcome: the final `transcript`, then what was heard (or nothing, or a
+    /// failure).
+    pub(crate) fn transcribed(ctx: &mut Ctx<'_>, result: Result<String, ProviderError>) -> Step {
+        let text = match result {
+            Ok(t) if t.len() > ctx.config.limits.max_transcript_bytes => {
+                return Step::Fail(ErrorCode::STT_ERROR, texts::TRANSCRIPT_TOO_LONG.into());
+            }
+            Ok(t) => t,
+            Err(e) => {
+                let (code, msg) = provider_error(ProviderKind::Stt, e);
+                return Step::Fail(code, msg);
+            }
+        };
+        ctx.send(&ServerMessage::Transcript(Transcript {
+            text: text.clone(),
+            is_final: true,
+        }));
+        if text.trim().is_empty() {
+            Step::End(TurnOutcome::NothingHeard)
+        } else {
+            Step::Heard(text)
+        }
+    }
+
+    /// Starts an LLM round ([`ServerEvent::Llm`]) over `history`, in `stage`.
+    pub(crate) fn ask_llm(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: &str,
+        history: Vec<ChatMessage>,
+        stage: Option<StageContext>,
+        now: Instant,
+    ) {
+        let req = ctx.requests.open(session, ProviderKind::Llm, now);
+        self.phase = Phase::Llm {
+            req: Some(req),
+            tools: BTreeSet::new(),
+            calls: 0,
+        };
+        ctx.event(ServerEvent::Llm(LlmRequest {
+            request: req,
+            session: session.to_owned(),
+            history,
+            attachments: self.attachments.clone(),
+            stage,
+            tool_results: self.tool_results.clone(),
+        }));
+    }
+
+    /// One piece of the reply: the previous held chunk goes out and this one is held.
+    pub(crate) fn llm_chunk(&mut self, ctx: &mut Ctx<'_>, content: &str) -> Step {
+        if self.reply.len() + content.len() > ctx.config.limits.max_reply_bytes {
+            return Step::Fail(ErrorCode::LLM_ERROR, texts::REPLY_TOO_LONG.into());
+        }
+        self.reply.push_str(content);
+        if let Some(previous) = self.held.replace(content.to_owned()) {
+            ctx.send(&ServerMessage::LlmChunk(LlmChunk {
+                content: previous,
+                done: false,
+            }));
+        }
+        Step::Wait
+    }
+
+    /// Counts a tool call of the current LLM round: `None` outside one, `Some(false)` when
+    /// it is one too many.
+    pub(crate) fn count_tool_call(&mut self, max: usize) -> Option<bool> {
+        match &mut self.phase {
+            Phase::Llm { calls, .. } => {
+                *calls += 1;
+                Some(*calls <= max)
+            }
+            _ => None,
+        }
+    }
+
+    /// The LLM calls tool `name`: `tool-call-start`, then either the tool request
+    /// ([`ServerEvent::ToolCall`]) or, for a tool the stage lacks (`known` false), its
+    /// failure at once. Returns the call id.
+    pub(crate) fn call_tool(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: &str,
+        name: &str,
+        arguments: Map<String, Value>,
+        known: bool,
+        now: Instant,
+    ) -> String {
+        // Text streamed before the call is shown before it.
+        self.flush_held(ctx, false);
+        let id = ctx.requests.next_id();
+        let call_id = format!("call_{}", id.0);
+        ctx.send(&ServerMessage::ToolCallStart(ToolCallStart {
+            name: name.to_owned(),
+            call_id: call_id.clone(),
+            arguments: arguments.clone(),
+        }));
+        if !known {
+            let error = texts::unknown_tool(name);
+            ctx.send(&ServerMessage::ToolCallEnd(ToolCallEnd {
+                call_id: call_id.clone(),
+                result: None,
+                error: Some(error.clone()),
+                duration_ms: 0,
+            }));
+            ctx.error(ErrorCode::TOOL_ERROR, error.clone());
+            self.tool_results.push(ToolRecord {
+                call_id: call_id.clone(),
+                name: name.to_owned(),
+                arguments,
+                outcome: Err(error),
+            });
+            return call_id;
+        }
+        let meta = ToolMeta {
+            call_id: call_id.clone(),
+            name: name.to_owned(),
+            arguments: arguments.clone(),
+        };
+        ctx.requests.open_tool(id, session, meta, now);
+        if let Phase::Llm { tools, .. } = &mut self.phase {
+            tools.insert(id);
+        }
+        ctx.event(ServerEvent::ToolCall(ToolCallRequest {
+            request: id,
+            session: session.to_owned(),
+            call_id: call_id.clone(),
+            name: name.to_owned(),
+            arguments,
+        }));
+        call_id
+    }
+
+    /// The LLM round is complete: without tool calls the reply is finished; with them, the
+    /// next round waits for the tools. `None` outside an LLM round.
+    pub(crate) fn llm_done(&mut self, ctx: &mut Ctx<'_>) -> Option<Step> {
+        let Phase::Llm { req, calls, .. } = &mut self.phase else {
+            return None;
+        };
+        *req = None;
+        Some(if *calls == 0 {
+            self.finish_reply(ctx)
+        } else {
+            self.next_round(ctx)
+        })
+    }
+
+    /// A tool's outcome (`tool-call-end`, and `error TOOL_ERROR` for a failure), `started`
+    /// being when it was asked for.
+    pub(crate) fn tool_ended(
+        ctx: &mut Ctx<'_>,
+        meta: &ToolMeta,
+        outcome: &Result<Value, String>,
+        started: Instant,
+        now: Instant,
+    ) {
+        let duration_ms =
+            u64::try_from(now.saturating_duration_since(started).as_millis()).unwrap_or(u64::MAX);
+        let (result, error) = match outcome {
+            Ok(v) => (Some(v.clone()), None),
+            Err(e) => (None, Some(e.clone())),
+        };
+        ctx.send(&ServerMessage::ToolCallEnd(ToolCallEnd {
+            call_id: meta.call_id.clone(),
+            result,
+            error: error.clone(),
+            duration_ms,
+        }));
+        if let Some(e) = error {
+            ctx.error(ErrorCode::TOOL_ERROR, e);
+        }
+    }
+
+    /// Records tool `request`'s outcome for the next LLM round, then checks whether that
+    /// round is due.
+    pub(crate) fn tool_recorded(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: RequestId,
+        record: ToolRecord,
+    ) -> Step {
+        if let Phase::Llm { tools, .. } = &mut self.phase {
+            tools.remove(&request);
+        }
+        self.tool_results.push(record);
+        self.next_round(ctx)
+    }
+
+    /// The next LLM round once the LLM is done and no tool is left running.
+    fn next_round(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let ready = matches!(&self.phase, Phase::Llm { req: None, tools, .. } if tools.is_empty());
+        if !ready {
+            return Step::Wait;
+        }
+        self.rounds += 1;
+        if self.rounds > ctx.config.limits.max_tool_rounds {
+            return Step::Fail(ErrorCode::PLAYBOOK_ERROR, texts::TOO_MANY_ROUNDS.into());
+        }
+        Step::NextRound
+    }
+
+    /// The reply is complete: the last chunk (`done: true`), then `llm`.
+    fn finish_reply(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        if !self.flush_held(ctx, true) {
+            ctx.send(&ServerMessage::LlmChunk(LlmChunk {
+                content: String::new(),
+                done: true,
+            }));
+        }
+        let reply = std::mem::take(&mut self.reply);
+        ctx.send(&ServerMessage::Llm(Llm {
+            text: reply.clone(),
+        }));
+        if reply.trim().is_empty() {
+            Step::End(TurnOutcome::Completed)
+        } else {
+            Step::Speak(reply)
+        }
+    }
+
+    /// Speaks `reply`: `tts-start` and the TTS request ([`ServerEvent::Tts`]).
+    pub(crate) fn speak(&mut self, ctx: &mut Ctx<'_>, session: &str, reply: String, now: Instant) {
+        let req = ctx.requests.open(session, ProviderKind::Tts, now);
+        self.phase = Phase::Tts { req };
+        ctx.send(&ServerMessage::TtsStart);
+        ctx.event(ServerEvent::Tts(TtsRequest {
+            request: req,
+            session: session.to_owned(),
+            text: reply,
+        }));
+    }
+
+    /// Sends the held LLM chunk with `done`; whether there was one.
+    fn flush_held(&mut self, ctx: &mut Ctx<'_>, done: bool) -> bool {
+        let Some(content) = self.held.take() else {
+            return false;
+        };
+        ctx.send(&ServerMessage::LlmChunk(LlmChunk { content, done }));
+        true
+    }
+
+    /// The turn failed with `code`: the LLM stream is closed, `error` goes out, and an open
+    /// `tts-start` gets its `tts-complete`.
+    pub(crate) fn fail(&mut self, ctx: &mut Ctx<'_>, code: ErrorCode, message: String) {
+        let in_tts = self.speaking().is_some();
+        self.flush_held(ctx, true);
+        ctx.error(code, message);
+        if in_tts {
+            ctx.send(&ServerMessage::TtsComplete);
+        }
+    }
+
+    /// Withdraws every request the turn still waits on ([`ServerEvent::Cancel`]).
+    pub(crate) fn cancel(self, ctx: &mut Ctx<'_>) {
+        for req in self.requests() {
+            ctx.cancel(req);
+        }
+    }
+}
+
+/// `s` cut to at most `max` bytes at a character boundary.
+pub(crate) fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
