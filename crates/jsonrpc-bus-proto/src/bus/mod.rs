@@ -1,38 +1,45 @@
 //! The `Bus`: the server role, owning every connection, subscription and delivery.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use agentwire_core::{
-    check_json_depth, CloseCode, ConnId, ConnMap, Flow as FlowChange, Frame, FrameBuf, Id128,
-    IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TimerSet,
+    CloseCode, ConnId, ConnMap, Flow as FlowChange, Frame, FrameBuf, Id128, IdGen, Machine,
+    Monotonic, Outbox, Output, PeerInfo, TimerSet,
 };
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::config::{BusConfig, PayloadRule};
+use crate::config::BusConfig;
 use crate::error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
 use crate::event::{BusEvent, DeliveryId, DropReason, HopOutcome};
 use crate::fast_publish::{fast_publish, Publish};
 use crate::hop_ack::{fast_hop_ack, Ack};
 use crate::jsonrpc::{
-    self, classify, raw_str, split_body, split_text, write_error, write_json_str,
-    write_result_with, Body, Call, Id, Incoming, Reply,
+    classify, split_body, split_text, write_error, write_result_with, Body, Call, Id, Incoming,
+    Reply,
 };
 use crate::message::{
-    method, rfc3339_utc, Capabilities, ClientInfo, InitializeResult, ServerInfo, SubscribeResult,
+    method, rfc3339_utc, Capabilities, InitializeResult, ServerInfo, SubscribeResult,
     UnsubscribeResult,
 };
 
+mod batch;
 mod deliveries;
 mod flow;
+mod params;
 mod stats;
 mod subscriptions;
 
+use batch::{Batches, Handled};
 use deliveries::{Deliveries, Delivery, Origin, Step};
 use flow::Flow;
+pub(crate) use params::topic_params;
+use params::{
+    check_payload, check_topic, initialize_params, method_not_found, respond, send_message_params,
+    Encoded,
+};
 pub use stats::BusStats;
 use subscriptions::Subscriptions;
 
@@ -40,24 +47,6 @@ use subscriptions::Subscriptions;
 #[derive(Debug, Default)]
 struct Conn {
     initialized: bool,
-}
-
-#[derive(Debug)]
-struct Batch {
-    conn: ConnId,
-    slots: Vec<Option<Vec<u8>>>,
-    pending: usize,
-    open: bool,
-}
-
-/// What a request handler produced.
-enum Handled {
-    /// The encoded response.
-    Now(Vec<u8>),
-    /// A `sendMessage` whose result comes when its chain ends.
-    Later,
-    /// Nothing to send (a notification).
-    Nothing,
 }
 
 /// The JSON-RPC 2.0 pub/sub bus (server role): owns every connection, subscription and
@@ -95,8 +84,7 @@ pub struct Bus {
     subscriptions: Subscriptions,
     deliveries: Deliveries,
     flow: Flow,
-    batches: BTreeMap<u64, Batch>,
-    next_batch: u64,
+    batches: Batches,
     /// `initialize` deadlines.
     init_timers: TimerSet<ConnId>,
     out: Outbox<BusEvent>,
@@ -136,8 +124,7 @@ impl Bus {
             clock,
             wall: (now, unix_ms),
             conns: ConnMap::default(),
-            batches: BTreeMap::new(),
-            next_batch: 0,
+            batches: Batches::default(),
             init_timers: TimerSet::new(),
             out: Outbox::new(),
             stats: BusStats::default(),
@@ -305,26 +292,13 @@ impl Bus {
     }
 
     fn on_batch(&mut self, conn: ConnId, entries: &[&RawValue], now: Instant) {
-        let batch = self.next_batch;
-        self.next_batch += 1;
-        self.batches.insert(
-            batch,
-            Batch {
-                conn,
-                slots: Vec::new(),
-                pending: 0,
-                open: true,
-            },
-        );
+        let batch = self.batches.open(conn);
         for raw in entries {
             // Reserve the entry's slot first: a publish whose chain ends at once (no
             // subscriber) fills it from `complete` before `on_call` returns.
-            let Some(b) = self.batches.get_mut(&batch) else {
+            let Some(slot) = self.batches.reserve(batch) else {
                 return;
             };
-            let slot = b.slots.len();
-            b.slots.push(None);
-            b.pending += 1;
             let handled = match classify(raw.get()) {
                 Ok(Incoming::Call(call)) => {
                     let origin = |id: Option<Id>| {
@@ -343,55 +317,20 @@ impl Bus {
                     Handled::Now(out)
                 }
             };
-            let Some(b) = self.batches.get_mut(&batch) else {
+            // A `Later` slot is filled by `complete` when the chain ends.
+            if !self.batches.handled(batch, slot, handled) {
                 return;
-            };
-            match handled {
-                Handled::Now(bytes) => {
-                    if let Some(s) = b.slots.get_mut(slot) {
-                        *s = Some(bytes);
-                    }
-                    b.pending = b.pending.saturating_sub(1);
-                }
-                // Filled (and `pending` lowered) by `complete` when the chain ends.
-                Handled::Later => {}
-                Handled::Nothing => {
-                    b.slots.truncate(slot);
-                    b.pending = b.pending.saturating_sub(1);
-                }
             }
         }
-        if let Some(b) = self.batches.get_mut(&batch) {
-            b.open = false;
-        }
+        self.batches.close(batch);
         self.flush_batch(batch);
     }
 
+    /// Sends the answer to `batch` if every entry has one.
     fn flush_batch(&mut self, batch: u64) {
-        let ready = self
-            .batches
-            .get(&batch)
-            .is_some_and(|b| !b.open && b.pending == 0);
-        if !ready {
-            return;
+        if let Some((conn, out)) = self.batches.take_ready(batch) {
+            self.send_bytes(conn, out);
         }
-        let Some(b) = self.batches.remove(&batch) else {
-            return;
-        };
-        let parts: Vec<Vec<u8>> = b.slots.into_iter().flatten().collect();
-        if parts.is_empty() {
-            return; // only notifications: nothing is sent
-        }
-        let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
-        out.push(b'[');
-        for (i, p) in parts.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(p);
-        }
-        out.push(b']');
-        self.send_bytes(b.conn, out);
     }
 
     /// Runs one request or notification; `origin` makes the delivery origin from the id.
@@ -453,45 +392,7 @@ impl Bus {
         if c.initialized {
             return Err(ErrorObject::new(ErrorCode::ALREADY_INITIALIZED));
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Raw<'a> {
-            #[serde(default, borrow)]
-            client_id: Option<&'a RawValue>,
-            #[serde(default, borrow)]
-            client_info: Option<&'a RawValue>,
-        }
-        let raw: Raw<'_> = match params {
-            None => Raw {
-                client_id: None,
-                client_info: None,
-            },
-            Some(p) => serde_json::from_str(p.get()).map_err(|_| {
-                ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "params must be an object")
-            })?,
-        };
-        let client_id = match raw.client_id.filter(|v| v.get() != "null") {
-            None => None,
-            Some(v) => Some(
-                raw_str(v)
-                    .ok_or_else(|| {
-                        ErrorObject::with_data(
-                            ErrorCode::INVALID_PARAMS,
-                            "clientId must be a string",
-                        )
-                    })?
-                    .into_owned(),
-            ),
-        };
-        let client_info = match raw.client_info.filter(|v| v.get() != "null") {
-            None => None,
-            Some(v) => Some(serde_json::from_str::<ClientInfo>(v.get()).map_err(|_| {
-                ErrorObject::with_data(
-                    ErrorCode::INVALID_CLIENT_INFO,
-                    "clientInfo must be null or an object with string name and version",
-                )
-            })?),
-        };
+        let (client_id, client_info) = initialize_params(params)?;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.initialized = true;
         }
@@ -522,22 +423,8 @@ impl Bus {
         params: Option<&'a RawValue>,
     ) -> Result<(Cow<'a, str>, Option<&'a RawValue>), ErrorObject> {
         let (topic, payload) = topic_params(params)?;
-        self.check_topic(&topic)?;
+        check_topic(&topic, self.config.limits.max_topic_bytes)?;
         Ok((topic, payload))
-    }
-
-    /// A topic (or pattern) must not be empty (-32600) nor longer than the limit (-32005).
-    fn check_topic(&self, topic: &str) -> Result<(), ErrorObject> {
-        if topic.is_empty() {
-            return Err(missing_topic());
-        }
-        if topic.len() > self.config.limits.max_topic_bytes {
-            return Err(ErrorObject::with_data(
-                ErrorCode::LIMIT_EXCEEDED,
-                "max_topic_bytes",
-            ));
-        }
-        Ok(())
     }
 
     fn subscribe(
@@ -586,8 +473,7 @@ impl Bus {
         origin: impl FnOnce(Option<Id>) -> Origin,
         now: Instant,
     ) -> Handled {
-        if let Err(e) = self
-            .check_topic(topic)
+        if let Err(e) = check_topic(topic, self.config.limits.max_topic_bytes)
             .and_then(|()| self.check_payload(payload))
         {
             if id.is_none() {
@@ -612,24 +498,11 @@ impl Bus {
     /// The payload rules: an object unless [`PayloadRule::Any`] (-32602), nested at most
     /// `max_payload_depth` levels (-32005). One check for both read paths.
     fn check_payload(&self, payload: Option<&RawValue>) -> Result<(), ErrorObject> {
-        if self.config.payload == PayloadRule::Object {
-            let first = payload.and_then(|p| p.get().bytes().find(|b| !jsonrpc::is_json_space(*b)));
-            if first != Some(b'{') {
-                return Err(not_an_object(first));
-            }
-        }
-        let limit = self.config.limits.max_payload_depth;
-        if let Some(p) = payload {
-            let bytes = p.get().as_bytes();
-            // Valid JSON (serde_json read it) of n bytes nests at most n / 2 levels.
-            if bytes.len() / 2 > limit && check_json_depth(bytes, limit).is_err() {
-                return Err(ErrorObject::with_data(
-                    ErrorCode::LIMIT_EXCEEDED,
-                    "max_payload_depth",
-                ));
-            }
-        }
-        Ok(())
+        check_payload(
+            payload,
+            self.config.payload,
+            self.config.limits.max_payload_depth,
+        )
     }
 
     /// Asks the driver to pause or resume reading `conn` if its state calls for it.
@@ -664,13 +537,7 @@ impl Bus {
             &mut chain,
         );
 
-        let mut params =
-            Vec::with_capacity(topic.len() + payload.map_or(4, |p| p.get().len()) + 24);
-        params.extend_from_slice(b"{\"topic\":");
-        write_json_str(&mut params, topic);
-        params.extend_from_slice(b",\"payload\":");
-        params.extend_from_slice(payload.map_or("null", RawValue::get).as_bytes());
-        params.push(b'}');
+        let params = send_message_params(topic, payload);
         self.stats.params_encoded += 1;
         let len = params.len();
 
@@ -746,14 +613,9 @@ impl Bus {
                 self.send_bytes(p, out);
             }
             (Origin::Batch { batch, slot, id }, _) => {
-                if let Some(b) = self.batches.get_mut(batch) {
-                    let mut out = Vec::with_capacity(160);
-                    write_result_with(&mut out, id, |out| d.result.write_json(out));
-                    if let Some(s) = b.slots.get_mut(*slot) {
-                        *s = Some(out);
-                    }
-                    b.pending = b.pending.saturating_sub(1);
-                }
+                let mut out = Vec::with_capacity(160);
+                write_result_with(&mut out, id, |out| d.result.write_json(out));
+                self.batches.fill(*batch, *slot, out);
                 self.flush_batch(*batch);
             }
             _ => {}
@@ -803,88 +665,6 @@ impl Bus {
         };
         self.finish_hop(delivery, outcome, now);
     }
-}
-
-/// Reads `{topic, payload?}` the general way: a missing, `null` or empty topic is -32600
-/// (the spec's table), params that are not an object or a topic that is not a string -32602.
-pub(crate) fn topic_params(
-    params: Option<&RawValue>,
-) -> Result<(Cow<'_, str>, Option<&RawValue>), ErrorObject> {
-    #[derive(Deserialize)]
-    struct Raw<'a> {
-        #[serde(default, borrow)]
-        topic: Option<&'a RawValue>,
-        #[serde(default, borrow)]
-        payload: Option<&'a RawValue>,
-    }
-    let Some(params) = params else {
-        return Err(missing_topic());
-    };
-    let raw: Raw<'_> = serde_json::from_str(params.get()).map_err(|_| {
-        ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "params must be an object")
-    })?;
-    let Some(topic) = raw.topic.filter(|t| t.get() != "null") else {
-        return Err(missing_topic());
-    };
-    let Some(topic) = raw_str(topic) else {
-        return Err(ErrorObject::with_data(
-            ErrorCode::INVALID_PARAMS,
-            "topic must be a string",
-        ));
-    };
-    if topic.is_empty() {
-        return Err(missing_topic());
-    }
-    Ok((topic, raw.payload))
-}
-
-/// A success result, encoded.
-struct Encoded(Vec<u8>);
-
-impl Encoded {
-    fn encode<T: Serialize>(value: &T) -> Self {
-        Self(serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec()))
-    }
-
-    fn ping(timestamp: String) -> Self {
-        Self::encode(&crate::message::PingResult { timestamp })
-    }
-}
-
-fn respond(id: Option<&Id>, result: Result<Encoded, ErrorObject>) -> Handled {
-    let Some(id) = id else {
-        return Handled::Nothing;
-    };
-    let mut out = Vec::with_capacity(128);
-    match result {
-        Ok(Encoded(bytes)) => jsonrpc::write_result_raw(&mut out, id, &bytes),
-        Err(e) => write_error(&mut out, id, &e),
-    }
-    Handled::Now(out)
-}
-
-fn method_not_found(method: &str) -> ErrorObject {
-    ErrorObject::with_data(ErrorCode::METHOD_NOT_FOUND, method.to_owned())
-}
-
-/// -32602 for a payload that is not an object; `first` is its first byte (`None`: absent).
-fn not_an_object(first: Option<u8>) -> ErrorObject {
-    let got = match first {
-        // The general path reads `"payload": null` as no payload; both say the same.
-        None | Some(b'n') => "it is missing or null",
-        Some(b'[') => "got an array",
-        Some(b'"') => "got a string",
-        Some(b't' | b'f') => "got a boolean",
-        Some(_) => "got a number",
-    };
-    ErrorObject {
-        message: "Invalid params: payload must be a JSON object".to_owned(),
-        ..ErrorObject::with_data(ErrorCode::INVALID_PARAMS, got)
-    }
-}
-
-fn missing_topic() -> ErrorObject {
-    ErrorObject::with_data(ErrorCode::INVALID_REQUEST, "missing or empty topic")
 }
 
 impl Machine for Bus {
@@ -944,15 +724,7 @@ impl Machine for Bus {
         self.init_timers.cancel(&conn);
         let subscriptions = self.subscriptions.remove_conn(conn);
         self.flow.close(conn);
-        let batches: Vec<u64> = self
-            .batches
-            .iter()
-            .filter(|(_, b)| b.conn == conn)
-            .map(|(id, _)| *id)
-            .collect();
-        for b in batches {
-            self.batches.remove(&b);
-        }
+        self.batches.forget_conn(conn);
         self.out.forget_conn(conn);
         self.out.event(BusEvent::Disconnected {
             conn,
@@ -1006,92 +778,4 @@ impl Machine for Bus {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use agentwire_core::SequentialIds;
-    use std::time::Duration;
-
-    fn call(method: &str, params: &str, id: u32) -> String {
-        format!(r#"{{"jsonrpc":"2.0","method":"{method}","params":{params},"id":{id}}}"#)
-    }
-
-    /// Hop requests sent to `conn` since the last call, as their ids.
-    fn hop_ids(bus: &mut Bus, conn: ConnId) -> Vec<String> {
-        let mut ids = Vec::new();
-        while let Some(out) = bus.poll_output() {
-            if let Output::Send { conn: c, frame } = out {
-                let text = frame.as_text().unwrap_or_default().to_owned();
-                if c == conn && text.contains("\"method\":\"sendMessage\"") {
-                    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-                    ids.push(v["id"].as_str().unwrap().to_owned());
-                }
-            }
-        }
-        ids
-    }
-
-    /// A hop stuck on a silent subscriber keeps its timeout at the front of the queue while
-    /// thousands of other hops finish behind it: the queue stays bounded by the deliveries in
-    /// flight, `poll_timeout` stays the stuck hop's deadline, and it still fires on time.
-    #[test]
-    fn hop_timers_stay_bounded_behind_a_stuck_hop() {
-        #[allow(clippy::disallowed_methods)] // the one base time of a test
-        let t0 = Instant::now();
-        let timeout = Duration::from_secs(30);
-        let config = BusConfig {
-            delivery_timeout: timeout,
-            initialize_timeout: None,
-            ..BusConfig::default()
-        };
-        let mut bus = Bus::new(config, SequentialIds::new(1), t0, 0);
-        let peer = PeerInfo::new(None);
-        let (publisher, slow, fast) = (ConnId::new(1), ConnId::new(2), ConnId::new(3));
-        for (conn, topic) in [
-            (publisher, None),
-            (slow, Some("slow")),
-            (fast, Some("fast")),
-        ] {
-            bus.handle_connect(conn, &peer, t0);
-            let init = call("initialize", r#"{"clientId":"c"}"#, 1);
-            bus.handle_frame(conn, Frame::Text(&init), t0);
-            if let Some(topic) = topic {
-                let sub = call("subscribe", &format!(r#"{{"topic":"{topic}"}}"#), 2);
-                bus.handle_frame(conn, Frame::Text(&sub), t0);
-            }
-        }
-        while bus.poll_output().is_some() {}
-        let stuck = call("sendMessage", r#"{"topic":"slow","payload":{}}"#, 3);
-        bus.handle_frame(publisher, Frame::Text(&stuck), t0);
-        assert_eq!(hop_ids(&mut bus, slow).len(), 1);
-        assert_eq!(bus.poll_timeout(), Some(t0 + timeout));
-
-        let mut most = 0;
-        for i in 0..5_000u32 {
-            let now = t0 + Duration::from_millis(u64::from(i));
-            let msg = call(
-                "sendMessage",
-                r#"{"topic":"fast","payload":{"n":1}}"#,
-                10 + i,
-            );
-            bus.handle_frame(publisher, Frame::Text(&msg), now);
-            for id in hop_ids(&mut bus, fast) {
-                let reply = format!(
-                    r#"{{"jsonrpc":"2.0","result":{{"success":true,"stopPropagation":false}},"id":"{id}"}}"#
-                );
-                bus.handle_frame(fast, Frame::Text(&reply), now);
-            }
-            most = most.max(bus.deliveries.hop_timer_count());
-            assert_eq!(bus.poll_timeout(), Some(t0 + timeout), "round {i}");
-        }
-        assert!(most <= 2 * 2 + 64 + 1, "hop timers grew to {most}");
-        assert_eq!(bus.deliveries_in_flight(), 1);
-
-        bus.handle_timeout(t0 + timeout - Duration::from_millis(1));
-        assert_eq!(bus.deliveries_in_flight(), 1);
-        bus.handle_timeout(t0 + timeout);
-        assert_eq!(bus.deliveries_in_flight(), 0);
-        assert_eq!(bus.deliveries.hop_timer_count(), 0);
-        assert_eq!(bus.poll_timeout(), None);
-        assert_eq!(bus.stats().completed, 5_001);
-    }
-}
+mod tests;

@@ -1,0 +1,192 @@
+//! Reading the bus methods' params the general way, and encoding the answers.
+
+use std::borrow::Cow;
+
+use agentwire_core::check_json_depth;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::batch::Handled;
+use crate::config::PayloadRule;
+use crate::error::{ErrorCode, ErrorObject};
+use crate::jsonrpc::{self, raw_str, write_error, write_json_str, Id};
+use crate::message::ClientInfo;
+
+/// Reads `initialize`'s `{clientId?, clientInfo?}`: a `clientId` that is not a string is
+/// -32602, a `clientInfo` that is neither `null` nor an object with string `name` and
+/// `version` -32002.
+pub(super) fn initialize_params(
+    params: Option<&RawValue>,
+) -> Result<(Option<String>, Option<ClientInfo>), ErrorObject> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Raw<'a> {
+        #[serde(default, borrow)]
+        client_id: Option<&'a RawValue>,
+        #[serde(default, borrow)]
+        client_info: Option<&'a RawValue>,
+    }
+    let raw: Raw<'_> = match params {
+        None => Raw {
+            client_id: None,
+            client_info: None,
+        },
+        Some(p) => serde_json::from_str(p.get()).map_err(|_| {
+            ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "params must be an object")
+        })?,
+    };
+    let client_id = match raw.client_id.filter(|v| v.get() != "null") {
+        None => None,
+        Some(v) => Some(
+            raw_str(v)
+                .ok_or_else(|| {
+                    ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "clientId must be a string")
+                })?
+                .into_owned(),
+        ),
+    };
+    let client_info = match raw.client_info.filter(|v| v.get() != "null") {
+        None => None,
+        Some(v) => Some(serde_json::from_str::<ClientInfo>(v.get()).map_err(|_| {
+            ErrorObject::with_data(
+                ErrorCode::INVALID_CLIENT_INFO,
+                "clientInfo must be null or an object with string name and version",
+            )
+        })?),
+    };
+    Ok((client_id, client_info))
+}
+
+/// A topic (or pattern) must not be empty (-32600) nor longer than `max` bytes (-32005).
+pub(super) fn check_topic(topic: &str, max: usize) -> Result<(), ErrorObject> {
+    if topic.is_empty() {
+        return Err(missing_topic());
+    }
+    if topic.len() > max {
+        return Err(ErrorObject::with_data(
+            ErrorCode::LIMIT_EXCEEDED,
+            "max_topic_bytes",
+        ));
+    }
+    Ok(())
+}
+
+/// `{"topic":..,"payload":..}`: a publish's params, encoded once for every subscriber (a
+/// missing payload is `null`, the payload's bytes as they came).
+pub(super) fn send_message_params(topic: &str, payload: Option<&RawValue>) -> Vec<u8> {
+    let mut params = Vec::with_capacity(topic.len() + payload.map_or(4, |p| p.get().len()) + 24);
+    params.extend_from_slice(b"{\"topic\":");
+    write_json_str(&mut params, topic);
+    params.extend_from_slice(b",\"payload\":");
+    params.extend_from_slice(payload.map_or("null", RawValue::get).as_bytes());
+    params.push(b'}');
+    params
+}
+
+/// The payload rules: an object unless [`PayloadRule::Any`] (-32602), nested at most
+/// `max_depth` levels (-32005). One check for both read paths.
+pub(super) fn check_payload(
+    payload: Option<&RawValue>,
+    rule: PayloadRule,
+    max_depth: usize,
+) -> Result<(), ErrorObject> {
+    if rule == PayloadRule::Object {
+        let first = payload.and_then(|p| p.get().bytes().find(|b| !jsonrpc::is_json_space(*b)));
+        if first != Some(b'{') {
+            return Err(not_an_object(first));
+        }
+    }
+    if let Some(p) = payload {
+        let bytes = p.get().as_bytes();
+        // Valid JSON (serde_json read it) of n bytes nests at most n / 2 levels.
+        if bytes.len() / 2 > max_depth && check_json_depth(bytes, max_depth).is_err() {
+            return Err(ErrorObject::with_data(
+                ErrorCode::LIMIT_EXCEEDED,
+                "max_payload_depth",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads `{topic, payload?}` the general way: a missing, `null` or empty topic is -32600
+/// (the spec's table), params that are not an object or a topic that is not a string -32602.
+pub(crate) fn topic_params(
+    params: Option<&RawValue>,
+) -> Result<(Cow<'_, str>, Option<&RawValue>), ErrorObject> {
+    #[derive(Deserialize)]
+    struct Raw<'a> {
+        #[serde(default, borrow)]
+        topic: Option<&'a RawValue>,
+        #[serde(default, borrow)]
+        payload: Option<&'a RawValue>,
+    }
+    let Some(params) = params else {
+        return Err(missing_topic());
+    };
+    let raw: Raw<'_> = serde_json::from_str(params.get()).map_err(|_| {
+        ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "params must be an object")
+    })?;
+    let Some(topic) = raw.topic.filter(|t| t.get() != "null") else {
+        return Err(missing_topic());
+    };
+    let Some(topic) = raw_str(topic) else {
+        return Err(ErrorObject::with_data(
+            ErrorCode::INVALID_PARAMS,
+            "topic must be a string",
+        ));
+    };
+    if topic.is_empty() {
+        return Err(missing_topic());
+    }
+    Ok((topic, raw.payload))
+}
+
+/// A success result, encoded.
+pub(super) struct Encoded(Vec<u8>);
+
+impl Encoded {
+    pub(super) fn encode<T: Serialize>(value: &T) -> Self {
+        Self(serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec()))
+    }
+
+    pub(super) fn ping(timestamp: String) -> Self {
+        Self::encode(&crate::message::PingResult { timestamp })
+    }
+}
+
+pub(super) fn respond(id: Option<&Id>, result: Result<Encoded, ErrorObject>) -> Handled {
+    let Some(id) = id else {
+        return Handled::Nothing;
+    };
+    let mut out = Vec::with_capacity(128);
+    match result {
+        Ok(Encoded(bytes)) => jsonrpc::write_result_raw(&mut out, id, &bytes),
+        Err(e) => write_error(&mut out, id, &e),
+    }
+    Handled::Now(out)
+}
+
+pub(super) fn method_not_found(method: &str) -> ErrorObject {
+    ErrorObject::with_data(ErrorCode::METHOD_NOT_FOUND, method.to_owned())
+}
+
+/// -32602 for a payload that is not an object; `first` is its first byte (`None`: absent).
+fn not_an_object(first: Option<u8>) -> ErrorObject {
+    let got = match first {
+        // The general path reads `"payload": null` as no payload; both say the same.
+        None | Some(b'n') => "it is missing or null",
+        Some(b'[') => "got an array",
+        Some(b'"') => "got a string",
+        Some(b't' | b'f') => "got a boolean",
+        Some(_) => "got a number",
+    };
+    ErrorObject {
+        message: "Invalid params: payload must be a JSON object".to_owned(),
+        ..ErrorObject::with_data(ErrorCode::INVALID_PARAMS, got)
+    }
+}
+
+pub(super) fn missing_topic() -> ErrorObject {
+    ErrorObject::with_data(ErrorCode::INVALID_REQUEST, "missing or empty topic")
+}

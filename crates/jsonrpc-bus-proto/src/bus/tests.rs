@@ -1,0 +1,89 @@
+//! Unit tests of the `Bus` that read its sub-states.
+
+use super::*;
+use agentwire_core::SequentialIds;
+use std::time::Duration;
+
+fn call(method: &str, params: &str, id: u32) -> String {
+    format!(r#"{{"jsonrpc":"2.0","method":"{method}","params":{params},"id":{id}}}"#)
+}
+
+/// Hop requests sent to `conn` since the last call, as their ids.
+fn hop_ids(bus: &mut Bus, conn: ConnId) -> Vec<String> {
+    let mut ids = Vec::new();
+    while let Some(out) = bus.poll_output() {
+        if let Output::Send { conn: c, frame } = out {
+            let text = frame.as_text().unwrap_or_default().to_owned();
+            if c == conn && text.contains("\"method\":\"sendMessage\"") {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                ids.push(v["id"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    ids
+}
+
+/// A hop stuck on a silent subscriber keeps its timeout at the front of the queue while
+/// thousands of other hops finish behind it: the queue stays bounded by the deliveries in
+/// flight, `poll_timeout` stays the stuck hop's deadline, and it still fires on time.
+#[test]
+fn hop_timers_stay_bounded_behind_a_stuck_hop() {
+    #[allow(clippy::disallowed_methods)] // the one base time of a test
+    let t0 = Instant::now();
+    let timeout = Duration::from_secs(30);
+    let config = BusConfig {
+        delivery_timeout: timeout,
+        initialize_timeout: None,
+        ..BusConfig::default()
+    };
+    let mut bus = Bus::new(config, SequentialIds::new(1), t0, 0);
+    let peer = PeerInfo::new(None);
+    let (publisher, slow, fast) = (ConnId::new(1), ConnId::new(2), ConnId::new(3));
+    for (conn, topic) in [
+        (publisher, None),
+        (slow, Some("slow")),
+        (fast, Some("fast")),
+    ] {
+        bus.handle_connect(conn, &peer, t0);
+        let init = call("initialize", r#"{"clientId":"c"}"#, 1);
+        bus.handle_frame(conn, Frame::Text(&init), t0);
+        if let Some(topic) = topic {
+            let sub = call("subscribe", &format!(r#"{{"topic":"{topic}"}}"#), 2);
+            bus.handle_frame(conn, Frame::Text(&sub), t0);
+        }
+    }
+    while bus.poll_output().is_some() {}
+    let stuck = call("sendMessage", r#"{"topic":"slow","payload":{}}"#, 3);
+    bus.handle_frame(publisher, Frame::Text(&stuck), t0);
+    assert_eq!(hop_ids(&mut bus, slow).len(), 1);
+    assert_eq!(bus.poll_timeout(), Some(t0 + timeout));
+
+    let mut most = 0;
+    for i in 0..5_000u32 {
+        let now = t0 + Duration::from_millis(u64::from(i));
+        let msg = call(
+            "sendMessage",
+            r#"{"topic":"fast","payload":{"n":1}}"#,
+            10 + i,
+        );
+        bus.handle_frame(publisher, Frame::Text(&msg), now);
+        for id in hop_ids(&mut bus, fast) {
+            let reply = format!(
+                r#"{{"jsonrpc":"2.0","result":{{"success":true,"stopPropagation":false}},"id":"{id}"}}"#
+            );
+            bus.handle_frame(fast, Frame::Text(&reply), now);
+        }
+        most = most.max(bus.deliveries.hop_timer_count());
+        assert_eq!(bus.poll_timeout(), Some(t0 + timeout), "round {i}");
+    }
+    assert!(most <= 2 * 2 + 64 + 1, "hop timers grew to {most}");
+    assert_eq!(bus.deliveries_in_flight(), 1);
+
+    bus.handle_timeout(t0 + timeout - Duration::from_millis(1));
+    assert_eq!(bus.deliveries_in_flight(), 1);
+    bus.handle_timeout(t0 + timeout);
+    assert_eq!(bus.deliveries_in_flight(), 0);
+    assert_eq!(bus.deliveries.hop_timer_count(), 0);
+    assert_eq!(bus.poll_timeout(), None);
+    assert_eq!(bus.stats().completed, 5_001);
+}
