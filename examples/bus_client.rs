@@ -12,14 +12,13 @@
 //! cargo run --example bus_client -- publish inbound:chat-1 '{"text":"hello"}'
 //! ```
 
-use agentwire_apps::bus;
-
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire::jsonrpc_bus::{ClientConfig, ClientEvent};
+use agentwire_apps::bus;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 

@@ -11,13 +11,12 @@
 //! cargo run --release --example bus_demo
 //! ```
 
-use agentwire_apps::bus;
-
 use std::future::Future;
 use std::time::Duration;
 
 use agentwire::jsonrpc_bus::message::SendMessageResult;
 use agentwire::jsonrpc_bus::{BusConfig, BusEvent, ClientConfig};
+use agentwire_apps::bus;
 use bus::client_app::{BusClientApp, Delivery};
 use bus::server_app::EventLog;
 use serde_json::{json, Value};

@@ -8,11 +8,10 @@
 //! cargo run --example bus_server -- --listen 127.0.0.1:7892 --match-mode prefix
 //! ```
 
-use agentwire_apps::bus;
-
 use std::time::Duration;
 
 use agentwire::jsonrpc_bus::{BusConfig, Limits, MatchMode, PayloadRule};
+use agentwire_apps::bus;
 use bus::server_app::EventLog;
 use clap::{Parser, ValueEnum};
 

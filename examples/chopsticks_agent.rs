@@ -9,9 +9,8 @@
 //! cargo run --release --example chopsticks_agent -- --url ws://127.0.0.1:8787 --agent-id agent-1 --guild g1
 //! ```
 
-use agentwire_apps::chopsticks;
-
 use agentwire::chopsticks::AgentConfig;
+use agentwire_apps::chopsticks;
 use chopsticks::agent_app::AgentLog;
 use clap::Parser;
 

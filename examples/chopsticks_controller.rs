@@ -19,11 +19,10 @@
 //! cargo run --release --example chopsticks_controller -- --listen 127.0.0.1:8787
 //! ```
 
-use agentwire_apps::chopsticks;
-
 use std::time::Duration;
 
 use agentwire::chopsticks::ControllerConfig;
+use agentwire_apps::chopsticks;
 use chopsticks::controller_app::{Actor, COMMANDS, DEFAULT_ACTOR_USER_ID};
 use clap::Parser;
 

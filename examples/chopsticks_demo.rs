@@ -5,11 +5,10 @@
 //! cargo run --release --example chopsticks_demo
 //! ```
 
-use agentwire_apps::chopsticks;
-
 use std::time::Duration;
 
 use agentwire::chopsticks::{AgentConfig, BindSource, ControllerConfig, ControllerEvent};
+use agentwire_apps::chopsticks;
 use chopsticks::controller_app::{ControllerApp, Outcome};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};

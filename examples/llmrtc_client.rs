@@ -11,12 +11,11 @@
 //! cargo run --release --example llmrtc_client -- --turns 2 --drop-after 1
 //! ```
 
-use agentwire_apps::llmrtc;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
 use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, ServerMessage};
+use agentwire_apps::llmrtc;
 use clap::Parser;
 use llmrtc::audio::{utterance_wav, write_wav_file};
 use llmrtc::client_app::{LlmrtcClientApp, Transcript};

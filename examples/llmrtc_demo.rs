@@ -8,11 +8,10 @@
 //! cargo run --release --example llmrtc_demo
 //! ```
 
-use agentwire_apps::llmrtc;
-
 use std::time::Duration;
 
 use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, ServerConfig};
+use agentwire_apps::llmrtc;
 use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::{LlmrtcClientApp, Transcript};
 use llmrtc::providers::{example_playbook, Providers, ScriptedStt};

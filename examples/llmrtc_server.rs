@@ -13,9 +13,8 @@
 //! cargo run --release --example llmrtc_server -- --listen 127.0.0.1:8787 --example-playbook
 //! ```
 
-use agentwire_apps::llmrtc;
-
 use agentwire::llmrtc::ServerEvent;
+use agentwire_apps::llmrtc;
 use clap::Parser;
 use llmrtc::providers::Providers;
 use llmrtc::server_app;

@@ -13,13 +13,12 @@
 //! cargo run --example mcpw_server -- --listen 127.0.0.1:8080 --metrics 127.0.0.1:9090 --api-key secret
 //! ```
 
-use agentwire_apps::mcpw;
-
 use std::time::Duration;
 
 use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
+use agentwire_apps::mcpw;
 use clap::Parser;
 use tokio::sync::mpsc;
 

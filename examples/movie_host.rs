@@ -19,11 +19,10 @@
 //! cargo run --example relay_agent                       # terminal 3
 //! ```
 
-use agentwire_apps::relay;
-
 use std::path::PathBuf;
 
 use agentwire::agent_relay::{HostConfig, DEFAULT_SESSION};
+use agentwire_apps::relay;
 use clap::Parser;
 use relay::host_app::{describe, MovieHost};
 use relay::log_writer::{file_name, DEFAULT_LOG_DIR};

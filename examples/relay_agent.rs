@@ -9,11 +9,10 @@
 //! cargo run --example relay_agent -- --url ws://127.0.0.1:3000/agent/ws --tickets 2
 //! ```
 
-use agentwire_apps::relay;
-
 use std::process::ExitCode;
 
 use agentwire::agent_relay::DEFAULT_SESSION;
+use agentwire_apps::relay;
 use clap::Parser;
 use relay::agent_app::{book_ticket, describe, Agent, Plan};
 

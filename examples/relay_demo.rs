@@ -8,13 +8,12 @@
 //! cargo run --release --example relay_demo -- --log-dir ./relay-logs   # kept
 //! ```
 
-use agentwire_apps::relay;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentwire_apps::relay;
 use clap::Parser;
 use relay::agent_app::Plan;
 

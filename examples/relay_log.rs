@@ -11,11 +11,10 @@
 //! cargo run --example relay_log -- ./relay-logs/default.jsonl
 //! ```
 
-use agentwire_apps::relay;
-
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use agentwire_apps::relay;
 use clap::Parser;
 
 /// Validates and summarises agent-relay study logs.

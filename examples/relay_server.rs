@@ -13,12 +13,11 @@
 //! cargo run --example relay_server -- --listen 127.0.0.1:3000 --log-dir ./relay-logs
 //! ```
 
-use agentwire_apps::relay;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
 use agentwire::agent_relay::{Limits, RateLimit, RelayConfig, ENDPOINT_PATH};
+use agentwire_apps::relay;
 use clap::{Parser, ValueEnum};
 use relay::log_writer::{SyncPolicy, DEFAULT_LOG_DIR};
 use relay::server_app::EventLog;

@@ -2,8 +2,6 @@
 //! real sockets, a raw tokio-tungstenite peer speaking the spec's messages verbatim, slow,
 //! vanishing and self-subscribed subscribers, reconnects, and a Python `websockets` client.
 
-use agentwire_apps::bus;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +12,7 @@ use agentwire::jsonrpc_bus::{
     BusConfig, BusEvent, ClientConfig, ClientEvent, ErrorCode, HopOutcome, MatchMode,
 };
 use agentwire::tokio::{Backoff, ClientConfig as TransportClientConfig};
+use agentwire_apps::bus;
 use bus::client_app::{BusClientApp, Delivery, DELIVERY_QUEUE};
 use bus::server_app::BusApp;
 use futures_util::{SinkExt, StreamExt};

@@ -3,15 +3,6 @@
 //! `--max-connections-per-address` / `--max-pending-handshakes-per-address` flags set them),
 //! each refusing the excess its protocol's way, and a `426` for plain HTTP. Loopback is not
 //! exempt: 127.0.0.1 is the abusive address, 127.0.0.2 (also loopback on Linux) everyone else.
-// Each example family includes `examples/common` itself; this test needs all five families,
-// so common is compiled five times (and each family's caps are installed separately).
-#![allow(clippy::duplicate_mod)]
-
-use agentwire_apps::bus;
-use agentwire_apps::chopsticks;
-use agentwire_apps::llmrtc;
-use agentwire_apps::mcpw;
-use agentwire_apps::relay;
 
 use std::any::Any;
 use std::future::Future;
@@ -22,6 +13,7 @@ use agentwire::agent_relay::RelayConfig;
 use agentwire::chopsticks::ControllerConfig;
 use agentwire::jsonrpc_bus::BusConfig;
 use agentwire::mcpw::orchestrator::{OrchestratorConfig, UpgradeConfig};
+use agentwire_apps::{bus, chopsticks, llmrtc, mcpw, relay};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -64,28 +56,8 @@ struct Target {
     _app: Box<dyn Any + Send>,
 }
 
-/// Sets the per-address caps of every family's servers, as their flags do.
+/// Sets the per-address caps of every reference server, as their flags do.
 fn install_caps() {
-    agentwire_apps::common::AddressLimits {
-        max_connections_per_address: OPEN_CAP,
-        max_pending_handshakes_per_address: PENDING_CAP,
-    }
-    .install();
-    agentwire_apps::common::AddressLimits {
-        max_connections_per_address: OPEN_CAP,
-        max_pending_handshakes_per_address: PENDING_CAP,
-    }
-    .install();
-    agentwire_apps::common::AddressLimits {
-        max_connections_per_address: OPEN_CAP,
-        max_pending_handshakes_per_address: PENDING_CAP,
-    }
-    .install();
-    agentwire_apps::common::AddressLimits {
-        max_connections_per_address: OPEN_CAP,
-        max_pending_handshakes_per_address: PENDING_CAP,
-    }
-    .install();
     agentwire_apps::common::AddressLimits {
         max_connections_per_address: OPEN_CAP,
         max_pending_handshakes_per_address: PENDING_CAP,
@@ -134,7 +106,7 @@ async fn start_all() -> (Vec<Target>, TempDir) {
     });
 
     let transcript = std::path::PathBuf::from(format!(
-        "{}/examples/llmrtc/data/transcript.txt",
+        "{}/crates/agentwire-apps/src/llmrtc/data/transcript.txt",
         env!("CARGO_MANIFEST_DIR")
     ));
     let stt = llmrtc::providers::ScriptedStt::from_file(&transcript).expect("transcript");

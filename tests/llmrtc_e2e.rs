@@ -3,8 +3,6 @@
 //! verbatim; the client's try limit and session fallback against a server that goes away;
 //! and a Node `ws` client (tests/interop/llmrtc_client.js).
 
-use agentwire_apps::llmrtc;
-
 use std::future::Future;
 use std::time::Duration;
 
@@ -12,6 +10,7 @@ use agentwire::llmrtc::{
     ClientConfig, ClientEvent, ConnectionState, Reconnection, ServerConfig, ServerEvent,
     ServerMessage,
 };
+use agentwire_apps::llmrtc;
 use clap::Parser as _;
 use futures_util::{SinkExt, StreamExt};
 use llmrtc::audio::utterance_wav;
@@ -34,7 +33,11 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 }
 
 fn data(file: &str) -> std::path::PathBuf {
-    format!("{}/examples/llmrtc/data/{file}", env!("CARGO_MANIFEST_DIR")).into()
+    format!(
+        "{}/crates/agentwire-apps/src/llmrtc/data/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+    .into()
 }
 
 /// The reference server on `addr` with the example transcript (and playbook, if asked).

@@ -15,8 +15,6 @@
 //! (or without `node`, or `AGENTWIRE_NODE` naming another binary) these tests skip with the
 //! reason printed, except under `CI`, where they fail.
 
-use agentwire_apps::llmrtc;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -26,6 +24,7 @@ use agentwire::llmrtc::{
     ClientConfig, ClientEvent, ConnectionState, Reconnection, ServerConfig, ServerEvent,
     ServerMessage,
 };
+use agentwire_apps::llmrtc;
 use futures_util::{SinkExt, StreamExt};
 use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::LlmrtcClientApp;
@@ -145,7 +144,7 @@ fn scratch(name: &str) -> PathBuf {
 
 fn data(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/llmrtc/data")
+        .join("crates/agentwire-apps/src/llmrtc/data")
         .join(file)
 }
 

@@ -2,14 +2,13 @@
 //! the movie host (the `Host` machine over agentwire-tokio) and an agent, by the Rust agent of
 //! `relay_agent` (through `relay_demo`'s code) and by a Python `websockets` agent.
 
-use agentwire_apps::relay;
-
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentwire::agent_relay::{HostConfig, RelayConfig};
+use agentwire_apps::relay;
 use relay::agent_app::{Agent, AgentError, Plan};
 use relay::demo;
 use relay::host_app::MovieHost;

@@ -4,14 +4,13 @@
 
 #[path = "support/example_bin.rs"]
 mod example_bin;
-use agentwire_apps::relay;
-
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentwire::agent_relay::{Direction, RelayConfig, RelayEvent, Role};
+use agentwire_apps::relay;
 use example_bin::example;
 use futures_util::{SinkExt, StreamExt};
 use relay::log_check;

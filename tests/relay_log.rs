@@ -2,14 +2,13 @@
 //! continuity across reopen and restart, torn lines, failures, the checks of `relay_log`, and
 //! the [`LoggingRelay`] ordering guarantee driven in memory.
 
-use agentwire_apps::relay;
-
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use agentwire::agent_relay::{Direction, LogRecord, Relay, RelayConfig, SessionId};
 use agentwire::core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds, Utf8Bytes};
+use agentwire_apps::relay;
 use relay::log_check::{check, is_iso8601_ms};
 use relay::log_writer::{
     file_name, LogFile, LogOp, OsStorage, Storage, StudyLog, SyncHandle, SyncPolicy,

@@ -2,12 +2,11 @@
 //! per-stage tool table we chose (INTEROP.md has none), each tool's behaviour and its errors
 //! as an agent receives them, and the reset at the end of a session.
 
-use agentwire_apps::relay;
-
 use std::time::Instant;
 
 use agentwire::agent_relay::{Host, HostConfig, HostEvent};
 use agentwire::core::{ConnId, Frame, Machine, Output, PeerInfo};
+use agentwire_apps::relay;
 use relay::movie::schema::{BOOKED_TOOLS, STAGES, STAGE_TOOLS};
 use relay::movie::MovieTools;
 use serde_json::{json, Value};
