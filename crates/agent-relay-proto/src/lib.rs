@@ -400,6 +400,7 @@ pub mod message;
 mod relay;
 pub mod texts;
 
+pub use agentwire_core::iso8601_ms;
 pub use codec::{Route, VersionRule};
 pub use config::{
     accept_path, HostConfig, HostLimits, Limits, RateLimit, RelayConfig, DEFAULT_SESSION,
@@ -413,7 +414,7 @@ pub use host::{
     study_log_path, validate_params, ChatEntry, ChatRole, History, Host, HostTimer, ToolContext,
     ToolOutcome, Tools,
 };
-pub use log::{iso8601_ms, Direction, LogRecord, SessionId};
+pub use log::{Direction, LogRecord, SessionId};
 pub use message::{
     AgentMessage, AgentText, Body, Envelope, ErrorCode, ErrorPayload, HostMessage, Mvp02,
     PresenceAgent, RawJson, RelayHello, RelayJoin, RelayJoined, RelayMessage, RelayPresence, Role,

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-use agentwire_core::Utf8Bytes;
+use agentwire_core::{iso8601_ms, Utf8Bytes};
 use serde::Serialize;
 
 /// A relay session id (`"default"` unless a join names another). Cloning is a reference-count
@@ -180,27 +180,6 @@ fn json_str_len(s: &str) -> u64 {
         })
         .sum();
     escaped as u64 + 2
-}
-
-/// Unix milliseconds as ISO 8601 UTC with milliseconds, `2026-02-13T10:22:17.123Z` (the
-/// spec's log `timestamp`).
-pub fn iso8601_ms(unix_ms: u64) -> String {
-    let ms = unix_ms % 1000;
-    let secs = unix_ms / 1000;
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ fn tool(name: &str, parameters: Value) -> ToolSchema {
     ToolSchema {
         name: name.to_owned(),
         description: format!("The {name} tool."),
-        parameters: RawJson::from_value(&parameters).unwrap(),
+        parameters: RawJson::from_value(&parameters),
     }
 }
 
@@ -126,7 +126,7 @@ impl Tools for Booking {
         if self.backend_data {
             spec["backendData"] = json!({"secret": "raw backend payload"});
         }
-        RawJson::from_value(&spec).ok()
+        Some(RawJson::from_value(&spec))
     }
 
     fn stage(&self) -> Option<&str> {

@@ -40,7 +40,7 @@ fn json_value() -> impl Strategy<Value = Value> {
 }
 
 fn raw() -> impl Strategy<Value = RawJson> {
-    json_value().prop_map(|v| RawJson::from_value(&v).unwrap())
+    json_value().prop_map(|v| RawJson::from_value(&v))
 }
 
 fn role() -> impl Strategy<Value = Role> {

@@ -150,11 +150,7 @@ pub(super) fn error(reply_to: Option<&str>, code: &ErrorCode, message: &str) -> 
 /// The visible state as agents may see it: `null` without a UI spec, and never a top-level
 /// `backendData` key (spec §7).
 pub(super) fn visible_ui(spec: Option<RawJson>) -> RawJson {
-    spec.map_or_else(null_json, without_backend_data)
-}
-
-fn null_json() -> RawJson {
-    RawJson::from_text("null").unwrap_or_else(RawJson::empty_object)
+    spec.map_or_else(RawJson::null, without_backend_data)
 }
 
 /// `uiSpec` without a top-level `backendData` key; parsed only when the text mentions it.
@@ -167,7 +163,7 @@ fn without_backend_data(spec: RawJson) -> RawJson {
             if m.remove("backendData").is_none() {
                 return spec;
             }
-            RawJson::from_value(&m).unwrap_or_else(|_| RawJson::empty_object())
+            RawJson::from_value(&Value::Object(m))
         }
         _ => spec,
     }

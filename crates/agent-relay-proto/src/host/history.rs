@@ -100,7 +100,7 @@ impl History {
         let entries = &self.entries;
         self.json.get_or_insert_with(|| {
             // A Vec of plain structs always serializes.
-            RawJson::from_value(entries).unwrap_or_else(|_| RawJson::empty_array())
+            RawJson::from_serialize(entries).unwrap_or_else(|_| RawJson::empty_array())
         })
     }
 
@@ -108,7 +108,9 @@ impl History {
     pub fn to_json(&self) -> RawJson {
         match &self.json {
             Some(j) => j.clone(),
-            None => RawJson::from_value(&self.entries).unwrap_or_else(|_| RawJson::empty_array()),
+            None => {
+                RawJson::from_serialize(&self.entries).unwrap_or_else(|_| RawJson::empty_array())
+            }
         }
     }
 }

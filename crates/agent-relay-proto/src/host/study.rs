@@ -3,11 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use agentwire_core::ConnId;
+use agentwire_core::{ConnId, UtcDateTime, WallClock};
 
 use crate::error::HostCommandError;
 use crate::event::EndTicket;
-use crate::log::iso8601_ms;
 use crate::texts::host as host_texts;
 
 /// A session end awaiting its log flush.
@@ -49,8 +48,7 @@ pub(super) struct Study {
     numbering: Option<(String, u32)>,
     next_ticket: u64,
     flush_deadline: Option<Instant>,
-    /// The wall-clock time (Unix ms) at an instant.
-    wall: (Instant, u64),
+    wall: WallClock,
 }
 
 impl Study {
@@ -61,7 +59,7 @@ impl Study {
             numbering: None,
             next_ticket: 0,
             flush_deadline: None,
-            wall: (now, unix_ms),
+            wall: WallClock::new(now, unix_ms),
         }
     }
 
@@ -82,7 +80,7 @@ impl Study {
 
     /// Re-anchors the wall clock: `unix_ms` is the wall-clock time at `now`.
     pub(super) fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
-        self.wall = (now, unix_ms);
+        self.wall.set(now, unix_ms);
     }
 
     /// Why a request cannot be served in the current session state, if it cannot.
@@ -138,7 +136,7 @@ impl Study {
     }
 
     fn next_session_id(&mut self, now: Instant) -> String {
-        let date = yyyymmdd(self.unix_ms(now));
+        let date = UtcDateTime::from_unix_ms(self.wall.unix_ms(now)).yyyymmdd();
         let n = match &self.numbering {
             Some((d, last)) if *d == date => last.saturating_add(1),
             _ => 1,
@@ -146,13 +144,6 @@ impl Study {
         let id = format!("s-{date}-{n:03}");
         self.numbering = Some((date, n));
         id
-    }
-
-    /// The wall-clock time at `now`, in Unix milliseconds.
-    fn unix_ms(&self, now: Instant) -> u64 {
-        let (at, ms) = self.wall;
-        let elapsed = now.saturating_duration_since(at).as_millis();
-        ms.saturating_add(u64::try_from(elapsed).unwrap_or(u64::MAX))
     }
 
     /// Begins the end of the active session (a new ticket is used up either way): the
@@ -209,15 +200,6 @@ impl Study {
     pub(super) fn finish(&mut self) -> Option<Session> {
         self.session.take()
     }
-}
-
-/// `YYYYMMDD` (UTC) of a Unix time in milliseconds.
-fn yyyymmdd(unix_ms: u64) -> String {
-    iso8601_ms(unix_ms)
-        .chars()
-        .take(10)
-        .filter(char::is_ascii_digit)
-        .collect()
 }
 
 /// Splits `s-YYYYMMDD-NNN` into its date and number.

@@ -30,7 +30,7 @@ use crate::message::{RawJson, ToolSchema};
 /// impl Tools for Booking {
 ///     fn tool_schema(&self) -> &[ToolSchema] { &self.schema[self.stage] }
 ///     fn ui_spec(&self) -> Option<RawJson> {
-///         RawJson::from_value(&serde_json::json!({"stage": STAGES[self.stage], "picked": self.picked})).ok()
+///         Some(RawJson::from_value(&serde_json::json!({"stage": STAGES[self.stage], "picked": self.picked})))
 ///     }
 ///     fn stage(&self) -> Option<&str> { Some(STAGES[self.stage]) }
 ///     fn call(&mut self, name: &str, params: &Value, _: &mut ToolContext<'_>) -> Result<ToolOutcome, ToolError> {

@@ -1,31 +1,13 @@
 //! [`ErrorCode`]: the open code space of the `error` message.
 
-use std::borrow::Cow;
-use std::fmt;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-/// An error code of the `error` message (`payload.code`).
-///
-/// Open: a code this crate does not know survives a decode and re-encode unchanged. The
-/// spec's six codes and our own [`LIMIT_EXCEEDED`](Self::LIMIT_EXCEEDED) and
-/// [`LOG_FLUSH_FAILED`](Self::LOG_FLUSH_FAILED) have named constants, and `Debug` prints a
-/// known code bare (`INVALID_MESSAGE`).
-#[derive(Clone)]
-pub struct ErrorCode(Cow<'static, str>);
-
-macro_rules! codes {
-    ($($(#[$doc:meta])* $name:ident;)*) => {
-        impl ErrorCode {
-            $($(#[$doc])* pub const $name: Self = Self(Cow::Borrowed(stringify!($name)));)*
-
-            /// Every named code, in the spec's order (the relay's own last).
-            pub const KNOWN: &'static [ErrorCode] = &[$(Self::$name),*];
-        }
-    };
-}
-
-codes! {
+agentwire_core::open_codes! {
+    /// An error code of the `error` message (`payload.code`).
+    ///
+    /// Open: a code this crate does not know survives a decode and re-encode unchanged. The
+    /// spec's six codes and our own [`LIMIT_EXCEEDED`](Self::LIMIT_EXCEEDED) and
+    /// [`LOG_FLUSH_FAILED`](Self::LOG_FLUSH_FAILED) have named constants, and `Debug` prints a
+    /// known code bare (`INVALID_MESSAGE`).
+    pub struct ErrorCode(str) [serde];
     /// The message is not valid JSON, has no string `type`, a wrong `v`, a malformed envelope,
     /// a `type` the sender's role may not send, or an invalid `relay.join`.
     INVALID_MESSAGE;
@@ -49,69 +31,6 @@ codes! {
     /// stays active and its state is not reset), and by the reference relay in place of a
     /// `session.ended` whose log could not be written or synced.
     LOG_FLUSH_FAILED;
-}
-
-impl ErrorCode {
-    /// A code from its wire text (known codes borrow their constant, others are kept as sent).
-    pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
-        let code = code.into();
-        match Self::KNOWN.iter().find(|k| k.as_str() == code.as_ref()) {
-            Some(known) => known.clone(),
-            None => Self(code),
-        }
-    }
-
-    /// The wire text, e.g. `"SESSION_NOT_ACTIVE"`.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether this is one of the named codes.
-    pub fn is_known(&self) -> bool {
-        Self::KNOWN.contains(self)
-    }
-}
-
-impl PartialEq for ErrorCode {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for ErrorCode {}
-
-impl std::hash::Hash for ErrorCode {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl fmt::Debug for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_known() {
-            f.write_str(self.as_str())
-        } else {
-            write!(f, "ErrorCode({:?})", self.as_str())
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for ErrorCode {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for ErrorCode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(Self::new)
-    }
 }
 
 #[cfg(test)]

@@ -16,13 +16,13 @@
 mod code;
 mod envelope;
 mod payload;
-mod raw;
 pub mod types;
 
 use serde::{Serialize, Serializer};
 
 use envelope::sealed;
 
+pub use agentwire_core::json::RawJson;
 pub use code::ErrorCode;
 pub use envelope::{Body, Envelope, Mvp02, VERSION};
 pub use payload::{
@@ -30,7 +30,6 @@ pub use payload::{
     Role, SessionEnd, SessionEnded, SessionStart, SessionStarted, SnapshotGet, SnapshotState,
     StateUpdated, ToolCall, ToolResult, ToolSchema, UserText,
 };
-pub use raw::RawJson;
 
 // ---- the sender enums ---------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use agentwire_core::json::RawJson;
+
 use super::code::ErrorCode;
-use super::raw::RawJson;
 
 /// The role a connection joins a session in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

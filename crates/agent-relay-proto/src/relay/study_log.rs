@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use agentwire_core::Utf8Bytes;
+use agentwire_core::{Utf8Bytes, WallClock};
 
 use crate::log::{line_len_bound, Direction, LogRecord, SessionId};
 use crate::message::types;
@@ -26,8 +26,7 @@ pub(super) enum Recorded {
 pub(super) struct StudyLog {
     enabled: bool,
     cap: Option<u64>,
-    /// The wall-clock time (Unix ms) at an instant.
-    wall: (Instant, u64),
+    wall: WallClock,
     usage: BTreeMap<SessionId, u64>,
 }
 
@@ -37,7 +36,7 @@ impl StudyLog {
         Self {
             enabled,
             cap,
-            wall: (now, unix_ms),
+            wall: WallClock::new(now, unix_ms),
             usage: BTreeMap::new(),
         }
     }
@@ -49,14 +48,7 @@ impl StudyLog {
 
     /// Re-anchors the wall clock: `unix_ms` is the wall-clock time at `now`.
     pub(super) fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
-        self.wall = (now, unix_ms);
-    }
-
-    /// The wall-clock time at `now`, in Unix milliseconds.
-    fn unix_ms(&self, now: Instant) -> u64 {
-        let (at, ms) = self.wall;
-        let elapsed = now.saturating_duration_since(at).as_millis();
-        ms.saturating_add(u64::try_from(elapsed).unwrap_or(u64::MAX))
+        self.wall.set(now, unix_ms);
     }
 
     /// Makes a record of `session`. Messages (`in`, `out`) were checked against the cap
@@ -82,7 +74,7 @@ impl StudyLog {
             direction,
             msg_type,
             payload,
-            at_unix_ms: self.unix_ms(now),
+            at_unix_ms: self.wall.unix_ms(now),
         })
     }
 

@@ -464,7 +464,7 @@ impl Tools for MovieTools {
             "modifications": self.views[self.stage].to_json(),
             "booking": self.booking_json(),
         });
-        RawJson::from_value(&spec).ok()
+        Some(RawJson::from_value(&spec))
     }
 
     fn has_active_spec(&self) -> bool {

@@ -205,7 +205,7 @@ pub fn schemas(names: &[&str]) -> Vec<ToolSchema> {
             Some(ToolSchema {
                 name: (*name).to_owned(),
                 description: description.to_owned(),
-                parameters: RawJson::from_value(&parameters).ok()?,
+                parameters: RawJson::from_value(&parameters),
             })
         })
         .collect()
