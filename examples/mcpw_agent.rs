@@ -7,13 +7,12 @@
 //! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent-1 --capability code_review:0.9 --binary
 //! ```
 
-use agentwire_apps::mcpw;
-
 use std::time::Duration;
 
+use agentwire::mcpw::Capability;
+use agentwire_apps::mcpw;
 use clap::Parser;
 use mcpw::agent_app::{connect, AgentEvent, AgentSettings};
-use serde_json::json;
 
 /// Reference MCPW agent.
 #[derive(Parser, Debug)]
@@ -64,13 +63,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(|c| {
             let (name, conf) = c.split_once(':').unwrap_or((c, "0.8"));
-            json!({"name": name, "confidence": conf.parse::<f64>().unwrap_or(0.8)})
+            Capability::new(name, conf.parse::<f64>().unwrap_or(0.8))
         })
         .collect();
     let settings = AgentSettings {
         agent_id: args.agent_id,
         agent_type: args.agent_type,
-        capabilities: json!(capabilities),
+        capabilities,
         binary: args.binary,
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
         steps: args.steps,

@@ -5,18 +5,18 @@
 //! cargo run --release --example mcpw_demo
 //! ```
 
-use agentwire_apps::mcpw;
-
 use std::time::Duration;
 
 use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
+use agentwire::mcpw::Capability;
+use agentwire_apps::mcpw;
 use mcpw::agent_app::{connect, AgentEvent, AgentSettings};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-fn agent(id: &str, binary: bool, caps: serde_json::Value) -> AgentSettings {
+fn agent(id: &str, binary: bool, caps: Vec<Capability>) -> AgentSettings {
     AgentSettings {
         agent_id: id.to_owned(),
         agent_type: "code-analyzer".to_owned(),
@@ -71,7 +71,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         agent(
             "agent-alpha",
             false,
-            json!([{"name": "code_review", "confidence": 0.95, "specialties": ["security"]}]),
+            vec![Capability {
+                specialties: Some(vec!["security".into()]),
+                ..Capability::new("code_review", 0.95)
+            }],
         ),
         Some("demo-key"),
     )?;
@@ -80,7 +83,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         agent(
             "agent-bravo",
             true,
-            json!([{"name": "code_review", "confidence": 0.7}, {"name": "translation", "confidence": 0.9}]),
+            vec![
+                Capability::new("code_review", 0.7),
+                Capability::new("translation", 0.9),
+            ],
         ),
         Some("demo-key"),
     )?;
@@ -111,7 +117,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         {
             println!(
                 "[server] registered {agent_id} ({}, capabilities {capabilities:?})",
-                agentwire::mcpw::orchestrator::wire::form_label(form)
+                form.label()
             );
         }
     }

@@ -5,8 +5,6 @@
 
 #[path = "support/example_bin.rs"]
 mod example_bin;
-use agentwire_apps::mcpw;
-
 use std::future::Future;
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
@@ -15,6 +13,8 @@ use std::time::Duration;
 use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
+use agentwire::mcpw::Capability;
+use agentwire_apps::mcpw;
 use example_bin::example;
 use mcpw::agent_app::{connect, connect_with_backoff, AgentEvent, AgentSettings, Backoff};
 use mcpw::server_app::ServerApp;
@@ -61,7 +61,7 @@ fn settings(id: &str, binary: bool, confidence: f64) -> AgentSettings {
     AgentSettings {
         agent_id: id.into(),
         agent_type: "tester".into(),
-        capabilities: json!([{"name": "code_review", "confidence": confidence}]),
+        capabilities: vec![Capability::new("code_review", confidence)],
         binary,
         heartbeat: Duration::from_secs(5),
         steps: 1,
@@ -151,7 +151,7 @@ async fn json_and_binary_agents_register_take_tasks_and_complete_them() {
         }
     })
     .await;
-    assert_eq!(accepted["task_id"], "t-bin");
+    assert_eq!(accepted.task_id, "t-bin");
 
     // The metrics endpoint serves the spec's names.
     let addr = app.metrics_addr.expect("metrics");

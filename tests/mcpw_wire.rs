@@ -2,13 +2,12 @@
 //! with the name in the payload, the 12-byte form after `protocol.set_binary`) and talks to
 //! our orchestrator in that form. Driven in memory with simulated time: no sockets, no clock.
 
-use agentwire_apps::mcpw;
-
 use std::time::{Duration, Instant};
 
 use agentwire::core::{ConnId, Frame, FrameBuf, Machine, Output, PeerInfo, SequentialIds};
 use agentwire::mcpw::orchestrator::{Orchestrator, OrchestratorConfig, TaskSpec};
-use agentwire::mcpw::{Codec, Flags, Form, Header, MessageType, Method};
+use agentwire::mcpw::{Capability, Codec, Flags, Form, Header, MessageType, Method};
+use agentwire_apps::mcpw;
 use mcpw::agent_app::{AgentEvent, AgentMachine, AgentSettings};
 use serde_json::json;
 
@@ -21,7 +20,7 @@ fn settings(binary: bool) -> AgentSettings {
     AgentSettings {
         agent_id: "agent-1".into(),
         agent_type: "reviewer".into(),
-        capabilities: json!([{"name": "code_review", "confidence": 0.9}]),
+        capabilities: vec![Capability::new("code_review", 0.9)],
         binary,
         heartbeat: Duration::from_secs(10),
         steps: 1,
@@ -78,7 +77,7 @@ fn the_agent_accepts_registration_and_tasks_named_in_a_code_0_payload() {
     agent.handle_frame(conn, Frame::Binary(&confirmed), now);
     let (_, events) = drain(&mut agent);
     assert!(
-        matches!(&events[..], [AgentEvent::Registered(c)] if c["session_id"] == "s-1"),
+        matches!(&events[..], [AgentEvent::Registered(c)] if c.session_id.as_deref() == Some("s-1")),
         "{events:?}"
     );
     let assigned = code_0_frame(
@@ -90,7 +89,7 @@ fn the_agent_accepts_registration_and_tasks_named_in_a_code_0_payload() {
     agent.handle_frame(conn, Frame::Binary(&assigned), now);
     let (_, events) = drain(&mut agent);
     assert!(
-        matches!(&events[..], [AgentEvent::TaskAssigned(t)] if t["task_id"] == "t-1"),
+        matches!(&events[..], [AgentEvent::TaskAssigned(t)] if t.task_id == "t-1"),
         "{events:?}"
     );
     // It works on the task: its progress report follows.

@@ -1,16 +1,18 @@
-//! The reference agent: registers with its capabilities, heartbeats, works on each task it is
-//! assigned (progress, then completion), and approves collaboration requests.
+//! The reference agent: the crate's [`Agent`] machine plus a simulated worker. It registers
+//! with its capabilities, heartbeats, works on each task it is assigned (progress reports,
+//! then completion, one step apart), and approves collaboration requests.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use agentwire::core::{ConnId, Dial, Dialer, Frame, Machine, Outbox, Output, PeerInfo, TimerSet};
+use agentwire::core::{ConnId, Dial, Dialer, Frame, Machine, Output, PeerInfo, TimerSet};
 use agentwire::mcpw::{
-    AgentHeartbeat, AgentRegister, Body, Codec, Form, Message, MessageType, OtherCall,
-    TaskComplete, TaskProgress,
+    self, Agent, AgentConfig, AgentRegister, Capability, CollaborationRequest, ErrorBody,
+    ModelInfo, Reconnect, RegistrationConfirmed, Resources, TaskAssigned, TaskComplete,
+    TaskProgress, TaskResult,
 };
 use agentwire::tokio::{Client, ClientConfig, Events, Handle};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// What the agent is.
 #[derive(Debug, Clone)]
@@ -20,10 +22,10 @@ pub struct AgentSettings {
     /// `agent_type`.
     pub agent_type: String,
     /// `capabilities` of `agent.register`.
-    pub capabilities: Value,
+    pub capabilities: Vec<Capability>,
     /// Binary frames instead of JSON text.
     pub binary: bool,
-    /// Heartbeat period.
+    /// Heartbeat period (a server that asks for a shorter one gets that).
     pub heartbeat: Duration,
     /// Progress reports per task before completion.
     pub steps: u32,
@@ -31,13 +33,22 @@ pub struct AgentSettings {
     pub step: Duration,
 }
 
+/// A `task.complete` the server accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    /// The task.
+    pub task_id: String,
+    /// The answer's `status` (`accepted`).
+    pub status: Option<String>,
+}
+
 /// What the agent reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
     /// `registration.confirmed` arrived.
-    Registered(Value),
-    /// A task arrived (`task.assigned` params).
-    TaskAssigned(Value),
+    Registered(RegistrationConfirmed),
+    /// A task arrived.
+    TaskAssigned(TaskAssigned),
     /// A progress report was sent.
     ProgressSent {
         /// The task reported on.
@@ -51,11 +62,14 @@ pub enum AgentEvent {
         task_id: String,
     },
     /// The server accepted the completion.
-    CompletionAccepted(Value),
+    CompletionAccepted(Accepted),
     /// A collaboration request arrived and was approved.
-    Collaborated(Value),
+    Collaborated(CollaborationRequest),
     /// An error message from the server.
-    Error(Value),
+    Error(ErrorBody),
+    /// A frame from the server could not be read, or a message of the agent's could not be
+    /// written; it was skipped.
+    Failed(String),
     /// The server confirmed `protocol.set_binary`: the connection now speaks its 12-byte
     /// binary form (`enabled`) or JSON text again.
     BinaryMode {
@@ -77,6 +91,8 @@ pub enum AgentEvent {
         /// The wait before the next attempt.
         retry_in: Duration,
     },
+    /// The agent stopped for good.
+    Stopped,
 }
 
 /// How long a connection must have stayed open for the next reconnect to start from the
@@ -95,364 +111,278 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
+        let r = Reconnect::default();
         Self {
-            initial: Duration::from_millis(500),
-            max: Duration::from_secs(30),
+            initial: r.initial,
+            max: r.max,
         }
     }
 }
 
-impl Backoff {
-    /// The wait after `failures` failures in a row (1: `initial`).
-    pub fn delay(&self, failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(20);
-        self.initial.saturating_mul(1 << doublings).min(self.max)
+impl From<Backoff> for Reconnect {
+    fn from(b: Backoff) -> Self {
+        let mut r = Self::new(b.initial, b.max);
+        r.stable_after = STABLE_AFTER;
+        r
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Timer {
-    Heartbeat,
-    Step(String),
-    Redial,
+/// The [`Agent`] configured from `settings`.
+fn agent(settings: &AgentSettings, backoff: Backoff) -> Agent {
+    let register = AgentRegister {
+        agent_id: settings.agent_id.clone(),
+        agent_type: Some(settings.agent_type.clone()),
+        capabilities: settings.capabilities.clone(),
+        model: Some(ModelInfo {
+            provider: Some("none".into()),
+            name: Some("reference-agent".into()),
+            version: Some("1".into()),
+        }),
+        resources: Some(Resources {
+            max_concurrent_tasks: Some(4),
+            ..Resources::default()
+        }),
+        metadata: Some(json!({"version": env!("CARGO_PKG_VERSION")})),
+    };
+    let config = AgentConfig::new(register)
+        .with_binary(settings.binary)
+        .with_heartbeat_interval(settings.heartbeat)
+        .with_reconnect(backoff.into());
+    let mut agent = Agent::new(config);
+    agent.set_load(Some(0.1));
+    agent
 }
 
-/// A `protocol.set_binary` request awaiting its response.
-#[derive(Debug, Clone, PartialEq)]
-struct SetBinary {
-    /// Its id (JSON forms) and sequence id (24-byte form).
-    key: (Option<String>, u64),
-    /// What it asked for: `Some(threshold)` to switch on, `None` to switch off.
-    asked: Option<Option<usize>>,
-}
-
-/// The agent's client machine.
+/// The reference agent's machine: the [`Agent`] role, with a worker that takes every task
+/// through `steps` progress reports to its completion, one `step` apart, and approves every
+/// collaboration request.
 pub struct AgentMachine {
-    s: AgentSettings,
-    conn: Option<ConnId>,
-    out: Outbox<AgentEvent>,
-    timers: TimerSet<Timer>,
-    /// Task id -> steps done.
-    tasks: BTreeMap<String, u32>,
-    seq: u64,
-    started: Option<Instant>,
-    /// Frames in both forms: gzip above 1 KiB, the codec's method codes.
-    codec: Codec,
-    /// Ids (JSON) or sequence ids (binary) of `task.complete` requests awaiting their response.
-    completing: BTreeSet<(Option<String>, u64)>,
-    /// The server's binary mode (`protocol.set_binary`): `Some` once it confirmed it, with
-    /// the gzip threshold asked for; every frame then goes in the real server's 12-byte form.
-    compact: Option<Option<usize>>,
-    /// The pending `protocol.set_binary` request: its key and what it asked for.
-    set_binary: Option<SetBinary>,
-    /// Reconnect waits.
-    backoff: Backoff,
-    /// Attempts or short-lived connections in a row.
-    failures: u32,
-    /// When the open connection opened.
-    connected_at: Option<Instant>,
-    /// A reconnect is waiting for its timer.
-    waiting_to_dial: bool,
+    agent: Agent,
+    settings: AgentSettings,
+    /// What the agent said, turned into this machine's outputs.
+    out: VecDeque<Output<AgentEvent>>,
+    /// The next step of each task in work.
+    work: TimerSet<String>,
+    /// Steps done per task in work.
+    done: BTreeMap<String, u32>,
+    /// The latest time seen (the start of a task's first step).
+    now: Option<Instant>,
 }
 
 impl AgentMachine {
     /// A machine for `settings`.
     pub fn new(settings: AgentSettings) -> Self {
         Self {
-            s: settings,
-            conn: None,
-            out: Outbox::new(),
-            timers: TimerSet::new(),
-            tasks: BTreeMap::new(),
-            seq: 0,
-            started: None,
-            codec: Codec::default(),
-            completing: BTreeSet::new(),
-            compact: None,
-            set_binary: None,
-            backoff: Backoff::default(),
-            failures: 0,
-            connected_at: None,
-            waiting_to_dial: false,
+            agent: agent(&settings, Backoff::default()),
+            settings,
+            out: VecDeque::new(),
+            work: TimerSet::new(),
+            done: BTreeMap::new(),
+            now: None,
         }
     }
 
     /// This machine with reconnect waits `backoff`.
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
+        self.agent = agent(&self.settings, backoff);
         self
     }
 
-    /// Counts a failure and arms the reconnect timer; returns the wait.
-    fn schedule_redial(&mut self, now: Instant) -> Duration {
-        self.failures = self.failures.saturating_add(1);
-        let wait = self.backoff.delay(self.failures);
-        self.waiting_to_dial = true;
-        self.timers.set(Timer::Redial, now + wait);
-        wait
+    /// Anchors the pong timestamps: `unix_ms` is the wall-clock time at `now`.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.agent.set_wall_clock(now, unix_ms);
     }
 
     /// Asks the server (`protocol.set_binary`) to switch this connection to its 12-byte
     /// binary form (`enabled`; gzip above `compression` bytes when `Some`), or back. Once the
-    /// server confirms, the agent sends in that form too. `false` if not connected.
+    /// server confirms, the agent sends in that form too. `false` if not connected or a
+    /// switch is pending.
     pub fn set_binary(&mut self, enabled: bool, compression: Option<usize>) -> bool {
-        if self.conn.is_none() {
-            return false;
-        }
-        let params = json!({"enabled": enabled, "compression": {
-            "enabled": compression.is_some(), "threshold": compression.unwrap_or(0)}});
-        let msg = self.message(
-            MessageType::REQUEST,
-            Body::Other(OtherCall::new("protocol.set_binary", params)),
-        );
-        self.set_binary = Some(SetBinary {
-            key: (msg.id.clone(), msg.seq),
-            asked: enabled.then_some(compression),
-        });
-        self.send(&msg);
-        true
+        self.agent.set_binary(enabled, compression).is_ok()
     }
 
     /// Whether the connection is in the server's 12-byte binary form.
     pub fn is_compact(&self) -> bool {
-        self.compact.is_some()
+        self.agent.is_compact()
     }
 
-    fn form(&self) -> Form {
-        if self.compact.is_some() {
-            return Form::Compact;
-        }
-        if self.s.binary {
-            Form::Binary
-        } else {
-            Form::Json
-        }
-    }
-
-    /// A new message of type `kind` with `body`, with this agent's next id or sequence id.
-    fn message(&mut self, kind: MessageType, body: Body) -> Message {
-        self.seq += 1;
-        let msg = Message::new(kind, body);
-        match self.form() {
-            Form::Json | Form::Compact => msg.with_id(format!("{}-{}", self.s.agent_id, self.seq)),
-            Form::Binary => msg.with_seq(self.seq),
-        }
-    }
-
-    fn send(&mut self, msg: &Message) {
-        let Some(conn) = self.conn else { return };
-        let form = self.form();
-        let encoded = match self.compact {
-            // The 12-byte form, gzipped above the threshold this agent asked for.
-            Some(threshold) => {
-                let mut out = Vec::new();
-                self.codec
-                    .encode_compact_with(msg, threshold, &mut out)
-                    .map(|_| agentwire::core::FrameBuf::binary(out))
-            }
-            None => self.codec.encode_ws(msg, form),
-        };
-        match encoded {
-            Ok(frame) => self.out.send(conn, frame),
-            Err(e) => self
-                .out
-                .event(AgentEvent::Error(json!({"encode": e.to_string()}))),
-        }
-    }
-
-    fn request(&mut self, kind: MessageType, body: Body) {
-        let msg = self.message(kind, body);
-        self.send(&msg);
-    }
-
+    /// The next step of a task in work: a progress report, or after `steps` of them the
+    /// completion.
     fn step(&mut self, task_id: String, now: Instant) {
-        let Some(done) = self.tasks.get_mut(&task_id) else {
+        let Some(done) = self.done.get_mut(&task_id) else {
             return;
         };
         *done += 1;
         let done = *done;
-        if done <= self.s.steps {
-            let progress = f64::from(done) / f64::from(self.s.steps + 1);
-            let body = json!({"task_id": task_id, "agent_id": self.s.agent_id, "progress": progress,
-                "status": "analyzing", "current_step": format!("step-{done}")});
-            self.request(
-                MessageType::PROGRESS,
-                typed::<TaskProgress>("task.progress", body, Body::TaskProgress),
-            );
-            self.out.event(AgentEvent::ProgressSent {
+        let steps = self.settings.steps;
+        if done <= steps {
+            let progress = f64::from(done) / f64::from(steps + 1);
+            let report = TaskProgress {
                 task_id: task_id.clone(),
-                progress,
-            });
-            self.timers.set(Timer::Step(task_id), now + self.s.step);
+                agent_id: self.settings.agent_id.clone(),
+                progress: Some(progress),
+                status: Some("analyzing".into()),
+                current_step: Some(format!("step-{done}")),
+                steps_completed: None,
+                estimated_completion: None,
+                intermediate_results: None,
+            };
+            if self.agent.report_progress(report).is_ok() {
+                self.pump(now);
+                self.event(AgentEvent::ProgressSent {
+                    task_id: task_id.clone(),
+                    progress,
+                });
+                self.work.set(task_id, now + self.settings.step);
+            }
         } else {
-            self.tasks.remove(&task_id);
-            let body = json!({"task_id": task_id, "agent_id": self.s.agent_id, "status": "completed",
-                "duration_ms": u64::from(done) * u64::try_from(self.s.step.as_millis()).unwrap_or(0),
-                "result": {"summary": format!("{} reviewed it", self.s.agent_id), "findings": []}});
-            let msg = self.message(
-                MessageType::REQUEST,
-                typed::<TaskComplete>("task.complete", body, Body::TaskComplete),
-            );
-            self.completing.insert((msg.id.clone(), msg.seq));
-            self.send(&msg);
-            self.out.event(AgentEvent::Completed { task_id });
+            self.done.remove(&task_id);
+            let step_ms = u64::try_from(self.settings.step.as_millis()).unwrap_or(0);
+            let completion = TaskComplete {
+                task_id: task_id.clone(),
+                agent_id: self.settings.agent_id.clone(),
+                status: Some("completed".into()),
+                duration_ms: Some(u64::from(done) * step_ms),
+                result: Some(TaskResult {
+                    summary: Some(format!("{} reviewed it", self.settings.agent_id)),
+                    findings: Some(Vec::new()),
+                    metrics: None,
+                }),
+                resource_usage: None,
+            };
+            if self.agent.complete_task(completion).is_ok() {
+                self.pump(now);
+                self.event(AgentEvent::Completed { task_id });
+            }
         }
+    }
+
+    fn event(&mut self, event: AgentEvent) {
+        self.out.push_back(Output::Event(event));
+    }
+
+    /// Moves the agent's outputs into this machine's, acting on its events.
+    fn pump(&mut self, now: Instant) {
+        while let Some(out) = self.agent.poll_output() {
+            let ev = match out {
+                Output::Event(ev) => ev,
+                Output::Send { conn, frame } => {
+                    self.out.push_back(Output::Send { conn, frame });
+                    continue;
+                }
+                Output::Close { conn, code, reason } => {
+                    self.out.push_back(Output::Close { conn, code, reason });
+                    continue;
+                }
+            };
+            let mapped = match ev {
+                mcpw::AgentEvent::Registered(c) => AgentEvent::Registered(c),
+                mcpw::AgentEvent::TaskAssigned(t) => {
+                    self.done.insert(t.task_id.clone(), 0);
+                    self.work.set(t.task_id.clone(), now + self.settings.step);
+                    AgentEvent::TaskAssigned(t)
+                }
+                mcpw::AgentEvent::CompletionAccepted { task_id, status } => {
+                    AgentEvent::CompletionAccepted(Accepted { task_id, status })
+                }
+                mcpw::AgentEvent::CollaborationRequested { id, request } => {
+                    // The answer joins the agent's outputs, drained by this loop.
+                    if self.agent.answer_collaboration(id, "approve").is_err() {
+                        continue;
+                    }
+                    AgentEvent::Collaborated(request)
+                }
+                mcpw::AgentEvent::ErrorReceived { error, .. } => AgentEvent::Error(error),
+                mcpw::AgentEvent::BinaryMode { enabled } => AgentEvent::BinaryMode { enabled },
+                mcpw::AgentEvent::ProtocolViolation(e) => AgentEvent::Failed(e.message),
+                mcpw::AgentEvent::EncodeFailed(e) => AgentEvent::Failed(e),
+                mcpw::AgentEvent::ConnectFailed {
+                    reason,
+                    failures,
+                    retry_in,
+                } => AgentEvent::ConnectFailed {
+                    reason,
+                    failures,
+                    retry_in,
+                },
+                mcpw::AgentEvent::Disconnected { retry_in } => {
+                    // The agent forgot its tasks (the server reassigns them): so does the worker.
+                    self.work.clear();
+                    self.done.clear();
+                    AgentEvent::Disconnected { retry_in }
+                }
+                mcpw::AgentEvent::Stopped => AgentEvent::Stopped,
+                _ => continue,
+            };
+            self.event(mapped);
+        }
+    }
+
+    /// Records `now` and returns the latest time seen.
+    fn observe(&mut self, now: Instant) -> Instant {
+        let now = self.now.map_or(now, |seen| seen.max(now));
+        self.now = Some(now);
+        now
     }
 }
 
 impl Machine for AgentMachine {
     type Event = AgentEvent;
 
-    fn handle_connect(&mut self, conn: ConnId, _: &PeerInfo, now: Instant) {
-        self.conn = Some(conn);
-        self.connected_at = Some(now);
-        self.waiting_to_dial = false;
-        self.started.get_or_insert(now);
-        let body = json!({"agent_id": self.s.agent_id, "agent_type": self.s.agent_type,
-            "capabilities": self.s.capabilities,
-            "model": {"provider": "none", "name": "reference-agent", "version": "1"},
-            "resources": {"max_concurrent_tasks": 4}, "metadata": {"version": env!("CARGO_PKG_VERSION")}});
-        self.request(
-            MessageType::REQUEST,
-            typed::<AgentRegister>("agent.register", body, Body::AgentRegister),
-        );
+    fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant) {
+        let now = self.observe(now);
+        self.agent.handle_connect(conn, peer, now);
+        self.pump(now);
     }
 
-    fn handle_frame(&mut self, _: ConnId, frame: Frame<'_>, now: Instant) {
-        let Ok((msg, _)) = self.codec.decode_ws(frame) else {
-            return;
-        };
-        match msg.body {
-            Body::RegistrationConfirmed(c) => {
-                self.timers.set(Timer::Heartbeat, now + self.s.heartbeat);
-                self.out.event(AgentEvent::Registered(to_value(&c)));
-            }
-            Body::TaskAssigned(t) => {
-                self.tasks.insert(t.task_id.clone(), 0);
-                self.timers
-                    .set(Timer::Step(t.task_id.clone()), now + self.s.step);
-                self.out.event(AgentEvent::TaskAssigned(to_value(&t)));
-            }
-            Body::CollaborationRequest(c) if msg.kind == MessageType::REQUEST => {
-                let answer = json!({"agent_id": self.s.agent_id, "vote": "approve"});
-                let mut reply = Message::new(
-                    MessageType::RESPONSE,
-                    Body::Other(OtherCall::new("", answer)),
-                );
-                reply.id = msg.id;
-                reply.seq = msg.seq;
-                self.send(&reply);
-                self.out.event(AgentEvent::Collaborated(to_value(&c)));
-            }
-            Body::Error(e) => self.out.event(AgentEvent::Error(to_value(&e))),
-            Body::Other(r)
-                if msg.kind == MessageType::RESPONSE
-                    && self
-                        .set_binary
-                        .as_ref()
-                        .is_some_and(|p| p.key == (msg.id.clone(), msg.seq)) =>
-            {
-                // The server switched after this reply; so do we.
-                if let Some(SetBinary { asked, .. }) = self.set_binary.take() {
-                    let on = r.params.get("binary_enabled").and_then(Value::as_bool);
-                    self.compact = if on == Some(true) {
-                        asked.or(Some(None))
-                    } else {
-                        None
-                    };
-                    self.out.event(AgentEvent::BinaryMode {
-                        enabled: self.compact.is_some(),
-                    });
-                }
-            }
-            Body::Other(r)
-                if msg.kind == MessageType::RESPONSE
-                    && self.completing.remove(&(msg.id.clone(), msg.seq)) =>
-            {
-                self.out.event(AgentEvent::CompletionAccepted(r.params));
-            }
-            _ => {}
-        }
+    fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
+        let now = self.observe(now);
+        self.agent.handle_frame(conn, frame, now);
+        self.pump(now);
     }
 
-    fn handle_disconnect(&mut self, _: ConnId, now: Instant) {
-        self.conn = None;
-        // A new connection starts in the JSON form again.
-        self.compact = None;
-        self.set_binary = None;
-        self.timers.clear();
-        self.tasks.clear();
-        // Only a connection that stayed up a while starts the waits over.
-        if self
-            .connected_at
-            .take()
-            .is_some_and(|at| now.saturating_duration_since(at) >= STABLE_AFTER)
-        {
-            self.failures = 0;
-        }
-        let retry_in = self.schedule_redial(now);
-        self.out.event(AgentEvent::Disconnected { retry_in });
+    fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+        let now = self.observe(now);
+        self.agent.handle_disconnect(conn, now);
+        self.pump(now);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        while let Some(t) = self.timers.pop_expired(now) {
-            match t {
-                Timer::Heartbeat => {
-                    let body = json!({"agent_id": self.s.agent_id, "status": "healthy",
-                        "metrics": {"active_tasks": self.tasks.len()},
-                        "workload": {"current_load": 0.1, "queue_depth": self.tasks.len()}});
-                    self.request(
-                        MessageType::NOTIFICATION,
-                        typed::<AgentHeartbeat>("agent.heartbeat", body, Body::AgentHeartbeat),
-                    );
-                    self.timers.set(Timer::Heartbeat, now + self.s.heartbeat);
-                }
-                Timer::Step(id) => self.step(id, now),
-                Timer::Redial => self.waiting_to_dial = false,
-            }
+        let now = self.observe(now);
+        self.agent.handle_timeout(now);
+        self.pump(now);
+        while let Some(task_id) = self.work.pop_expired(now) {
+            self.step(task_id, now);
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next_deadline()
+        [self.agent.poll_timeout(), self.work.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn poll_output(&mut self) -> Option<Output<AgentEvent>> {
-        self.out.pop()
+        if self.out.is_empty() {
+            // A command (set_binary) queued something on the agent.
+            let now = self.now?;
+            self.pump(now);
+        }
+        self.out.pop_front()
     }
 }
 
 impl Dialer for AgentMachine {
     fn poll_dial(&self) -> Dial {
-        if self.conn.is_none() && !self.waiting_to_dial {
-            Dial::Now
-        } else {
-            Dial::Wait
-        }
+        self.agent.poll_dial()
     }
 
     fn handle_dial_failed(&mut self, reason: &str, now: Instant) {
-        let retry_in = self.schedule_redial(now);
-        self.out.event(AgentEvent::ConnectFailed {
-            reason: reason.to_owned(),
-            failures: self.failures,
-            retry_in,
-        });
+        let now = self.observe(now);
+        self.agent.handle_dial_failed(reason, now);
+        self.pump(now);
     }
-}
-
-/// `params` as the typed body `wrap` takes, or as raw params of `method` if they do
-/// not fit (never the case for the JSON this agent builds).
-fn typed<T: serde::de::DeserializeOwned>(method: &str, params: Value, wrap: fn(T) -> Body) -> Body {
-    match serde_json::from_value::<T>(params.clone()) {
-        Ok(p) => wrap(p),
-        Err(_) => Body::Other(OtherCall::new(method, params)),
-    }
-}
-
-/// A typed value as JSON, for the agent's events.
-fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 /// Connects an agent to `url` with `api_key` (if any); returns its handle and events. A
@@ -483,12 +413,10 @@ pub fn connect_with_backoff(
     if let Some(k) = api_key {
         cfg = cfg.with_header("Authorization", format!("Bearer {k}"));
     }
-    Client::connect_dialer(url, AgentMachine::new(settings).with_backoff(backoff), cfg)
-}
-
-/// A string field of `v` for a sentence (`?` if absent).
-fn field<'a>(v: &'a Value, name: &str) -> &'a str {
-    v.get(name).and_then(Value::as_str).unwrap_or("?")
+    let mut machine = AgentMachine::new(settings).with_backoff(backoff);
+    let (now, unix_ms) = crate::common::clocks();
+    machine.set_wall_clock(now, unix_ms);
+    Client::connect_dialer(url, machine, cfg)
 }
 
 /// `1.5 s`, `500 ms`.
@@ -502,45 +430,41 @@ fn wait(d: Duration) -> String {
 
 /// One line (a sentence, no Rust `Debug` dump) for an agent event.
 pub fn describe(ev: &AgentEvent) -> String {
+    let or_q = |s: &Option<String>| s.clone().unwrap_or_else(|| "?".to_owned());
     match ev {
         AgentEvent::Registered(c) => {
             let beat = c
-                .get("heartbeat_interval_ms")
-                .and_then(Value::as_u64)
+                .heartbeat_interval_ms
                 .map(|ms| format!(", heartbeat every {}", wait(Duration::from_millis(ms))))
                 .unwrap_or_default();
             format!(
                 "registered as {} (session {}{beat})",
-                field(c, "agent_id"),
-                field(c, "session_id")
+                c.agent_id,
+                or_q(&c.session_id)
             )
         }
-        AgentEvent::TaskAssigned(t) => format!(
-            "task {} ({}) assigned to me",
-            field(t, "task_id"),
-            field(t, "type")
-        ),
+        AgentEvent::TaskAssigned(t) => {
+            format!("task {} ({}) assigned to me", t.task_id, or_q(&t.task_type))
+        }
         AgentEvent::ProgressSent { task_id, progress } => {
             format!("task {task_id}: reported {:.0}% done", progress * 100.0)
         }
         AgentEvent::Completed { task_id } => format!("task {task_id}: sent task.complete"),
-        AgentEvent::CompletionAccepted(r) => format!(
+        AgentEvent::CompletionAccepted(a) => format!(
             "task {}: the server accepted the completion ({})",
-            field(r, "task_id"),
-            field(r, "status")
+            a.task_id,
+            or_q(&a.status)
         ),
         AgentEvent::Collaborated(c) => format!(
             "approved {}'s {} request on task {}",
-            field(c, "requesting_agent"),
-            field(c, "collaboration_type"),
-            field(c, "task_id")
+            c.requesting_agent,
+            or_q(&c.collaboration_type),
+            c.task_id
         ),
-        AgentEvent::Error(e) => match (e.get("code"), e.get("message")) {
-            (Some(code), Some(Value::String(m))) => {
-                format!("the server answered with error {code}: {m}")
-            }
-            _ => format!("error: {e}"),
-        },
+        AgentEvent::Error(e) => {
+            format!("the server answered with error {}: {}", e.code, e.message)
+        }
+        AgentEvent::Failed(why) => format!("skipped a message: {why}"),
         AgentEvent::ConnectFailed {
             reason,
             failures,
@@ -558,5 +482,6 @@ pub fn describe(ev: &AgentEvent) -> String {
         AgentEvent::Disconnected { retry_in } => {
             format!("disconnected; reconnecting in {}", wait(*retry_in))
         }
+        AgentEvent::Stopped => "stopped".to_owned(),
     }
 }
