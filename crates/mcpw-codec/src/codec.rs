@@ -28,6 +28,17 @@ pub enum Form {
     Compact,
 }
 
+impl Form {
+    /// Its lowercase name (`json`, `binary`, `compact`), e.g. for logs and metric labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Binary => "binary",
+            Self::Compact => "compact",
+        }
+    }
+}
+
 /// A decoded binary frame: its header as on the wire, and its payload, inflated if it was
 /// compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compact::CompactHeaderError;
+use crate::crdt::StoreError;
 use crate::gzip::GzipError;
 use crate::header::{HeaderError, MessageType};
 
@@ -115,6 +116,215 @@ impl ErrorBody {
         self.data = Some(data);
         self
     }
+}
+
+/// A params field that is missing or out of bounds (error 4005), named by its path so the
+/// reply's `data` says which (`capabilities[1].confidence`), as the spec's error example does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParamError {
+    /// The field's path, e.g. `result.findings` or `capabilities[0].name`.
+    pub field: String,
+    /// What is wrong: `Required field missing`, `Out of range`, `Too long`, `Too many`,
+    /// `Not this connection's agent`.
+    pub reason: &'static str,
+    /// What was expected (`string`, `number in range`, ...).
+    pub expected: &'static str,
+    /// What was received (`null`, `string`, ...).
+    pub received: &'static str,
+}
+
+impl ParamError {
+    /// A `reason` at `field`: `expected` was wanted, `received` came.
+    pub fn new(
+        field: impl Into<String>,
+        reason: &'static str,
+        expected: &'static str,
+        received: &'static str,
+    ) -> Self {
+        Self {
+            field: field.into(),
+            reason,
+            expected,
+            received,
+        }
+    }
+
+    /// The spec's `error.data` object: `{field, reason, expected, received}`.
+    pub fn to_data(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// Why the [`Orchestrator`](crate::orchestrator::Orchestrator) refused a message: each is
+/// answered with a type-3 error ([`ProtocolError::to_error_body`]) and reported as
+/// [`OrchestratorEvent::ProtocolViolation`](crate::orchestrator::OrchestratorEvent::ProtocolViolation).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The codec refused the frame or batch entry ([`DecodeError::to_error_body`]).
+    #[error("{message}")]
+    Undecodable {
+        /// [`DecodeError::code`].
+        code: ErrorCode,
+        /// The decode error's text.
+        message: String,
+        /// `{"field", "reason"}` for params of the wrong shape.
+        data: Option<Value>,
+    },
+    /// A message type the orchestrator does not take (not 0-7). 4000.
+    #[error("unsupported message type")]
+    UnsupportedType,
+    /// A request, notification or progress message without a method. 4000.
+    #[error("method required")]
+    MethodRequired,
+    /// A binary method code this side has no name for. 4004.
+    #[error("method not found: code {0}")]
+    UnknownMethodCode(u16),
+    /// A method the orchestrator does not handle. 4004.
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// Any method but `agent.register`, `ping` and `protocol.set_binary` before
+    /// `agent.register`. 4001.
+    #[error("agent.register required first")]
+    RegisterFirst,
+    /// Params that decoded but break a bound or a rule of the server. 4005.
+    #[error("Invalid parameters: {} ({})", .0.field, .0.reason)]
+    InvalidParams(ParamError),
+    /// `agent.register` of another agent id on a registered connection. 4008.
+    #[error("this connection is registered as {0:?}")]
+    RegisteredAs(String),
+    /// [`OrchestratorLimits::max_agents`](crate::OrchestratorLimits::max_agents) agents are
+    /// registered already. 4003.
+    #[error("too many agents")]
+    TooManyAgents,
+    /// The connection's agent is gone from the registry. 4003.
+    #[error("agent vanished")]
+    AgentVanished,
+    /// `agent.capability.update` removes a capability the agent does not have. 4008.
+    #[error("no capability {0:?} to remove")]
+    NoSuchCapability(String),
+    /// `task.progress` or `task.complete` for a task assigned to another agent. 4008.
+    #[error("task {task_id:?} is not assigned to {agent_id:?}")]
+    NotAssigned {
+        /// The task.
+        task_id: String,
+        /// The agent that reported it.
+        agent_id: String,
+    },
+    /// `task.progress` or `task.complete` for a task the orchestrator does not hold. 4008.
+    #[error("unknown task {0:?}")]
+    UnknownTask(String),
+    /// [`OrchestratorLimits::max_collaborations`](crate::OrchestratorLimits::max_collaborations)
+    /// collaborations are in flight already. 4003.
+    #[error("too many collaborations")]
+    TooManyCollaborations,
+    /// `state.sync` the store refused: 4008 for a key of two kinds, 4007 for a limit, else
+    /// 4005.
+    #[error("{0}")]
+    Store(StoreError),
+    /// A collaboration answer too deep to forward in the requester's result. 4007.
+    #[error("collaboration response nested deeper than {limit} levels")]
+    AnswerTooDeep {
+        /// The deepest nesting allowed for it.
+        limit: usize,
+    },
+    /// The connection's message rate was exceeded. 4002.
+    #[error("rate limit exceeded")]
+    RateLimited {
+        /// When a message will be taken again (not given for batch entries).
+        retry_after_ms: Option<u64>,
+    },
+    /// A frame over [`OrchestratorLimits::max_message_bytes`](crate::OrchestratorLimits::max_message_bytes). 4007.
+    #[error("message too large")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl ProtocolError {
+    /// The spec code the error is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Undecodable { code, .. } => *code,
+            Self::UnsupportedType | Self::MethodRequired => ErrorCode::INVALID_MESSAGE,
+            Self::UnknownMethodCode(_) | Self::MethodNotFound(_) => ErrorCode::METHOD_NOT_FOUND,
+            Self::RegisterFirst => ErrorCode::AUTHENTICATION_FAILED,
+            Self::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
+            Self::RegisteredAs(_)
+            | Self::NoSuchCapability(_)
+            | Self::NotAssigned { .. }
+            | Self::UnknownTask(_) => ErrorCode::CONFLICT,
+            Self::TooManyAgents | Self::AgentVanished | Self::TooManyCollaborations => {
+                ErrorCode::SERVER_ERROR
+            }
+            Self::Store(StoreError::KindConflict(_)) => ErrorCode::CONFLICT,
+            Self::Store(StoreError::Limit(_))
+            | Self::AnswerTooDeep { .. }
+            | Self::TooLarge { .. } => ErrorCode::CONTEXT_TOO_LARGE,
+            Self::Store(_) => ErrorCode::INVALID_PARAMS,
+            Self::RateLimited { .. } => ErrorCode::RATE_LIMITED,
+        }
+    }
+
+    /// The error's `data`, if it has one.
+    pub fn data(&self) -> Option<Value> {
+        match self {
+            Self::Undecodable { data, .. } => data.clone(),
+            Self::InvalidParams(e) => Some(e.to_data()),
+            Self::Store(e) => {
+                Some(serde_json::json!({"field": e.field(), "reason": e.to_string()}))
+            }
+            Self::RateLimited {
+                retry_after_ms: Some(ms),
+            } => Some(serde_json::json!({ "retry_after_ms": ms })),
+            Self::TooLarge { limit } => Some(serde_json::json!({ "limit": limit })),
+            _ => None,
+        }
+    }
+
+    /// The type-3 error body that answers it.
+    pub fn to_error_body(&self) -> ErrorBody {
+        let body = ErrorBody::new(self.code(), self.to_string());
+        match self.data() {
+            Some(data) => body.with_data(data),
+            None => body,
+        }
+    }
+}
+
+impl From<&DecodeError> for ProtocolError {
+    fn from(e: &DecodeError) -> Self {
+        let body = e.to_error_body();
+        Self::Undecodable {
+            code: body.code,
+            message: body.message,
+            data: body.data,
+        }
+    }
+}
+
+/// A command the [`Orchestrator`](crate::orchestrator::Orchestrator) refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// [`OrchestratorLimits::max_tasks`](crate::OrchestratorLimits::max_tasks) tasks are
+    /// held already.
+    #[error("too many tasks")]
+    TooManyTasks,
+    /// A task with this id is held already.
+    #[error("duplicate task id {0:?}")]
+    DuplicateTask(String),
+    /// The task's `context` or `requirements` nests deeper than
+    /// [`OrchestratorLimits::max_json_depth`](crate::OrchestratorLimits::max_json_depth)
+    /// allows in `task.assigned`.
+    #[error("task {field} nested deeper than {limit} levels")]
+    TooDeep {
+        /// `context` or `requirements`.
+        field: &'static str,
+        /// The deepest nesting allowed for it.
+        limit: usize,
+    },
 }
 
 /// Why a frame (binary or JSON) could not be decoded into a message.

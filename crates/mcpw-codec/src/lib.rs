@@ -341,9 +341,13 @@ pub use codec::{Codec, Form, RawFrame};
 pub use compact::{CompactHeader, CompactHeaderError};
 pub use config::{AgentConfig, Reconnect};
 pub use config::{
-    Backend, BatchForm, CodecConfig, CompressPolicy, Compression, Limits, ReservedPolicy,
+    Backend, BatchForm, CodecConfig, CompressPolicy, Compression, Limits, OrchestratorConfig,
+    OrchestratorLimits, ReservedPolicy,
 };
-pub use error::{AgentCommandError, DecodeError, EncodeError, ErrorBody, ErrorCode};
+pub use error::{
+    AgentCommandError, CommandError, DecodeError, EncodeError, ErrorBody, ErrorCode, ParamError,
+    ProtocolError,
+};
 pub use gzip::GzipError;
 pub use header::{Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC, VERSION};
 pub use message::{Body, Message, OtherCall, BATCH_METHOD};

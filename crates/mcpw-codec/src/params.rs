@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::crdt::VectorClock;
+
 /// One capability an agent offers (in `agent.register` and `agent.capability.update`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Capability {
@@ -119,6 +121,12 @@ pub struct RegistrationConfirmed {
     /// Capability names the server accepted for routing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_capabilities: Option<Vec<String>>,
+    /// `registered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The server's time at registration, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<String>,
 }
 
 /// Heartbeat metrics.
@@ -327,6 +335,17 @@ pub enum CapabilityOperation {
     Remove,
 }
 
+impl CapabilityOperation {
+    /// The wire name (`add`, `update`, `remove`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Add => "add",
+            Self::Update => "update",
+            Self::Remove => "remove",
+        }
+    }
+}
+
 /// `agent.capability.update` params.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CapabilityUpdate {
@@ -463,4 +482,130 @@ pub struct AgentShutdown {
     /// Final counters and pending tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_state: Option<FinalState>,
+}
+
+/// `protocol.set_binary` params (the real server's request, no spec example): switch the
+/// connection's binary messages to the 12-byte form. Empty, `null` or `{}` params switch it
+/// off.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+pub struct SetBinary {
+    /// Binary mode on or off; absent is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Whether and above what size 12-byte payloads are gzipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<SetBinaryCompression>,
+}
+
+/// The `compression` of [`SetBinary`].
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+pub struct SetBinaryCompression {
+    /// Gzip on or off; absent is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Payloads longer than this are gzipped; absent is 1024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<u64>,
+}
+
+// ---- results: what the orchestrator answers with (a response names no method, so these
+// travel as the raw params of their response) -------------------------------------------------
+
+/// The result of `ping` (a type-1 response) and the body of a type-5 pong, as the reference
+/// server writes them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pong {
+    /// Always `true`.
+    pub pong: bool,
+    /// The server's wall-clock time, Unix milliseconds.
+    pub timestamp: u64,
+}
+
+/// The result of `agent.heartbeat`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatAck {
+    /// The agent.
+    pub agent_id: String,
+    /// `ok`.
+    pub status: String,
+}
+
+/// The result of `agent.capability.update`: the agent's capabilities now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapabilitiesNow {
+    /// The agent.
+    pub agent_id: String,
+    /// Its capability names, in the order they were declared.
+    pub capabilities: Vec<String>,
+}
+
+/// A task moved off a shutting-down agent (in [`ShutdownAck`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransferredTask {
+    /// The task.
+    pub task_id: String,
+    /// The agent that took it; `null` when it was queued.
+    pub agent_id: Option<String>,
+}
+
+/// The result of `agent.shutdown`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShutdownAck {
+    /// The agent.
+    pub agent_id: String,
+    /// `shutting_down`.
+    pub status: String,
+    /// The grace period granted, ms.
+    pub graceful_timeout_ms: u64,
+    /// Tasks moved on at once (when `transfer_tasks` was asked).
+    pub transferred_tasks: Vec<TransferredTask>,
+    /// The request's `reason`, `null` when it gave none.
+    pub reason: Option<String>,
+}
+
+/// The result of `task.progress` (`status: ok`) and `task.complete` (`status: accepted`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskAck {
+    /// The task.
+    pub task_id: String,
+    /// `ok` or `accepted`.
+    pub status: String,
+}
+
+/// The result of `collaboration.request`, sent when every asked agent answered or the
+/// timeout passed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CollaborationResult {
+    /// The task collaborated on.
+    pub task_id: String,
+    /// The request's `collaboration_type`.
+    pub collaboration_type: String,
+    /// Each answering agent's result (or `{"error": ...}`), by agent id.
+    pub responses: BTreeMap<String, Value>,
+    /// Asked agents that did not answer (absent, gone or too slow).
+    pub missing: Vec<String>,
+    /// Whether every asked agent answered.
+    pub complete: bool,
+}
+
+/// The result of `state.sync`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StateSyncResult {
+    /// The sender.
+    pub agent_id: String,
+    /// Whether the sync changed the store (`false`: seen before).
+    pub applied: bool,
+    /// The store's vector clock after the sync.
+    pub vector_clock: VectorClock,
+}
+
+/// The result of `protocol.set_binary`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SetBinaryResult {
+    /// Binary mode is on.
+    pub binary_enabled: bool,
+    /// 12-byte payloads are gzipped above the threshold.
+    pub compression_enabled: bool,
+    /// `protocol_updated`.
+    pub status: String,
 }

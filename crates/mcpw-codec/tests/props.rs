@@ -145,13 +145,19 @@ fn confirmed() -> impl Strategy<Value = RegistrationConfirmed> {
         option::of(s()),
         option::of(any::<u64>()),
         option::of(strings()),
+        option::of(s()),
+        option::of(s()),
     )
-        .prop_map(|(agent_id, session_id, hb, acc)| RegistrationConfirmed {
-            agent_id,
-            session_id,
-            heartbeat_interval_ms: hb,
-            accepted_capabilities: acc,
-        })
+        .prop_map(
+            |(agent_id, session_id, hb, acc, status, server_time)| RegistrationConfirmed {
+                agent_id,
+                session_id,
+                heartbeat_interval_ms: hb,
+                accepted_capabilities: acc,
+                status,
+                server_time,
+            },
+        )
 }
 
 fn heartbeat() -> impl Strategy<Value = AgentHeartbeat> {

@@ -282,9 +282,10 @@ pub fn describe(ev: &OrchestratorEvent) -> String {
             agent_id,
             transferred,
         } => format!("agent {agent_id} is shutting down; {transferred} tasks moved on"),
-        OrchestratorEvent::ProtocolViolation { conn, code, detail } => format!(
-            "connection {} was answered with error {code}: {detail}",
-            conn.get()
+        OrchestratorEvent::ProtocolViolation { conn, error } => format!(
+            "connection {} was answered with error {}: {error}",
+            conn.get(),
+            error.code()
         ),
         OrchestratorEvent::Disconnected { conn, agent_id } => match agent_id {
             Some(a) => format!("connection {} (agent {a}) closed", conn.get()),

@@ -3,9 +3,10 @@
 use agentwire_core::ConnId;
 use serde_json::Value;
 
-use super::params::CapabilityOp;
-use super::wire::Form;
 use crate::crdt::SyncOutcome;
+use crate::error::ProtocolError;
+use crate::params::CapabilityOperation;
+use crate::Form;
 
 /// Why an agent was removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +79,7 @@ pub enum OrchestratorEvent {
         /// The agent.
         agent_id: String,
         /// add, update or remove.
-        operation: CapabilityOp,
+        operation: CapabilityOperation,
         /// The capability's name.
         capability: String,
     },
@@ -165,10 +166,8 @@ pub enum OrchestratorEvent {
     ProtocolViolation {
         /// The connection.
         conn: ConnId,
-        /// The error code sent (4000-4008).
-        code: u16,
-        /// What was wrong.
-        detail: String,
+        /// What was wrong; [`ProtocolError::code`] is the code sent (4000-4008).
+        error: ProtocolError,
     },
     /// A connection ended.
     Disconnected {

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::{ErrorCode, MessageType};
+
 /// Histogram buckets of `websocket_message_latency_seconds`, from the spec.
 pub const LATENCY_BUCKETS: [f64; 7] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0];
 
@@ -176,6 +178,37 @@ impl Metrics {
             );
         }
         out
+    }
+}
+
+/// The metrics label of a message type (`request`, ..., `unknown`).
+pub fn type_label(kind: MessageType) -> &'static str {
+    match kind {
+        MessageType::REQUEST => "request",
+        MessageType::RESPONSE => "response",
+        MessageType::NOTIFICATION => "notification",
+        MessageType::ERROR => "error",
+        MessageType::PING => "ping",
+        MessageType::PONG => "pong",
+        MessageType::BATCH => "batch",
+        MessageType::PROGRESS => "progress",
+        _ => "unknown",
+    }
+}
+
+/// The metrics status label of an error code (`invalid_message`, ..., `error`).
+pub fn status_label(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::INVALID_MESSAGE => "invalid_message",
+        ErrorCode::AUTHENTICATION_FAILED => "authentication_failed",
+        ErrorCode::RATE_LIMITED => "rate_limited",
+        ErrorCode::SERVER_ERROR => "server_error",
+        ErrorCode::METHOD_NOT_FOUND => "method_not_found",
+        ErrorCode::INVALID_PARAMS => "invalid_params",
+        ErrorCode::OPERATION_CANCELLED => "operation_cancelled",
+        ErrorCode::CONTEXT_TOO_LARGE => "context_too_large",
+        ErrorCode::CONFLICT => "conflict",
+        _ => "error",
     }
 }
 

@@ -1,0 +1,151 @@
+//! What arrives as a frame before it is a message: the rate limit, the size limit, frames
+//! the codec refuses, batches, and `protocol.set_binary`, which changes how the connection's
+//! frames are written.
+
+use std::time::Instant;
+
+use agentwire_core::{ConnId, Frame};
+
+use super::checks;
+use super::wire::{self, BadFrame, Decoded, Inbound, InboundBatch};
+use super::Orchestrator;
+use crate::error::ProtocolError;
+use crate::params::SetBinaryResult;
+use crate::{Body, Form, Message, MessageType};
+
+impl Orchestrator {
+    /// One frame from `conn`: counted, rate-limited, size-checked, decoded and handled.
+    pub(super) fn on_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
+        let frame_form = wire::form_of(frame);
+        let rate = self.config.rate;
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        // Replies follow the form the peer uses.
+        c.form = Some(frame_form);
+        if c.counted_as != Some(frame_form) {
+            let old = c.counted_as.map_or("none", Form::label);
+            let label = c.agent_type_label.clone();
+            c.counted_as = Some(frame_form);
+            self.metrics.add_connection(&label, old, -1);
+            self.metrics.add_connection(&label, frame_form.label(), 1);
+        }
+        self.last_method = None;
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        if let (Some(bucket), Some(rate)) = (c.bucket.as_mut(), rate) {
+            if !bucket.take(&rate, now) {
+                let retry = bucket.retry_after(&rate, now);
+                // The reply names the refused message: its id (JSON) or sequence id.
+                let reply = wire::key_of_bad(frame);
+                let error = ProtocolError::RateLimited {
+                    retry_after_ms: Some(u64::try_from(retry.as_millis()).unwrap_or(u64::MAX)),
+                };
+                self.refuse(
+                    conn,
+                    (frame_form, &reply),
+                    (MessageType::REQUEST, None),
+                    error,
+                );
+                return;
+            }
+        }
+        let max = self.config.limits.max_message_bytes;
+        if frame.len() > max.saturating_add(24) || (frame.is_text() && frame.len() > max) {
+            let reply = wire::key_of_bad(frame);
+            self.refuse(
+                conn,
+                (frame_form, &reply),
+                (MessageType::REQUEST, None),
+                ProtocolError::TooLarge { limit: max },
+            );
+            return;
+        }
+        let registered = self.conns.agent(conn).is_some();
+        match wire::decode(&mut self.codec, frame) {
+            Ok(Decoded::One(msg)) => self.on_message(conn, msg, now),
+            Ok(Decoded::Batch(batch)) => self.on_batch(conn, batch, now),
+            Err(e) => self.on_bad_frame(conn, e, registered),
+        }
+    }
+
+    /// A frame (or batch entry) the codec refused: its error, with the id it carried.
+    fn on_bad_frame(&mut self, conn: ConnId, e: BadFrame, registered: bool) {
+        let at = (e.form, &e.reply);
+        // Register first: an unregistered peer's bad params for any other method are
+        // answered as its other messages are, with 4001.
+        if !registered && e.method.is_some_and(|m| m != "agent.register") {
+            let kind = (MessageType::REQUEST, e.method);
+            self.refuse(conn, at, kind, ProtocolError::RegisterFirst);
+            return;
+        }
+        self.refuse(conn, at, (MessageType::REQUEST, None), e.error);
+    }
+
+    /// A batch: each entry handled in order as if it came alone (each beyond the first
+    /// takes its own token from the rate limit), and everything sent to this connection
+    /// meanwhile goes back as one batch (several if more than the codec's `max_batch`),
+    /// with the batch's id or sequence id, in the form and body the peer used.
+    fn on_batch(&mut self, conn: ConnId, batch: InboundBatch, now: Instant) {
+        self.batching = Some((conn, Vec::new()));
+        let rate = self.config.rate;
+        for (i, entry) in batch.entries.into_iter().enumerate() {
+            let limited = match (rate, self.conns.get_mut(conn)) {
+                (Some(rate), Some(c)) if i > 0 => {
+                    c.bucket.as_mut().is_some_and(|b| !b.take(&rate, now))
+                }
+                (_, None) => break,
+                _ => false,
+            };
+            let registered = self.conns.agent(conn).is_some();
+            match entry {
+                Ok(msg) if limited => {
+                    let error = ProtocolError::RateLimited {
+                        retry_after_ms: None,
+                    };
+                    self.refuse(conn, (msg.form, &msg.reply), (msg.kind, None), error);
+                }
+                Ok(msg) => self.on_message(conn, msg, now),
+                Err(e) => self.on_bad_frame(conn, e, registered),
+            }
+        }
+        let Some((_, held)) = self.batching.take() else {
+            return;
+        };
+        if !self.conns.contains(conn) {
+            return;
+        }
+        let max = self.codec.limits().max_batch.max(1);
+        for chunk in held.chunks(max) {
+            let mut reply = Message::batch(chunk.to_vec());
+            batch.reply.stamp(&mut reply);
+            self.send_message(conn, batch.form, &reply, batch.body);
+        }
+    }
+
+    /// `protocol.set_binary` (the real server's request): answered (to a request) in the
+    /// current form, then the connection switches.
+    pub(super) fn on_set_binary(
+        &mut self,
+        conn: ConnId,
+        msg: &Inbound,
+    ) -> Result<(), ProtocolError> {
+        let params = match &msg.body {
+            Body::Other(call) => &call.params,
+            _ => &serde_json::Value::Null,
+        };
+        let (enabled, compression) =
+            checks::set_binary(params).map_err(ProtocolError::InvalidParams)?;
+        if msg.kind == MessageType::REQUEST {
+            let result = SetBinaryResult {
+                binary_enabled: enabled,
+                compression_enabled: compression.is_some(),
+                status: "protocol_updated".to_owned(),
+            };
+            self.respond(conn, msg.form, &msg.reply, &result);
+        }
+        self.mode_switch = Some((conn, enabled.then_some(compression)));
+        Ok(())
+    }
+}

@@ -1,0 +1,353 @@
+//! One handler per agent method: each checks its typed params, updates the sub-states and
+//! returns the typed result to answer with (`None`: answered already, or later).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use agentwire_core::{CloseCode, ConnId};
+
+use super::agents::AgentInfo;
+use super::checks;
+use super::collabs::Collab;
+use super::event::{OrchestratorEvent, RemovalReason};
+use super::tasks::TaskState;
+use super::wallclock::rfc3339;
+use super::wire::{self, ReplyKey};
+use super::Orchestrator;
+use crate::crdt::SyncOutcome;
+use crate::error::{ParamError, ProtocolError};
+use crate::params::{
+    AgentHeartbeat, AgentRegister, AgentShutdown, CapabilitiesNow, CapabilityOperation,
+    CapabilityUpdate, CollaborationRequest, HeartbeatAck, RegistrationConfirmed, ShutdownAck,
+    StateSync, StateSyncResult, TaskAck, TaskComplete, TaskProgress, TransferredTask,
+};
+use crate::{Body, Form, MessageType};
+
+/// What a handler answers with: the result's body, `None` when answered already (or
+/// later), or the error.
+type Handled = Result<Option<Body>, ProtocolError>;
+
+impl Orchestrator {
+    /// The agent registered on `conn`, if it is the one the params name in `field`.
+    fn agent_of(&self, conn: ConnId, claimed: &str, field: &str) -> Result<String, ProtocolError> {
+        match self.conns.agent(conn) {
+            Some(a) if a == claimed => Ok(a.to_owned()),
+            Some(_) => Err(ProtocolError::InvalidParams(ParamError::new(
+                field,
+                "Not this connection's agent",
+                "the registered agent_id",
+                "string",
+            ))),
+            None => Err(ProtocolError::RegisterFirst),
+        }
+    }
+
+    pub(super) fn on_register(
+        &mut self,
+        conn: ConnId,
+        p: &AgentRegister,
+        (form, reply): (Form, &ReplyKey),
+        now: Instant,
+    ) -> Handled {
+        let l = &self.config.limits;
+        checks::register(p, l).map_err(ProtocolError::InvalidParams)?;
+        let current = self.conns.agent(conn).map(str::to_owned);
+        if let Some(cur) = current.as_ref().filter(|cur| **cur != p.agent_id) {
+            return Err(ProtocolError::RegisteredAs(cur.clone()));
+        }
+        if current.is_none()
+            && !self.agents.contains(&p.agent_id)
+            && self.agents.len() >= l.max_agents
+        {
+            return Err(ProtocolError::TooManyAgents);
+        }
+        // The same agent id on another connection: the newer registration wins.
+        if let Some(old) = self.agents.conn_of(&p.agent_id).filter(|old| *old != conn) {
+            self.remove_agent(&p.agent_id, RemovalReason::Replaced);
+            self.out
+                .close(old, CloseCode::POLICY, "replaced by a newer registration");
+        }
+        let agent_type = p.agent_type.clone().or_else(|| {
+            self.conns
+                .get(conn)
+                .map(|c| c.agent_type_label.clone())
+                .filter(|t| t != "unknown")
+        });
+        let tasks = self
+            .agents
+            .get(&p.agent_id)
+            .map(|a| a.tasks.clone())
+            .unwrap_or_default();
+        let capabilities: Vec<_> = p.capabilities.iter().map(checks::profile).collect();
+        let max_concurrent = p
+            .resources
+            .as_ref()
+            .and_then(|r| r.max_concurrent_tasks)
+            .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        let names: Vec<String> = capabilities.iter().map(|c| c.name.clone()).collect();
+        let info = AgentInfo::new(conn, agent_type, capabilities, max_concurrent, tasks, now);
+        self.conns.registered(conn, &p.agent_id);
+        let rule = self.heartbeat_rule();
+        self.agents.insert(p.agent_id.clone(), info, rule);
+        let confirmed = RegistrationConfirmed {
+            agent_id: p.agent_id.clone(),
+            session_id: Some(format!("session-{}", conn.get())),
+            heartbeat_interval_ms: Some(
+                u64::try_from(self.config.heartbeat_interval.as_millis()).unwrap_or(u64::MAX),
+            ),
+            accepted_capabilities: Some(names.clone()),
+            status: Some("registered".to_owned()),
+            server_time: Some(rfc3339(self.wall_ms(now))),
+        };
+        // Replied as `registration.confirmed` whatever the request's type.
+        let body = Body::RegistrationConfirmed(confirmed);
+        self.send(conn, form, MessageType::RESPONSE, reply, body);
+        self.out.event(OrchestratorEvent::Registered {
+            conn,
+            agent_id: p.agent_id.clone(),
+            capabilities: names,
+            form,
+        });
+        self.drain_queue();
+        Ok(None)
+    }
+
+    pub(super) fn on_heartbeat(
+        &mut self,
+        conn: ConnId,
+        p: &AgentHeartbeat,
+        now: Instant,
+    ) -> Handled {
+        checks::heartbeat(p, &self.config.limits).map_err(ProtocolError::InvalidParams)?;
+        let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
+        let load = p.workload.as_ref().and_then(|w| w.current_load);
+        let rule = self.heartbeat_rule();
+        let recovered = self
+            .agents
+            .beat(&agent_id, now, p.status.clone(), load, rule)
+            .ok_or(ProtocolError::AgentVanished)?;
+        if recovered {
+            self.out.event(OrchestratorEvent::Recovered {
+                agent_id: agent_id.clone(),
+            });
+            self.queue_dirty = true;
+        }
+        let ack = HeartbeatAck {
+            agent_id,
+            status: "ok".to_owned(),
+        };
+        Ok(Some(wire::result_body(None, &ack)))
+    }
+
+    pub(super) fn on_capability(&mut self, conn: ConnId, p: &CapabilityUpdate) -> Handled {
+        checks::capability_update(p, &self.config.limits).map_err(ProtocolError::InvalidParams)?;
+        let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
+        let max = self.config.limits.max_capabilities;
+        let a = self
+            .agents
+            .get_mut(&agent_id)
+            .ok_or(ProtocolError::AgentVanished)?;
+        let name = p.capability.name.clone();
+        let pos = a.capabilities.iter().position(|c| c.name == name);
+        match (p.operation, pos) {
+            (CapabilityOperation::Remove, Some(i)) => {
+                a.capabilities.remove(i);
+            }
+            (CapabilityOperation::Remove, None) => {
+                return Err(ProtocolError::NoSuchCapability(name));
+            }
+            (_, Some(i)) => a.capabilities[i] = checks::profile(&p.capability),
+            (_, None) if a.capabilities.len() >= max => {
+                return Err(ProtocolError::InvalidParams(ParamError::new(
+                    "capability",
+                    "Too many",
+                    "fewer capabilities",
+                    "object",
+                )));
+            }
+            (_, None) => a.capabilities.push(checks::profile(&p.capability)),
+        }
+        let now = CapabilitiesNow {
+            agent_id: agent_id.clone(),
+            capabilities: a.capabilities.iter().map(|c| c.name.clone()).collect(),
+        };
+        self.out.event(OrchestratorEvent::CapabilityChanged {
+            agent_id,
+            operation: p.operation,
+            capability: name,
+        });
+        self.queue_dirty = true;
+        Ok(Some(wire::result_body(None, &now)))
+    }
+
+    pub(super) fn on_shutdown(&mut self, conn: ConnId, p: &AgentShutdown, now: Instant) -> Handled {
+        checks::shutdown(p, &self.config.limits).map_err(ProtocolError::InvalidParams)?;
+        let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
+        let grace = Duration::from_millis(p.graceful_timeout_ms.unwrap_or(0))
+            .min(self.config.max_shutdown_grace);
+        let transfer = p.transfer_tasks.unwrap_or(false);
+        let tasks = self
+            .agents
+            .shut_down(&agent_id, now + grace, transfer)
+            .ok_or(ProtocolError::AgentVanished)?;
+        let mut moved = Vec::new();
+        for task_id in &tasks {
+            // A transfer is not a failure of the task: the attempt is given back.
+            if let Some(t) = self.tasks.get_mut(task_id) {
+                t.attempts = t.attempts.saturating_sub(1);
+            }
+            self.reassign(task_id, &agent_id);
+            let to = match self.tasks.get(task_id).map(|t| &t.state) {
+                Some(TaskState::Assigned(to)) => Some(to.clone()),
+                _ => None,
+            };
+            moved.push(TransferredTask {
+                task_id: task_id.clone(),
+                agent_id: to,
+            });
+        }
+        self.out.event(OrchestratorEvent::ShutdownRequested {
+            agent_id: agent_id.clone(),
+            transferred: tasks.len(),
+        });
+        let ack = ShutdownAck {
+            agent_id,
+            status: "shutting_down".to_owned(),
+            graceful_timeout_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+            transferred_tasks: moved,
+            reason: p.reason.clone(),
+        };
+        Ok(Some(wire::result_body(None, &ack)))
+    }
+
+    pub(super) fn on_progress(&mut self, conn: ConnId, p: &TaskProgress) -> Handled {
+        let progress =
+            checks::progress(p, &self.config.limits).map_err(ProtocolError::InvalidParams)?;
+        let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
+        self.tasks.check_assigned(&p.task_id, &agent_id)?;
+        if let Some(t) = self.tasks.get_mut(&p.task_id) {
+            t.progress = progress;
+        }
+        self.out.event(OrchestratorEvent::TaskProgress {
+            task_id: p.task_id.clone(),
+            agent_id,
+            progress,
+            status: p.status.clone(),
+        });
+        let ack = TaskAck {
+            task_id: p.task_id.clone(),
+            status: "ok".to_owned(),
+        };
+        Ok(Some(wire::result_body(None, &ack)))
+    }
+
+    pub(super) fn on_complete(&mut self, conn: ConnId, p: &TaskComplete) -> Handled {
+        let status =
+            checks::complete(p, &self.config.limits).map_err(ProtocolError::InvalidParams)?;
+        let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
+        self.tasks.check_assigned(&p.task_id, &agent_id)?;
+        self.tasks.remove(&p.task_id);
+        if let Some(a) = self.agents.get_mut(&agent_id) {
+            a.tasks.remove(&p.task_id);
+        }
+        self.out.event(OrchestratorEvent::TaskCompleted {
+            task_id: p.task_id.clone(),
+            agent_id,
+            status: status.to_owned(),
+            result: checks::result_value(p),
+        });
+        // A slot is free: queued work may go now (after the reply).
+        self.queue_dirty = true;
+        let ack = TaskAck {
+            task_id: p.task_id.clone(),
+            status: "accepted".to_owned(),
+        };
+        Ok(Some(wire::result_body(None, &ack)))
+    }
+
+    pub(super) fn on_collaboration(
+        &mut self,
+        conn: ConnId,
+        p: &CollaborationRequest,
+        (form, reply): (Form, &ReplyKey),
+        now: Instant,
+    ) -> Handled {
+        let l = &self.config.limits;
+        let collaboration_type =
+            checks::collaboration(p, l).map_err(ProtocolError::InvalidParams)?;
+        let requester = self.agent_of(conn, &p.requesting_agent, "requesting_agent")?;
+        if self.collabs.len() >= self.config.limits.max_collaborations {
+            return Err(ProtocolError::TooManyCollaborations);
+        }
+        let timeout = p
+            .timeout_ms
+            .map_or(
+                self.config.default_collaboration_timeout,
+                Duration::from_millis,
+            )
+            .min(self.config.max_collaboration_timeout);
+        let id = self.next_seq;
+        self.next_seq += 1;
+        let mut asked = Vec::new();
+        let mut waiting = BTreeSet::new();
+        for agent in &p.required_agents {
+            if asked.contains(agent) {
+                continue;
+            }
+            asked.push(agent.clone());
+            let Some(target) = self.agents.conn_of(agent) else {
+                continue; // not registered: reported as missing
+            };
+            if *agent == requester {
+                continue;
+            }
+            let target_form = self.form_of(target);
+            let key = self.new_key(target_form);
+            let body = Body::CollaborationRequest(p.clone());
+            self.send(target, target_form, MessageType::REQUEST, &key, body);
+            self.collabs.forwarded(target, key, id, agent.clone());
+            waiting.insert(agent.clone());
+        }
+        self.out.event(OrchestratorEvent::CollaborationStarted {
+            task_id: p.task_id.clone(),
+            requester,
+            agents: waiting.iter().cloned().collect(),
+        });
+        let none_asked = waiting.is_empty();
+        let collab = Collab {
+            origin: conn,
+            origin_reply: reply.clone(),
+            origin_form: form,
+            task_id: p.task_id.clone(),
+            collaboration_type: collaboration_type.to_owned(),
+            asked,
+            waiting,
+            responses: Default::default(),
+        };
+        self.collabs.start(id, collab, now + timeout);
+        if none_asked {
+            self.finish_collab(id);
+        }
+        Ok(None)
+    }
+
+    pub(super) fn on_state_sync(&mut self, conn: ConnId, p: &StateSync) -> Handled {
+        let (clock, ops) = checks::state_sync(p, &self.config.limits, &self.config.crdt)
+            .map_err(ProtocolError::InvalidParams)?;
+        let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
+        let outcome = self
+            .store
+            .apply_sync(&agent_id, &clock, &ops)
+            .map_err(ProtocolError::Store)?;
+        self.out.event(OrchestratorEvent::StateSynced {
+            agent_id: agent_id.clone(),
+            outcome,
+        });
+        let result = StateSyncResult {
+            agent_id,
+            applied: matches!(outcome, SyncOutcome::Applied { .. }),
+            vector_clock: self.store.clock().clone(),
+        };
+        Ok(Some(wire::result_body(None, &result)))
+    }
+}
