@@ -1,13 +1,14 @@
 //! The relay's output side: the queue of frames, closes and events, the study-log records
 //! that precede what they record, and the counters.
 
-use std::borrow::Cow;
 use std::time::Instant;
 
 use agentwire_core::{ConnId, FrameBuf, Outbox, Utf8Bytes};
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::inbound::Inbound;
+use super::members::Members;
 use super::study_log::{Recorded, StudyLog};
 use crate::codec::{write_envelope, ErrorRef, Route};
 use crate::error::ProtocolError;
@@ -45,16 +46,6 @@ struct RefusalRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     refused_type: Option<&'a str>,
     refused_bytes: usize,
-}
-
-/// The message being handled, for the record of a refusal.
-#[derive(Debug, Default)]
-pub(super) struct Inbound {
-    /// Its `type`, cut to `MAX_ECHOED_TYPE` (128) bytes, once known.
-    /// (Known types borrow their constant: no allocation per message.)
-    pub(super) msg_type: Option<Cow<'static, str>>,
-    /// Its size in bytes.
-    pub(super) bytes: usize,
 }
 
 /// `relay.disconnect` log payload (the reference relay's record).
@@ -123,12 +114,12 @@ impl Emitter {
         self.log(session, Direction::Internal, msg_type, payload, now);
     }
 
-    /// Sends a message the relay makes to `conn`; the member's `session`, if any, logs it
+    /// Sends a message the relay makes to `conn`; its session, if it is a member, logs it
     /// (internal) first.
     pub(super) fn send_own<P: Serialize + ?Sized>(
         &mut self,
+        members: &Members,
         conn: ConnId,
-        session: Option<&SessionId>,
         msg_type: &'static str,
         reply_to: Option<&str>,
         payload: &P,
@@ -137,9 +128,9 @@ impl Emitter {
         let mut buf = Vec::with_capacity(128);
         let range = write_envelope(&mut buf, msg_type, reply_to, payload);
         let bytes = Bytes::from(buf);
-        if let Some(session) = session {
+        if let Some(session) = members.session_of(conn) {
             let payload = Utf8Bytes::from_encoder(bytes.slice(range));
-            self.log(session, Direction::Internal, msg_type, payload, now);
+            self.log(&session, Direction::Internal, msg_type, payload, now);
         }
         self.out
             .send(conn, FrameBuf::Text(Utf8Bytes::from_encoder(bytes)));
@@ -148,8 +139,8 @@ impl Emitter {
     /// Sends an `error` the relay makes (not a refusal of the message being handled).
     pub(super) fn send_error(
         &mut self,
+        members: &Members,
         conn: ConnId,
-        session: Option<&SessionId>,
         code: &ErrorCode,
         message: &str,
         reply_to: Option<&str>,
@@ -157,7 +148,7 @@ impl Emitter {
     ) {
         self.stats.errors_sent += 1;
         let payload = ErrorRef { code, message };
-        self.send_own(conn, session, types::ERROR, reply_to, &payload, now);
+        self.send_own(members, conn, types::ERROR, reply_to, &payload, now);
     }
 
     /// Reports a peer's violation.
@@ -167,12 +158,12 @@ impl Emitter {
     }
 
     /// Answers the message being handled with an `error`: the frame as any `error`, the
-    /// study-log record (for a member's `session`) with the refused message's type and size
+    /// study-log record (for a member's session) with the refused message's type and size
     /// added, never its payload.
     pub(super) fn send_refusal(
         &mut self,
+        members: &Members,
         conn: ConnId,
-        session: Option<&SessionId>,
         code: &ErrorCode,
         message: &str,
         reply_to: Option<&str>,
@@ -186,7 +177,7 @@ impl Emitter {
             reply_to,
             &ErrorRef { code, message },
         );
-        if let Some(session) = session {
+        if let Some(session) = members.session_of(conn) {
             let record = RefusalRecord {
                 code,
                 message,
@@ -194,12 +185,26 @@ impl Emitter {
                 refused_bytes: self.inbound.bytes,
             };
             let payload = json_bytes(&record);
-            self.log(session, Direction::Internal, types::ERROR, payload, now);
+            self.log(&session, Direction::Internal, types::ERROR, payload, now);
         }
         self.out.send(
             conn,
             FrameBuf::Text(Utf8Bytes::from_encoder(Bytes::from(buf))),
         );
+    }
+
+    /// Answers the message being handled with `error`'s code and `text`, then reports it.
+    pub(super) fn refuse(
+        &mut self,
+        members: &Members,
+        conn: ConnId,
+        error: ProtocolError,
+        text: &str,
+        reply_to: Option<&str>,
+        now: Instant,
+    ) {
+        self.send_refusal(members, conn, &error.code(), text, reply_to, now);
+        self.violation(conn, error);
     }
 }
 

@@ -2,6 +2,7 @@
 //! session.
 
 mod emit;
+mod inbound;
 mod join;
 mod members;
 mod pending;
@@ -10,14 +11,13 @@ mod study_log;
 use std::time::Instant;
 
 use agentwire_core::{
-    check_json_depth, CloseCode, ConnId, Frame, FrameBuf, IdGen, Machine, Monotonic, Output,
-    PeerInfo, Rate, TimerSet, Utf8Bytes,
+    CloseCode, ConnId, Frame, FrameBuf, IdGen, Machine, Monotonic, Output, PeerInfo, Rate,
+    TimerSet, Utf8Bytes,
 };
-use serde::Serialize;
 
-use crate::codec::{truncate, write_envelope, Route, VersionRule};
+use crate::codec::{truncate, write_envelope, Route};
 use crate::config::RelayConfig;
-use crate::error::{CommandError, DecodeError, ProtocolError};
+use crate::error::{CommandError, ProtocolError};
 use crate::event::{Refusal, RelayEvent, Undelivered};
 use crate::log::{Direction, SessionId};
 use crate::message::{types, ErrorCode, RelayHello, RelayJoined, RelayPresence, Role};
@@ -25,14 +25,12 @@ use crate::texts;
 
 pub use emit::RelayStats;
 
-use emit::{copy_frame, DisconnectRecord, Emitter, Inbound};
+use emit::{copy_frame, DisconnectRecord, Emitter};
+use inbound::{Inbound, MAX_ECHOED_TYPE};
 use join::{read_join, JoinRequest};
 use members::{Admitted, Members};
 use pending::PendingRequests;
 use study_log::StudyLog;
-
-/// Longest piece of a peer's `type` echoed in an error or an event.
-const MAX_ECHOED_TYPE: usize = 128;
 
 /// What the next deadline of [`Relay::next_timer`] is for (for tracing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,60 +228,6 @@ impl Relay {
         self.join_deadlines.cancel(&conn);
     }
 
-    /// Sends a message the relay makes; a member's session logs it (internal) first.
-    fn send_own<P: Serialize + ?Sized>(
-        &mut self,
-        conn: ConnId,
-        msg_type: &'static str,
-        reply_to: Option<&str>,
-        payload: &P,
-        now: Instant,
-    ) {
-        let session = self.members.session_of(conn);
-        self.emit
-            .send_own(conn, session.as_ref(), msg_type, reply_to, payload, now);
-    }
-
-    fn send_error(
-        &mut self,
-        conn: ConnId,
-        code: &ErrorCode,
-        message: &str,
-        reply_to: Option<&str>,
-        now: Instant,
-    ) {
-        let session = self.members.session_of(conn);
-        self.emit
-            .send_error(conn, session.as_ref(), code, message, reply_to, now);
-    }
-
-    /// Answers the message being handled with an `error` (see [`Emitter::send_refusal`]).
-    fn send_refusal(
-        &mut self,
-        conn: ConnId,
-        code: &ErrorCode,
-        message: &str,
-        reply_to: Option<&str>,
-        now: Instant,
-    ) {
-        let session = self.members.session_of(conn);
-        self.emit
-            .send_refusal(conn, session.as_ref(), code, message, reply_to, now);
-    }
-
-    /// Answers `error` with its code and `text`, then reports it.
-    fn refuse(
-        &mut self,
-        conn: ConnId,
-        error: ProtocolError,
-        text: &str,
-        reply_to: Option<&str>,
-        now: Instant,
-    ) {
-        self.send_refusal(conn, &error.code(), text, reply_to, now);
-        self.emit.violation(conn, error);
-    }
-
     /// Sends the host of `session` the list of its agents (if enabled and there is a host).
     fn presence(&mut self, session: &SessionId, now: Instant) {
         if !self.config.presence {
@@ -297,7 +241,14 @@ impl Relay {
             agent_count: u32::try_from(agents.len()).unwrap_or(u32::MAX),
             agents,
         };
-        self.send_own(host, types::RELAY_PRESENCE, None, &payload, now);
+        self.emit.send_own(
+            &self.members,
+            host,
+            types::RELAY_PRESENCE,
+            None,
+            &payload,
+            now,
+        );
     }
 
     // ---- membership ----------------------------------------------------------------------
@@ -323,7 +274,8 @@ impl Relay {
             Role::Host if self.members.unseat(conn, &session, role) => {
                 let failed = self.pending.take_session(&session);
                 for p in &failed {
-                    self.send_error(
+                    self.emit.send_error(
+                        &self.members,
                         p.agent,
                         &ErrorCode::SESSION_NOT_ACTIVE,
                         texts::HOST_GONE,
@@ -358,7 +310,8 @@ impl Relay {
     /// A newer host takes `session` from `old`: SESSION_NOT_ACTIVE, close 1000, and `old`
     /// leaves as on a disconnect.
     fn replace_host(&mut self, session: &SessionId, old: ConnId, new: ConnId, now: Instant) {
-        self.send_error(
+        self.emit.send_error(
+            &self.members,
             old,
             &ErrorCode::SESSION_NOT_ACTIVE,
             texts::HOST_REPLACED,
@@ -385,7 +338,11 @@ impl Relay {
             name,
         } = match read_join(route.payload, &self.config.limits) {
             Ok(join) => join,
-            Err((e, text)) => return self.refuse(conn, e, text, reply_to, now),
+            Err((e, text)) => {
+                return self
+                    .emit
+                    .refuse(&self.members, conn, e, text, reply_to, now)
+            }
         };
         let current = self.membership(conn).map(|(s, r)| (s.clone(), r));
         let repeat = current.as_ref() == Some(&(session.clone(), role));
@@ -399,7 +356,9 @@ impl Relay {
             );
             if let Err((limit, text)) = room {
                 let e = ProtocolError::Limit { limit };
-                return self.refuse(conn, e, text, reply_to, now);
+                return self
+                    .emit
+                    .refuse(&self.members, conn, e, text, reply_to, now);
             }
             if current.is_some() {
                 self.leave(conn, false, now);
@@ -438,7 +397,14 @@ impl Relay {
             session_id: session.as_str().to_owned(),
             client_name: client_name.clone(),
         };
-        self.send_own(conn, types::RELAY_JOINED, reply_to, &joined, now);
+        self.emit.send_own(
+            &self.members,
+            conn,
+            types::RELAY_JOINED,
+            reply_to,
+            &joined,
+            now,
+        );
         self.emit.out.event(RelayEvent::Joined {
             conn,
             session: session.clone(),
@@ -464,11 +430,19 @@ impl Relay {
             let e = ProtocolError::Limit {
                 limit: "max_pending_per_agent",
             };
-            return self.refuse(conn, e, texts::TOO_MANY_PENDING, reply_to, now);
+            return self.emit.refuse(
+                &self.members,
+                conn,
+                e,
+                texts::TOO_MANY_PENDING,
+                reply_to,
+                now,
+            );
         }
         // Refused before it is logged: a message nobody receives is no study event.
         let Some(host) = self.members.host_of(session.as_str()) else {
-            self.send_refusal(
+            self.emit.send_refusal(
+                &self.members,
                 conn,
                 &ErrorCode::SESSION_NOT_ACTIVE,
                 texts::NO_HOST,
@@ -491,7 +465,9 @@ impl Relay {
             let e = ProtocolError::Limit {
                 limit: "max_log_bytes_per_session",
             };
-            return self.refuse(conn, e, texts::LOG_FULL, reply_to, now);
+            return self
+                .emit
+                .refuse(&self.members, conn, e, texts::LOG_FULL, reply_to, now);
         }
         let (frame, payload) = copy_frame(route);
         self.emit
@@ -531,7 +507,8 @@ impl Relay {
                 .as_deref()
                 .and_then(|r| self.pending.take_answered(&session, r));
             if let Some(p) = asker {
-                self.send_error(
+                self.emit.send_error(
+                    &self.members,
                     p.agent,
                     &ErrorCode::LIMIT_EXCEEDED,
                     texts::LOG_FULL,
@@ -542,7 +519,14 @@ impl Relay {
             let e = ProtocolError::Limit {
                 limit: "max_log_bytes_per_session",
             };
-            return self.refuse(conn, e, texts::LOG_FULL, route.id.as_deref(), now);
+            return self.emit.refuse(
+                &self.members,
+                conn,
+                e,
+                texts::LOG_FULL,
+                route.id.as_deref(),
+                now,
+            );
         }
         let (frame, payload) = copy_frame(route);
         self.emit
@@ -599,49 +583,30 @@ impl Relay {
         within_rate: bool,
         now: Instant,
     ) {
-        let version = if self.config.allow_missing_version {
-            VersionRule::MayBeMissing
-        } else {
-            VersionRule::Required
-        };
-        let limit = self.config.limits.max_json_depth;
-        let decoded =
-            Route::decode(frame, self.config.limits.max_message_bytes, version).and_then(|route| {
-                let t = &route.msg_type;
-                let known = types::agent_to_host(t)
-                    .or_else(|| types::host_to_agent(t))
-                    .or_else(|| (t == types::RELAY_JOIN).then_some(types::RELAY_JOIN));
-                self.emit.inbound.msg_type = Some(match known {
-                    Some(k) => k.into(),
-                    None => truncate(t, MAX_ECHOED_TYPE).to_owned().into(),
-                });
-                // Deeper than a reader can read back: never forwarded, never logged.
-                match check_json_depth(route.text.as_bytes(), limit) {
-                    Ok(()) => Ok(route),
-                    Err(_) => Err(DecodeError::TooDeep {
-                        limit,
-                        id: route.id.as_deref().map(str::to_owned),
-                    }),
-                }
-            });
+        let decoded = self.emit.inbound.decode(frame, &self.config);
         let route = match decoded {
             Ok(route) => route,
             Err(e) => {
                 let (code, text) = (e.code(), e.text());
-                self.send_refusal(conn, &code, &text, e.reply_to(), now);
+                self.emit
+                    .send_refusal(&self.members, conn, &code, &text, e.reply_to(), now);
                 return self.emit.violation(conn, ProtocolError::Decode(e));
             }
         };
         let reply_to = route.id.as_deref();
         if !within_rate {
             let e = ProtocolError::Limit { limit: "rate" };
-            return self.refuse(conn, e, texts::RATE_LIMITED, reply_to, now);
+            return self
+                .emit
+                .refuse(&self.members, conn, e, texts::RATE_LIMITED, reply_to, now);
         }
         if reply_to.is_some_and(|id| id.len() > self.config.limits.max_id_bytes) {
             let e = ProtocolError::Limit {
                 limit: "max_id_bytes",
             };
-            return self.refuse(conn, e, texts::ID_TOO_LONG, None, now);
+            return self
+                .emit
+                .refuse(&self.members, conn, e, texts::ID_TOO_LONG, None, now);
         }
         if route.msg_type == types::RELAY_JOIN {
             return self.on_join(conn, &route, now);
@@ -650,7 +615,8 @@ impl Relay {
         match state {
             None => {
                 let e = ProtocolError::NotJoined { msg_type: echoed() };
-                self.refuse(conn, e, texts::NOT_JOINED, reply_to, now);
+                self.emit
+                    .refuse(&self.members, conn, e, texts::NOT_JOINED, reply_to, now);
             }
             Some((session, role)) => {
                 let allowed = match role {
@@ -667,7 +633,8 @@ impl Relay {
                             role,
                             msg_type: echoed(),
                         };
-                        self.refuse(conn, e, &text, reply_to, now);
+                        self.emit
+                            .refuse(&self.members, conn, e, &text, reply_to, now);
                     }
                 }
             }
@@ -697,7 +664,8 @@ impl Machine for Relay {
             return;
         }
         if self.members.connection_count() >= self.config.limits.max_connections {
-            self.send_error(
+            self.emit.send_error(
+                &self.members,
                 conn,
                 &ErrorCode::LIMIT_EXCEEDED,
                 texts::TOO_MANY_CONNECTIONS,
@@ -740,10 +708,7 @@ impl Machine for Relay {
             return;
         };
         self.emit.stats.received += 1;
-        self.emit.inbound = Inbound {
-            msg_type: None,
-            bytes: frame.len(),
-        };
+        self.emit.inbound = Inbound::new(frame.len());
         self.route_frame(conn, frame, membership, within_rate, now);
         self.emit.inbound = Inbound::default();
     }
