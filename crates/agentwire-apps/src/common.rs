@@ -96,6 +96,12 @@ impl AddressLimits {
     }
 }
 
+/// Transport headroom above a protocol machine's own message limit: a body a little over the
+/// machine's `max_message_bytes` still reaches the machine, which answers it the protocol's
+/// way (bus -32005, relay `LIMIT_EXCEEDED`, llmrtc an error message); only far larger ones
+/// are cut by the transport (close 1009).
+pub const TRANSPORT_HEADROOM: usize = 64 << 10;
+
 /// What every reference server's transport settings share: the installed
 /// [`AddressLimits`], the protocol's own `refusal` of a connection over the per-address
 /// cap, and the `426 Upgrade Required` body naming `protocol` and `path` for plain HTTP.

@@ -27,21 +27,16 @@ pub struct BusApp {
     pub events_task: tokio::task::JoinHandle<()>,
 }
 
-/// Transport headroom above the bus's own message limit: a body a little over
-/// [`max_message_bytes`](agentwire::jsonrpc_bus::Limits::max_message_bytes) still reaches
-/// the bus, which answers it with -32005; only far larger ones are cut by the transport
-/// (close 1009).
-const TRANSPORT_HEADROOM: usize = 64 << 10;
-
 /// The transport settings of the reference bus: the transport's message and frame caps
-/// follow the bus's `max_message_bytes` (plus [`TRANSPORT_HEADROOM`]), WebSocket ping every
-/// 15 s, and room for at least the bus's `max_connections` (the bus itself answers the one
-/// too many with -32005 and close 1013).
+/// follow the bus's `max_message_bytes` (plus
+/// [`TRANSPORT_HEADROOM`](crate::common::TRANSPORT_HEADROOM)), WebSocket ping every 15 s,
+/// and room for at least the bus's `max_connections` (the bus itself answers the one too
+/// many with -32005 and close 1013).
 pub fn server_config(bus: &BusConfig) -> ServerConfig {
     let max = bus
         .limits
         .max_message_bytes
-        .saturating_add(TRANSPORT_HEADROOM);
+        .saturating_add(crate::common::TRANSPORT_HEADROOM);
     let defaults = ServerConfig::default();
     let max_connections = defaults
         .max_connections

@@ -1,5 +1,5 @@
 //! The mock music agent: an `Agent` machine driven by agentwire-tokio, answering requests
-//! with a [`MockPlayer`](super::player::MockPlayer).
+//! with a [`MockPlayer`].
 
 use std::time::Duration;
 

@@ -67,10 +67,6 @@ impl LlmrtcApp {
     }
 }
 
-/// Transport headroom above the machine's own message limit, so an oversize `audio` still
-/// reaches the machine (which answers it) instead of being cut by the transport.
-const TRANSPORT_HEADROOM: usize = 64 << 10;
-
 /// How long `ready` waits after the upgrade. The real web client in Node (with `ws`) misses a
 /// `ready` that shares a TCP read with the HTTP 101 (see `Limits::first_frame_delay`); the
 /// hold must outlast the client's wait between the two reads, which grows with CPU load.
@@ -88,7 +84,7 @@ pub fn transport_config(config: &ServerConfig) -> TransportConfig {
     let max = config
         .limits
         .max_message_bytes
-        .saturating_add(TRANSPORT_HEADROOM);
+        .saturating_add(crate::common::TRANSPORT_HEADROOM);
     let transport = TransportConfig::default().with_limits(
         Limits::default()
             .with_max_message_size(max)

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::log_writer::file_name;
 
 /// Errors listed one by one; beyond this they are only counted.
-const MAX_LISTED: usize = 20;
+pub const MAX_LISTED: usize = 20;
 
 /// What [`check`] found in one log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -12,11 +12,6 @@ use agentwire::tokio::{Accept, Handle, Limits, Reject, Server, ServerConfig, Upg
 use super::log_writer::{StudyLog, SyncPolicy};
 use super::logging_relay::{LoggingRelay, ServerEvent, SyncJob};
 
-/// Transport headroom above the relay's own message limit: a body a little over
-/// `max_message_bytes` still reaches the relay, which answers it with LIMIT_EXCEEDED; only
-/// far larger ones are cut by the transport (close 1009).
-const TRANSPORT_HEADROOM: usize = 64 << 10;
-
 /// A running relay.
 pub struct RelayApp {
     /// The server (for its address and shutdown).
@@ -49,14 +44,15 @@ pub fn path_hook(req: &UpgradeRequest<'_>) -> Result<Accept, Reject> {
 }
 
 /// The transport settings of the reference relay: [`path_hook`], message and frame caps
-/// following the relay's `max_message_bytes` (plus [`TRANSPORT_HEADROOM`]), and room for at
-/// least the relay's `max_connections` (the relay itself answers the one too many with
-/// LIMIT_EXCEEDED and close 1013).
+/// following the relay's `max_message_bytes` (plus
+/// [`TRANSPORT_HEADROOM`](crate::common::TRANSPORT_HEADROOM)), and room for at least the
+/// relay's `max_connections` (the relay itself answers the one too many with LIMIT_EXCEEDED
+/// and close 1013).
 pub fn server_config(relay: &RelayConfig) -> ServerConfig {
     let max = relay
         .limits
         .max_message_bytes
-        .saturating_add(TRANSPORT_HEADROOM);
+        .saturating_add(crate::common::TRANSPORT_HEADROOM);
     let defaults = ServerConfig::default();
     let max_connections = defaults
         .max_connections
