@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use agentwire_core::{ConnId, Id128};
 
 use crate::error::{DecodeError, ProtocolError};
+use crate::id::AgentId;
 use crate::message::{Req, Resp, SessionKind};
 
 /// Why an agent left the registry.
@@ -58,7 +59,7 @@ pub enum ControllerEvent {
     /// An agent sent its first valid `hello` (or replaced an earlier connection).
     AgentRegistered {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Its connection.
         conn: ConnId,
         /// The connection it replaced, if the agent was already live on another one.
@@ -69,19 +70,19 @@ pub enum ControllerEvent {
     /// A later `hello` changed the agent's record (ready, tag, bot id, pool, version).
     AgentUpdated {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
     },
     /// An agent left the registry; its pending requests have failed.
     AgentDropped {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Why.
         reason: DropReason,
     },
     /// An agent's guild list changed (from `hello` or `guilds`).
     GuildsChanged {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Guilds it joined.
         added: Vec<String>,
         /// Guilds it left.
@@ -91,7 +92,7 @@ pub enum ControllerEvent {
     /// starts the session) or by the agent's `add` (confirming or moving the binding).
     SessionBound {
         /// The agent now bound.
-        agent_id: String,
+        agent_id: AgentId,
         /// Session kind.
         kind: SessionKind,
         /// Guild.
@@ -105,12 +106,12 @@ pub enum ControllerEvent {
         /// What bound it.
         source: BindSource,
         /// The agent the session was bound to before, if it was another one (a move).
-        replaced: Option<String>,
+        replaced: Option<AgentId>,
     },
     /// An `add` event with `ok: false`: the agent could not join.
     SessionJoinFailed {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Session kind.
         kind: SessionKind,
         /// Guild.
@@ -123,7 +124,7 @@ pub enum ControllerEvent {
     /// A `released` event from the bound agent freed a session.
     SessionReleased {
         /// The agent that was bound.
-        agent_id: String,
+        agent_id: AgentId,
         /// Session kind.
         kind: SessionKind,
         /// Guild.
@@ -137,7 +138,7 @@ pub enum ControllerEvent {
     /// controller ignores it silently; worth a debug log, not a protocol violation).
     ReleaseIgnored {
         /// The sending agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Session kind.
         kind: SessionKind,
         /// Guild.
@@ -150,7 +151,7 @@ pub enum ControllerEvent {
     /// The controller freed a session itself (not on the agent's `released`).
     SessionFreed {
         /// The agent that was bound.
-        agent_id: String,
+        agent_id: AgentId,
         /// Session kind.
         kind: SessionKind,
         /// Guild.
@@ -165,7 +166,7 @@ pub enum ControllerEvent {
         /// Request id.
         id: Id128,
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// The request's op.
         op: String,
         /// The agent's reply (`resp.result()` gives data or error).
@@ -176,7 +177,7 @@ pub enum ControllerEvent {
         /// Request id.
         id: Id128,
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// The request's op.
         op: String,
         /// The error string: `agent-offline`.
@@ -187,7 +188,7 @@ pub enum ControllerEvent {
         /// Request id.
         id: Id128,
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// The request's op.
         op: String,
     },

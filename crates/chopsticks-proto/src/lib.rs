@@ -225,6 +225,7 @@ mod event;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod id;
 pub mod message;
 pub mod ops;
 pub mod texts;
@@ -234,6 +235,7 @@ pub use config::{AgentConfig, ControllerConfig, Limits};
 pub use controller::{Controller, LiveAgent, Session, SessionKey, TimerKind};
 pub use error::{CommandError, DecodeError, ProtocolError};
 pub use event::{AgentEvent, BindSource, ControllerEvent, DropReason, FreeReason};
+pub use id::AgentId;
 pub use message::{
     Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Guilds, Hello, RawJson, Released,
     Req, Resp, SessionKind, PROTOCOL_VERSION,

@@ -26,7 +26,7 @@ fn hello_registers_the_agent_with_every_field() {
     let regs = events(&mut sim, |e| match e {
         ControllerEvent::AgentRegistered {
             agent_id, replaced, ..
-        } => Some((agent_id.clone(), *replaced)),
+        } => Some((agent_id.to_string(), *replaced)),
         _ => None,
     });
     assert_eq!(regs, [("a1".to_string(), None)]);

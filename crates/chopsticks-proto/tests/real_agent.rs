@@ -114,13 +114,13 @@ fn op(sim: &mut CtlSim, agents: &[&RealAgent], op: &str, data: Value) -> String 
     for a in agents {
         a.serve(sim);
     }
-    chosen
+    chosen.into_string()
 }
 
 fn session_agent(sim: &CtlSim) -> Option<String> {
     sim.server()
         .session(&SessionKey::new(SessionKind::Music, GUILD, VC))
-        .map(|s| s.agent_id.clone())
+        .map(|s| s.agent_id.to_string())
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn two_real_agents_stick_to_one_channel_until_it_releases() {
     let released = events(&mut sim, |e| match e {
         ControllerEvent::SessionReleased {
             agent_id, reason, ..
-        } => Some((agent_id.clone(), reason.clone())),
+        } => Some((agent_id.to_string(), reason.clone())),
         _ => None,
     });
     assert_eq!(released, [("agent-a".to_string(), "stop".to_string())]);

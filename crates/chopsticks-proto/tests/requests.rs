@@ -47,7 +47,7 @@ fn request_sends_req_with_a_uuid_id_and_resp_completes_it() {
             resp,
         } => {
             let result = resp.result().map(str::to_owned).map_err(str::to_owned);
-            Some((*i, agent_id.clone(), op.clone(), result))
+            Some((*i, agent_id.to_string(), op.clone(), result))
         }
         _ => None,
     });

@@ -42,7 +42,7 @@ fn play(sim: &mut CtlSim, guild: &str, vc: &str) -> Result<String, CommandError>
             now,
         )
     })
-    .map(|(agent, _)| agent)
+    .map(|(agent, _)| agent.into_string())
 }
 
 /// Answers every `req` raw peer `r` received with `resp{ok, error?}`.
@@ -65,7 +65,7 @@ fn freed(sim: &mut CtlSim) -> Vec<(String, FreeReason)> {
     events(sim, |e| match e {
         ControllerEvent::SessionFreed {
             agent_id, reason, ..
-        } => Some((agent_id.clone(), *reason)),
+        } => Some((agent_id.to_string(), *reason)),
         _ => None,
     })
 }
@@ -90,7 +90,7 @@ fn repeated_plays_for_one_channel_stick_to_the_agent_selected_first() {
     let binds = events(&mut sim, |e| match e {
         ControllerEvent::SessionBound {
             agent_id, source, ..
-        } => Some((agent_id.clone(), *source)),
+        } => Some((agent_id.to_string(), *source)),
         _ => None,
     });
     assert_eq!(binds, [("a1".to_string(), BindSource::Selection)]);
@@ -110,13 +110,15 @@ fn select_agent_binds_the_agent_it_picks() {
     registered(&mut sim, "b1", &["g1"]);
     for _ in 0..3 {
         assert_eq!(
-            sim.call_server(|c, _| c.select_agent("g1", "vc1")),
+            sim.call_server(|c, _| c.select_agent("g1", "vc1"))
+                .map(String::from),
             Ok("a1".to_string())
         );
     }
     // Another channel of the guild gets the other agent: a1 is busy there now.
     assert_eq!(
-        sim.call_server(|c, _| c.select_agent("g1", "vc2")),
+        sim.call_server(|c, _| c.select_agent("g1", "vc2"))
+            .map(String::from),
         Ok("b1".to_string())
     );
     assert_eq!(sim.server().sessions().count(), 2);
@@ -139,7 +141,11 @@ fn add_confirms_a_binding_made_at_selection() {
             source,
             replaced,
             ..
-        } => Some((agent_id.clone(), *source, replaced.clone())),
+        } => Some((
+            agent_id.to_string(),
+            *source,
+            replaced.as_ref().map(ToString::to_string),
+        )),
         _ => None,
     });
     assert_eq!(binds, [("a1".to_string(), BindSource::Add, None)]);
@@ -160,7 +166,9 @@ fn add_from_another_agent_moves_the_binding() {
         Some("b1")
     );
     let moved = events(&mut sim, |e| match e {
-        ControllerEvent::SessionBound { replaced, .. } => replaced.clone(),
+        ControllerEvent::SessionBound { replaced, .. } => {
+            replaced.as_ref().map(ToString::to_string)
+        }
         _ => None,
     });
     assert_eq!(moved, ["a1"]);
@@ -233,7 +241,7 @@ fn released_frees_the_session_only_from_the_bound_agent() {
     let rel = events(&mut sim, |e| match e {
         ControllerEvent::SessionReleased {
             agent_id, reason, ..
-        } => Some((agent_id.clone(), reason.clone())),
+        } => Some((agent_id.to_string(), reason.clone())),
         _ => None,
     });
     assert_eq!(rel, [("a1".to_string(), "stop".to_string())]);
@@ -262,7 +270,7 @@ fn a_released_for_a_session_the_sender_is_not_bound_to_is_ignored_not_a_violatio
                 agent_id,
                 voice_channel_id,
                 ..
-            } => Some((agent_id.clone(), voice_channel_id.clone())),
+            } => Some((agent_id.to_string(), voice_channel_id.clone())),
             _ => None,
         })
         .collect();
@@ -482,7 +490,8 @@ fn selection_prefers_the_agent_already_bound_to_the_session() {
     send(&mut sim, b, &add("b1", "g1", "vc1", "music", true));
     for _ in 0..3 {
         assert_eq!(
-            sim.call_server(|c, _| c.select_agent("g1", "vc1")),
+            sim.call_server(|c, _| c.select_agent("g1", "vc1"))
+                .map(String::from),
             Ok("b1".to_string())
         );
     }
@@ -499,13 +508,17 @@ fn a_bound_agent_that_is_not_ready_is_skipped_and_the_binding_moves() {
     send(&mut sim, b, &h);
     sim.take_server_events();
     assert_eq!(
-        sim.call_server(|c, _| c.select_agent("g1", "vc1")),
+        sim.call_server(|c, _| c.select_agent("g1", "vc1"))
+            .map(String::from),
         Ok("a1".to_string())
     );
     let moved = events(&mut sim, |e| match e {
         ControllerEvent::SessionBound {
             agent_id, replaced, ..
-        } => Some((agent_id.clone(), replaced.clone())),
+        } => Some((
+            agent_id.to_string(),
+            replaced.as_ref().map(ToString::to_string),
+        )),
         _ => None,
     });
     assert_eq!(moved, [("a1".to_string(), Some("b1".to_string()))]);
@@ -530,7 +543,7 @@ fn selection_round_robins_idle_ready_agents_in_id_order() {
                 conns[pick.as_str()],
                 &released(&pick, "g1", &vc, "music"),
             );
-            pick
+            pick.into_string()
         })
         .collect();
     assert_eq!(picks, ["a1", "b1", "c1", "a1"]);
@@ -556,7 +569,8 @@ fn busy_and_unready_agents_are_not_selected() {
         &json!({"type":"guilds","guildIds":["g1","g2"]}),
     );
     assert_eq!(
-        sim.call_server(|c, _| c.select_agent("g2", "vc")),
+        sim.call_server(|c, _| c.select_agent("g2", "vc"))
+            .map(String::from),
         Ok("a1".to_string())
     );
 }

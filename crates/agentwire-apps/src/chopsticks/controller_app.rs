@@ -278,7 +278,7 @@ impl ControllerApp {
             Ok(Err(e)) => (None, Outcome::Failed(e.as_str().into())),
             Ok(Ok(agent)) => {
                 let out = rx.await.unwrap_or(Outcome::Failed(AGENT_OFFLINE.into()));
-                (Some(agent), out)
+                (Some(agent.into_string()), out)
             }
         }
     }

@@ -5,6 +5,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::ControllerConfig;
 use crate::error::ProtocolError;
+use crate::id::AgentId;
 use crate::message::Hello;
 use crate::texts;
 
@@ -19,7 +20,7 @@ pub(crate) enum Verdict {
     /// Accepted: the agent id and the version it speaks.
     Accepted {
         /// The agent id (not empty).
-        agent_id: String,
+        agent_id: AgentId,
         /// The version, one of the configured set.
         version: String,
     },
@@ -50,7 +51,7 @@ pub(crate) fn check(cfg: &ControllerConfig, hello: &Hello) -> Verdict {
         );
     }
     Verdict::Accepted {
-        agent_id: agent_id.clone(),
+        agent_id: AgentId::from(agent_id.as_str()),
         version: version.clone(),
     }
 }

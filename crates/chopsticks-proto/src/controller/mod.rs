@@ -26,6 +26,7 @@ use self::sessions::Sessions;
 use crate::config::ControllerConfig;
 use crate::error::{CommandError, DecodeError, ProtocolError};
 use crate::event::{ControllerEvent, DropReason};
+use crate::id::AgentId;
 use crate::message::{
     AgentMessage, ControllerMessage, ErrorMessage, Event, Hello, Resp, SessionKind,
 };
@@ -191,7 +192,7 @@ impl Controller {
     ) -> Result<Id128, CommandError> {
         let now = self.clock.observe(now);
         let max = self.cfg.limits.max_pending_per_agent;
-        let (conn, pending) = self.registry.pending_slot(agent_id, max)?;
+        let (conn, agent_id, pending) = self.registry.pending_slot(agent_id, max)?;
         let (id, frame) = self.requests.issue(conn, agent_id, op, data, now)?;
         *pending += 1;
         self.out.send(conn, frame);
@@ -214,7 +215,7 @@ impl Controller {
         &mut self,
         guild_id: &str,
         voice_channel_id: &str,
-    ) -> Result<String, CommandError> {
+    ) -> Result<AgentId, CommandError> {
         self.select_agent_for(SessionKind::Music, guild_id, voice_channel_id)
     }
 
@@ -224,7 +225,7 @@ impl Controller {
         kind: SessionKind,
         guild_id: &str,
         voice_channel_id: &str,
-    ) -> Result<String, CommandError> {
+    ) -> Result<AgentId, CommandError> {
         let key = SessionKey::new(kind, guild_id, voice_channel_id);
         let (agent, bound) = self.sessions.choose(&key, &self.registry)?;
         if !bound {
@@ -251,7 +252,7 @@ impl Controller {
         op: &str,
         data: impl Serialize,
         now: Instant,
-    ) -> Result<(String, Id128), CommandError> {
+    ) -> Result<(AgentId, Id128), CommandError> {
         let now = self.clock.observe(now);
         let key = SessionKey::new(session_kind_of(op), guild_id, voice_channel_id);
         if !starts_session(op) {
@@ -287,7 +288,7 @@ impl Controller {
         op: &str,
         data: impl Serialize,
         now: Instant,
-    ) -> Result<(String, Id128), CommandError> {
+    ) -> Result<(AgentId, Id128), CommandError> {
         self.request_for_session(guild_id, voice_channel_id, op, data, now)
     }
 
@@ -334,14 +335,14 @@ impl Controller {
 
     /// Removes `agent_id` if it is live on `conn` (not if a newer connection replaced it):
     /// its sessions end and its requests fail with it.
-    fn drop_agent_if_on(&mut self, agent_id: &str, conn: ConnId, reason: DropReason) {
+    fn drop_agent_if_on(&mut self, agent_id: &AgentId, conn: ConnId, reason: DropReason) {
         if !self.registry.remove_agent_if_on(agent_id, conn) {
             return;
         }
         self.sessions.free_agent(agent_id, &mut self.out);
         self.fail_pending_on(conn);
         self.out.event(ControllerEvent::AgentDropped {
-            agent_id: agent_id.to_owned(),
+            agent_id: agent_id.clone(),
             reason,
         });
     }
@@ -408,7 +409,7 @@ impl Controller {
     fn register(
         &mut self,
         conn: ConnId,
-        agent_id: String,
+        agent_id: AgentId,
         version: String,
         mut hello: Hello,
         now: Instant,
@@ -540,7 +541,7 @@ impl Machine for Controller {
             AgentMessage::Resp(r) => return self.on_resp(conn, r),
             other => other,
         };
-        let sender = st.agent_id().map(str::to_owned);
+        let sender = st.agent_id().cloned();
         match (other, sender) {
             (AgentMessage::Guilds(g), Some(agent_id)) => {
                 let max = self.cfg.limits.max_guilds_per_agent;

@@ -10,6 +10,7 @@ use agentwire_core::{ConnId, Outbox, TimerSet};
 use crate::config::Limits;
 use crate::error::{CommandError, ProtocolError};
 use crate::event::ControllerEvent;
+use crate::id::AgentId;
 use crate::message::Hello;
 
 /// One live agent in the controller's registry.
@@ -21,7 +22,7 @@ use crate::message::Hello;
 #[non_exhaustive]
 pub struct LiveAgent {
     /// Agent id.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// The connection it is live on.
     pub conn: ConnId,
     /// Discord bot user id.
@@ -43,7 +44,7 @@ pub struct LiveAgent {
 impl LiveAgent {
     /// The record a checked `hello` makes (guilds are set apart, see
     /// [`Registry::set_guilds`]).
-    pub(crate) fn from_hello(agent_id: String, conn: ConnId, version: String, h: Hello) -> Self {
+    pub(crate) fn from_hello(agent_id: AgentId, conn: ConnId, version: String, h: Hello) -> Self {
         Self {
             agent_id,
             conn,
@@ -89,7 +90,7 @@ pub(crate) enum ConnTimer {
 pub(crate) struct ConnState {
     ip: Option<IpAddr>,
     /// The agent registered on this connection, once a valid hello arrived.
-    agent_id: Option<String>,
+    agent_id: Option<AgentId>,
     /// We queued a close: ignore further input until the driver reports the disconnect.
     closing: bool,
     /// End of the current one-second rate window (kept as its end, so that the per-message
@@ -137,8 +138,8 @@ impl ConnState {
     }
 
     /// The agent registered on this connection.
-    pub(crate) fn agent_id(&self) -> Option<&str> {
-        self.agent_id.as_deref()
+    pub(crate) fn agent_id(&self) -> Option<&AgentId> {
+        self.agent_id.as_ref()
     }
 
     /// A message (or pong) arrived now.
@@ -180,7 +181,7 @@ pub(crate) enum Upsert {
 pub(crate) struct Registry {
     conns: BTreeMap<ConnId, ConnState>,
     per_ip: BTreeMap<IpAddr, usize>,
-    agents: BTreeMap<String, LiveAgent>,
+    agents: BTreeMap<AgentId, LiveAgent>,
     /// Hello and stale deadlines.
     timers: TimerSet<ConnTimer>,
 }
@@ -238,12 +239,12 @@ impl Registry {
         &mut self,
         agent_id: &str,
         max: usize,
-    ) -> Result<(ConnId, &mut usize), CommandError> {
-        let conn = self
+    ) -> Result<(ConnId, AgentId, &mut usize), CommandError> {
+        let agent = self
             .agents
             .get(agent_id)
-            .ok_or(CommandError::AgentOffline)?
-            .conn;
+            .ok_or(CommandError::AgentOffline)?;
+        let (conn, agent_id) = (agent.conn, agent.agent_id.clone());
         let st = self
             .conns
             .get_mut(&conn)
@@ -251,7 +252,7 @@ impl Registry {
         if st.pending >= max {
             return Err(CommandError::TooManyPending);
         }
-        Ok((conn, &mut st.pending))
+        Ok((conn, agent_id, &mut st.pending))
     }
 
     /// One request on `conn` ended.
@@ -311,7 +312,7 @@ impl Registry {
     }
 
     /// Forgets `conn`; `None` if it was unknown, else the agent registered on it.
-    pub(crate) fn disconnect(&mut self, conn: ConnId) -> Option<Option<String>> {
+    pub(crate) fn disconnect(&mut self, conn: ConnId) -> Option<Option<AgentId>> {
         let st = self.conns.remove(&conn)?;
         if let Some(ip) = st.ip {
             if let Some(n) = self.per_ip.get_mut(&ip) {
@@ -327,7 +328,7 @@ impl Registry {
 
     /// Marks `conn` closing (its input is ignored from now on) and stops its deadlines;
     /// returns the agent that was registered on it.
-    pub(crate) fn start_closing(&mut self, conn: ConnId) -> Option<String> {
+    pub(crate) fn start_closing(&mut self, conn: ConnId) -> Option<AgentId> {
         let agent = self.conns.get_mut(&conn).and_then(|st| {
             st.closing = true;
             st.agent_id.take()
@@ -375,12 +376,12 @@ impl Registry {
 
     /// Records `agent_id` as the agent of `conn`; returns the other agent that was
     /// registered on it (a connection switching agent id), which the caller drops.
-    pub(crate) fn claim_conn(&mut self, conn: ConnId, agent_id: &str) -> Option<String> {
+    pub(crate) fn claim_conn(&mut self, conn: ConnId, agent_id: &AgentId) -> Option<AgentId> {
         let st = self.conns.get_mut(&conn)?;
-        if st.agent_id.as_deref() == Some(agent_id) {
+        if st.agent_id.as_ref() == Some(agent_id) {
             None
         } else {
-            st.agent_id.replace(agent_id.to_owned())
+            st.agent_id.replace(agent_id.clone())
         }
     }
 
@@ -441,7 +442,7 @@ impl Registry {
     /// Replaces an agent's guild set and reports the difference.
     pub(crate) fn set_guilds(
         &mut self,
-        agent_id: &str,
+        agent_id: &AgentId,
         new: BTreeSet<String>,
         out: &mut Outbox<ControllerEvent>,
     ) {
@@ -453,7 +454,7 @@ impl Registry {
         agent.guild_ids = new;
         if !added.is_empty() || !removed.is_empty() {
             out.event(ControllerEvent::GuildsChanged {
-                agent_id: agent_id.to_owned(),
+                agent_id: agent_id.clone(),
                 added,
                 removed,
             });

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::sessions::SessionKey;
 use crate::error::CommandError;
+use crate::id::AgentId;
 use crate::message::ReqRef;
 
 /// Where a `req`'s id starts in its encoding: `ReqRef` writes its tag, then its id.
@@ -23,7 +24,7 @@ const REQ_BUF_BLOCK: usize = 4096;
 #[derive(Debug)]
 pub(crate) struct Pending {
     /// The agent it went to.
-    pub(crate) agent_id: String,
+    pub(crate) agent_id: AgentId,
     /// The connection it went out on (only a `resp` from there answers it).
     pub(crate) conn: ConnId,
     /// Its op.
@@ -93,7 +94,7 @@ impl Requests {
     pub(crate) fn issue(
         &mut self,
         conn: ConnId,
-        agent_id: &str,
+        agent_id: AgentId,
         op: &str,
         data: impl Serialize,
         now: Instant,
@@ -105,7 +106,7 @@ impl Requests {
             id: ID_PLACEHOLDER,
             op,
             data,
-            agent_id,
+            agent_id: agent_id.as_str(),
         };
         self.scratch.clear();
         serde_json::to_writer(&mut self.scratch, &req)
@@ -125,7 +126,7 @@ impl Requests {
         // `Utf8Bytes::from_encoder`).
         let frame = FrameBuf::Text(Utf8Bytes::from_encoder(self.req_buf.split().freeze()));
         let pending = Pending {
-            agent_id: agent_id.to_owned(),
+            agent_id,
             conn,
             op: op.to_owned(),
             starts: None,

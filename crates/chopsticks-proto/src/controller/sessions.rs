@@ -8,6 +8,7 @@ use agentwire_core::{Id128, Outbox};
 use super::registry::Registry;
 use crate::error::{CommandError, ProtocolError};
 use crate::event::{BindSource, ControllerEvent, FreeReason};
+use crate::id::AgentId;
 use crate::message::{Add, Released, SessionKind};
 
 /// The key of a voice session: kind, guild and voice channel (`guildId:voiceChannelId`).
@@ -38,7 +39,7 @@ impl SessionKey {
 #[non_exhaustive]
 pub struct Session {
     /// The bound agent.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Text channel from the `add` event.
     pub text_channel_id: Option<String>,
     /// Owner from the `add` event.
@@ -55,7 +56,7 @@ pub struct Session {
 pub(crate) struct Sessions {
     bound: BTreeMap<SessionKey, Session>,
     /// Per guild, the agent chosen last by rule 2 of the selection (round-robin).
-    last_pick: BTreeMap<String, String>,
+    last_pick: BTreeMap<String, AgentId>,
     /// [`Limits::max_sessions`](crate::Limits::max_sessions).
     max: usize,
 }
@@ -95,7 +96,7 @@ impl Sessions {
         &mut self,
         key: &SessionKey,
         registry: &Registry,
-    ) -> Result<(String, bool), CommandError> {
+    ) -> Result<(AgentId, bool), CommandError> {
         if let Some(s) = self.bound.get(key) {
             if registry.agent(&s.agent_id).is_some_and(|a| a.ready) {
                 return Ok((s.agent_id.clone(), true));
@@ -112,7 +113,7 @@ impl Sessions {
             .map(|(_, s)| s.agent_id.as_str())
             .collect();
         let mut any_listing = false;
-        let mut candidates: Vec<&str> = Vec::new();
+        let mut candidates: Vec<&AgentId> = Vec::new();
         for a in registry.agents() {
             if !a.guild_ids.contains(guild_id) {
                 continue;
@@ -125,11 +126,11 @@ impl Sessions {
         if !any_listing {
             return Err(CommandError::NoAgentsInGuild);
         }
-        let last = self.last_pick.get(guild_id).map(String::as_str);
+        let last = self.last_pick.get(guild_id);
         let pick = last
             .and_then(|l| candidates.iter().find(|c| **c > l))
             .or_else(|| candidates.first())
-            .map(|s| (*s).to_owned())
+            .map(|s| (*s).clone())
             .ok_or(CommandError::NoFreeAgents)?;
         self.last_pick.insert(guild_id.to_owned(), pick.clone());
         Ok((pick, false))
@@ -140,12 +141,12 @@ impl Sessions {
     pub(crate) fn bind_selected(
         &mut self,
         key: SessionKey,
-        agent_id: &str,
+        agent_id: &AgentId,
         starting: Option<Id128>,
         out: &mut Outbox<ControllerEvent>,
     ) {
         let session = Session {
-            agent_id: agent_id.to_owned(),
+            agent_id: agent_id.clone(),
             text_channel_id: None,
             owner_user_id: None,
             confirmed: false,
@@ -157,7 +158,7 @@ impl Sessions {
             .map(|old| old.agent_id)
             .filter(|old| old != agent_id);
         out.event(ControllerEvent::SessionBound {
-            agent_id: agent_id.to_owned(),
+            agent_id: agent_id.clone(),
             kind: key.kind,
             guild_id: key.guild_id,
             voice_channel_id: key.voice_channel_id,
@@ -196,11 +197,11 @@ impl Sessions {
 
     /// Frees every session of `agent_id`, which left the registry (the real controller
     /// frees them on close too).
-    pub(crate) fn free_agent(&mut self, agent_id: &str, out: &mut Outbox<ControllerEvent>) {
+    pub(crate) fn free_agent(&mut self, agent_id: &AgentId, out: &mut Outbox<ControllerEvent>) {
         let keys: Vec<SessionKey> = self
             .bound
             .iter()
-            .filter(|(_, s)| s.agent_id == agent_id)
+            .filter(|(_, s)| s.agent_id == *agent_id)
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
@@ -215,14 +216,14 @@ impl Sessions {
         &mut self,
         key: &SessionKey,
         id: Id128,
-        agent_id: &str,
+        agent_id: &AgentId,
         ok: bool,
         out: &mut Outbox<ControllerEvent>,
     ) {
         let Some(s) = self.bound.get_mut(key) else {
             return;
         };
-        if s.agent_id != agent_id || s.confirmed {
+        if s.agent_id != *agent_id || s.confirmed {
             return;
         }
         if ok {
@@ -238,7 +239,7 @@ impl Sessions {
     /// would pass the limit.
     pub(crate) fn on_add(
         &mut self,
-        sender: String,
+        sender: AgentId,
         add: Add,
         out: &mut Outbox<ControllerEvent>,
     ) -> Result<(), ProtocolError> {
@@ -289,7 +290,7 @@ impl Sessions {
     /// `released` is ignored (reported as [`ControllerEvent::ReleaseIgnored`], no violation).
     pub(crate) fn on_released(
         &mut self,
-        sender: String,
+        sender: AgentId,
         rel: Released,
         out: &mut Outbox<ControllerEvent>,
     ) {

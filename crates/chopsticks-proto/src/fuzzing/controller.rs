@@ -162,7 +162,7 @@ impl ControllerHarness {
                     let key = SessionKey::new(session_kind_of(&op), guild, vc);
                     let bound = c.session(&key).map(|s| s.agent_id.as_str());
                     assert_eq!(bound, Some(agent.as_str()), "sent to the bound agent");
-                    let fresh = self.outstanding.insert(id, agent).is_none();
+                    let fresh = self.outstanding.insert(id, agent.into_string()).is_none();
                     assert!(fresh, "request id {id} reused");
                 }
                 self.drain(c);
