@@ -26,6 +26,7 @@
 //! | [`gzip`] | single-member gzip with a hard output cap and typed [`GzipError`]s |
 //! | [`signing`] | HMAC-SHA256 signing and constant-time verification |
 //! | [`DecodeError`], [`EncodeError`] | typed errors; [`DecodeError::code`] is the spec code to answer with |
+//! | [`Agent`], [`AgentConfig`], [`AgentEvent`], [`AgentCommandError`] | the agent role: a client machine that registers, heartbeats, takes tasks and survives reconnects |
 //!
 //! # Example
 //!
@@ -304,6 +305,38 @@
 //!     `deep_params_are_never_forwarded_or_stored`,
 //!     `task_payloads_deeper_than_task_assigned_allows_are_refused`,
 //!     `a_collaboration_answer_too_deep_to_forward_is_refused_not_forwarded`)
+//!
+//! The [`Agent`]'s decisions (the client role; `tests/agent_sim.rs` and
+//! `tests/agent_wire.rs`):
+//!
+//! 31. **Register on every connection**, in the form the agent speaks
+//!     ([`AgentConfig::binary`]); nothing held survives a connection: held tasks and
+//!     unanswered collaboration requests are forgotten (the orchestrator reassigns the
+//!     tasks) and the 12-byte form is off again.
+//!     (`the_agent_registers_again_after_a_reconnect_and_starts_over_in_its_form`)
+//! 32. **Heartbeats start at `registration.confirmed`**, every
+//!     [`AgentConfig::heartbeat_interval`], or the server's shorter
+//!     `heartbeat_interval_ms` (at least 1 s).
+//!     (`heartbeats_keep_the_agent_registered_past_the_servers_removal_time`)
+//! 33. **Ids**: in the JSON and 12-byte forms every message carries the id
+//!     `<agent_id>-<n>`, in the 24-byte form the sequence id `n` (one counter); answers
+//!     are matched on them, so an error names the request it refuses
+//!     ([`AgentEvent::ErrorReceived`]'s `about`).
+//!     (`an_error_answer_names_the_request_it_refuses`)
+//! 34. **`protocol.set_binary`**: sent as a request `{"enabled", "compression":
+//!     {"enabled", "threshold"}}`; the agent switches to the 12-byte form (gzip above the
+//!     threshold it asked for, if any) when the server's answer says `binary_enabled`, and
+//!     back when it does not. (`set_binary_switches_both_sides_to_the_12_byte_form`)
+//! 35. **Requests the agent does not serve** get 4004 naming their id or sequence id; pings
+//!     get `{"pong": true, "timestamp": <unix ms>}` as the orchestrator answers them
+//!     (decision 27); frames that do not decode are reported
+//!     ([`AgentEvent::ProtocolViolation`]) and skipped, the connection stays.
+//!     (`pings_are_answered_and_unknown_requests_get_4004`)
+//! 36. **Shutdown** sends `agent.shutdown` with `final_state` (completed and active tasks)
+//!     and closes the connection (1000) after the answer, or after
+//!     [`AgentConfig::shutdown_timeout`] without one; then the driver stops
+//!     ([`Dial::Stop`](agentwire_core::Dial::Stop)).
+//!     (`shutdown_announces_itself_and_stops_dialing`)
 //!
 //! # Features
 //!

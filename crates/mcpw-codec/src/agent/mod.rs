@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use agentwire_core::{
     CloseCode, ConnId, Dial, Dialer, Frame, FrameBuf, Machine, Monotonic, Outbox, Output, PeerInfo,
+    WallClock,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::codec::{Codec, Form};
 use crate::config::AgentConfig;
@@ -18,8 +19,8 @@ use crate::error::{AgentCommandError, ErrorBody, ErrorCode};
 use crate::header::MessageType;
 use crate::message::{Body, Message, OtherCall};
 use crate::params::{
-    AgentHeartbeat, AgentShutdown, FinalState, HeartbeatMetrics, TaskComplete, TaskProgress,
-    Workload,
+    AgentHeartbeat, AgentShutdown, FinalState, HeartbeatMetrics, Pong, SetBinary,
+    SetBinaryCompression, SetBinaryResult, TaskAck, TaskComplete, TaskProgress, Workload,
 };
 
 pub use event::{AgentEvent, CollaborationId, Request};
@@ -34,41 +35,6 @@ pub const CLOSE_CLOSED: &str = "agent-closed";
 
 /// The shortest heartbeat period a server's `heartbeat_interval_ms` can ask for.
 const MIN_HEARTBEAT: Duration = Duration::from_secs(1);
-
-/// `protocol.set_binary` params, as the real server reads them.
-#[derive(Serialize)]
-struct SetBinaryParams {
-    enabled: bool,
-    compression: SetBinaryCompression,
-}
-
-/// The `compression` of [`SetBinaryParams`].
-#[derive(Serialize)]
-struct SetBinaryCompression {
-    enabled: bool,
-    threshold: usize,
-}
-
-/// The part of the `protocol.set_binary` response the agent acts on.
-#[derive(Deserialize)]
-struct SetBinaryReply {
-    #[serde(default)]
-    binary_enabled: bool,
-}
-
-/// The part of the `task.complete` response the agent reports.
-#[derive(Deserialize)]
-struct CompleteReply {
-    #[serde(default)]
-    status: Option<String>,
-}
-
-/// A ping's answer: `{"pong": true, "timestamp": <unix ms>}` (decision 27).
-#[derive(Serialize)]
-struct Pong {
-    pong: bool,
-    timestamp: u64,
-}
 
 /// A collaboration answer: `{"agent_id", "vote"}`.
 #[derive(Serialize)]
@@ -110,37 +76,7 @@ struct Vote<'a> {
 /// - getters: [`Agent::agent_id`], [`Agent::conn`], [`Agent::is_registered`],
 ///   [`Agent::is_compact`], [`Agent::tasks`], [`Agent::failures`], [`Agent::is_stopped`].
 ///
-/// # Spec decisions (agent role)
-///
-/// Pinned by the tests named after them (`tests/agent_sim.rs` unless named).
-///
-/// 31. **Register on every connection**, in the form the agent speaks
-///     ([`AgentConfig::binary`]); nothing held survives a connection: held tasks and
-///     unanswered collaboration requests are forgotten (the orchestrator reassigns the
-///     tasks) and the 12-byte form is off again.
-///     (`the_agent_registers_again_after_a_reconnect_and_starts_over_in_its_form`)
-/// 32. **Heartbeats start at `registration.confirmed`**, every
-///     [`AgentConfig::heartbeat_interval`], or the server's shorter
-///     `heartbeat_interval_ms` (at least 1 s).
-///     (`heartbeats_keep_the_agent_registered_past_the_servers_removal_time`)
-/// 33. **Ids**: in the JSON and 12-byte forms every message carries the id
-///     `<agent_id>-<n>`, in the 24-byte form the sequence id `n` (one counter); answers
-///     are matched on them, so an error names the request it refuses
-///     ([`AgentEvent::ErrorReceived`]'s `about`).
-///     (`an_error_answer_names_the_request_it_refuses`)
-/// 34. **`protocol.set_binary`**: sent as a request `{"enabled", "compression":
-///     {"enabled", "threshold"}}`; the agent switches to the 12-byte form (gzip above the
-///     threshold it asked for, if any) when the server's answer says `binary_enabled`, and
-///     back when it does not. (`set_binary_switches_both_sides_to_the_12_byte_form`)
-/// 35. **Requests the agent does not serve** get 4004 naming their id or sequence id; pings
-///     get `{"pong": true, "timestamp": <unix ms>}` as the orchestrator answers them
-///     (decision 27); frames that do not decode are reported
-///     ([`AgentEvent::ProtocolViolation`]) and skipped, the connection stays.
-///     (`pings_are_answered_and_unknown_requests_get_4004`)
-/// 36. **Shutdown** sends `agent.shutdown` with `final_state` (completed and active tasks)
-///     and closes the connection (1000) after the answer, or after
-///     [`AgentConfig::shutdown_timeout`] without one; then the driver stops
-///     ([`Dial::Stop`]). (`shutdown_announces_itself_and_stops_dialing`)
+/// Its spec decisions are 31-36 of the [crate docs](crate#spec-decisions).
 ///
 /// # Limits
 ///
@@ -153,8 +89,9 @@ pub struct Agent {
     config: AgentConfig,
     codec: Codec,
     clock: Monotonic,
-    /// `(instant, unix ms)` of [`set_wall_clock`](Self::set_wall_clock).
-    wall: Option<(Instant, u64)>,
+    /// Pong timestamps: [`set_wall_clock`](Self::set_wall_clock)'s anchor, else 0 at the
+    /// first connection.
+    wall: Option<WallClock>,
     out: Outbox<AgentEvent>,
     link: Option<Link>,
     tasks: Tasks,
@@ -299,12 +236,12 @@ impl Agent {
         if link.set_binary.is_some() {
             return Err(AgentCommandError::SetBinaryPending);
         }
-        let params = SetBinaryParams {
-            enabled,
-            compression: SetBinaryCompression {
-                enabled: compression.is_some(),
-                threshold: compression.unwrap_or(0),
-            },
+        let params = SetBinary {
+            enabled: Some(enabled),
+            compression: Some(SetBinaryCompression {
+                enabled: Some(compression.is_some()),
+                threshold: Some(compression.map_or(0, |t| u64::try_from(t).unwrap_or(u64::MAX))),
+            }),
         };
         let params =
             serde_json::to_value(params).map_err(|e| AgentCommandError::Encode(e.to_string()))?;
@@ -332,10 +269,10 @@ impl Agent {
     }
 
     /// Anchors pong timestamps: `unix_ms` is the wall-clock time at `now`. Without it they
-    /// count milliseconds from the first time the agent saw.
+    /// count milliseconds from the agent's first connection.
     pub fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
         let now = self.clock.observe(now);
-        self.wall = Some((now, unix_ms));
+        self.wall = Some(WallClock::new(now, unix_ms));
     }
 
     /// Announces `agent.shutdown` (with `reason`, and `transfer_tasks` to have the server
@@ -467,13 +404,6 @@ impl Agent {
         self.send_own(&msg);
     }
 
-    /// Unix milliseconds at `now`.
-    fn unix_ms(&self, now: Instant) -> u64 {
-        let (anchor, ms) = self.wall.unwrap_or((self.clock.latest().unwrap_or(now), 0));
-        let since = u64::try_from(now.saturating_duration_since(anchor).as_millis());
-        ms.saturating_add(since.unwrap_or(u64::MAX))
-    }
-
     fn heartbeat(&mut self) {
         let held = self.tasks.len() as u64;
         let beat = AgentHeartbeat {
@@ -603,7 +533,7 @@ impl Agent {
     fn on_response(&mut self, key: &ReplyKey, params: serde_json::Value) {
         match self.take_pending(key) {
             Some(Request::SetBinary) => {
-                let on = serde_json::from_value::<SetBinaryReply>(params)
+                let on = serde_json::from_value::<SetBinaryResult>(params)
                     .is_ok_and(|r| r.binary_enabled);
                 let Some(link) = &mut self.link else { return };
                 let asked = link.set_binary.take().flatten();
@@ -616,9 +546,9 @@ impl Agent {
                 self.out.event(AgentEvent::BinaryMode { enabled: on });
             }
             Some(Request::Complete { task_id }) => {
-                let status = serde_json::from_value::<CompleteReply>(params)
+                let status = serde_json::from_value::<TaskAck>(params)
                     .ok()
-                    .and_then(|r| r.status);
+                    .map(|r| r.status);
                 self.out
                     .event(AgentEvent::CompletionAccepted { task_id, status });
             }
@@ -635,7 +565,7 @@ impl Agent {
     fn answer_ping(&mut self, key: ReplyKey, kind: MessageType, now: Instant) {
         let pong = Pong {
             pong: true,
-            timestamp: self.unix_ms(now),
+            timestamp: self.wall.map_or(0, |w| w.unix_ms(now)),
         };
         if let Ok(pong) = serde_json::to_value(pong) {
             if let Err(AgentCommandError::Encode(e)) = self.reply(key, kind, pong) {
@@ -664,6 +594,7 @@ impl Machine for Agent {
             return;
         }
         self.redial.clear();
+        self.wall.get_or_insert(WallClock::new(now, 0));
         self.link = Some(Link::new(conn, now));
         let msg = self.message(
             MessageType::REQUEST,
