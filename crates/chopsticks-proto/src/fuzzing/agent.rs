@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use agentwire_core::fuzzing::FuzzClock;
 use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo};
 use arbitrary::Unstructured;
 use serde_json::Value;
@@ -9,7 +10,6 @@ use serde_json::Value;
 use super::bodies::{
     controller_body, guild_list, json, pick_or_any, AGENT_IDS, CHANNELS, GUILDS, MAX_OPS,
 };
-use super::clock::Clock;
 use crate::config::AgentConfig;
 use crate::event::AgentEvent;
 use crate::message::{Add, AgentMessage, ControllerMessage, RawJson, Released, Resp, SessionKind};
@@ -28,7 +28,7 @@ pub fn agent(data: &[u8]) {
     let cfg = AgentConfig::new(AGENT_IDS[0]).with_guilds(GUILDS);
     let mut a = Agent::new(cfg);
     let mut h = AgentHarness {
-        clock: Clock::new(),
+        clock: FuzzClock::new(),
         next_conn: 1,
         current: None,
         sent: Vec::new(),
@@ -42,7 +42,7 @@ pub fn agent(data: &[u8]) {
 }
 
 struct AgentHarness {
-    clock: Clock,
+    clock: FuzzClock,
     next_conn: u64,
     current: Option<ConnId>,
     /// What the agent sent since the last drain check.

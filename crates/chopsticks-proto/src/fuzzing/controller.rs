@@ -4,13 +4,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use agentwire_core::fuzzing::FuzzClock;
 use agentwire_core::{ConnId, Frame, Id128, Machine, Output, PeerInfo, SequentialIds};
 use arbitrary::Unstructured;
 
 use super::bodies::{
     agent_body, json, pick_or_any, AGENT_IDS, CHANNELS, GUILDS, IPS, MAX_OPS, OPS,
 };
-use super::clock::Clock;
 use crate::config::ControllerConfig;
 use crate::event::ControllerEvent;
 use crate::message::{ControllerMessage, SessionKind};
@@ -29,7 +29,7 @@ pub fn controller(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let mut c = Controller::new(ControllerConfig::default(), SequentialIds::new(0));
     let mut h = ControllerHarness {
-        clock: Clock::new(),
+        clock: FuzzClock::new(),
         conns: Vec::new(),
         open: BTreeSet::new(),
         ended: BTreeSet::new(),
@@ -47,7 +47,7 @@ pub fn controller(data: &[u8]) {
 }
 
 struct ControllerHarness {
-    clock: Clock,
+    clock: FuzzClock,
     /// Every connection ever opened, in order.
     conns: Vec<ConnId>,
     /// Connections that are open (connected and not yet disconnected).

@@ -8,7 +8,6 @@
 
 mod agent;
 mod bodies;
-mod clock;
 mod controller;
 mod decode;
 
