@@ -9,12 +9,14 @@ use serde::Serialize;
 
 use super::inbound::Inbound;
 use super::members::Members;
+use super::pending::Pending;
 use super::study_log::{Recorded, StudyLog};
 use crate::codec::{write_envelope, ErrorRef, Route};
 use crate::error::ProtocolError;
 use crate::event::RelayEvent;
 use crate::log::{Direction, SessionId};
-use crate::message::{types, ErrorCode, Role};
+use crate::message::{types, ErrorCode, RelayPresence, Role};
+use crate::texts;
 
 /// Counters a test or a metrics exporter can read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,11 +53,11 @@ struct RefusalRecord<'a> {
 /// `relay.disconnect` log payload (the reference relay's record).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct DisconnectRecord<'a> {
-    pub(super) client_id: &'a str,
-    pub(super) role: Role,
+struct DisconnectRecord<'a> {
+    client_id: &'a str,
+    role: Role,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) client_name: Option<&'a str>,
+    client_name: Option<&'a str>,
 }
 
 /// Where the relay's outputs go, in order, with the study-log state and the counters.
@@ -205,6 +207,58 @@ impl Emitter {
     ) {
         self.send_refusal(members, conn, &error.code(), text, reply_to, now);
         self.violation(conn, error);
+    }
+}
+
+impl Emitter {
+    /// Sends `session`'s host (if it has one) the list of its agents, `relay.presence`.
+    pub(super) fn presence(&mut self, members: &Members, session: &SessionId, now: Instant) {
+        let Some((host, agents)) = members.presence(session) else {
+            return;
+        };
+        let payload = RelayPresence {
+            session_id: session.as_str().to_owned(),
+            agent_count: u32::try_from(agents.len()).unwrap_or(u32::MAX),
+            agents,
+        };
+        self.send_own(members, host, types::RELAY_PRESENCE, None, &payload, now);
+    }
+
+    /// Records that member `conn` of `session`, in `role`, disconnected (`relay.disconnect`,
+    /// the reference relay's record).
+    pub(super) fn log_disconnect(
+        &mut self,
+        members: &Members,
+        conn: ConnId,
+        session: &SessionId,
+        role: Role,
+        now: Instant,
+    ) {
+        if !self.study_log.enabled() {
+            return;
+        }
+        let (client_id, client_name) = members.identity(conn);
+        let record = DisconnectRecord {
+            client_id,
+            role,
+            client_name,
+        };
+        self.log_json(session, types::RELAY_DISCONNECT, &record, now);
+    }
+
+    /// Answers each of `failed`, the requests outstanding when their host left, with
+    /// SESSION_NOT_ACTIVE; returns how many there were.
+    pub(super) fn host_gone(
+        &mut self,
+        members: &Members,
+        failed: &[Pending],
+        now: Instant,
+    ) -> usize {
+        for p in failed {
+            let code = &ErrorCode::SESSION_NOT_ACTIVE;
+            self.send_error(members, p.agent, code, texts::HOST_GONE, Some(&p.id), now);
+        }
+        failed.len()
     }
 }
 

@@ -20,12 +20,12 @@ use crate::config::RelayConfig;
 use crate::error::{CommandError, ProtocolError};
 use crate::event::{Refusal, RelayEvent, Undelivered};
 use crate::log::{Direction, SessionId};
-use crate::message::{types, ErrorCode, RelayHello, RelayJoined, RelayPresence, Role};
+use crate::message::{types, ErrorCode, RelayHello, RelayJoined, Role};
 use crate::texts;
 
 pub use emit::RelayStats;
 
-use emit::{copy_frame, DisconnectRecord, Emitter};
+use emit::{copy_frame, Emitter};
 use inbound::{Inbound, MAX_ECHOED_TYPE};
 use join::{read_join, JoinRequest};
 use members::{Admitted, Members};
@@ -228,27 +228,50 @@ impl Relay {
         self.join_deadlines.cancel(&conn);
     }
 
+    /// Refuses the message being handled: `error` is answered with its code and `text`
+    /// (`replyTo` the message's `id`), then reported.
+    fn refuse(
+        &mut self,
+        conn: ConnId,
+        error: ProtocolError,
+        text: &str,
+        reply_to: Option<&str>,
+        now: Instant,
+    ) {
+        let members = &self.members;
+        self.emit.refuse(members, conn, error, text, reply_to, now);
+    }
+
+    /// Refuses the message being handled for passing `limit`, a [`Limits`](crate::Limits)
+    /// field.
+    fn over_limit(
+        &mut self,
+        conn: ConnId,
+        limit: &'static str,
+        text: &str,
+        reply_to: Option<&str>,
+        now: Instant,
+    ) {
+        self.refuse(conn, ProtocolError::Limit { limit }, text, reply_to, now);
+    }
+
+    /// Whether the records of accepted message `route` fit its session's study log.
+    fn fits_log(&self, session: &SessionId, msg_type: &str, route: &Route<'_>) -> bool {
+        let len = route.payload.get().len();
+        self.emit.study_log.message_fits(session, msg_type, len)
+    }
+
+    /// Refuses the message being handled: its session's study log is full.
+    fn log_full(&mut self, conn: ConnId, reply_to: Option<&str>, now: Instant) {
+        let limit = "max_log_bytes_per_session";
+        self.over_limit(conn, limit, texts::LOG_FULL, reply_to, now);
+    }
+
     /// Sends the host of `session` the list of its agents (if enabled and there is a host).
     fn presence(&mut self, session: &SessionId, now: Instant) {
-        if !self.config.presence {
-            return;
+        if self.config.presence {
+            self.emit.presence(&self.members, session, now);
         }
-        let Some((host, agents)) = self.members.presence(session) else {
-            return;
-        };
-        let payload = RelayPresence {
-            session_id: session.as_str().to_owned(),
-            agent_count: u32::try_from(agents.len()).unwrap_or(u32::MAX),
-            agents,
-        };
-        self.emit.send_own(
-            &self.members,
-            host,
-            types::RELAY_PRESENCE,
-            None,
-            &payload,
-            now,
-        );
     }
 
     // ---- membership ----------------------------------------------------------------------
@@ -260,30 +283,14 @@ impl Relay {
         let Some((session, role)) = self.members.unjoin(conn) else {
             return;
         };
-        if disconnected && self.emit.study_log.enabled() {
-            let (client_id, client_name) = self.members.identity(conn);
-            let record = DisconnectRecord {
-                client_id,
-                role,
-                client_name,
-            };
+        if disconnected {
             self.emit
-                .log_json(&session, types::RELAY_DISCONNECT, &record, now);
+                .log_disconnect(&self.members, conn, &session, role, now);
         }
         let failed = match role {
             Role::Host if self.members.unseat(conn, &session, role) => {
                 let failed = self.pending.take_session(&session);
-                for p in &failed {
-                    self.emit.send_error(
-                        &self.members,
-                        p.agent,
-                        &ErrorCode::SESSION_NOT_ACTIVE,
-                        texts::HOST_GONE,
-                        Some(&p.id),
-                        now,
-                    );
-                }
-                failed.len()
+                self.emit.host_gone(&self.members, &failed, now)
             }
             Role::Host => 0,
             Role::Agent => {
@@ -338,11 +345,7 @@ impl Relay {
             name,
         } = match read_join(route.payload, &self.config.limits) {
             Ok(join) => join,
-            Err((e, text)) => {
-                return self
-                    .emit
-                    .refuse(&self.members, conn, e, text, reply_to, now)
-            }
+            Err((e, text)) => return self.refuse(conn, e, text, reply_to, now),
         };
         let current = self.membership(conn).map(|(s, r)| (s.clone(), r));
         let repeat = current.as_ref() == Some(&(session.clone(), role));
@@ -355,10 +358,7 @@ impl Relay {
                 limits.max_agents_per_session,
             );
             if let Err((limit, text)) = room {
-                let e = ProtocolError::Limit { limit };
-                return self
-                    .emit
-                    .refuse(&self.members, conn, e, text, reply_to, now);
+                return self.over_limit(conn, limit, text, reply_to, now);
             }
             if current.is_some() {
                 self.leave(conn, false, now);
@@ -427,13 +427,9 @@ impl Relay {
         if route.id.is_some()
             && self.pending.of_agent(conn) >= self.config.limits.max_pending_per_agent
         {
-            let e = ProtocolError::Limit {
-                limit: "max_pending_per_agent",
-            };
-            return self.emit.refuse(
-                &self.members,
+            return self.over_limit(
                 conn,
-                e,
+                "max_pending_per_agent",
                 texts::TOO_MANY_PENDING,
                 reply_to,
                 now,
@@ -457,17 +453,8 @@ impl Relay {
             });
             return;
         };
-        if !self
-            .emit
-            .study_log
-            .message_fits(&session, msg_type, route.payload.get().len())
-        {
-            let e = ProtocolError::Limit {
-                limit: "max_log_bytes_per_session",
-            };
-            return self
-                .emit
-                .refuse(&self.members, conn, e, texts::LOG_FULL, reply_to, now);
+        if !self.fits_log(&session, msg_type, route) {
+            return self.log_full(conn, reply_to, now);
         }
         let (frame, payload) = copy_frame(route);
         self.emit
@@ -496,11 +483,7 @@ impl Relay {
         route: &Route<'_>,
         now: Instant,
     ) {
-        if !self
-            .emit
-            .study_log
-            .message_fits(&session, msg_type, route.payload.get().len())
-        {
+        if !self.fits_log(&session, msg_type, route) {
             // The agent waiting for this reply is told too, rather than left to time out.
             let asker = route
                 .reply_to
@@ -516,17 +499,7 @@ impl Relay {
                     now,
                 );
             }
-            let e = ProtocolError::Limit {
-                limit: "max_log_bytes_per_session",
-            };
-            return self.emit.refuse(
-                &self.members,
-                conn,
-                e,
-                texts::LOG_FULL,
-                route.id.as_deref(),
-                now,
-            );
+            return self.log_full(conn, route.id.as_deref(), now);
         }
         let (frame, payload) = copy_frame(route);
         self.emit
@@ -595,18 +568,10 @@ impl Relay {
         };
         let reply_to = route.id.as_deref();
         if !within_rate {
-            let e = ProtocolError::Limit { limit: "rate" };
-            return self
-                .emit
-                .refuse(&self.members, conn, e, texts::RATE_LIMITED, reply_to, now);
+            return self.over_limit(conn, "rate", texts::RATE_LIMITED, reply_to, now);
         }
         if reply_to.is_some_and(|id| id.len() > self.config.limits.max_id_bytes) {
-            let e = ProtocolError::Limit {
-                limit: "max_id_bytes",
-            };
-            return self
-                .emit
-                .refuse(&self.members, conn, e, texts::ID_TOO_LONG, None, now);
+            return self.over_limit(conn, "max_id_bytes", texts::ID_TOO_LONG, None, now);
         }
         if route.msg_type == types::RELAY_JOIN {
             return self.on_join(conn, &route, now);
@@ -615,8 +580,7 @@ impl Relay {
         match state {
             None => {
                 let e = ProtocolError::NotJoined { msg_type: echoed() };
-                self.emit
-                    .refuse(&self.members, conn, e, texts::NOT_JOINED, reply_to, now);
+                self.refuse(conn, e, texts::NOT_JOINED, reply_to, now);
             }
             Some((session, role)) => {
                 let allowed = match role {
@@ -633,8 +597,7 @@ impl Relay {
                             role,
                             msg_type: echoed(),
                         };
-                        self.emit
-                            .refuse(&self.members, conn, e, &text, reply_to, now);
+                        self.refuse(conn, e, &text, reply_to, now);
                     }
                 }
             }
