@@ -1,8 +1,6 @@
 //! The spec's error codes (an open newtype), the error body of type-3 messages, and the
 //! codec's decode and encode errors.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -11,79 +9,28 @@ use crate::crdt::StoreError;
 use crate::gzip::GzipError;
 use crate::header::{HeaderError, MessageType};
 
-/// An error code of the spec's table (4000-4008); open, so any integer survives a round trip.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ErrorCode(pub i32);
-
-macro_rules! codes {
-    ($($(#[$doc:meta])* $name:ident = $val:expr;)*) => {
-        impl ErrorCode {
-            $($(#[$doc])* pub const $name: Self = Self($val);)*
-
-            /// The constant's name if this code has one (`"RATE_LIMITED"`).
-            pub fn name(self) -> Option<&'static str> {
-                match self.0 {
-                    $($val => Some(stringify!($name)),)*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-codes! {
+agentwire_core::open_codes! {
+    /// An error code of the spec's table (4000-4008); open, so any integer survives a round
+    /// trip. [`ErrorCode::description`] is the spec's name for a code of the table.
+    pub struct ErrorCode(i32) [serde], text fn description;
     /// 4000 Invalid Message: malformed message structure.
-    INVALID_MESSAGE = 4000;
+    INVALID_MESSAGE = 4000, "Invalid Message";
     /// 4001 Authentication Failed: invalid credentials or token.
-    AUTHENTICATION_FAILED = 4001;
+    AUTHENTICATION_FAILED = 4001, "Authentication Failed";
     /// 4002 Rate Limited: too many requests.
-    RATE_LIMITED = 4002;
+    RATE_LIMITED = 4002, "Rate Limited";
     /// 4003 Server Error: internal server error.
-    SERVER_ERROR = 4003;
+    SERVER_ERROR = 4003, "Server Error";
     /// 4004 Method Not Found: unknown method.
-    METHOD_NOT_FOUND = 4004;
+    METHOD_NOT_FOUND = 4004, "Method Not Found";
     /// 4005 Invalid Params: invalid method parameters.
-    INVALID_PARAMS = 4005;
+    INVALID_PARAMS = 4005, "Invalid Params";
     /// 4006 Operation Cancelled: task or operation cancelled.
-    OPERATION_CANCELLED = 4006;
+    OPERATION_CANCELLED = 4006, "Operation Cancelled";
     /// 4007 Context Too Large: message exceeds size limit.
-    CONTEXT_TOO_LARGE = 4007;
+    CONTEXT_TOO_LARGE = 4007, "Context Too Large";
     /// 4008 Conflict: state conflict detected.
-    CONFLICT = 4008;
-}
-
-impl ErrorCode {
-    /// The spec's name for the code ("Rate Limited"), if it is one of the table's.
-    pub fn description(self) -> Option<&'static str> {
-        Some(match self.0 {
-            4000 => "Invalid Message",
-            4001 => "Authentication Failed",
-            4002 => "Rate Limited",
-            4003 => "Server Error",
-            4004 => "Method Not Found",
-            4005 => "Invalid Params",
-            4006 => "Operation Cancelled",
-            4007 => "Context Too Large",
-            4008 => "Conflict",
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Debug for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "ErrorCode({})", self.0),
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
+    CONFLICT = 4008, "Conflict";
 }
 
 /// The `error` object of a type-3 message: `{"code":4005,"message":"...","data":{...}}`.

@@ -160,48 +160,10 @@ impl Header {
     }
 }
 
-/// The message type byte: an open newtype, so unknown types survive a round trip.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct MessageType(pub u8);
-
-macro_rules! named_consts {
-    ($ty:ident($int:ty) { $($(#[$doc:meta])* $name:ident = $val:expr;)* }) => {
-        impl $ty {
-            $($(#[$doc])* pub const $name: Self = Self($val);)*
-
-            /// The constant's name if this value has one (`"REQUEST"`).
-            pub fn name(self) -> Option<&'static str> {
-                match self.0 {
-                    $($val => Some(stringify!($name)),)*
-                    _ => None,
-                }
-            }
-        }
-
-        impl fmt::Debug for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                match self.name() {
-                    Some(n) => f.write_str(n),
-                    None => write!(f, "{}({})", stringify!($ty), self.0),
-                }
-            }
-        }
-
-        impl From<$int> for $ty {
-            fn from(v: $int) -> Self {
-                Self(v)
-            }
-        }
-
-        impl From<$ty> for $int {
-            fn from(v: $ty) -> Self {
-                v.0
-            }
-        }
-    };
-}
-
-named_consts! { MessageType(u8) {
+agentwire_core::open_codes! {
+    /// The message type byte: an open newtype, so unknown types survive a round trip.
+    #[derive(Default)]
+    pub struct MessageType(u8);
     /// A request (0); a response echoes its sequence id (binary) or id (JSON).
     REQUEST = 0;
     /// A response (1).
@@ -218,7 +180,7 @@ named_consts! { MessageType(u8) {
     BATCH = 6;
     /// A progress update (7), e.g. `task.progress`.
     PROGRESS = 7;
-}}
+}
 
 /// The flags field: an open bit set, so unknown bits survive a round trip.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -303,49 +265,13 @@ impl fmt::Debug for Flags {
     }
 }
 
-/// The method code: an open newtype, so unknown codes survive a round trip.
-///
-/// 1-9 are the reference implementation's codes; 10-19 are ours for the spec's agent methods
-/// (the reference has none for them). 0 means "the name travels in the payload".
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Method(pub u16);
-
-macro_rules! methods {
-    ($($(#[$doc:meta])* $name:ident = $val:expr, $wire:expr;)*) => {
-        impl Method {
-            $($(#[$doc])* pub const $name: Self = Self($val);)*
-
-            /// Every named method, by code.
-            pub const KNOWN: &'static [(Method, &'static str)] = &[$((Self::$name, $wire)),*];
-
-            /// The constant's name if this code has one (`"AGENT_REGISTER"`).
-            pub fn name(self) -> Option<&'static str> {
-                match self.0 {
-                    $($val => Some(stringify!($name)),)*
-                    _ => None,
-                }
-            }
-
-            /// The wire method name for this code (`"agent.register"`), if it has one.
-            pub fn as_str(self) -> Option<&'static str> {
-                match self.0 {
-                    $($val => Some($wire),)*
-                    _ => None,
-                }
-            }
-
-            /// The code of a wire method name; [`Method::UNKNOWN`] for names without one.
-            pub fn from_name(name: &str) -> Self {
-                match name {
-                    $($wire => Self::$name,)*
-                    _ => Self::UNKNOWN,
-                }
-            }
-        }
-    };
-}
-
-methods! {
+agentwire_core::open_codes! {
+    /// The method code: an open newtype, so unknown codes survive a round trip.
+    ///
+    /// 1-9 are the reference implementation's codes; 10-19 are ours for the spec's agent methods
+    /// (the reference has none for them). 0 means "the name travels in the payload".
+    #[derive(Default)]
+    pub struct Method(u16), text fn as_str;
     /// 0: no code; the method name travels in the payload.
     UNKNOWN = 0, "unknown";
     /// 1 (reference): `initialize`.
@@ -388,24 +314,56 @@ methods! {
     AGENT_SHUTDOWN = 19, "agent.shutdown";
 }
 
-impl fmt::Debug for Method {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "Method({})", self.0),
+impl Method {
+    /// Every named method, by code.
+    pub const KNOWN: &'static [(Self, &'static str)] = &[
+        (Self::UNKNOWN, "unknown"),
+        (Self::INITIALIZE, "initialize"),
+        (Self::TOOL_LIST, "tool.list"),
+        (Self::TOOL_EXECUTE, "tool.execute"),
+        (Self::CONTEXT_GET, "context.get"),
+        (Self::CONTEXT_UPDATE, "context.update"),
+        (Self::EVENT_SUBSCRIBE, "event.subscribe"),
+        (Self::EVENT_UNSUBSCRIBE, "event.unsubscribe"),
+        (Self::PING, "ping"),
+        (Self::PONG, "pong"),
+        (Self::AGENT_REGISTER, "agent.register"),
+        (Self::REGISTRATION_CONFIRMED, "registration.confirmed"),
+        (Self::AGENT_HEARTBEAT, "agent.heartbeat"),
+        (Self::TASK_ASSIGNED, "task.assigned"),
+        (Self::TASK_PROGRESS, "task.progress"),
+        (Self::TASK_COMPLETE, "task.complete"),
+        (Self::AGENT_CAPABILITY_UPDATE, "agent.capability.update"),
+        (Self::COLLABORATION_REQUEST, "collaboration.request"),
+        (Self::STATE_SYNC, "state.sync"),
+        (Self::AGENT_SHUTDOWN, "agent.shutdown"),
+    ];
+
+    /// The code of a wire method name; [`Method::UNKNOWN`] for names without one.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "unknown" => Self::UNKNOWN,
+            "initialize" => Self::INITIALIZE,
+            "tool.list" => Self::TOOL_LIST,
+            "tool.execute" => Self::TOOL_EXECUTE,
+            "context.get" => Self::CONTEXT_GET,
+            "context.update" => Self::CONTEXT_UPDATE,
+            "event.subscribe" => Self::EVENT_SUBSCRIBE,
+            "event.unsubscribe" => Self::EVENT_UNSUBSCRIBE,
+            "ping" => Self::PING,
+            "pong" => Self::PONG,
+            "agent.register" => Self::AGENT_REGISTER,
+            "registration.confirmed" => Self::REGISTRATION_CONFIRMED,
+            "agent.heartbeat" => Self::AGENT_HEARTBEAT,
+            "task.assigned" => Self::TASK_ASSIGNED,
+            "task.progress" => Self::TASK_PROGRESS,
+            "task.complete" => Self::TASK_COMPLETE,
+            "agent.capability.update" => Self::AGENT_CAPABILITY_UPDATE,
+            "collaboration.request" => Self::COLLABORATION_REQUEST,
+            "state.sync" => Self::STATE_SYNC,
+            "agent.shutdown" => Self::AGENT_SHUTDOWN,
+            _ => Self::UNKNOWN,
         }
-    }
-}
-
-impl From<u16> for Method {
-    fn from(v: u16) -> Self {
-        Self(v)
-    }
-}
-
-impl From<Method> for u16 {
-    fn from(v: Method) -> Self {
-        v.0
     }
 }
 

@@ -10,7 +10,6 @@ use super::agents::Overdue;
 use super::event::{OrchestratorEvent, RemovalReason, TaskFailure};
 use super::routing;
 use super::tasks::TaskState;
-use super::wallclock::rfc3339;
 use super::wire::Inbound;
 use super::{error_answer, method_label, metrics, Orchestrator};
 use crate::error::{ErrorBody, ErrorCode, ProtocolError};
@@ -38,7 +37,7 @@ impl Orchestrator {
             task_id: task_id.to_owned(),
             task_type: Some(task.spec.task_type.clone()),
             priority: Some(task.spec.priority),
-            deadline: Some(rfc3339(self.wall_ms(task.deadline))),
+            deadline: Some(self.wall.rfc3339(task.deadline)),
             context: Some(task.spec.context.clone()),
             requirements: Some(task.spec.requirements.clone()),
             routing_metadata: Some(RoutingMetadata {

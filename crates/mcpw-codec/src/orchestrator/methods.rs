@@ -11,7 +11,6 @@ use super::checks;
 use super::collabs::Collab;
 use super::event::{OrchestratorEvent, RemovalReason};
 use super::tasks::TaskState;
-use super::wallclock::rfc3339;
 use super::wire::{self, ReplyKey};
 use super::Orchestrator;
 use crate::crdt::SyncOutcome;
@@ -97,7 +96,7 @@ impl Orchestrator {
             ),
             accepted_capabilities: Some(names.clone()),
             status: Some("registered".to_owned()),
-            server_time: Some(rfc3339(self.wall_ms(now))),
+            server_time: Some(self.wall.rfc3339(now)),
         };
         // Replied as `registration.confirmed` whatever the request's type.
         let body = Body::RegistrationConfirmed(confirmed);

@@ -24,13 +24,13 @@ pub mod metrics;
 pub mod routing;
 mod tasks;
 pub mod upgrade;
-mod wallclock;
 mod wire;
 
 use std::time::Instant;
 
 use agentwire_core::{
     CloseCode, ConnId, Frame, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo, TokenBucket,
+    WallClock,
 };
 use serde::Serialize;
 
@@ -92,8 +92,9 @@ pub struct Orchestrator {
     ids: Box<dyn IdGen>,
     out: Outbox<OrchestratorEvent>,
     clock: Monotonic,
-    /// `now` and the wall clock (Unix ms) at that instant, for RFC 3339 deadlines.
-    epoch: (Instant, u64),
+    /// The wall clock (Unix ms) anchored at `new`'s `now`: deadlines, `server_time` and pong
+    /// timestamps.
+    wall: WallClock,
     conns: Conns,
     agents: Agents,
     tasks: Tasks,
@@ -158,7 +159,7 @@ impl Orchestrator {
             ids: Box::new(ids),
             out: Outbox::new(),
             clock,
-            epoch: (now, unix_ms),
+            wall: WallClock::new(now, unix_ms),
             conns: Conns::default(),
             agents: Agents::default(),
             tasks: Tasks::default(),
@@ -349,14 +350,6 @@ impl Orchestrator {
         }
     }
 
-    /// The wall-clock time at `at`, Unix ms.
-    fn wall_ms(&self, at: Instant) -> u64 {
-        let since = at.saturating_duration_since(self.epoch.0);
-        self.epoch
-            .1
-            .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
-    }
-
     // ---- routing -------------------------------------------------------------------------------
 
     /// Routes one decoded message to its handler and answers it.
@@ -454,7 +447,7 @@ impl Orchestrator {
     fn pong(&self, now: Instant) -> crate::params::Pong {
         crate::params::Pong {
             pong: true,
-            timestamp: self.wall_ms(now),
+            timestamp: self.wall.unix_ms(now),
         }
     }
 
