@@ -1,6 +1,6 @@
 //! Every error of the crate: what a decode, a peer, a command or a configuration got wrong.
 
-use crate::client::ConnectionState;
+use crate::client::state::ConnectionState;
 use crate::message::ErrorCode;
 use crate::playbook::PlaybookError;
 use crate::provider::ProviderKind;

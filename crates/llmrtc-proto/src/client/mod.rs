@@ -2,6 +2,8 @@
 
 mod event;
 mod jitter;
+mod reply;
+pub(crate) mod state;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -11,7 +13,7 @@ use agentwire_core::{
     TimerSet,
 };
 
-use crate::codec::{decode_base64, encode_audio, Decoded};
+use crate::codec::{encode_audio, Decoded};
 use crate::config::ClientConfig;
 use crate::error::{ClientCommandError, ProtocolError};
 use crate::message::{
@@ -19,8 +21,10 @@ use crate::message::{
     Reconnect, ServerMessage, SessionMode, VisionAttachment, PROTOCOL_VERSION,
 };
 
-pub use event::{ClientEvent, ConnectionState, IgnoreReason, LossReason};
+pub use event::{ClientEvent, IgnoreReason, LossReason};
 pub use jitter::{FixedJitter, JitterSource, SplitMix64};
+use reply::Reply;
+pub use state::ConnectionState;
 
 /// Close reason sent when no `ready` came in time.
 pub const CLOSE_READY_TIMEOUT: &str = "ready-timeout";
@@ -49,15 +53,6 @@ enum Timer {
 enum Source {
     WebSocket,
     DataChannel,
-}
-
-/// TTS audio being assembled between `tts-start` and `tts-complete`.
-#[derive(Debug, Default)]
-struct TtsBuf {
-    format: Option<String>,
-    sample_rate: Option<u32>,
-    audio: Vec<u8>,
-    overflow: bool,
 }
 
 /// The llmrtc client role (what `@llmrtc/llmrtc-web-client` does), sans IO.
@@ -183,9 +178,7 @@ pub struct LlmrtcClient {
     rtt: Option<Duration>,
     queue: VecDeque<FrameBuf>,
     queued_bytes: usize,
-    llm_text: String,
-    llm_overflow: bool,
-    tts: Option<TtsBuf>,
+    reply: Reply,
     scratch: Vec<u8>,
     out: Outbox<ClientEvent>,
 }
@@ -227,9 +220,7 @@ impl LlmrtcClient {
             rtt: None,
             queue: VecDeque::new(),
             queued_bytes: 0,
-            llm_text: String::new(),
-            llm_overflow: false,
-            tts: None,
+            reply: Reply::default(),
             scratch: Vec::new(),
             out: Outbox::new(),
         }
@@ -330,7 +321,7 @@ impl LlmrtcClient {
         self.timers.clear();
         self.queue.clear();
         self.queued_bytes = 0;
-        self.tts = None;
+        self.reply.drop_audio();
         self.set_state(ConnectionState::Closed);
     }
 
@@ -450,9 +441,7 @@ impl LlmrtcClient {
         self.data_channel_open = false;
         self.missed_pongs = 0;
         self.last_ping = None;
-        self.tts = None;
-        self.llm_text.clear();
-        self.llm_overflow = false;
+        self.reply.reset();
         for t in [Timer::Ready, Timer::Ping, Timer::Pong] {
             self.timers.cancel(&t);
         }
@@ -592,107 +581,17 @@ impl LlmrtcClient {
                     history_recovered: a.history_recovered,
                 });
             }
-            ServerMessage::Transcript(t) => {
-                if t.is_final {
-                    self.llm_text.clear();
-                    self.llm_overflow = false;
-                }
-                self.out
-                    .event(ClientEvent::Message(ServerMessage::Transcript(t)));
-            }
-            ServerMessage::LlmChunk(c) => {
-                if self.llm_text.len() + c.content.len() <= self.config.max_llm_text_bytes {
-                    self.llm_text.push_str(&c.content);
-                } else if !self.llm_overflow {
-                    self.llm_overflow = true;
-                    self.violation(ProtocolError::TextTooLarge {
-                        max: self.config.max_llm_text_bytes,
-                    });
-                }
-                self.out
-                    .event(ClientEvent::Message(ServerMessage::LlmChunk(c)));
-            }
-            ServerMessage::Llm(l) => {
-                let streamed = std::mem::take(&mut self.llm_text);
-                self.llm_overflow = false;
-                self.out
-                    .event(ClientEvent::Message(ServerMessage::Llm(l.clone())));
-                self.out.event(ClientEvent::LlmReply {
-                    text: l.text,
-                    streamed,
-                });
-            }
-            ServerMessage::TtsStart => {
-                self.tts = Some(TtsBuf::default());
-                self.out
-                    .event(ClientEvent::Message(ServerMessage::TtsStart));
-            }
-            ServerMessage::TtsChunk(c) => self.on_tts_chunk(c.format, c.sample_rate, &c.data),
-            ServerMessage::Tts(t) => {
-                let mut audio = Vec::new();
-                if decode_base64(&t.data, self.config.max_tts_audio_bytes, &mut audio).is_none() {
-                    return self.violation(ProtocolError::BadAudio("tts"));
-                }
-                self.out.event(ClientEvent::TtsAudio {
-                    format: t.format,
-                    sample_rate: None,
-                    audio,
-                });
-            }
-            ServerMessage::TtsComplete => {
-                let buf = self.tts.take();
-                self.out
-                    .event(ClientEvent::Message(ServerMessage::TtsComplete));
-                if let Some(b) = buf.filter(|b| !b.overflow && !b.audio.is_empty()) {
-                    self.out.event(ClientEvent::TtsAudio {
-                        format: b.format.unwrap_or_default(),
-                        sample_rate: b.sample_rate,
-                        audio: b.audio,
-                    });
-                }
-            }
             ServerMessage::ModeChanged(m) => {
                 self.mode = Some(m.mode.clone());
                 self.out
                     .event(ClientEvent::Message(ServerMessage::ModeChanged(m)));
             }
-            ServerMessage::TtsCancelled => {
-                self.tts = None;
-                self.out
-                    .event(ClientEvent::Message(ServerMessage::TtsCancelled));
-            }
-            other => self.out.event(ClientEvent::Message(other)),
-        }
-    }
-
-    fn on_tts_chunk(&mut self, format: String, sample_rate: u32, data: &str) {
-        let max = self.config.max_tts_audio_bytes;
-        let mut audio = Vec::new();
-        if decode_base64(data, max, &mut audio).is_none() {
-            return self.violation(ProtocolError::BadAudio("tts-chunk"));
-        }
-        // Chunks without a tts-start still count: start a buffer.
-        let buf = self.tts.get_or_insert_with(TtsBuf::default);
-        let mut overflowed = false;
-        if !buf.overflow {
-            if buf.audio.len() + audio.len() > max {
-                buf.overflow = true;
-                buf.audio = Vec::new();
-                overflowed = true;
-            } else {
-                buf.audio.extend_from_slice(&audio);
-                buf.format.get_or_insert_with(|| format.clone());
-                buf.sample_rate.get_or_insert(sample_rate);
+            other => {
+                if let Some(other) = self.reply.on_message(other, &self.config, &mut self.out) {
+                    self.out.event(ClientEvent::Message(other));
+                }
             }
         }
-        if overflowed {
-            self.violation(ProtocolError::AudioTooLarge { max });
-        }
-        self.out.event(ClientEvent::TtsChunk {
-            format,
-            sample_rate,
-            audio,
-        });
     }
 
     fn on_timer(&mut self, timer: Timer, now: Instant) {

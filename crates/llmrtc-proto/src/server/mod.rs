@@ -1,48 +1,53 @@
 //! The `LlmrtcServer` machine (server role): connections, sessions, heartbeats and
 //! reconnects, with the turn pipeline's providers as commands and events.
 //!
-//! The state is split by what owns it: [`session`] holds each session (history, stage,
-//! speech intake and its queue of utterances), [`turn`] the turn state machine
+//! The state is split by what owns it: [`conns`] holds the connections and their heartbeat
+//! deadlines, [`session`] each session (history, stage, speech intake and its queue of
+//! utterances) and the sessions' TTLs, [`turn`] the turn state machine
 //! (STT → LLM (→ tools) → TTS), [`requests`] the pending provider requests and their
 //! deadlines, [`wire`] the outputs, [`texts`] the wire strings. This module is the
 //! [`Machine`] impl, the commands, and the routing between them.
+//!
+//! It is longer than 700 lines because it holds the role's whole public surface: 27
+//! documented commands and getters, each a few lines that check the request and hand the
+//! work to the session that owns it.
 
+mod conns;
 mod requests;
 mod session;
 pub mod texts;
 mod turn;
 mod wire;
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use agentwire_core::{
-    CloseCode, ConnId, Frame, IdGen, Machine, Monotonic, Output, PeerInfo, TimerSet,
+    CloseCode, ConnId, Frame, FrameBuf, IdGen, Machine, Monotonic, Output, PeerInfo,
 };
 use serde_json::{Map, Value};
 
-use crate::codec::{decode_base64, encode_tts, encode_tts_chunk, Decoded};
+use crate::codec::{encode_tts, encode_tts_chunk, Decoded};
 use crate::config::ServerConfig;
 use crate::error::{CommandError, ConfigError};
 use crate::event::ServerEvent;
 use crate::message::{
-    Attachments, AudioRef, Channel, ClientMessageRef, ErrorCode, Pong, RawJson, Ready,
-    ReconnectAck, ServerMessage, SessionMode, Signal, PROTOCOL_VERSION,
+    Attachments, Channel, ClientMessageRef, ErrorCode, Pong, RawJson, Ready, ReconnectAck,
+    ServerMessage, SessionMode, Signal, PROTOCOL_VERSION,
 };
 use crate::provider::{ChatMessage, ProviderError, ProviderKind, RequestId};
-use crate::vad::VadEvent;
-use crate::wav::parse_wav;
+use conns::Conns;
 use requests::{provider_error, Requests};
-use session::{Conn, Expired, Session};
+use session::{AudioScratch, Session, Sessions};
 use turn::{cut, Turn};
 use wire::{Ctx, Link, Wire};
 
-/// The server's connection and session deadlines (provider deadlines are the request
-/// registry's).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Timer {
-    Heartbeat(ConnId),
-    Ttl(String),
+/// Which deadline is due next. At the same instant heartbeats go first, then session TTLs,
+/// then provider requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    Heartbeat,
+    Ttl,
+    Provider,
 }
 
 /// The llmrtc server role: owns every connection and session.
@@ -53,13 +58,10 @@ pub struct LlmrtcServer {
     ids: Box<dyn IdGen>,
     clock: Monotonic,
     wire: Wire,
-    conns: BTreeMap<ConnId, Conn>,
-    sessions: BTreeMap<String, Session>,
+    conns: Conns,
+    sessions: Sessions,
     requests: Requests,
-    timers: TimerSet<Timer>,
-    expired: Expired,
-    audio: Vec<u8>,
-    vad_events: Vec<VadEvent>,
+    scratch: AudioScratch,
 }
 
 impl std::fmt::Debug for LlmrtcServer {
@@ -85,12 +87,9 @@ impl LlmrtcServer {
             ids: Box::new(ids),
             clock: Monotonic::new(),
             wire: Wire::new(),
-            conns: BTreeMap::new(),
-            sessions: BTreeMap::new(),
-            timers: TimerSet::new(),
-            expired: Expired::default(),
-            audio: Vec::new(),
-            vad_events: Vec::new(),
+            conns: Conns::default(),
+            sessions: Sessions::default(),
+            scratch: AudioScratch::default(),
         })
     }
 
@@ -98,10 +97,6 @@ impl LlmrtcServer {
     pub fn config(&self) -> &ServerConfig {
         &self.config
     }
-
-    // -----------------------------------------------------------------------------------
-    // Getters
-    // -----------------------------------------------------------------------------------
 
     /// Open connections.
     pub fn connections(&self) -> usize {
@@ -115,7 +110,7 @@ impl LlmrtcServer {
 
     /// The session of `conn`.
     pub fn session_of(&self, conn: ConnId) -> Option<&str> {
-        self.conns.get(&conn)?.session.as_deref()
+        self.conns.get(conn)?.session.as_deref()
     }
 
     /// The connection of `session`, if it is connected.
@@ -150,16 +145,12 @@ impl LlmrtcServer {
             .map_or(0, |s| s.attachments.len())
     }
 
-    // -----------------------------------------------------------------------------------
-    // Commands
-    // -----------------------------------------------------------------------------------
-
     /// Reports whether `conn`'s WebRTC data channel is open. While it is, every payload
     /// message is also emitted as [`ServerEvent::DataChannel`].
     pub fn set_data_channel_open(&mut self, conn: ConnId, open: bool) -> Result<(), CommandError> {
         let c = self
             .conns
-            .get_mut(&conn)
+            .get_mut(conn)
             .ok_or(CommandError::UnknownConnection)?;
         c.dc_open = open;
         Ok(())
@@ -167,7 +158,10 @@ impl LlmrtcServer {
 
     /// Answers `conn`'s `offer` with an SDP answer (`signal`).
     pub fn signal(&mut self, conn: ConnId, answer: RawJson) -> Result<(), CommandError> {
-        let to = self.link(conn).ok_or(CommandError::UnknownConnection)?;
+        let to = self
+            .conns
+            .link(conn)
+            .ok_or(CommandError::UnknownConnection)?;
         self.wire
             .send(to, &ServerMessage::Signal(Signal { signal: answer }));
         Ok(())
@@ -180,14 +174,17 @@ impl LlmrtcServer {
         code: ErrorCode,
         message: impl Into<String>,
     ) -> Result<(), CommandError> {
-        let to = self.link(conn).ok_or(CommandError::UnknownConnection)?;
+        let to = self
+            .conns
+            .link(conn)
+            .ok_or(CommandError::UnknownConnection)?;
         self.wire.error(to, code, message.into());
         Ok(())
     }
 
     /// Closes `conn` (1000); its session waits for a reconnect.
     pub fn close(&mut self, conn: ConnId) -> Result<(), CommandError> {
-        if !self.conns.contains_key(&conn) {
+        if !self.conns.contains(conn) {
             return Err(CommandError::UnknownConnection);
         }
         self.wire
@@ -318,9 +315,7 @@ impl LlmrtcServer {
         let frame = self
             .wire
             .frame_with(|out| encode_tts_chunk(out, format, sample_rate, audio));
-        if let Some(to) = self.link_of(&sid) {
-            self.wire.send_frame(to, frame, Channel::Both);
-        }
+        self.send_audio(&sid, frame);
         Ok(())
     }
 
@@ -334,9 +329,7 @@ impl LlmrtcServer {
     ) -> Result<(), CommandError> {
         let sid = self.progress(request, ProviderKind::Tts, now)?;
         let frame = self.wire.frame_with(|out| encode_tts(out, format, audio));
-        if let Some(to) = self.link_of(&sid) {
-            self.wire.send_frame(to, frame, Channel::Both);
-        }
+        self.send_audio(&sid, frame);
         Ok(())
     }
 
@@ -381,10 +374,6 @@ impl LlmrtcServer {
         Ok(())
     }
 
-    // -----------------------------------------------------------------------------------
-    // Helpers of the commands
-    // -----------------------------------------------------------------------------------
-
     /// Progress on an active `request` of `kind`: its timeout restarts; its session.
     fn progress(
         &mut self,
@@ -426,13 +415,11 @@ impl LlmrtcServer {
         Ok(())
     }
 
-    /// Where frames for `conn` go, if it is open.
-    fn link(&self, conn: ConnId) -> Option<Link> {
-        let c = self.conns.get(&conn)?;
-        Some(Link {
-            conn,
-            dc_open: c.dc_open,
-        })
+    /// Sends TTS audio to session `sid` (a payload message: also on the data channel).
+    fn send_audio(&mut self, sid: &str, frame: FrameBuf) {
+        if let Some(to) = self.link_of(sid) {
+            self.wire.send_frame(to, frame, Channel::Both);
+        }
     }
 
     /// Where frames for session `sid` go, if it is connected.
@@ -440,7 +427,7 @@ impl LlmrtcServer {
         let conn = self.sessions.get(sid)?.conn?;
         Some(Link {
             conn,
-            dc_open: self.conns.get(&conn).is_some_and(|c| c.dc_open),
+            dc_open: self.conns.get(conn).is_some_and(|c| c.dc_open),
         })
     }
 
@@ -457,18 +444,14 @@ impl LlmrtcServer {
         Some((s, ctx))
     }
 
-    // -----------------------------------------------------------------------------------
-    // Inbound messages
-    // -----------------------------------------------------------------------------------
-
     fn on_message(&mut self, conn: ConnId, sid: String, msg: ClientMessageRef<'_>, now: Instant) {
-        let Some(to) = self.link(conn) else {
+        let Some(to) = self.conns.link(conn) else {
             return;
         };
         match msg {
             ClientMessageRef::Ping(p) => {
                 if let Some(t) = self.config.heartbeat_timeout {
-                    self.timers.set(Timer::Heartbeat(conn), now + t);
+                    self.conns.set_heartbeat(conn, now + t);
                 }
                 let pong = ServerMessage::Pong(Pong {
                     timestamp: p.timestamp,
@@ -493,7 +476,13 @@ impl LlmrtcServer {
                     s.queue_attachments(&mut ctx, attachments);
                 }
             }
-            ClientMessageRef::Audio(a) => self.on_audio(to, &sid, a, now),
+            ClientMessageRef::Audio(a) => {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                if let Some((s, mut ctx)) = self.session_ctx(&sid) {
+                    s.on_audio(&mut ctx, a, &mut scratch, now);
+                }
+                self.scratch = scratch;
+            }
         }
     }
 
@@ -510,8 +499,8 @@ impl LlmrtcServer {
             self.wire.send(to, &ack(true, current));
             return;
         }
-        if !self.sessions.contains_key(&wanted) {
-            let expired = self.expired.contains(&wanted);
+        if !self.sessions.contains(&wanted) {
+            let expired = self.sessions.was_expired(&wanted);
             self.wire.send(to, &ack(false, current));
             let (code, text) = if expired {
                 (ErrorCode::SESSION_EXPIRED, texts::SESSION_EXPIRED)
@@ -531,26 +520,25 @@ impl LlmrtcServer {
             s.abandon(&mut ctx, true);
         }
         self.sessions.remove(&current);
-        self.timers.cancel(&Timer::Ttl(current.clone()));
         // A connection still holding the wanted session loses it.
         let holder = self.sessions.get(&wanted).and_then(|s| s.conn);
         if let Some(other) = holder.filter(|o| *o != conn) {
             if let Some((s, mut ctx)) = self.session_ctx(&wanted) {
                 s.abandon(&mut ctx, false);
             }
-            if let Some(c) = self.conns.get_mut(&other) {
+            if let Some(c) = self.conns.get_mut(other) {
                 c.session = None;
             }
-            self.timers.cancel(&Timer::Heartbeat(other));
+            self.conns.cancel_heartbeat(other);
             self.wire
                 .close(other, CloseCode::NORMAL, texts::CLOSE_SESSION_MOVED);
         }
-        self.timers.cancel(&Timer::Ttl(wanted.clone()));
+        self.sessions.cancel_ttl(&wanted);
         if let Some(s) = self.sessions.get_mut(&wanted) {
             s.conn = Some(conn);
             s.last_activity = now;
         }
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let Some(c) = self.conns.get_mut(conn) {
             c.session = Some(wanted.clone());
         }
         self.wire.send(to, &ack(true, wanted.clone()));
@@ -560,44 +548,6 @@ impl LlmrtcServer {
             replaced: current,
         });
     }
-
-    fn on_audio(&mut self, to: Link, sid: &str, audio: AudioRef<'_>, now: Instant) {
-        if let Some(a) = audio.attachments {
-            if let Some((s, mut ctx)) = self.session_ctx(sid) {
-                s.queue_attachments(&mut ctx, a);
-            }
-        }
-        let mut bytes = std::mem::take(&mut self.audio);
-        bytes.clear();
-        let max = self.config.limits.max_message_bytes;
-        if decode_base64(&audio.data, max, &mut bytes).is_none() {
-            self.audio = bytes;
-            let text = texts::BAD_BASE64.into();
-            self.wire.error(to, ErrorCode::AUDIO_PROCESSING_ERROR, text);
-            return;
-        }
-        drop(audio.data);
-        let parsed = parse_wav(&bytes)
-            .map(|w| (w.format.sample_rate, w.mono_samples().collect::<Vec<i16>>()));
-        self.audio = bytes;
-        let (rate, samples) = match parsed {
-            Ok(p) => p,
-            Err(e) => {
-                let text = format!("{}{e}", texts::UNSUPPORTED_AUDIO);
-                self.wire.error(to, ErrorCode::INVALID_AUDIO_FORMAT, text);
-                return;
-            }
-        };
-        let mut events = std::mem::take(&mut self.vad_events);
-        if let Some((s, mut ctx)) = self.session_ctx(sid) {
-            s.hear(&mut ctx, rate, &samples, &mut events, now);
-        }
-        self.vad_events = events;
-    }
-
-    // -----------------------------------------------------------------------------------
-    // Sessions: detach, expiry, room
-    // -----------------------------------------------------------------------------------
 
     /// Session `sid` lost its connection at `now`: its turn is dropped and its TTL starts,
     /// counted from its last activity or `now`, whichever is later. A disconnect counts as
@@ -610,25 +560,28 @@ impl LlmrtcServer {
             if touch {
                 s.last_activity = from;
             }
-            self.timers
-                .set(Timer::Ttl(sid.clone()), from + self.config.session_ttl);
+            let at = from + self.config.session_ttl;
+            self.sessions.set_ttl(&sid, at);
         }
         self.wire
             .event(ServerEvent::SessionDetached { session: sid });
     }
 
     fn expire(&mut self, sid: &str) {
-        let Some((s, mut ctx)) = self.session_ctx(sid) else {
-            return;
-        };
-        if s.conn.is_some() {
+        if self.sessions.get(sid).is_none_or(|s| s.conn.is_some()) {
             return;
         }
-        s.abandon(&mut ctx, false);
-        self.sessions.remove(sid);
-        self.timers.cancel(&Timer::Ttl(sid.to_owned()));
         let max = self.config.limits.max_expired_remembered;
-        self.expired.remember(sid.to_owned(), max);
+        let Some(mut s) = self.sessions.expire(sid, max) else {
+            return;
+        };
+        let mut ctx = Ctx {
+            wire: &mut self.wire,
+            requests: &mut self.requests,
+            config: &self.config,
+            link: None,
+        };
+        s.abandon(&mut ctx, false);
         self.wire.event(ServerEvent::SessionExpired {
             session: sid.to_owned(),
         });
@@ -636,11 +589,7 @@ impl LlmrtcServer {
 
     /// Refuses a connection over a limit: error, then close 1013.
     fn refuse(&mut self, conn: ConnId) {
-        let c = Conn {
-            session: None,
-            dc_open: false,
-        };
-        self.conns.insert(conn, c);
+        self.conns.open(conn, None);
         let to = Link {
             conn,
             dc_open: false,
@@ -656,12 +605,7 @@ impl LlmrtcServer {
         if self.sessions.len() < self.config.limits.max_sessions {
             return true;
         }
-        let victim = self
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.conn.is_none())
-            .min_by_key(|(_, s)| s.last_activity)
-            .map(|(id, _)| id.clone());
+        let victim = self.sessions.least_recent_disconnected();
         match victim {
             Some(v) => {
                 self.expire(&v);
@@ -696,23 +640,32 @@ impl LlmrtcServer {
         }
     }
 
-    fn on_timer(&mut self, timer: Timer, now: Instant) {
-        match timer {
-            Timer::Heartbeat(conn) => {
-                let Some(c) = self.conns.get_mut(&conn) else {
-                    return;
-                };
-                let sid = c.session.take();
-                self.wire
-                    .close(conn, CloseCode::POLICY, texts::CLOSE_HEARTBEAT);
-                self.wire.event(ServerEvent::HeartbeatTimeout { conn });
-                // The session waits for a reconnect from now on.
-                if let Some(sid) = sid {
-                    self.detach(sid, now, false);
-                }
-            }
-            Timer::Ttl(sid) => self.expire(&sid),
+    /// `conn` sent no `ping` in time: it is closed 1008, and its session waits for a
+    /// reconnect.
+    fn on_heartbeat_timeout(&mut self, conn: ConnId, now: Instant) {
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        let sid = c.session.take();
+        self.wire
+            .close(conn, CloseCode::POLICY, texts::CLOSE_HEARTBEAT);
+        self.wire.event(ServerEvent::HeartbeatTimeout { conn });
+        if let Some(sid) = sid {
+            self.detach(sid, now, false);
         }
+    }
+
+    /// The next deadline due at `now`, in firing order.
+    fn next_due(&self, now: Instant) -> Option<Due> {
+        let heartbeat = self.conns.next_heartbeat().map(|at| (at, Due::Heartbeat));
+        let ttl = self.sessions.next_ttl().map(|at| (at, Due::Ttl));
+        let provider = self.requests.next().map(|(at, _)| (at, Due::Provider));
+        [heartbeat, ttl, provider]
+            .into_iter()
+            .flatten()
+            .filter(|(at, _)| *at <= now)
+            .min()
+            .map(|(_, due)| due)
     }
 }
 
@@ -721,7 +674,7 @@ impl Machine for LlmrtcServer {
 
     fn handle_connect(&mut self, conn: ConnId, _peer: &PeerInfo, now: Instant) {
         let now = self.clock.observe(now);
-        if self.conns.contains_key(&conn) {
+        if self.conns.contains(conn) {
             return;
         }
         if self.conns.len() >= self.config.limits.max_connections || !self.make_room() {
@@ -735,12 +688,8 @@ impl Machine for LlmrtcServer {
             .as_ref()
             .map(|p| p.initial_stage.clone());
         let session = Session::new(sid.clone(), conn, stage, now);
-        self.sessions.insert(sid.clone(), session);
-        let c = Conn {
-            session: Some(sid.clone()),
-            dc_open: false,
-        };
-        self.conns.insert(conn, c);
+        self.sessions.insert(session);
+        self.conns.open(conn, Some(sid.clone()));
         let ice = (!self.config.ice_servers.is_empty()).then(|| self.config.ice_servers.clone());
         let ready = ServerMessage::Ready(Ready {
             id: sid.clone(),
@@ -755,7 +704,7 @@ impl Machine for LlmrtcServer {
         };
         self.wire.send(to, &ready);
         if let Some(t) = self.config.heartbeat_timeout {
-            self.timers.set(Timer::Heartbeat(conn), now + t);
+            self.conns.set_heartbeat(conn, now + t);
         }
         self.wire
             .event(ServerEvent::SessionStarted { conn, session: sid });
@@ -763,7 +712,7 @@ impl Machine for LlmrtcServer {
 
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         let now = self.clock.observe(now);
-        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session.clone()) else {
+        let Some(sid) = self.conns.get(conn).and_then(|c| c.session.clone()) else {
             return;
         };
         if let Some(s) = self.sessions.get_mut(&sid) {
@@ -775,7 +724,7 @@ impl Machine for LlmrtcServer {
                 self.wire.event(ServerEvent::Ignored { conn, type_name });
             }
             Err(e) => {
-                if let Some(to) = self.link(conn) {
+                if let Some(to) = self.conns.link(conn) {
                     let text = e.to_string();
                     self.wire.error(to, e.code(), cut(&text, 256).to_owned());
                 }
@@ -785,10 +734,9 @@ impl Machine for LlmrtcServer {
 
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
         let now = self.clock.observe(now);
-        let Some(c) = self.conns.remove(&conn) else {
+        let Some(c) = self.conns.remove(conn) else {
             return;
         };
-        self.timers.cancel(&Timer::Heartbeat(conn));
         self.wire.out().forget_conn(conn);
         let Some(sid) = c.session else {
             return;
@@ -800,32 +748,37 @@ impl Machine for LlmrtcServer {
 
     fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
-        loop {
-            // One order over both sets: by time, connection and session deadlines first.
-            let session_due = self.timers.next_deadline().filter(|at| *at <= now);
-            let provider_due = self.requests.next().filter(|(at, _)| *at <= now);
-            match (session_due, provider_due) {
-                (Some(at), p) if p.is_none_or(|(pat, _)| at <= pat) => {
-                    if let Some(t) = self.timers.pop_expired(now) {
-                        self.on_timer(t, now);
+        while let Some(due) = self.next_due(now) {
+            match due {
+                Due::Heartbeat => {
+                    if let Some(conn) = self.conns.pop_heartbeat(now) {
+                        self.on_heartbeat_timeout(conn, now);
                     }
                 }
-                (_, Some(_)) => {
+                Due::Ttl => {
+                    if let Some(sid) = self.sessions.pop_ttl(now) {
+                        self.expire(&sid);
+                    }
+                }
+                Due::Provider => {
                     if let Some(req) = self.requests.pop_expired(now) {
                         self.on_provider_timeout(req, now);
                     }
                 }
-                _ => break,
             }
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         let provider = self.requests.next().map(|(at, _)| at);
-        match (self.timers.next_deadline(), provider) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.conns.next_heartbeat(),
+            self.sessions.next_ttl(),
+            provider,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn poll_output(&mut self) -> Option<Output<ServerEvent>> {

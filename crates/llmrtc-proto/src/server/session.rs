@@ -2,36 +2,29 @@
 //! through its VAD into utterances, queues them, and runs them one [`Turn`] at a time,
 //! keeping the history and (in playbook mode) the current stage.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
-use agentwire_core::ConnId;
+use agentwire_core::{ConnId, TimerSet};
 use serde_json::{Map, Value};
 
+use crate::codec::decode_base64;
 use crate::config::ServerConfig;
 use crate::error::CommandError;
 use crate::event::{ServerEvent, TurnOutcome};
 use crate::message::ErrorCode;
-use crate::message::{ServerMessage, StageChange, VisionAttachment};
+use crate::message::{AudioRef, ServerMessage, StageChange, VisionAttachment};
 use crate::playbook::{Stage, REASON_KEYWORD_MATCH, REASON_TOOL_RESULT};
 use crate::provider::{
     ChatMessage, ChatRole, ProviderError, RequestId, SpeechSegment, StageContext, ToolRecord,
 };
 use crate::vad::{Vad, VadEvent};
+use crate::wav::parse_wav;
 
 use super::requests::Pending;
 use super::texts;
 use super::turn::{Step, Turn, Utterance};
 use super::wire::Ctx;
-
-/// One WebSocket connection.
-#[derive(Debug)]
-pub(crate) struct Conn {
-    /// Its session; `None` once the connection is refused or closing.
-    pub(crate) session: Option<String>,
-    /// Whether the application reported its data channel open.
-    pub(crate) dc_open: bool,
-}
 
 /// One session.
 #[derive(Debug)]
@@ -112,9 +105,42 @@ impl Session {
     // Speech in
     // -----------------------------------------------------------------------------------
 
+    /// An `audio` message: its attachments queue; its WAV (base64) goes through the VAD
+    /// ([`hear`](Self::hear)); bad base64 is `AUDIO_PROCESSING_ERROR`, a WAV this server
+    /// does not take `INVALID_AUDIO_FORMAT`.
+    pub(crate) fn on_audio(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        audio: AudioRef<'_>,
+        scratch: &mut AudioScratch,
+        now: Instant,
+    ) {
+        if let Some(a) = audio.attachments {
+            self.queue_attachments(ctx, a);
+        }
+        let bytes = &mut scratch.wav;
+        bytes.clear();
+        let max = ctx.config.limits.max_message_bytes;
+        if decode_base64(&audio.data, max, bytes).is_none() {
+            let text = texts::BAD_BASE64.into();
+            ctx.error(ErrorCode::AUDIO_PROCESSING_ERROR, text);
+            return;
+        }
+        drop(audio.data);
+        let (rate, samples) = match parse_wav(bytes) {
+            Ok(w) => (w.format.sample_rate, w.mono_samples().collect::<Vec<i16>>()),
+            Err(e) => {
+                let text = format!("{}{e}", texts::UNSUPPORTED_AUDIO);
+                ctx.error(ErrorCode::INVALID_AUDIO_FORMAT, text);
+                return;
+            }
+        };
+        self.hear(ctx, rate, &samples, &mut scratch.vad_events, now);
+    }
+
     /// One `audio` message's samples at `rate`, through the VAD (`events` is a reusable
     /// buffer); a finished utterance starts its turn when the session is idle.
-    pub(crate) fn hear(
+    fn hear(
         &mut self,
         ctx: &mut Ctx<'_>,
         rate: u32,
@@ -413,17 +439,110 @@ impl Session {
     }
 }
 
+/// Buffers reused across `audio` messages.
+#[derive(Debug, Default)]
+pub(crate) struct AudioScratch {
+    /// The decoded WAV file.
+    wav: Vec<u8>,
+    /// The VAD's events of one message.
+    vad_events: Vec<VadEvent>,
+}
+
+/// Every session, the deadlines of the disconnected ones (their TTL), and the ids of those
+/// that expired.
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    map: BTreeMap<String, Session>,
+    ttl: TimerSet<String>,
+    expired: Expired,
+}
+
+impl Sessions {
+    /// Sessions held.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Session `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<&Session> {
+        self.map.get(id)
+    }
+
+    /// Session `id`, to change it.
+    pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut Session> {
+        self.map.get_mut(id)
+    }
+
+    /// Whether session `id` is held.
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.map.contains_key(id)
+    }
+
+    /// Holds `session`.
+    pub(crate) fn insert(&mut self, session: Session) {
+        self.map.insert(session.id.clone(), session);
+    }
+
+    /// Drops session `id` (and its TTL) without remembering it as expired.
+    pub(crate) fn remove(&mut self, id: &str) -> Option<Session> {
+        self.ttl.cancel(&id.to_owned());
+        self.map.remove(id)
+    }
+
+    /// Drops session `id` (and its TTL) and remembers its id as expired (at most `max`
+    /// ids are remembered).
+    pub(crate) fn expire(&mut self, id: &str, max: usize) -> Option<Session> {
+        let s = self.remove(id)?;
+        self.expired.remember(id.to_owned(), max);
+        Some(s)
+    }
+
+    /// Whether `id` belonged to a session that expired (and is still remembered).
+    pub(crate) fn was_expired(&self, id: &str) -> bool {
+        self.expired.contains(id)
+    }
+
+    /// Session `id`'s TTL ends at `at`.
+    pub(crate) fn set_ttl(&mut self, id: &str, at: Instant) {
+        self.ttl.set(id.to_owned(), at);
+    }
+
+    /// Session `id` is connected again: no TTL.
+    pub(crate) fn cancel_ttl(&mut self, id: &str) {
+        self.ttl.cancel(&id.to_owned());
+    }
+
+    /// The earliest TTL.
+    pub(crate) fn next_ttl(&self) -> Option<Instant> {
+        self.ttl.next_deadline()
+    }
+
+    /// The session whose TTL is the earliest, if it ended by `now`.
+    pub(crate) fn pop_ttl(&mut self, now: Instant) -> Option<String> {
+        self.ttl.pop_expired(now)
+    }
+
+    /// The least recently active disconnected session (the first of equals in id order).
+    pub(crate) fn least_recent_disconnected(&self) -> Option<String> {
+        self.map
+            .iter()
+            .filter(|(_, s)| s.conn.is_none())
+            .min_by_key(|(_, s)| s.last_activity)
+            .map(|(id, _)| id.clone())
+    }
+}
+
 /// Expired session ids, remembered (bounded, oldest forgotten first) so that a late
 /// `reconnect` gets `SESSION_EXPIRED` rather than `SESSION_NOT_FOUND`.
 #[derive(Debug, Default)]
-pub(crate) struct Expired {
+struct Expired {
     order: VecDeque<String>,
     ids: BTreeSet<String>,
 }
 
 impl Expired {
     /// Remembers `id`, forgetting the oldest beyond `max` (`0`: remembers nothing).
-    pub(crate) fn remember(&mut self, id: String, max: usize) {
+    fn remember(&mut self, id: String, max: usize) {
         if max == 0 {
             return;
         }
@@ -437,7 +556,7 @@ impl Expired {
     }
 
     /// Whether `id` is remembered.
-    pub(crate) fn contains(&self, id: &str) -> bool {
+    fn contains(&self, id: &str) -> bool {
         self.ids.contains(id)
     }
 }
