@@ -238,17 +238,16 @@
 //!
 //! # How messages are read
 //!
-//! Two messages make up almost all of a busy bus's input: subscribers' replies to hops and
-//! clients' publishes. In their plain shape (members in any order, any JSON whitespace, no
-//! escape in the strings the bus reads itself, no extra member) each is read in one pass by a
-//! small scanner, and a publish's payload is skipped once, by serde_json, and forwarded as
-//! sent. Anything else (an escaped string, an extra member, a batch entry, malformed JSON)
-//! takes the general path through [`jsonrpc::classify`], which gives the same answers, only
-//! slower. Proptests and the `bus_decode` fuzz target hold the two together: whatever a
-//! one-pass reader accepts, the general path reads the same way. The payload rules (shape,
-//! depth) and every limit are applied after reading, in the one step both paths share, so
-//! they cannot differ (`plain_and_general_shapes_give_the_same_frames_and_events` runs them
-//! on both).
+//! Every message is read by one general path: [`jsonrpc::classify`] keeps `params`,
+//! `result` and `error` raw until the method is known, then the method's params are read,
+//! and a publish's payload is forwarded as sent, never parsed into a tree. In front of it
+//! stands one hand-written reader for the message a busy bus gets most, a subscriber's
+//! success reply to a hop (one per subscriber per publish): in its plain shape (members in
+//! any order, any JSON whitespace, no escape in the strings it reads, no extra member) it
+//! is read in one pass; anything else falls back to the general path, which gives the same
+//! answer. It takes about 30% off a publish through 10 subscribers (`bus/read_path/10`).
+//! Proptests and the `bus_decode` fuzz target hold the two readers together, and
+//! `plain_and_general_shapes_give_the_same_frames_and_events` runs the whole bus on both.
 //!
 //! # Feature flags
 //!
@@ -261,11 +260,9 @@ mod client;
 mod config;
 mod error;
 mod event;
-mod fast_publish;
-mod hop_ack;
+mod fast;
 pub mod jsonrpc;
 pub mod message;
-mod scan;
 pub mod topic;
 
 #[cfg(feature = "fuzzing")]

@@ -270,6 +270,22 @@ impl SendMessageResult {
     }
 }
 
+/// A subscriber's `sendMessage` result as the bus reads it: only `stopPropagation` matters
+/// (absent or `null`: the chain goes on). Lenient on purpose: any other member is ignored.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Ack {
+    /// `stopPropagation`.
+    #[serde(default, rename = "stopPropagation")]
+    pub(crate) stop: Option<bool>,
+}
+
+impl Ack {
+    /// Whether the subscriber ends the chain.
+    pub(crate) fn stops(&self) -> bool {
+        self.stop == Some(true)
+    }
+}
+
 /// `ping` result: `{timestamp}` (RFC 3339, UTC).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PingResult {

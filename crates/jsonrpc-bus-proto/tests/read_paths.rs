@@ -1,8 +1,8 @@
-//! The bus reads plain hop replies and plain publishes in one pass and everything else the
-//! general way (crate docs, "How messages are read"). The readers are held to each other
-//! message by message in the crate's unit tests and fuzz target; this holds the whole bus to
-//! itself: the same scenario, sent once in the plain shape and once in a shape that only the
-//! general path takes, gives byte-identical frames, closes and events.
+//! The bus reads plain hop replies in one pass and everything else the general way (crate
+//! docs, "How messages are read"). The two readers are held to each other message by message
+//! in the crate's unit tests and fuzz target; this holds the whole bus to itself: the same
+//! scenario, sent once in the plain shape and once in a shape that only the general path
+//! takes, gives byte-identical frames, closes and events.
 
 use std::time::Duration;
 
@@ -14,9 +14,9 @@ mod common;
 /// How a scenario's publishes and replies are written.
 #[derive(Clone, Copy)]
 enum Shape {
-    /// Compact, in the fast readers' shape.
+    /// Compact, in the one-pass reader's shape.
     Plain,
-    /// The same members plus one the bus ignores, which the fast readers refuse.
+    /// The same members plus one the bus ignores, which the one-pass reader refuses.
     General,
 }
 

@@ -14,14 +14,13 @@ use serde_json::value::RawValue;
 use crate::config::BusConfig;
 use crate::error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
 use crate::event::{BusEvent, DeliveryId, DropReason, HopOutcome};
-use crate::fast_publish::{fast_publish, Publish};
-use crate::hop_ack::{fast_hop_ack, Ack};
+use crate::fast;
 use crate::jsonrpc::{
     classify, split_body, split_text, write_error, write_result_with, Body, Call, Id, Incoming,
     Reply,
 };
 use crate::message::{
-    method, rfc3339_utc, Capabilities, InitializeResult, ServerInfo, SubscribeResult,
+    method, rfc3339_utc, Ack, Capabilities, InitializeResult, ServerInfo, SubscribeResult,
     UnsubscribeResult,
 };
 
@@ -35,7 +34,7 @@ mod subscriptions;
 use batch::{Batches, Handled};
 use deliveries::{Deliveries, Delivery, Origin, Step};
 use flow::Flow;
-pub(crate) use params::topic_params;
+use params::topic_params;
 use params::{
     check_payload, check_topic, initialize_params, method_not_found, respond, send_message_params,
     Encoded,
@@ -239,20 +238,10 @@ impl Bus {
         };
         match body {
             Ok(Body::Single(raw)) => {
-                // The two messages a bus gets most, each read in one pass when plain.
-                if let Some((request, stop)) = fast_hop_ack(raw) {
+                // The message a bus gets most, read in one pass when plain.
+                if let Some((request, ack)) = fast::read(raw) {
                     if let Some(delivery) = self.hop_answered(conn, Some(request)) {
-                        self.finish_hop(delivery, stop.outcome(), now);
-                    }
-                } else if let Some(Publish { id, topic, payload }) = self
-                    .is_initialized(conn)
-                    .then(|| fast_publish(raw))
-                    .flatten()
-                {
-                    if let Handled::Now(bytes) =
-                        self.send_message(conn, id, topic, payload, Origin::direct, now)
-                    {
-                        self.send_bytes(conn, bytes);
+                        self.finish_hop(delivery, hop_outcome(&ack), now);
                     }
                 } else {
                     self.on_single(conn, raw, now);
@@ -461,9 +450,8 @@ impl Bus {
         Ok(Encoded::encode(&UnsubscribeResult { success: true }))
     }
 
-    /// A `sendMessage` from `conn` whose params are read (by `topic_params` or
-    /// `fast_publish`): checks the topic's length and the publisher's limit, then starts the
-    /// delivery, answered when its chain ends (`origin` makes the answer's address from `id`).
+    /// A `sendMessage` from `conn` whose params are read ([`topic_params`]): checks the
+    /// topic's length, the payload and the publisher's limit, then starts the delivery, answered when its chain ends (`origin` makes the answer's address from `id`).
     fn send_message(
         &mut self,
         conn: ConnId,
@@ -649,7 +637,7 @@ impl Bus {
         };
         let outcome = match reply.outcome {
             Ok(result) => match serde_json::from_str::<Ack>(result.get()) {
-                Ok(ack) => ack.outcome(),
+                Ok(ack) => hop_outcome(&ack),
                 Err(_) => {
                     const REASON: &str =
                         "sendMessage result must be an object with a boolean stopPropagation";
@@ -664,6 +652,15 @@ impl Bus {
             Err(error) => HopOutcome::Error(error),
         };
         self.finish_hop(delivery, outcome, now);
+    }
+}
+
+/// What a subscriber's answer does to the chain.
+fn hop_outcome(ack: &Ack) -> HopOutcome {
+    if ack.stops() {
+        HopOutcome::Stopped
+    } else {
+        HopOutcome::Continued
     }
 }
 

@@ -111,7 +111,7 @@ pub(super) fn check_payload(
 
 /// Reads `{topic, payload?}` the general way: a missing, `null` or empty topic is -32600
 /// (the spec's table), params that are not an object or a topic that is not a string -32602.
-pub(crate) fn topic_params(
+pub(super) fn topic_params(
     params: Option<&RawValue>,
 ) -> Result<(Cow<'_, str>, Option<&RawValue>), ErrorObject> {
     #[derive(Deserialize)]

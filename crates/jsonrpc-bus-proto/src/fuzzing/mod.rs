@@ -4,8 +4,8 @@
 //! and run on stable Rust too: `tests/fuzz_seeds.rs` replays every committed seed through
 //! them. Every function panics on a broken invariant; that is how the fuzzer finds bugs.
 //!
-//! One file per target: [`decode`] (the decoder and the one-pass readers), [`bus`] (the
-//! `Bus` machine), [`client`] (the `BusClient` machine); this file holds what the machine
+//! One file per target: `decode.rs` (the decoder and the one-pass reader), `bus.rs` (the
+//! `Bus` machine), `client.rs` (the `BusClient` machine); this file holds what the machine
 //! harnesses share.
 
 use std::time::{Duration, Instant};

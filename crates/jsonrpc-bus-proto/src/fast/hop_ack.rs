@@ -1,34 +1,16 @@
-//! The bus's fast path for the message it gets most: a subscriber's success reply to a hop,
-//! read in one pass straight into the request id and the `stopPropagation` answer.
-//! Anything else goes the general way ([`classify`](crate::jsonrpc::classify)).
+//! The one-pass reader of a subscriber's success reply to a hop, straight into the request
+//! id and the `stopPropagation` answer.
 //!
-//! The reader is a small hand-written scanner for one narrow shape, not a JSON parser: it
-//! accepts a reply only where every byte fits that shape, and returns `None` at the first
-//! byte that does not, so whatever it accepts the general path reads the same way
+//! It is a small hand-written scanner for one narrow shape, not a JSON parser: it accepts a
+//! reply only where every byte fits that shape, and returns `None` at the first byte that
+//! does not, so whatever it accepts the general path reads the same way
 //! (`fast_hop_ack_agrees_with_the_general_path`, the proptest beside it, and the
 //! `bus_decode` fuzz target check this).
 
 use agentwire_core::Id128;
-use serde::Deserialize;
 
-use crate::event::HopOutcome;
-use crate::scan::{Key, Scan};
-
-/// A subscriber's `sendMessage` result: only `stopPropagation` matters (absent = false).
-#[derive(Deserialize)]
-pub(crate) struct Ack {
-    #[serde(default, rename = "stopPropagation")]
-    pub(crate) stop: Option<bool>,
-}
-
-impl Ack {
-    pub(crate) fn outcome(&self) -> HopOutcome {
-        match self.stop {
-            Some(true) => HopOutcome::Stopped,
-            _ => HopOutcome::Continued,
-        }
-    }
-}
+use super::scan::{Key, Scan};
+use crate::message::Ack;
 
 /// The `result` object, whose members may only have `true`, `false`, `null` or a plain
 /// string as their value: its `stopPropagation` (`None` when absent or `null`).
@@ -67,7 +49,7 @@ fn result(scan: &mut Scan<'_>) -> Option<Ack> {
 /// object (a nested value, a number, a string `stopPropagation`), a duplicate or extra
 /// member, a request (which fails here at its first member, before its params are read).
 /// `text` starts at its `{` (`split_text` trims what comes before).
-pub(crate) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
+pub(super) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
     const JSONRPC: usize = 0;
     const RESULT: usize = 1;
     const ID: usize = 2;
@@ -94,8 +76,8 @@ pub(crate) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fast::scan::near;
     use crate::jsonrpc::{classify, Incoming};
-    use crate::scan::near;
 
     /// What the general path makes of a reply: the id and answer of a valid hop ack. `text`
     /// is as `on_body` hands it over (`split_text` trims leading whitespace).

@@ -1,14 +1,9 @@
-//! A byte cursor for the bus's one-pass readers of its two most frequent messages (a
-//! subscriber's hop reply, [`crate::hop_ack`], and a client's publish,
-//! [`crate::fast_publish`]).
+//! A byte cursor for the bus's one-pass reader of a subscriber's hop reply.
 //!
 //! It is not a JSON parser: it reads only plain forms (strings without escapes, the three
-//! literals, plain integers) and returns `None` at the first byte outside them, so that
-//! a reader built on it can leave anything unusual to the general path (serde_json) and
-//! never accept what serde_json would read differently. Values it does not read itself
-//! (a publish's payload) it hands to serde_json ([`Scan::raw_value`]).
-
-use serde_json::value::RawValue;
+//! literals) and returns `None` at the first byte outside them, so that a reader built on
+//! it can leave anything unusual to the general path (serde_json) and never accept what
+//! serde_json would read differently.
 
 use crate::jsonrpc::is_json_space;
 
@@ -165,32 +160,5 @@ impl<'a> Scan<'a> {
             self.at = end;
             value
         })
-    }
-
-    /// The rest of a plain integer whose first digit is consumed: up to 19 digits, no
-    /// leading zero, not followed by a fraction or exponent.
-    pub(crate) fn integer_rest(&mut self) -> Option<u64> {
-        let start = self.at.checked_sub(1)?;
-        while self.bytes().get(self.at).is_some_and(u8::is_ascii_digit) {
-            self.at += 1;
-        }
-        let digits = self.at - start;
-        let leading_zero = self.bytes().get(start) == Some(&b'0') && digits > 1;
-        if leading_zero
-            || digits > 19
-            || matches!(self.bytes().get(self.at), Some(b'.' | b'e' | b'E'))
-        {
-            return None;
-        }
-        self.text.get(start..self.at)?.parse().ok()
-    }
-
-    /// Any JSON value, read by serde_json and kept raw.
-    pub(crate) fn raw_value(&mut self) -> Option<&'a RawValue> {
-        let rest = self.text.get(self.at..)?;
-        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<&RawValue>();
-        let value = values.next()?.ok()?;
-        self.at += values.byte_offset();
-        Some(value)
     }
 }
