@@ -1,18 +1,18 @@
 //! End to end over 127.0.0.1: the reference controller and mock agents (the examples' library
 //! code) with real sockets, a raw tokio-tungstenite peer speaking 0.9.0, a slow reader, wss.
 
-use agentwire_apps::chopsticks;
-
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire::chopsticks::{
-    Agent, AgentConfig, AgentEvent, Controller, ControllerConfig, ControllerEvent,
+    Agent, AgentConfig, AgentEvent, AgentId, Controller, ControllerConfig, ControllerEvent,
     Limits as CtlLimits, RawJson,
 };
 use agentwire::core::{CloseCode, UuidV4Ids};
 use agentwire::tokio::{tls, Client, ClientConfig, Limits, Server, ServerConfig};
+use agentwire_apps::chopsticks;
 use chopsticks::controller_app::Outcome;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -37,7 +37,7 @@ async fn controller(
     cfg: ControllerConfig,
 ) -> (
     chopsticks::controller_app::ControllerApp,
-    mpsc::UnboundedReceiver<String>,
+    mpsc::UnboundedReceiver<AgentId>,
 ) {
     let (tx, rx) = mpsc::unbounded_channel();
     let app = chopsticks::controller_app::start("127.0.0.1:0", cfg, move |ev| {
@@ -397,48 +397,57 @@ async fn a_burst_of_requests_never_wedges_the_mock_agent() {
     let transport =
         ServerConfig::default().with_limits(Limits::default().with_send_queue_frames(10_000));
     let (tx, mut registered) = mpsc::unbounded_channel();
-    let app = chopsticks::controller_app::start_with("127.0.0.1:0", cfg, transport, move |ev| {
-        if let ControllerEvent::AgentRegistered { agent_id, .. } = ev {
-            let _ = tx.send(agent_id.clone());
-        }
-    })
-    .await
-    .expect("bind");
+    // Every request that ends (answered, failed or timed out) is reported here.
+    let (ended_tx, mut ended) = mpsc::unbounded_channel();
+    let app =
+        chopsticks::controller_app::start_with("127.0.0.1:0", cfg, transport, move |ev| match ev {
+            ControllerEvent::AgentRegistered { agent_id, .. } => {
+                let _ = tx.send(agent_id.clone());
+            }
+            ControllerEvent::RequestCompleted { id, .. }
+            | ControllerEvent::RequestFailed { id, .. }
+            | ControllerEvent::RequestTimedOut { id, .. } => {
+                let _ = ended_tx.send(*id);
+            }
+            _ => {}
+        })
+        .await
+        .expect("bind");
     let url = format!("ws://{}", app.local_addr());
     let agent = chopsticks::agent_app::start(&url, AgentConfig::new("busy"), true, |_, _| {})
         .expect("agent");
     within("reg", registered.recv()).await;
     // 3,000 requests at once: more than the agent's event channel and reply queue hold.
-    let sent = within(
+    let ids = within(
         "burst",
         app.handle.call(|c, now| {
             (0..3_000)
-                .filter(|_| {
+                .filter_map(|_| {
                     c.request("busy", "search", json!({"query": "africa"}), now)
-                        .is_ok()
+                        .ok()
                 })
-                .count()
+                .collect::<BTreeSet<_>>()
         }),
     )
     .await
     .expect("live");
-    assert_eq!(sent, 3_000);
-    // Every request ends (answered, or dropped by the agent and timed out), and afterwards the
-    // agent still answers: nothing is wedged.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
-    loop {
-        let pending = within("pending", app.handle.call(|c, _| c.pending_requests()))
-            .await
-            .expect("live");
-        if pending == 0 {
-            break;
+    assert_eq!(ids.len(), 3_000);
+    // Every request ends (answered, or dropped by the agent and timed out after 3 s), and
+    // afterwards the agent still answers: nothing is wedged.
+    let mut open = ids;
+    let all_end = async {
+        while !open.is_empty() {
+            let id = ended.recv().await.expect("controller events");
+            open.remove(&id);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{pending} requests never ended"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    tokio::time::timeout(Duration::from_secs(8), all_end)
+        .await
+        .unwrap_or_else(|_| panic!("{} requests never ended", open.len()));
+    let pending = within("pending", app.handle.call(|c, _| c.pending_requests()))
+        .await
+        .expect("live");
+    assert_eq!(pending, 0);
     let out = within(
         "after",
         app.request("busy", "status", json!({"guildId": "g"})),
