@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use agentwire::tokio::{Refusal, ServerConfig};
+use agentwire::tokio::{Limits, Refusal, ServerConfig};
 
 /// Logs to stderr, filtered by `RUST_LOG` (else `default`), so stdout stays free for output.
 /// Colours only when stderr is a terminal (and `NO_COLOR` is unset): a log file or a pipe
@@ -101,6 +101,28 @@ impl AddressLimits {
 /// way (bus -32005, relay `LIMIT_EXCEEDED`, llmrtc an error message); only far larger ones
 /// are cut by the transport (close 1009).
 pub const TRANSPORT_HEADROOM: usize = 64 << 10;
+
+/// Transport limits whose message and frame caps are a machine's `max_message_bytes` plus
+/// [`TRANSPORT_HEADROOM`].
+pub fn message_limits(max_message_bytes: usize) -> Limits {
+    let max = max_message_bytes.saturating_add(TRANSPORT_HEADROOM);
+    Limits::default()
+        .with_max_message_size(max)
+        .with_max_frame_size(max)
+}
+
+/// Transport settings for a server machine that enforces `max_message_bytes` and
+/// `max_connections` itself: [`message_limits`], and room for at least one connection more
+/// than `max_connections`, so the machine, not the transport, refuses the one too many.
+pub fn machine_sized(max_message_bytes: usize, max_connections: usize) -> ServerConfig {
+    let defaults = ServerConfig::default();
+    let room = defaults
+        .max_connections
+        .max(max_connections.saturating_add(1));
+    defaults
+        .with_limits(message_limits(max_message_bytes))
+        .with_max_connections(room)
+}
 
 /// What every reference server's transport settings share: the installed
 /// [`AddressLimits`], the protocol's own `refusal` of a connection over the per-address

@@ -10,7 +10,7 @@ use agentwire::jsonrpc_bus::message::{RawJson, SendMessageResult};
 use agentwire::jsonrpc_bus::{
     Bus, BusConfig, BusEvent, CommandError, DeliveryId, DropReason, HopOutcome,
 };
-use agentwire::tokio::{Handle, Limits, Server, ServerConfig};
+use agentwire::tokio::{Handle, Server, ServerConfig};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -33,21 +33,8 @@ pub struct BusApp {
 /// and room for at least the bus's `max_connections` (the bus itself answers the one too
 /// many with -32005 and close 1013).
 pub fn server_config(bus: &BusConfig) -> ServerConfig {
-    let max = bus
-        .limits
-        .max_message_bytes
-        .saturating_add(crate::common::TRANSPORT_HEADROOM);
-    let defaults = ServerConfig::default();
-    let max_connections = defaults
-        .max_connections
-        .max(bus.limits.max_connections.saturating_add(1));
-    let config = defaults
-        .with_limits(
-            Limits::default()
-                .with_max_message_size(max)
-                .with_max_frame_size(max),
-        )
-        .with_max_connections(max_connections);
+    let config =
+        crate::common::machine_sized(bus.limits.max_message_bytes, bus.limits.max_connections);
     crate::common::protect(config, "jsonrpc-bus", "/", address_refusal())
 }
 

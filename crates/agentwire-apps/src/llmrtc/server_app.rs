@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agentwire::core::UuidV4Ids;
 use agentwire::llmrtc::{LlmrtcServer, ProviderError, RequestId, ServerConfig, ServerEvent};
-use agentwire::tokio::{Handle, Limits, Server, ServerConfig as TransportConfig};
+use agentwire::tokio::{Handle, Server, ServerConfig as TransportConfig};
 
 use super::providers::{LlmStep, Providers};
 
@@ -81,14 +81,8 @@ const FIRST_FRAME_DELAY: Duration = Duration::from_millis(40);
 
 /// Transport settings for `config`: message and frame caps follow its `max_message_bytes`.
 pub fn transport_config(config: &ServerConfig) -> TransportConfig {
-    let max = config
-        .limits
-        .max_message_bytes
-        .saturating_add(crate::common::TRANSPORT_HEADROOM);
     let transport = TransportConfig::default().with_limits(
-        Limits::default()
-            .with_max_message_size(max)
-            .with_max_frame_size(max)
+        crate::common::message_limits(config.limits.max_message_bytes)
             .with_first_frame_delay(FIRST_FRAME_DELAY),
     );
     crate::common::protect(transport, "llmrtc", "/", address_refusal())

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use agentwire::agent_relay::{Host, HostConfig, HostEvent};
-use agentwire::tokio::{Backoff, Client, ClientConfig, ConfigError, Handle, Limits};
+use agentwire::tokio::{Backoff, Client, ClientConfig, ConfigError, Handle};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -29,13 +29,10 @@ pub struct MovieHost {
 
 /// The transport settings: the host's message limit, reconnects within 50 ms .. 2 s.
 pub fn client_config(config: &HostConfig) -> ClientConfig {
-    let max = config.limits.max_message_bytes.saturating_add(64 << 10);
     ClientConfig::default()
-        .with_limits(
-            Limits::default()
-                .with_max_message_size(max)
-                .with_max_frame_size(max),
-        )
+        .with_limits(crate::common::message_limits(
+            config.limits.max_message_bytes,
+        ))
         .with_backoff(
             Backoff::new(Duration::from_millis(50), Duration::from_secs(2))
                 .with_jitter(Duration::from_millis(50)),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use agentwire::agent_relay::{accept_path, Relay, RelayConfig, RelayEvent, ENDPOINT_PATH};
 use agentwire::core::{ConnId, UuidV4Ids};
-use agentwire::tokio::{Accept, Handle, Limits, Reject, Server, ServerConfig, UpgradeRequest};
+use agentwire::tokio::{Accept, Handle, Reject, Server, ServerConfig, UpgradeRequest};
 
 use super::log_writer::{StudyLog, SyncPolicy};
 use super::logging_relay::{LoggingRelay, ServerEvent, SyncJob};
@@ -49,22 +49,9 @@ pub fn path_hook(req: &UpgradeRequest<'_>) -> Result<Accept, Reject> {
 /// relay's `max_connections` (the relay itself answers the one too many with LIMIT_EXCEEDED
 /// and close 1013).
 pub fn server_config(relay: &RelayConfig) -> ServerConfig {
-    let max = relay
-        .limits
-        .max_message_bytes
-        .saturating_add(crate::common::TRANSPORT_HEADROOM);
-    let defaults = ServerConfig::default();
-    let max_connections = defaults
-        .max_connections
-        .max(relay.limits.max_connections.saturating_add(1));
-    let config = defaults
-        .with_hook(path_hook)
-        .with_limits(
-            Limits::default()
-                .with_max_message_size(max)
-                .with_max_frame_size(max),
-        )
-        .with_max_connections(max_connections);
+    let config =
+        crate::common::machine_sized(relay.limits.max_message_bytes, relay.limits.max_connections)
+            .with_hook(path_hook);
     // Over the per-address cap: close 1013 as at `max_connections` (the LIMIT_EXCEEDED
     // envelope before it needs a fresh id and timestamp, which a fixed frame cannot carry).
     let refusal = agentwire::tokio::Refusal::close(
