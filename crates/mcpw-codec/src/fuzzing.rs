@@ -15,6 +15,10 @@ use crate::message::{Body, Message, OtherCall};
 use crate::BatchForm;
 use crate::{Codec, DecodeError};
 
+mod orchestrator;
+
+pub use self::orchestrator::orchestrator;
+
 fn backends() -> [Backend; 2] {
     #[cfg(feature = "zlib-rs")]
     {

@@ -20,6 +20,11 @@ fn stream_seeds() {
     assert!(replay("mcpw_stream", fuzzing::stream) >= 7);
 }
 
+#[test]
+fn orchestrator_seeds() {
+    assert!(replay("mcpw_orchestrator", fuzzing::orchestrator) >= 16);
+}
+
 /// A cheap stable stand-in for the fuzzer: deterministic pseudo-random inputs through every
 /// target, half of them starting with a valid header so the payload paths run too.
 #[test]
@@ -28,6 +33,7 @@ fn pseudo_random_inputs_pass_every_target() {
         ("header", fuzzing::header as fn(&[u8])),
         ("frame", fuzzing::frame),
         ("stream", fuzzing::stream),
+        ("orchestrator", fuzzing::orchestrator),
     ];
     pseudo_random_inputs(&targets, 300, 2048, |round, data| {
         if round % 2 == 1 && data.len() > 25 {
