@@ -34,15 +34,19 @@ const CAPS: [&str; 2] = ["review", "test"];
 /// is a no-op.
 pub fn orchestrator(data: &[u8]) {
     let mut u = Unstructured::new(data);
-    let mut limits = OrchestratorLimits::default();
-    limits.max_connections = 6;
-    limits.max_agents = 2;
-    limits.max_tasks = 4;
-    limits.max_collaborations = 2;
-    limits.max_message_bytes = 16 * 1024;
-    limits.max_json_depth = 16;
-    let mut crdt = CrdtLimits::default();
-    crdt.max_keys = 4;
+    let limits = OrchestratorLimits {
+        max_connections: 6,
+        max_agents: 2,
+        max_tasks: 4,
+        max_collaborations: 2,
+        max_message_bytes: 16 * 1024,
+        max_json_depth: 16,
+        ..OrchestratorLimits::default()
+    };
+    let crdt = CrdtLimits {
+        max_keys: 4,
+        ..CrdtLimits::default()
+    };
     let config = OrchestratorConfig::default()
         .with_limits(limits)
         .with_crdt_limits(crdt)
@@ -116,7 +120,10 @@ impl Harness {
                 let dead = !self.open.contains(&conn);
                 self.disconnect(o, conn);
                 let n = self.drain(o);
-                assert!(!dead || n == 0, "disconnect of ended {conn:?} gave {n} outputs");
+                assert!(
+                    !dead || n == 0,
+                    "disconnect of ended {conn:?} gave {n} outputs"
+                );
             }
             7 => {
                 let ms = u.int_in_range(0..=40_000u64)?;
@@ -159,7 +166,10 @@ impl Harness {
     /// Tasks and agents agree, and limits hold.
     fn check(&self, o: &Orchestrator) {
         assert!(o.task_count() <= o.config().limits.max_tasks, "task limit");
-        assert!(o.agents().count() <= o.config().limits.max_agents, "agent limit");
+        assert!(
+            o.agents().count() <= o.config().limits.max_agents,
+            "agent limit"
+        );
         for (agent_id, a) in o.agents() {
             for t in &a.tasks {
                 let state = o.task(t).map(|t| &t.state);
@@ -173,7 +183,11 @@ impl Harness {
         for t in TASKS {
             if let Some(TaskState::Assigned(a)) = o.task(t).map(|t| &t.state) {
                 let holder = o.agent(a).map(|a| a.tasks.contains(t));
-                assert_eq!(holder, Some(true), "{t} assigned to {a} which does not list it");
+                assert_eq!(
+                    holder,
+                    Some(true),
+                    "{t} assigned to {a} which does not list it"
+                );
             }
         }
     }
@@ -220,7 +234,10 @@ impl Harness {
         };
         let mut out = Vec::new();
         let encoded = match form {
-            Form::Compact => self.codec.encode_compact_with(&msg, Some(64), &mut out).is_ok(),
+            Form::Compact => self
+                .codec
+                .encode_compact_with(&msg, Some(64), &mut out)
+                .is_ok(),
             _ => {
                 let batch = *u.choose(&[BatchForm::Json, BatchForm::Binary])?;
                 let msg: Message = msg.with_seq(u.int_in_range(0..=3)?);
@@ -278,7 +295,10 @@ impl Harness {
         o.handle_timeout(now);
         self.drain(o);
         if let Some(next) = o.poll_timeout() {
-            assert!(next > now, "poll_timeout {next:?} not after handle_timeout({now:?})");
+            assert!(
+                next > now,
+                "poll_timeout {next:?} not after handle_timeout({now:?})"
+            );
         }
         o.handle_timeout(now);
         let mut again = 0;
@@ -287,7 +307,10 @@ impl Harness {
                 again += 1;
             }
         }
-        assert_eq!(again, 0, "a second handle_timeout at the same time sent something");
+        assert_eq!(
+            again, 0,
+            "a second handle_timeout at the same time sent something"
+        );
     }
 }
 
