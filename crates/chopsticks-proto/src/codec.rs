@@ -2,7 +2,7 @@
 
 use agentwire_core::json::{probe, Probe, Tagged};
 use agentwire_core::{Frame, FrameBuf};
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::DecodeError;
 use crate::message::{AgentMessage, ControllerMessage};
@@ -38,9 +38,22 @@ fn encode_into<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(out, msg);
 }
 
-/// `decode`, `encode` and `to_frame` for one sender's message enum.
+/// `decode`, `encode` and `to_frame` for one sender's message enum, and its `Deserialize`
+/// (the tagged decode, for callers that embed a message in their own serde types).
 macro_rules! impl_codec {
     ($ty:ident, $dir:literal) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                match Probe::<Self>::deserialize(d)? {
+                    Probe::Message(m) => Ok(m),
+                    Probe::UnknownType(_) | Probe::MissingType => {
+                        Err(serde::de::Error::custom("unknown message type"))
+                    }
+                    Probe::NotAnObject => Err(serde::de::Error::custom("expected a JSON object")),
+                }
+            }
+        }
+
         impl $ty {
             #[doc = concat!("Decodes a ", $dir, " message from one WebSocket message body.")]
             ///

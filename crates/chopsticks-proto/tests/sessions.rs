@@ -589,11 +589,11 @@ fn no_agent_listing_the_guild_is_no_agents_in_guild() {
 }
 
 #[test]
-fn request_for_guild_selects_then_sends() {
+fn a_start_op_for_a_session_selects_an_agent_then_sends_it_the_req() {
     let mut sim = sim(ControllerConfig::default());
     let a = registered(&mut sim, "a1", &["g1"]);
     let (agent, _id) = sim
-        .call_server(|c, now| c.request_for_guild("g1", "vc1", "play", json!({"query":"q"}), now))
+        .call_server(|c, now| c.request_for_session("g1", "vc1", "play", json!({"query":"q"}), now))
         .expect("sent");
     assert_eq!(agent, "a1");
     sim.settle();

@@ -279,19 +279,6 @@ impl Controller {
         Ok((agent, id))
     }
 
-    /// [`request_for_session`](Self::request_for_session) (kept for callers of earlier
-    /// versions).
-    pub fn request_for_guild(
-        &mut self,
-        guild_id: &str,
-        voice_channel_id: &str,
-        op: &str,
-        data: impl Serialize,
-        now: Instant,
-    ) -> Result<(AgentId, Id128), CommandError> {
-        self.request_for_session(guild_id, voice_channel_id, op, data, now)
-    }
-
     /// Records that `conn` is alive now (for drivers that surface WebSocket pongs).
     pub fn touch(&mut self, conn: ConnId, now: Instant) {
         let now = self.clock.observe(now);

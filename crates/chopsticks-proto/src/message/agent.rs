@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use agentwire_core::json::{Probe, RawJson, Tagged};
+use agentwire_core::json::{RawJson, Tagged};
 
 /// A message an agent sends to the controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -272,18 +272,6 @@ impl<'de> Tagged<'de> for AgentMessage {
             "resp" => Self::Resp(Resp::deserialize(d)?),
             _ => return Ok(None),
         }))
-    }
-}
-
-impl<'de> Deserialize<'de> for AgentMessage {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Probe::<Self>::deserialize(d)? {
-            Probe::Message(m) => Ok(m),
-            Probe::UnknownType(_) | Probe::MissingType => {
-                Err(serde::de::Error::custom("unknown message type"))
-            }
-            Probe::NotAnObject => Err(serde::de::Error::custom("expected a JSON object")),
-        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use agentwire_core::json::{Probe, RawJson, Tagged};
+use agentwire_core::json::{RawJson, Tagged};
 
 /// A message the controller sends to an agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -62,18 +62,6 @@ impl<'de> Tagged<'de> for ControllerMessage {
             "error" => Self::Error(ErrorMessage::deserialize(d)?),
             _ => return Ok(None),
         }))
-    }
-}
-
-impl<'de> Deserialize<'de> for ControllerMessage {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Probe::<Self>::deserialize(d)? {
-            Probe::Message(m) => Ok(m),
-            Probe::UnknownType(_) | Probe::MissingType => {
-                Err(serde::de::Error::custom("unknown message type"))
-            }
-            Probe::NotAnObject => Err(serde::de::Error::custom("expected a JSON object")),
-        }
     }
 }
 
