@@ -6,35 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::jsonrpc::Id;
 
-/// A JSON-RPC error code. Open: unknown codes from the wire survive a round trip.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ErrorCode(pub i32);
-
-macro_rules! codes {
-    ($($(#[$doc:meta])* $name:ident = $value:expr, $text:expr;)*) => {
-        impl ErrorCode {
-            $($(#[$doc])* pub const $name: Self = Self($value);)*
-
-            /// The standard message for a known code (`"Invalid Request"`, ...), if any.
-            pub fn message(self) -> Option<&'static str> {
-                match self.0 {
-                    $($value => Some($text),)*
-                    _ => None,
-                }
-            }
-
-            fn name(self) -> Option<&'static str> {
-                match self.0 {
-                    $($value => Some(stringify!($name)),)*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-codes! {
+agentwire_core::open_codes! {
+    /// A JSON-RPC error code. Open: unknown codes from the wire survive a round trip.
+    pub struct ErrorCode(i32) [with_value, serde], text fn message;
     /// -32700: the message is not JSON (or not UTF-8). Always answered with `id: null`.
     PARSE_ERROR = -32700, "Parse error";
     /// -32600: valid JSON that is not a valid request object; the spec also names it for a
@@ -60,27 +34,6 @@ codes! {
     /// -32005 (ours): a configured limit was reached (message size, batch length,
     /// subscriptions, pending publishes, connections); `data` names the limit.
     LIMIT_EXCEEDED = -32005, "Limit exceeded";
-}
-
-impl fmt::Debug for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(name) => write!(f, "{name}({})", self.0),
-            None => write!(f, "ErrorCode({})", self.0),
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl From<i32> for ErrorCode {
-    fn from(v: i32) -> Self {
-        Self(v)
-    }
 }
 
 /// The JSON-RPC `error` member: `{code, message, data?}`.

@@ -50,44 +50,8 @@ pub mod topics {
 }
 
 /// Raw JSON kept as text (a payload the bus forwards without building a tree), comparable
-/// by its text.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RawJson(pub Box<RawValue>);
-
-impl RawJson {
-    /// The JSON text.
-    pub fn get(&self) -> &str {
-        self.0.get()
-    }
-
-    /// Parses the payload into `T`.
-    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> serde_json::Result<T> {
-        serde_json::from_str(self.0.get())
-    }
-
-    /// Wraps already-encoded JSON text; `None` if it is not valid JSON.
-    pub fn from_text(text: &str) -> Option<Self> {
-        RawValue::from_string(text.to_owned()).ok().map(Self)
-    }
-
-    /// Encodes `value`.
-    pub fn from_value<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Self> {
-        serde_json::value::to_raw_value(value).map(Self)
-    }
-}
-
-impl PartialEq for RawJson {
-    fn eq(&self, other: &Self) -> bool {
-        self.get() == other.get()
-    }
-}
-
-impl std::fmt::Display for RawJson {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.get())
-    }
-}
+/// by its text: agentwire-core's one `RawJson`.
+pub use agentwire_core::json::RawJson;
 
 /// `initialize` params.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -294,24 +258,8 @@ pub struct PingResult {
 }
 
 /// Formats Unix milliseconds as RFC 3339 UTC with second precision, the spec's form
-/// (`2025-02-14T12:00:00Z`).
-pub fn rfc3339_utc(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Howard Hinnant's civil_from_days, for days since 1970-01-01 (non-negative here).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
-}
+/// (`2025-02-14T12:00:00Z`): agentwire-core's one civil-date formatter.
+pub use agentwire_core::rfc3339_utc;
 
 #[cfg(test)]
 mod tests {

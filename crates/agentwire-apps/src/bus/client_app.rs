@@ -317,11 +317,11 @@ impl BusClientApp {
         topic: &str,
         payload: &Value,
     ) -> Result<SendMessageResult, Failure> {
-        let raw = RawJson::from_value(payload)
+        let raw = RawJson::from_serialize(payload)
             .map_err(|e| Failure::Command(CommandError::Payload(e.to_string())))?;
         let topic = topic.to_owned();
         match self
-            .request(move |c, now| c.publish_raw(&topic, &raw.0, now))
+            .request(move |c, now| c.publish_raw(&topic, raw.as_raw(), now))
             .await?
         {
             Reply::Published(result) => Ok(result),

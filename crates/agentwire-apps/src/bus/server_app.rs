@@ -111,7 +111,7 @@ impl BusApp {
 
     /// Publishes `payload` on `topic` from the bus itself and waits for the chain's result.
     pub async fn publish(&self, topic: &str, payload: &Value) -> Result<SendMessageResult, String> {
-        let raw = RawJson::from_value(payload).map_err(|e| e.to_string())?;
+        let raw = RawJson::from_serialize(payload).map_err(|e| e.to_string())?;
         let (tx, rx) = oneshot::channel();
         let waiters = self.waiters.clone();
         let topic = topic.to_owned();
@@ -120,7 +120,7 @@ impl BusApp {
         let started = self
             .handle
             .call(move |bus, now| {
-                let id = bus.publish_raw(&topic, &raw.0, now)?;
+                let id = bus.publish_raw(&topic, raw.as_raw(), now)?;
                 if let Ok(mut m) = waiters.lock() {
                     m.insert(id, tx);
                 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use agentwire_core::{
     CloseCode, ConnId, ConnMap, Flow as FlowChange, Frame, FrameBuf, Id128, IdGen, Machine,
-    Monotonic, Outbox, Output, PeerInfo, TimerSet,
+    Monotonic, Outbox, Output, PeerInfo, TimerSet, WallClock,
 };
 use bytes::Bytes;
 use serde::Serialize;
@@ -20,8 +20,7 @@ use crate::jsonrpc::{
     Reply,
 };
 use crate::message::{
-    method, rfc3339_utc, Ack, Capabilities, InitializeResult, ServerInfo, SubscribeResult,
-    UnsubscribeResult,
+    method, Ack, Capabilities, InitializeResult, ServerInfo, SubscribeResult, UnsubscribeResult,
 };
 
 mod batch;
@@ -78,7 +77,7 @@ pub struct Bus {
     ids: Box<dyn IdGen>,
     server_id: String,
     clock: Monotonic,
-    wall: (Instant, u64),
+    wall: WallClock,
     conns: ConnMap<Conn>,
     subscriptions: Subscriptions,
     deliveries: Deliveries,
@@ -121,7 +120,7 @@ impl Bus {
             ids,
             server_id,
             clock,
-            wall: (now, unix_ms),
+            wall: WallClock::new(now, unix_ms),
             conns: ConnMap::default(),
             batches: Batches::default(),
             init_timers: TimerSet::new(),
@@ -168,15 +167,7 @@ impl Bus {
 
     /// Re-anchors the wall clock: `unix_ms` is the wall-clock time at `now`.
     pub fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
-        let now = self.clock.observe(now);
-        self.wall = (now, unix_ms);
-    }
-
-    /// The wall-clock time at `now`, in Unix milliseconds.
-    fn unix_ms(&self, now: Instant) -> u64 {
-        let (at, ms) = self.wall;
-        let elapsed = now.saturating_duration_since(at).as_millis();
-        ms.saturating_add(u64::try_from(elapsed).unwrap_or(u64::MAX))
+        self.wall.set(self.clock.observe(now), unix_ms);
     }
 
     /// Publishes `payload` on `topic` from the application itself (no connection); the
@@ -354,7 +345,7 @@ impl Bus {
             match method.as_ref() {
                 method::SUBSCRIBE => self.subscribe(conn, params),
                 method::UNSUBSCRIBE => self.unsubscribe(conn, params),
-                method::PING => Ok(Encoded::ping(rfc3339_utc(self.unix_ms(now)))),
+                method::PING => Ok(Encoded::ping(self.wall.rfc3339(now))),
                 method::SEND_MESSAGE => {
                     return match topic_params(params) {
                         Ok((topic, payload)) => {

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use agentwire_core::fuzzing::FuzzClock;
 use agentwire_core::{ConnId, FrameBuf, Id128, Machine, Output, PeerInfo, SequentialIds};
 use arbitrary::Unstructured;
 use serde_json::value::RawValue;
@@ -10,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     for_each_sent, frame_of, json, maybe_set, move_clock, mutate, pick, pick_or_any, timeout,
-    version, Clock, Harness, MAX_OPS, PATTERNS, TOPICS,
+    version, Harness, MAX_OPS, PATTERNS, TOPICS,
 };
 use crate::config::{BusConfig, Limits};
 use crate::event::{BusEvent, DeliveryId, DropReason, HopOutcome};
@@ -46,7 +47,7 @@ pub fn bus(data: &[u8]) {
     let Ok(config) = bus_config(&mut u) else {
         return;
     };
-    let mut clock = Clock::new();
+    let mut clock = FuzzClock::new();
     let start = clock.t();
     let mut b = Bus::new(
         config.clone(),
@@ -125,7 +126,7 @@ struct Live {
 }
 
 struct BusHarness {
-    clock: Clock,
+    clock: FuzzClock,
     config: BusConfig,
     next_conn: u64,
     /// Connections open from the bus's point of view (plus, during its connect, one the
@@ -796,7 +797,7 @@ impl BusHarness {
                 break;
             }
             let Some(t) = b.poll_timeout() else { break };
-            self.clock.jump_to(t);
+            self.clock.jump_past_seen_to(t);
             timeout(self, b);
         }
         assert_eq!(
@@ -818,7 +819,7 @@ impl BusHarness {
 impl Harness for BusHarness {
     type M = Bus;
 
-    fn clock(&mut self) -> &mut Clock {
+    fn clock(&mut self) -> &mut FuzzClock {
         &mut self.clock
     }
 

@@ -3,13 +3,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use agentwire_core::fuzzing::FuzzClock;
 use agentwire_core::{ConnId, FrameBuf, Id128, Machine, Output, PeerInfo, SequentialIds};
 use arbitrary::Unstructured;
 use serde_json::{json, Map, Value};
 
 use super::{
     for_each_sent, frame_of, json, maybe_set, move_clock, mutate, pick, pick_or_any, timeout,
-    version, Clock, Harness, MAX_OPS, PATTERNS, TOPICS,
+    version, Harness, MAX_OPS, PATTERNS, TOPICS,
 };
 use crate::config::ClientConfig;
 use crate::error::{ErrorCode, ErrorObject};
@@ -41,7 +42,7 @@ pub fn client(data: &[u8]) {
     };
     let mut c = BusClient::new(config.clone(), SequentialIds::new(3));
     let mut h = ClientHarness {
-        clock: Clock::new(),
+        clock: FuzzClock::new(),
         config,
         next_conn: 1,
         current: None,
@@ -65,7 +66,7 @@ pub fn client(data: &[u8]) {
 impl Harness for ClientHarness {
     type M = BusClient;
 
-    fn clock(&mut self) -> &mut Clock {
+    fn clock(&mut self) -> &mut FuzzClock {
         &mut self.clock
     }
 
@@ -86,7 +87,7 @@ fn client_config(u: &mut Unstructured<'_>) -> arbitrary::Result<ClientConfig> {
 }
 
 struct ClientHarness {
-    clock: Clock,
+    clock: FuzzClock,
     config: ClientConfig,
     next_conn: u64,
     current: Option<ConnId>,
@@ -530,7 +531,7 @@ impl ClientHarness {
         }
         for _ in 0..100_000 {
             let Some(t) = c.poll_timeout() else { break };
-            self.clock.jump_to(t);
+            self.clock.jump_past_seen_to(t);
             timeout(self, c);
         }
         assert_eq!(

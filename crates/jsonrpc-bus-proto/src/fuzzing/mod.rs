@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use agentwire_core::fuzzing::FuzzClock;
 use agentwire_core::{Frame, FrameBuf, Machine};
 use arbitrary::Unstructured;
 use serde_json::{Map, Number, Value};
@@ -55,56 +56,9 @@ const TOPICS: [&str; 8] = [
     "inbound:chat-1x",
 ];
 
-/// The base time of a run. Only differences from it matter, so reading the real clock
-/// once keeps every run deterministic. A day is added so that rewinding never reaches the
-/// clock's origin.
-#[allow(clippy::disallowed_methods)]
-fn base_time() -> Instant {
-    Instant::now() + Duration::from_secs(86_400)
-}
-
-/// The driver's clock. `now` may go backwards; `seen` is the latest time actually passed
-/// to the machine, which is what the machine clamps to.
-struct Clock {
-    now: Instant,
-    seen: Option<Instant>,
-}
-
-impl Clock {
-    fn new() -> Self {
-        Self {
-            now: base_time(),
-            seen: None,
-        }
-    }
-
-    /// The time to pass to the machine now.
-    fn t(&mut self) -> Instant {
-        self.seen = Some(self.seen.map_or(self.now, |s| s.max(self.now)));
-        self.now
-    }
-
-    /// The latest time passed to the machine (`now` before the first call).
-    fn seen(&self) -> Instant {
-        self.seen.unwrap_or(self.now)
-    }
-
-    fn advance(&mut self, d: Duration) {
-        self.now += d;
-    }
-
-    fn rewind(&mut self, d: Duration) {
-        self.now = self.now.checked_sub(d).unwrap_or(self.now);
-    }
-
-    fn jump_to(&mut self, t: Instant) {
-        self.now = self.now.max(self.seen()).max(t);
-    }
-}
-
 /// Moves the clock: forward, backward, or to the machine's next deadline.
 fn move_clock(
-    clock: &mut Clock,
+    clock: &mut FuzzClock,
     u: &mut Unstructured<'_>,
     next: Option<Instant>,
 ) -> arbitrary::Result<bool> {
@@ -121,7 +75,7 @@ fn move_clock(
         }
         _ => {
             if let Some(t) = next {
-                clock.jump_to(t);
+                clock.jump_past_seen_to(t);
             }
             Ok(true)
         }
@@ -131,7 +85,7 @@ fn move_clock(
 /// What [`timeout`] needs of a harness.
 trait Harness {
     type M: Machine;
-    fn clock(&mut self) -> &mut Clock;
+    fn clock(&mut self) -> &mut FuzzClock;
     /// Drains every output, checking each; returns how many there were.
     fn drain(&mut self, m: &mut Self::M) -> usize;
 }
