@@ -1,6 +1,9 @@
 //! A direct harness for the `Relay`: connections are plain ids, frames are JSON values, and
 //! every output is recorded in order (so tests can check that a log record precedes its send).
+//! The Host's harness is [`host`].
 #![allow(dead_code, unreachable_pub)]
+
+pub mod host;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,213 @@
+//! A Host and a raw agent through a Relay under the shared `sim` harness: a whole booking,
+//! and a host reconnect that keeps the study session.
+
+mod common;
+
+use std::time::Duration;
+
+use agent_relay_proto::{
+    study_log_path, texts, Host, HostConfig, HostEvent, Relay, RelayConfig, RelayEvent,
+    ENDPOINT_PATH,
+};
+use agentwire_core::sim::{Sim, SimConfig};
+use agentwire_core::{FrameBuf, PeerInfo, SequentialIds};
+use serde_json::{json, Value};
+
+use common::host::*;
+use common::{error_of, t0, UNIX_MS};
+
+type RelaySim = Sim<Relay, Host<Booking>>;
+
+fn relay_sim(latency: Duration) -> (RelaySim, usize, usize) {
+    let start = t0();
+    let relay = Relay::new(
+        RelayConfig::default().with_hello(true),
+        SequentialIds::new(0),
+        start,
+        UNIX_MS,
+    );
+    let mut sim: RelaySim = Sim::new(relay, start, SimConfig::default().with_latency(latency));
+    let host = sim.add_client(Host::new(
+        HostConfig::default(),
+        Booking::new(),
+        start,
+        UNIX_MS,
+    ));
+    let peer = PeerInfo::new(None).with_path(ENDPOINT_PATH);
+    sim.connect_with(host, peer.clone());
+    let agent = sim.connect_raw(peer);
+    agent_send(
+        &mut sim,
+        agent,
+        json!({"v":"mvp-0.2","type":"relay.join","id":"join-001","payload":{"role":"agent","sessionId":"default"}}),
+    );
+    sim.settle();
+    assert!(sim.client(host).is_joined());
+    let got = agent_take(&mut sim, agent);
+    assert_eq!(got.last().unwrap()["type"], "relay.joined");
+    (sim, host, agent)
+}
+
+fn agent_send(sim: &mut RelaySim, agent: usize, v: Value) {
+    sim.raw_send(agent, FrameBuf::text(v.to_string()));
+}
+
+fn agent_take(sim: &mut RelaySim, agent: usize) -> Vec<Value> {
+    sim.raw_take(agent)
+        .iter()
+        .map(|f| serde_json::from_slice(f.as_bytes()).unwrap())
+        .collect()
+}
+
+fn ask(sim: &mut RelaySim, agent: usize, t: &str, id: &str, payload: Value) -> Vec<Value> {
+    agent_send(
+        sim,
+        agent,
+        json!({"v":"mvp-0.2","type":t,"id":id,"payload":payload}),
+    );
+    sim.settle();
+    agent_take(sim, agent)
+}
+
+#[test]
+fn an_agent_books_through_the_relay_with_a_real_host() {
+    let (mut sim, host, agent) = relay_sim(Duration::from_millis(5));
+    let got = ask(
+        &mut sim,
+        agent,
+        "session.start",
+        "req-001",
+        json!({"studyId":"pilot-01","participantId":"P07"}),
+    );
+    assert_eq!(got, [fixture("session_started")]);
+
+    let got = ask(&mut sim, agent, "snapshot.get", "req-002", json!({}));
+    assert_eq!(got[0]["payload"]["toolSchema"][0]["name"], "select");
+
+    let got = ask(
+        &mut sim,
+        agent,
+        "tool.call",
+        "req-003",
+        json!({"toolName":"select",
+        "params":{"itemId":"m1"},"reason":"Pick the first available movie option to continue the flow."}),
+    );
+    let types: Vec<&str> = got.iter().map(|v| v["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["tool.result", "state.updated"]);
+    assert_eq!(got[0]["replyTo"], "req-003");
+
+    let got = ask(
+        &mut sim,
+        agent,
+        "tool.call",
+        "req-004",
+        json!({"toolName":"select",
+        "params":{"itemId":7},"reason":"r"}),
+    );
+    assert_eq!(
+        error_of(&got[0]),
+        err(
+            "INVALID_PARAMS",
+            "select requires itemId to be a string",
+            "req-004"
+        )
+    );
+
+    sim.call_client(host, |h, now| {
+        h.user_message("I prefer evening showtimes.", now)
+    })
+    .unwrap();
+    sim.settle();
+    let got = agent_take(&mut sim, agent);
+    assert_eq!(got[0]["type"], "user.message");
+    assert_eq!(got[0]["payload"]["stage"], "movie");
+
+    let got = ask(
+        &mut sim,
+        agent,
+        "session.end",
+        "req-999",
+        json!({"reason":"study-complete"}),
+    );
+    assert!(got.is_empty(), "the host waits for the flush");
+    let ticket = sim
+        .take_client_events(host)
+        .into_iter()
+        .find_map(|e| match e {
+            HostEvent::SessionEnding { ticket, .. } => Some(ticket),
+            _ => None,
+        })
+        .unwrap();
+    // The relay logged the request before the host saw it: the flush covers it.
+    let logs: Vec<String> = sim
+        .take_server_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            RelayEvent::Log(r) => Some(r.msg_type.to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        logs.ends_with(&["session.end".to_owned(), "session.end".to_owned()]),
+        "{logs:?}"
+    );
+    sim.call_client(host, |h, now| {
+        h.confirm_flush(ticket, &study_log_path("s-20260213-001"), now)
+    })
+    .unwrap();
+    sim.settle();
+    let got = agent_take(&mut sim, agent);
+    assert_eq!(got[0], fixture("session_ended"));
+    assert_eq!(got[1]["payload"]["source"], "reset");
+}
+
+#[test]
+fn a_host_reconnect_through_the_relay_keeps_the_session() {
+    let (mut sim, host, agent) = relay_sim(Duration::from_millis(5));
+    ask(
+        &mut sim,
+        agent,
+        "session.start",
+        "req-001",
+        json!({"studyId":"pilot-01","participantId":"P07"}),
+    );
+    ask(
+        &mut sim,
+        agent,
+        "tool.call",
+        "t1",
+        json!({"toolName":"next","params":{},"reason":"go"}),
+    );
+
+    // The host drops with the agent's request in flight: the relay fails it.
+    agent_send(
+        &mut sim,
+        agent,
+        json!({"v":"mvp-0.2","type":"snapshot.get","id":"lost","payload":{}}),
+    );
+    sim.run_for(Duration::from_millis(5)); // delivered to the relay, not yet to the host
+    sim.disconnect(host);
+    sim.settle();
+    let got = agent_take(&mut sim, agent);
+    assert_eq!(
+        error_of(&got[0]),
+        err("SESSION_NOT_ACTIVE", texts::HOST_GONE, "lost")
+    );
+    let got = ask(&mut sim, agent, "snapshot.get", "none", json!({}));
+    assert_eq!(error_of(&got[0]).1, texts::NO_HOST);
+
+    sim.connect_with(host, PeerInfo::new(None).with_path(ENDPOINT_PATH));
+    sim.settle();
+    assert!(sim.client(host).is_joined());
+    // A retried session.start is the same session; the state is where it was.
+    let got = ask(
+        &mut sim,
+        agent,
+        "session.start",
+        "req-001b",
+        json!({"studyId":"pilot-01","participantId":"P07"}),
+    );
+    assert_eq!(got[0]["payload"]["sessionId"], "s-20260213-001");
+    let got = ask(&mut sim, agent, "snapshot.get", "again", json!({}));
+    assert_eq!(got[0]["payload"]["uiSpec"]["stage"], "theater");
+}
