@@ -5,8 +5,8 @@ use base64::Engine as _;
 use serde::Serialize;
 
 use crate::error::DecodeError;
-use crate::message::tagged::{probe, Probe, Tagged};
 use crate::message::{AudioRef, ClientMessage, ClientMessageRef, ServerMessage, VisionAttachment};
+use agentwire_core::json::{probe, Probe, Tagged};
 
 /// Default largest message body a decoder accepts: 8 MiB.
 ///

@@ -316,7 +316,7 @@ fn a_protocol_version_mismatch_warns_and_the_connection_proceeds() {
 #[test]
 fn pings_every_fifteen_seconds_and_measures_rtt_from_the_echo() {
     let mut h = H::default_started();
-    h.c.set_wall_clock(1_700_000_000_000, h.now);
+    h.c.set_wall_clock(h.now, 1_700_000_000_000);
     let c = h.connected("s");
     h.advance(S * 14);
     assert!(h.sent.is_empty());

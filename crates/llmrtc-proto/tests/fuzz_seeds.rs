@@ -21,6 +21,11 @@ fn server_seeds() {
     assert!(replay("llmrtc_server", fuzzing::server) >= 8);
 }
 
+#[test]
+fn client_seeds() {
+    assert!(replay("llmrtc_client", fuzzing::client) >= 8);
+}
+
 /// A cheap stable stand-in for the fuzzer: deterministic pseudo-random inputs through every
 /// target, so a broken invariant shows up in `cargo test` too.
 #[test]
@@ -29,6 +34,7 @@ fn pseudo_random_inputs_pass_every_target() {
         ("decode", fuzzing::decode as fn(&[u8])),
         ("wav", fuzzing::wav),
         ("server", fuzzing::server),
+        ("client", fuzzing::client),
     ];
     pseudo_random_inputs(&targets, 300, 2048, |_, _| {});
 }

@@ -60,7 +60,7 @@ impl LlmrtcClientApp {
         let (now, unix_ms) = crate::common::clocks();
         handle
             .call(move |c, _| {
-                c.set_wall_clock(unix_ms, now);
+                c.set_wall_clock(now, unix_ms);
                 c.start(now)
             })
             .await??;

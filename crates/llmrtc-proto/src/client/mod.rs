@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use agentwire_core::{
     CloseCode, ConnId, Dial, Dialer, Frame, FrameBuf, Machine, Monotonic, Outbox, Output, PeerInfo,
-    TimerSet,
+    TimerSet, WallClock,
 };
 
 use crate::codec::{encode_audio, Decoded};
@@ -174,7 +174,7 @@ pub struct LlmrtcClient {
     data_channel_open: bool,
     missed_pongs: u32,
     last_ping: Option<(u64, Instant)>,
-    wall_clock: Option<(Instant, u64)>,
+    wall_clock: Option<WallClock>,
     rtt: Option<Duration>,
     queue: VecDeque<FrameBuf>,
     queued_bytes: usize,
@@ -381,9 +381,9 @@ impl LlmrtcClient {
     /// Ties `ping` timestamps to the wall clock: `unix_ms` is the time in milliseconds since
     /// the Unix epoch at `now` (the browser's `Date.now()`). Without it, timestamps count
     /// milliseconds from the first time the client saw.
-    pub fn set_wall_clock(&mut self, unix_ms: u64, now: Instant) {
+    pub fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
         let now = self.clock.observe(now);
-        self.wall_clock = Some((now, unix_ms));
+        self.wall_clock = Some(WallClock::new(now, unix_ms));
     }
 
     /// A message that arrived on the current connection's WebRTC data channel.
@@ -424,9 +424,9 @@ impl LlmrtcClient {
     }
 
     fn unix_ms(&mut self, now: Instant) -> u64 {
-        let (at, base) = *self.wall_clock.get_or_insert((now, 0));
-        let since = u64::try_from(now.saturating_duration_since(at).as_millis()).unwrap_or(0);
-        base.saturating_add(since)
+        self.wall_clock
+            .get_or_insert(WallClock::new(now, 0))
+            .unix_ms(now)
     }
 
     /// Drops the current connection (closing it when `close` is set) and schedules a retry.

@@ -6,8 +6,8 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::common::{Timestamp, VisionAttachment};
-use super::raw::RawJson;
-use super::tagged::Tagged;
+use agentwire_core::json::RawJson;
+use agentwire_core::json::Tagged;
 
 /// Every message a client sends (`type` in kebab-case, fields in camelCase).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,30 +1,13 @@
 //! The `code` of an `error` message: an open code space.
 
-use std::borrow::Cow;
-use std::fmt;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-/// The `code` of an `error` message.
-///
-/// Open: a code this crate does not know survives a decode and re-encode unchanged. The
-/// spec's 18 codes and core 1.3.0's `REALTIME_ERROR` and `BUDGET_EXCEEDED` have named
-/// constants, and `Debug` prints a known code bare (`SESSION_NOT_FOUND`).
-#[derive(Clone)]
-pub struct ErrorCode(Cow<'static, str>);
-
-macro_rules! codes {
-    ($($(#[$doc:meta])* $name:ident;)*) => {
-        impl ErrorCode {
-            $($(#[$doc])* pub const $name: Self = Self(Cow::Borrowed(stringify!($name)));)*
-
-            /// Every named code, in `protocol.d.ts`'s order (core 1.3.0).
-            pub const KNOWN: &'static [ErrorCode] = &[$(Self::$name),*];
-        }
-    };
-}
-
-codes! {
+agentwire_core::open_codes! {
+    /// The `code` of an `error` message.
+    ///
+    /// Open: a code this crate does not know survives a decode and re-encode unchanged. The
+    /// spec's 18 codes and core 1.3.0's `REALTIME_ERROR` and `BUDGET_EXCEEDED` have named
+    /// constants ([`KNOWN`](Self::KNOWN), in `protocol.d.ts`'s order), and `Debug` prints a
+    /// known code bare (`SESSION_NOT_FOUND`).
+    pub struct ErrorCode(str) [serde];
     /// Server lacks WebRTC support (here: no application answers `offer`).
     WEBRTC_UNAVAILABLE;
     /// WebRTC or WebSocket connection failed.
@@ -65,69 +48,6 @@ codes! {
     INTERNAL_ERROR;
     /// Request rate limit exceeded (also: a server limit such as sessions or queued turns).
     RATE_LIMITED;
-}
-
-impl ErrorCode {
-    /// A code from its wire text (known codes borrow their constant, others are kept as sent).
-    pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
-        let code = code.into();
-        match Self::KNOWN.iter().find(|k| k.as_str() == code.as_ref()) {
-            Some(known) => known.clone(),
-            None => Self(code),
-        }
-    }
-
-    /// The wire text, e.g. `"STT_TIMEOUT"`.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether this is one of the spec's codes.
-    pub fn is_known(&self) -> bool {
-        Self::KNOWN.contains(self)
-    }
-}
-
-impl PartialEq for ErrorCode {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for ErrorCode {}
-
-impl std::hash::Hash for ErrorCode {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl fmt::Debug for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_known() {
-            f.write_str(self.as_str())
-        } else {
-            write!(f, "ErrorCode({:?})", self.as_str())
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for ErrorCode {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for ErrorCode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(Self::new)
-    }
 }
 
 #[cfg(test)]

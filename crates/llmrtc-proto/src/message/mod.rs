@@ -13,16 +13,14 @@
 mod client_message;
 mod code;
 mod common;
-mod raw;
 mod server_message;
-pub(crate) mod tagged;
 
+pub use agentwire_core::json::RawJson;
 pub use client_message::{
     Attachments, Audio, AudioRef, ClientMessage, ClientMessageRef, Offer, Ping, Reconnect,
 };
 pub use code::ErrorCode;
 pub use common::{IceServer, IceUrls, SessionMode, Timestamp, VisionAttachment};
-pub use raw::RawJson;
 pub use server_message::{
     channel_of, AssistantTranscript, Channel, ErrorMessage, Llm, LlmChunk, ModeChanged, Pong,
     Ready, ReconnectAck, ServerMessage, Signal, StageChange, ToolCallEnd, ToolCallStart,

@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 use super::client_message::from_variant;
 use super::code::ErrorCode;
 use super::common::{IceServer, SessionMode, Timestamp};
-use super::raw::RawJson;
-use super::tagged::Tagged;
+use agentwire_core::json::RawJson;
+use agentwire_core::json::Tagged;
 
 /// Every message a server sends (`type` in kebab-case, fields in camelCase).
 #[derive(Debug, Clone, PartialEq, Serialize)]

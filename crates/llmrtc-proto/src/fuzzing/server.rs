@@ -1,121 +1,22 @@
-//! Entry points of the cargo-fuzz targets in `fuzz/` (feature `fuzzing`).
-//!
-//! Each `fuzz/fuzz_targets/llmrtc_*.rs` only calls one of these functions, so the bodies
-//! build and run on stable Rust too: `tests/fuzz_seeds.rs` replays every committed seed
-//! through them. Every function panics on a broken invariant; that is how the fuzzer finds
-//! bugs.
+//! The `llmrtc_server` target: an [`LlmrtcServer`] driven by the input.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use agentwire_core::fuzzing::FuzzClock;
 use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
 use arbitrary::Unstructured;
 use serde_json::Value;
 
-use crate::codec::{decode_base64, encode_audio, Decoded};
+use crate::codec::encode_audio;
 use crate::config::{Limits, ServerConfig};
-use crate::error::DecodeError;
 use crate::event::ServerEvent;
-use crate::message::{ClientMessage, ServerMessage};
 use crate::playbook::Playbook;
 use crate::provider::{ProviderError, ProviderKind, RequestId};
 use crate::server::LlmrtcServer;
-use crate::wav::{parse_wav, wav_from_samples, write_wav};
+use crate::wav::wav_from_samples;
 
-/// A body limit well above anything a fuzzer produces.
-const FUZZ_MAX: usize = 1 << 20;
-
-/// Decodes `data` as a client and as a server message.
-///
-/// Checks: no panic; the size limit is checked first; a decoded message (core 1.3.0's
-/// server messages included) re-encodes to JSON that decodes to the same message, with `type`
-/// first; a `ping`'s timestamp is the input's number text, finite, and a `pong` writes it
-/// unchanged; an unknown type keeps a bounded name; decode errors are INVALID_MESSAGE.
-pub fn decode(data: &[u8]) {
-    let frame = Frame::Binary(data);
-    let borrowed = crate::ClientMessageRef::decode(frame, FUZZ_MAX).map(|d| match d {
-        Decoded::Message(m) => Decoded::Message(m.into_owned()),
-        Decoded::Unknown { type_name } => Decoded::Unknown { type_name },
-    });
-    let owned = ClientMessage::decode(frame, FUZZ_MAX);
-    match (&borrowed, &owned) {
-        (Ok(b), Ok(o)) => assert_eq!(b, o, "borrowed and owned decodes agree"),
-        (Err(_), Err(_)) => {}
-        _ => panic!("borrowed {borrowed:?} vs owned {owned:?}"),
-    }
-    match owned {
-        Ok(Decoded::Message(m)) => {
-            if let ClientMessage::Ping(p) = &m {
-                // The timestamp is the input's own number text, echoed as is by `pong`.
-                let ts = p.timestamp.as_str();
-                assert!(
-                    data.windows(ts.len()).any(|w| w == ts.as_bytes()),
-                    "timestamp {ts} is not text of the input"
-                );
-                assert!(p.timestamp.as_f64().is_finite());
-                let pong = ServerMessage::Pong(crate::message::Pong {
-                    timestamp: p.timestamp.clone(),
-                })
-                .to_json();
-                assert_eq!(pong, format!(r#"{{"type":"pong","timestamp":{ts}}}"#));
-            }
-            let json = m.to_json();
-            assert!(json.starts_with("{\"type\":"), "{json}");
-            let again = ClientMessage::decode_str(&json).expect("re-decode");
-            assert_eq!(again, Decoded::Message(m), "client round trip");
-        }
-        Ok(Decoded::Unknown { type_name }) => assert!(type_name.len() <= 64),
-        Err(e) => assert_eq!(e.code(), crate::ErrorCode::INVALID_MESSAGE),
-    }
-    match ServerMessage::decode(frame, FUZZ_MAX) {
-        Ok(Decoded::Message(m)) => {
-            let json = m.to_json();
-            assert!(json.starts_with("{\"type\":"), "{json}");
-            let again = ServerMessage::decode_str(&json).expect("re-decode");
-            assert_eq!(again, Decoded::Message(m), "server round trip");
-        }
-        Ok(Decoded::Unknown { type_name }) => assert!(type_name.len() <= 64),
-        Err(_) => {}
-    }
-    if let Some(max) = data.len().checked_sub(1) {
-        assert!(
-            matches!(
-                ClientMessage::decode(frame, max),
-                Err(DecodeError::TooLarge { .. })
-            ),
-            "the size limit is checked first"
-        );
-    }
-    if let Ok(text) = std::str::from_utf8(data) {
-        let mut out = Vec::new();
-        if decode_base64(text, FUZZ_MAX, &mut out).is_some() {
-            assert!(out.len() <= text.len() / 4 * 3 + 2);
-            let mut short = Vec::new();
-            if let Some(m) = out.len().checked_sub(1) {
-                assert!(decode_base64(text, m, &mut short).is_none(), "base64 limit");
-                assert!(short.is_empty());
-            }
-        }
-    }
-}
-
-/// Parses `data` as a WAV file.
-///
-/// Checks: no panic; accepted files are 16-bit PCM mono or stereo with a positive rate and
-/// whole frames; writing the parsed format and samples and parsing again gives the same.
-pub fn wav(data: &[u8]) {
-    let Ok(w) = parse_wav(data) else {
-        return;
-    };
-    assert!(w.format.channels == 1 || w.format.channels == 2);
-    assert!(w.format.sample_rate > 0);
-    assert_eq!(w.pcm.len() % (2 * usize::from(w.format.channels)), 0);
-    assert_eq!(w.mono_samples().count(), w.frames());
-    let mut out = Vec::new();
-    write_wav(&mut out, w.format, w.pcm);
-    let again = parse_wav(&out).expect("re-parse");
-    assert_eq!(again, w);
-}
+use super::pick;
 
 /// Drives an [`LlmrtcServer`] with input chosen by `data`: connects, frames (valid messages,
 /// audio with and without speech, garbage), disconnects, provider answers (in and out of
@@ -161,8 +62,7 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
         config = config.with_playbook(playbook);
     }
     let mut s = LlmrtcServer::new(config, SequentialIds::new(1)).expect("config");
-    #[allow(clippy::disallowed_methods)] // the fuzz run's one base time
-    let mut now = Instant::now();
+    let mut clock = FuzzClock::new();
     let mut st = Tracker::default();
     let speech = audio_frame(&speech_samples());
     let silence = audio_frame(&[0i16; 1600]);
@@ -170,6 +70,7 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
         let Ok(op) = u.int_in_range(0u8..=13) else {
             break;
         };
+        let now = clock.t();
         match op {
             0 => {
                 st.next += 1;
@@ -203,13 +104,13 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
             }
             6 => {
                 let secs = u.int_in_range(0u64..=120).unwrap_or(1);
-                now += Duration::from_secs(secs);
-                s.handle_timeout(now);
+                clock.advance(Duration::from_secs(secs));
+                s.handle_timeout(clock.t());
             }
             7 => {
                 if let Some(t) = s.poll_timeout() {
-                    now = now.max(t);
-                    s.handle_timeout(now);
+                    clock.jump_to(t);
+                    s.handle_timeout(clock.t());
                 }
             }
             8..=12 => answer(&mut s, &mut u, &st, now, op),
@@ -225,6 +126,7 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
         assert!(s.sessions() <= limits.max_sessions);
     }
     // Everything ends: disconnect all and let every deadline pass.
+    let now = clock.t();
     let open: Vec<ConnId> = st.open.iter().copied().collect();
     for c in open {
         s.handle_disconnect(c, now);
@@ -233,8 +135,8 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
     drain(&mut s, &mut st);
     for _ in 0..10_000 {
         let Some(t) = s.poll_timeout() else { break };
-        now = now.max(t);
-        s.handle_timeout(now);
+        clock.jump_to(t);
+        s.handle_timeout(clock.t());
         drain(&mut s, &mut st);
     }
     assert_eq!(s.poll_timeout(), None, "deadlines left");
@@ -265,14 +167,6 @@ impl Tracker {
     fn refused_pending(&self) -> usize {
         self.refused.intersection(&self.open).count()
     }
-}
-
-fn pick(u: &mut Unstructured<'_>, set: &BTreeSet<ConnId>) -> Option<ConnId> {
-    if set.is_empty() {
-        return None;
-    }
-    let i = u.choose_index(set.len()).ok()?;
-    set.iter().nth(i).copied()
 }
 
 fn speech_samples() -> Vec<i16> {
