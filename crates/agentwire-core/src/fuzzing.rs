@@ -1,12 +1,19 @@
-//! The driver clock of fuzz bodies and stateful property tests (feature `fuzzing`).
+//! What the crates' fuzz bodies share (feature `fuzzing`).
 //!
 //! A fuzz body drives a machine through a run of operations, moving its clock forward,
-//! backward (which the machine must clamp) and to the machine's next deadline. The clock
-//! lives here, not in the publish = false `agentwire-testkit` (which re-exports it), because
-//! each protocol crate's `fuzzing` module is published with the crate and can only depend on
-//! published crates.
+//! backward (which the machine must clamp) and to the machine's next deadline
+//! ([`FuzzClock`]), checking the timer contract at each `handle_timeout`
+//! ([`checked_timeout`]) and building inputs from the fuzzer's bytes ([`json_value`],
+//! [`pick`], [`pick_or_any`]). These live here, not in the publish = false
+//! `agentwire-testkit` (which re-exports the clock), because each protocol crate's `fuzzing`
+//! module is published with the crate and can only depend on published crates.
 
 use std::time::{Duration, Instant};
+
+use arbitrary::Unstructured;
+use serde_json::{Map, Number, Value};
+
+use crate::Machine;
 
 /// The base time of a run: the real clock read once, plus a day. Only differences from it
 /// matter, so every run is deterministic; the day keeps rewinding (a run rewinds at most a
@@ -110,6 +117,101 @@ impl FuzzClock {
     }
 }
 
+/// A fuzz driver around one machine: what [`checked_timeout`] needs of it.
+pub trait FuzzDriver {
+    /// The machine driven.
+    type M: Machine;
+
+    /// The driver's clock.
+    fn clock(&mut self) -> &mut FuzzClock;
+
+    /// Drains every output of `m` (checking each as the body sees fit); returns how many
+    /// there were.
+    fn drain(&mut self, m: &mut Self::M) -> usize;
+}
+
+/// `handle_timeout(now)` with the timer contract checked: outputs are drained first; an
+/// early call (before the deadline `poll_timeout` gave) is a no-op; afterwards
+/// `poll_timeout()` is `None` or later than the latest time passed; a second call at the same
+/// time produces nothing and leaves `poll_timeout` unchanged.
+///
+/// # Panics
+///
+/// When the machine breaks one of those rules (that is the fuzz finding).
+pub fn checked_timeout<D: FuzzDriver>(d: &mut D, m: &mut D::M) {
+    d.drain(m);
+    let before = m.poll_timeout();
+    let now = d.clock().t();
+    m.handle_timeout(now);
+    let produced = d.drain(m);
+    let after = m.poll_timeout();
+    let seen = d.clock().seen();
+    if let Some(deadline) = before {
+        if deadline > seen {
+            assert!(
+                produced == 0 && after == before,
+                "early handle_timeout was not a no-op"
+            );
+        }
+    }
+    if let Some(a) = after {
+        assert!(
+            a > seen,
+            "poll_timeout did not move past now ({:?} before it)",
+            seen.saturating_duration_since(a)
+        );
+    }
+    let now = d.clock().t();
+    m.handle_timeout(now);
+    assert_eq!(d.drain(m), 0, "handle_timeout is not idempotent");
+    assert_eq!(m.poll_timeout(), after, "handle_timeout is not idempotent");
+}
+
+/// One of `items`, chosen by the fuzzer's bytes.
+pub fn pick<'a>(u: &mut Unstructured<'_>, items: &[&'a str]) -> arbitrary::Result<&'a str> {
+    u.choose(items).copied()
+}
+
+/// A string that is usually (7 in 8) one of `items` and sometimes arbitrary.
+pub fn pick_or_any(u: &mut Unstructured<'_>, items: &[&str]) -> arbitrary::Result<String> {
+    if u.ratio(7u8, 8u8)? {
+        Ok(pick(u, items)?.to_owned())
+    } else {
+        u.arbitrary::<String>()
+    }
+}
+
+/// A small arbitrary JSON value, nested at most `depth` levels: null, a bool, an integer, a
+/// float (`null` when not finite), a string, or (above depth 0) an array or object of up to
+/// three members.
+pub fn json_value(u: &mut Unstructured<'_>, depth: u8) -> arbitrary::Result<Value> {
+    let kind = u.int_in_range(0..=if depth == 0 { 4 } else { 6 })?;
+    Ok(match kind {
+        0 => Value::Null,
+        1 => Value::Bool(u.arbitrary()?),
+        2 => Value::from(u.arbitrary::<i64>()?),
+        3 => Number::from_f64(u.arbitrary::<f64>()?).map_or(Value::Null, Value::Number),
+        4 => Value::String(u.arbitrary()?),
+        5 => {
+            let n = u.int_in_range(0..=3)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(json_value(u, depth - 1)?);
+            }
+            Value::Array(items)
+        }
+        _ => {
+            let n = u.int_in_range(0..=3)?;
+            let mut obj = Map::new();
+            for _ in 0..n {
+                let k: String = u.arbitrary()?;
+                obj.insert(k, json_value(u, depth - 1)?);
+            }
+            Value::Object(obj)
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +253,128 @@ mod tests {
         let mut e = FuzzClock::at(t0);
         e.jump_to(t0 - Duration::from_secs(1));
         assert_eq!(e.now(), t0, "never backwards");
+    }
+
+    fn depth(v: &Value) -> usize {
+        match v {
+            Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+            Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn inputs_come_from_the_bytes_within_their_bounds() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let bytes: Vec<u8> = (0..20_000)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng as u8
+            })
+            .collect();
+        let mut u = Unstructured::new(&bytes);
+        let mut kinds = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let v = json_value(&mut u, 2).expect("bytes left");
+            assert!(depth(&v) <= 2, "{v}");
+            kinds.insert(match v {
+                Value::Null => 0,
+                Value::Bool(_) => 1,
+                Value::Number(_) => 2,
+                Value::String(_) => 3,
+                Value::Array(_) => 4,
+                Value::Object(_) => 5,
+            });
+        }
+        assert_eq!(kinds.len(), 6, "every kind of value shows up");
+        assert!(matches!(
+            json_value(&mut Unstructured::new(&[]), 3),
+            Ok(Value::Null)
+        ));
+        let items = ["a", "b"];
+        for _ in 0..50 {
+            assert!(items.contains(&pick(&mut u, &items).expect("pick")));
+        }
+        assert!(pick(&mut u, &[]).is_err());
+        let same = json_value(&mut Unstructured::new(&bytes), 3).expect("value");
+        assert_eq!(
+            same,
+            json_value(&mut Unstructured::new(&bytes), 3).expect("value")
+        );
+        let picked: Vec<String> = (0..64)
+            .map(|_| pick_or_any(&mut u, &items).expect("pick"))
+            .collect();
+        assert!(picked.iter().any(|p| items.contains(&p.as_str())));
+    }
+
+    /// A machine with one deadline that `handle_timeout` moves 1 s on, or (when `broken`)
+    /// leaves where it is.
+    struct Ticker {
+        next: Instant,
+        out: crate::Outbox<()>,
+        broken: bool,
+    }
+
+    impl Machine for Ticker {
+        type Event = ();
+        fn handle_connect(&mut self, _: crate::ConnId, _: &crate::PeerInfo, _: Instant) {}
+        fn handle_frame(&mut self, _: crate::ConnId, _: crate::Frame<'_>, _: Instant) {}
+        fn handle_disconnect(&mut self, _: crate::ConnId, _: Instant) {}
+        fn handle_timeout(&mut self, now: Instant) {
+            if now >= self.next {
+                if !self.broken {
+                    self.next = now + Duration::from_secs(1);
+                }
+                self.out.event(());
+            }
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            Some(self.next)
+        }
+        fn poll_output(&mut self) -> Option<crate::Output<()>> {
+            self.out.pop()
+        }
+    }
+
+    struct Driver {
+        clock: FuzzClock,
+    }
+
+    impl FuzzDriver for Driver {
+        type M = Ticker;
+        fn clock(&mut self) -> &mut FuzzClock {
+            &mut self.clock
+        }
+        fn drain(&mut self, m: &mut Ticker) -> usize {
+            std::iter::from_fn(|| m.poll_output()).count()
+        }
+    }
+
+    #[test]
+    fn checked_timeout_passes_a_good_machine_and_catches_a_stuck_deadline() {
+        let mut d = Driver {
+            clock: FuzzClock::new(),
+        };
+        let start = d.clock.now();
+        let mut good = Ticker {
+            next: start + Duration::from_secs(1),
+            out: crate::Outbox::default(),
+            broken: false,
+        };
+        checked_timeout(&mut d, &mut good); // early: a no-op
+        d.clock.advance(Duration::from_secs(1));
+        checked_timeout(&mut d, &mut good);
+        assert_eq!(good.next, start + Duration::from_secs(2));
+        let mut stuck = Ticker {
+            next: start,
+            out: crate::Outbox::default(),
+            broken: true,
+        };
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            checked_timeout(&mut d, &mut stuck);
+        }));
+        assert!(caught.is_err(), "a deadline that does not move is caught");
     }
 }

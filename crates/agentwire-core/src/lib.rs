@@ -25,7 +25,7 @@
 //! | [`Rate`], [`TokenBucket`] | a per-connection (or per-key) rate limiter, time passed in |
 //! | [`check_json_depth`] | the nesting bound for raw JSON a crate forwards or stores unparsed |
 //! | `json` (feature `json`) | `RawJson` (raw JSON kept as text) and the tagged-enum probe decoder |
-//! | `fuzzing` (feature `fuzzing`) | `FuzzClock`, the driver clock of the crates' fuzz bodies |
+//! | `fuzzing` (feature `fuzzing`) | `FuzzClock`, the timer-contract check and the input helpers the crates' fuzz bodies share |
 //! | `sim` (feature `sim`) | a server + N clients in memory with simulated time, latency, loss |
 //!
 //! # A run loop
@@ -74,7 +74,8 @@
 //! - `uuid` (default): `UuidV4Ids`, random UUID v4 ids.
 //! - `json`: the `json` module (`RawJson`, `probe`, `Tagged`, `Probe`); adds serde and serde_json.
 //! - `sim`: the `sim` module (test harness and timer-contract checker).
-//! - `fuzzing`: the `fuzzing` module (`FuzzClock`, the driver clock of fuzz bodies).
+//! - `fuzzing`: the `fuzzing` module (`FuzzClock`, `checked_timeout`, `json_value`, `pick`):
+//!   what the crates' fuzz bodies share; adds arbitrary and serde_json.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
