@@ -15,6 +15,11 @@ fn relay_seeds() {
     assert!(replay("relay_machine", fuzzing::relay) >= 16);
 }
 
+#[test]
+fn host_seeds() {
+    assert!(replay("relay_host", fuzzing::host) >= 13);
+}
+
 /// A cheap stable stand-in for the fuzzer: deterministic pseudo-random inputs through
 /// every target, so a broken invariant shows up in `cargo test` too.
 #[test]
@@ -22,6 +27,7 @@ fn pseudo_random_inputs_pass_every_target() {
     let targets = [
         ("envelope", fuzzing::envelope as fn(&[u8])),
         ("relay", fuzzing::relay),
+        ("host", fuzzing::host),
     ];
     pseudo_random_inputs(&targets, 300, 4096, |_, _| {});
 }
