@@ -124,6 +124,7 @@ macro_rules! open_codes {
     };
     (@some) => { ::core::option::Option::None };
     (@some $text:literal) => { ::core::option::Option::Some($text) };
+    // Serialize as the text, deserialize a string through `new` (also used by `string_id!`).
     (@str_opt $ty:ident, serde) => {
         impl ::serde::Serialize for $ty {
             fn serialize<S: ::serde::Serializer>(
@@ -303,23 +304,8 @@ macro_rules! open_codes {
 #[macro_export]
 macro_rules! string_id {
     (@opt $ty:ident, serde) => {
-        impl ::serde::Serialize for $ty {
-            fn serialize<S: ::serde::Serializer>(
-                &self,
-                s: S,
-            ) -> ::core::result::Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> ::serde::Deserialize<'de> for $ty {
-            fn deserialize<D: ::serde::Deserializer<'de>>(
-                d: D,
-            ) -> ::core::result::Result<Self, D::Error> {
-                <::std::borrow::Cow<'de, str> as ::serde::Deserialize<'de>>::deserialize(d)
-                    .map(|s| Self::new(&*s))
-            }
-        }
+        // A JSON string, read through `new` (the same impls as string codes).
+        $crate::open_codes!(@str_opt $ty, serde);
     };
     (
         $(#[$attr:meta])*
