@@ -2,6 +2,9 @@
 //! real sockets, a raw tokio-tungstenite peer speaking the spec's messages verbatim, slow,
 //! vanishing and self-subscribed subscribers, reconnects, and a Python `websockets` client.
 
+#[path = "support/interop.rs"]
+mod interop;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -948,41 +951,20 @@ async fn non_object_and_too_deep_payloads_are_refused_over_the_wire() {
 
 #[tokio::test]
 async fn python_client_interop() {
-    let Some(python) = std::env::var_os("AGENTWIRE_PYTHON") else {
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-        assert!(
-            !ci,
-            "AGENTWIRE_PYTHON is unset under CI: .ci/run creates .venv-interop and sets it"
-        );
-        eprintln!(
-            "skipping python_client_interop: set AGENTWIRE_PYTHON to a python with `websockets` \
-             (python3 -m venv .venv-interop && .venv-interop/bin/pip install websockets==13.1)"
-        );
+    let Some(python) = interop::peer_from_env("AGENTWIRE_PYTHON", "python_client_interop") else {
         return;
     };
     let (app, _events) = bus(BusConfig::default()).await;
     let url = app.url();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/bus_client.py");
-    let run = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(script)
-            .arg(url)
-            .output()
-    });
-    let out = tokio::time::timeout(Duration::from_secs(90), run)
-        .await
-        .expect("the python client finished within 90 s")
-        .expect("join")
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "python client failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    assert!(stdout.contains("python interop ok"), "{stdout}");
-    eprintln!("{}", stdout.trim());
+    interop::run_peer(
+        "python client",
+        python,
+        "bus_client.py",
+        url,
+        Vec::new(),
+        "python interop ok",
+    )
+    .await;
     within("shutdown", app.server.shutdown()).await;
 }
 

@@ -4,6 +4,9 @@
 //! each refusing the excess its protocol's way, and a `426` for plain HTTP. Loopback is not
 //! exempt: 127.0.0.1 is the abusive address, 127.0.0.2 (also loopback on Linux) everyone else.
 
+#[path = "support/temp_dir.rs"]
+mod temp_dir;
+
 use std::any::Any;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,6 +18,7 @@ use agentwire::jsonrpc_bus::BusConfig;
 use agentwire::mcpw::orchestrator::{OrchestratorConfig, UpgradeConfig};
 use agentwire_apps::{bus, chopsticks, llmrtc, mcpw, relay};
 use futures_util::{SinkExt, StreamExt};
+use temp_dir::{temp_dir, TempDir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -63,15 +67,6 @@ fn install_caps() {
         max_pending_handshakes_per_address: PENDING_CAP,
     }
     .install();
-}
-
-/// A fresh directory for the relay's study log, removed on drop.
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The five reference servers, started with the caps installed.
@@ -157,12 +152,7 @@ async fn start_all() -> (Vec<Target>, TempDir) {
         _app: Box::new(app),
     });
 
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("agentwire-limits-e2e-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let dir = TempDir(dir);
+    let dir = temp_dir("relay-log");
     let app = relay::server_app::start(
         "127.0.0.1:0",
         RelayConfig::default(),

@@ -3,6 +3,9 @@
 //! verbatim; the client's try limit and session fallback against a server that goes away;
 //! and a Node `ws` client (tests/interop/llmrtc_client.js).
 
+#[path = "support/interop.rs"]
+mod interop;
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -541,45 +544,21 @@ async fn after_a_server_restart_the_client_moves_to_a_new_session() {
 
 #[tokio::test]
 async fn node_ws_client_interop() {
-    let Some(dir) = std::env::var_os("AGENTWIRE_NODE_WS_DIR") else {
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-        assert!(
-            !ci,
-            "AGENTWIRE_NODE_WS_DIR is unset under CI: .ci/run installs ws there and sets it"
-        );
-        eprintln!(
-            "skipping node_ws_client_interop: set AGENTWIRE_NODE_WS_DIR to a directory where \
-             `npm install --prefix <dir> ws@8` was run"
-        );
+    let Some(dir) = interop::peer_from_env("AGENTWIRE_NODE_WS_DIR", "node_ws_client_interop")
+    else {
         return;
     };
     let node = std::env::var_os("AGENTWIRE_NODE").unwrap_or_else(|| "node".into());
     let (app, _events) = server_on("127.0.0.1:0", false).await;
     let url = app.url();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/interop/llmrtc_client.js"
-    );
-    let run = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(node)
-            .arg(script)
-            .arg(url)
-            .env("AGENTWIRE_NODE_WS_DIR", dir)
-            .output()
-    });
-    let out = tokio::time::timeout(Duration::from_secs(90), run)
-        .await
-        .expect("the node client finished within 90 s")
-        .expect("join")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "node client failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    assert!(stdout.contains("node interop ok"), "{stdout}");
-    eprintln!("{}", stdout.trim());
+    interop::run_peer(
+        "node client",
+        node,
+        "llmrtc_client.js",
+        url,
+        vec![("AGENTWIRE_NODE_WS_DIR", dir)],
+        "node interop ok",
+    )
+    .await;
     within("shutdown", app.shutdown()).await;
 }

@@ -439,21 +439,7 @@ async fn mcpw_server_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
         .expect("spawn mcpw_server");
     let mut err = lines_of(child.stderr.take().expect("stderr"));
     next(&mut err, |l| l.contains("listening on ws://127.0.0.1:")).await;
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = tokio::task::spawn_blocking(move || {
-        let _stdin = child.stdin.take(); // still open while we wait
-        child.wait()
-    });
-    let exit = within("mcpw_server to exit after Ctrl-C", exit)
-        .await
-        .expect("join")
-        .expect("wait");
-    // A clean exit, not death by the signal: the handler ran and shut the server down.
-    assert!(exit.success(), "{exit:?}");
+    example_bin::interrupt(child, "mcpw_server").await;
     next(&mut err, |l| l.contains("Ctrl-C: closing every connection")).await;
 }
 

@@ -2,8 +2,12 @@
 //! the movie host (the `Host` machine over agentwire-tokio) and an agent, by the Rust agent of
 //! `relay_agent` (through `relay_demo`'s code) and by a Python `websockets` agent.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+#[path = "support/interop.rs"]
+mod interop;
+#[path = "support/temp_dir.rs"]
+mod temp_dir;
+
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,27 +19,7 @@ use relay::host_app::MovieHost;
 use relay::log_check;
 use relay::log_writer::SyncPolicy;
 use serde_json::{json, Value};
-
-/// A fresh, empty directory for one test's logs, removed when dropped.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(name: &str) -> TempDir {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "agentwire-relay-booking-{}-{}-{name}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
-}
+use temp_dir::temp_dir;
 
 fn records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -198,42 +182,21 @@ async fn the_host_refuses_bad_calls_over_the_wire_and_the_session_goes_on() {
 
 #[tokio::test]
 async fn python_agent_interop() {
-    let Some(python) = std::env::var_os("AGENTWIRE_PYTHON") else {
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-        assert!(
-            !ci,
-            "AGENTWIRE_PYTHON is unset under CI: .ci/run creates .venv-interop and sets it"
-        );
-        eprintln!(
-            "skipping python_agent_interop: set AGENTWIRE_PYTHON to a python with `websockets` \
-             (python3 -m venv .venv-interop && .venv-interop/bin/pip install websockets==13.1)"
-        );
+    let Some(python) = interop::peer_from_env("AGENTWIRE_PYTHON", "python_agent_interop") else {
         return;
     };
     let dir = temp_dir("python");
     let (app, host) = relay_and_host(&dir.0).await;
     let url = app.url();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/relay_agent.py");
-    let run = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(script)
-            .arg(url)
-            .output()
-    });
-    let out = tokio::time::timeout(Duration::from_secs(90), run)
-        .await
-        .expect("the python agent finished within 90 s")
-        .expect("join")
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "python agent failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    assert!(stdout.contains("python interop ok: BK-0001"), "{stdout}");
-    eprintln!("{}", stdout.trim());
+    interop::run_peer(
+        "python agent",
+        python,
+        "relay_agent.py",
+        url,
+        Vec::new(),
+        "python interop ok: BK-0001",
+    )
+    .await;
     host.shutdown().await;
     app.shutdown().await;
 

@@ -4,9 +4,11 @@
 
 #[path = "support/example_bin.rs"]
 mod example_bin;
+#[path = "support/temp_dir.rs"]
+mod temp_dir;
+
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::time::Duration;
 
 use agentwire::agent_relay::{Direction, RelayConfig, RelayEvent, Role};
@@ -18,6 +20,7 @@ use relay::log_writer::{file_name, SyncPolicy};
 use relay::logging_relay::{ServerEvent, LOG_WRITE_FAILED};
 use relay::server_app::RelayApp;
 use serde_json::{json, Value};
+use temp_dir::temp_dir;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -28,34 +31,6 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(10), fut)
         .await
         .unwrap_or_else(|_| panic!("timed out: {what}"))
-}
-
-/// A fresh, empty directory for one test's logs, removed when dropped.
-struct TempDir(PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(name: &str) -> TempDir {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "agentwire-relay-e2e-{}-{}-{name}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
 }
 
 /// Starts the reference relay writing into `dir`; returns it and a copy of every event.
@@ -630,7 +605,7 @@ async fn movie_host_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
     let bin = tokio::task::spawn_blocking(|| example("movie_host"))
         .await
         .expect("build");
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .arg("--url")
         .arg(app.url())
         .arg("--log-dir")
@@ -648,21 +623,7 @@ async fn movie_host_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
         _ => None,
     })
     .await;
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = tokio::task::spawn_blocking(move || {
-        let _stdin = child.stdin.take(); // still open while we wait
-        child.wait()
-    });
-    let exit = within("movie_host to exit after Ctrl-C", exit)
-        .await
-        .expect("join")
-        .expect("wait");
-    // A clean exit, not death by the signal: the handler ran and shut the host down.
-    assert!(exit.success(), "{exit:?}");
+    example_bin::interrupt(child, "movie_host").await;
     // The relay saw the host leave.
     left(&mut events, "default", Role::Host).await;
     within("relay shutdown", app.shutdown()).await;

@@ -2,7 +2,10 @@
 //! continuity across reopen and restart, torn lines, failures, the checks of `relay_log`, and
 //! the [`LoggingRelay`] ordering guarantee driven in memory.
 
-use std::path::{Path, PathBuf};
+#[path = "support/temp_dir.rs"]
+mod temp_dir;
+
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -15,34 +18,7 @@ use relay::log_writer::{
 };
 use relay::logging_relay::{LoggingRelay, ServerEvent, LOG_WRITE_FAILED, MAX_HELD_PER_CONN};
 use serde_json::Value;
-
-/// A fresh, empty directory for one test's logs, removed when dropped.
-struct TempDir(PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(name: &str) -> TempDir {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "agentwire-relay-log-{}-{}-{name}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
-}
+use temp_dir::temp_dir;
 
 fn record(session: &str, msg_type: &'static str, payload: &str) -> LogRecord {
     LogRecord {

@@ -24,28 +24,11 @@ import uuid
 
 import websockets
 
-try:  # websockets >= 13
-    from websockets.asyncio.client import connect
-except ImportError:  # pragma: no cover - older releases
-    from websockets import connect
+from checks import CheckFailed, check, connect, passed
 
 STEP_TIMEOUT = 10.0
 RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 SUBSCRIPTION_ID = re.compile(r"^sub_[0-9a-f]{8}$")
-
-
-class CheckFailed(Exception):
-    pass
-
-
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    if not condition:
-        raise CheckFailed(what)
-    checks += 1
 
 
 class Peer:
@@ -235,7 +218,7 @@ def main():
     except (asyncio.TimeoutError, OSError, websockets.WebSocketException) as e:
         print(f"python interop FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    print(f"python interop ok: {checks} checks passed (websockets {websockets.__version__})")
+    print(f"python interop ok: {passed()} checks passed (websockets {websockets.__version__})")
     return 0
 
 

@@ -86,33 +86,10 @@ async function ready(conn) {
   return m.id;
 }
 
-// 16 kHz mono 16-bit WAV: 300 ms silence, 600 ms tone, 600 ms silence.
-function utteranceWav() {
-  const rate = 16000;
-  const samples = [];
-  for (let i = 0; i < rate * 0.3; i++) samples.push(0);
-  for (let i = 0; i < rate * 0.6; i++) samples.push(Math.round(6000 * Math.sin((2 * Math.PI * 180 * i) / rate)));
-  for (let i = 0; i < rate * 0.6; i++) samples.push(0);
-  const data = Buffer.alloc(samples.length * 2);
-  samples.forEach((s, i) => data.writeInt16LE(s, i * 2));
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0);
-  h.writeUInt32LE(36 + data.length, 4);
-  h.write('WAVE', 8);
-  h.write('fmt ', 12);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20); // PCM
-  h.writeUInt16LE(1, 22); // mono
-  h.writeUInt32LE(rate, 24);
-  h.writeUInt32LE(rate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36);
-  h.writeUInt32LE(data.length, 40);
-  return Buffer.concat([h, data]);
-}
-
 async function main() {
+  // The utterance the other llmrtc interop scripts send (an ES module, so imported here).
+  const { utteranceWav } = await import('./llmrtc_common.mjs');
+
   // 1. ready first.
   const a = await open();
   const session = await ready(a);

@@ -1,6 +1,7 @@
 // Helpers shared by the llmrtc interop scripts (llmrtc_web_client.mjs, llmrtc_backend.mjs,
-// llmrtc_check_frames.mjs). The npm packages they use are pinned in package.json beside this
-// file and installed with `npm ci --ignore-scripts` (see tests/interop/README.md).
+// llmrtc_check_frames.mjs; llmrtc_client.js imports utteranceWav). The npm packages they use
+// are pinned in package.json beside this file and installed with `npm ci --ignore-scripts`
+// (see tests/interop/README.md).
 
 /** Prints `FAIL: msg` and exits 1 (straight to stderr: scripts may silence the console). */
 export function fail(msg) {

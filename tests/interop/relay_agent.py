@@ -18,27 +18,10 @@ import json
 import re
 import sys
 
-try:  # websockets >= 13
-    from websockets.asyncio.client import connect
-except ImportError:  # pragma: no cover - older releases
-    from websockets import connect
+from checks import CheckFailed, check, connect, passed
 
 STEP_TIMEOUT = 12.0  # the reference agent client's request timeout
 SESSION_ID = re.compile(r"^s-\d{8}-\d{3,}$")
-
-
-class CheckFailed(Exception):
-    pass
-
-
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    if not condition:
-        raise CheckFailed(what)
-    checks += 1
 
 
 class Agent:
@@ -171,7 +154,7 @@ async def main(url):
               f"session.ended: {ended}")
         check(ended["logFile"].endswith(".jsonl"), f"log file: {ended['logFile']}")
         check(any(p["type"] == "state.updated" for p in agent.pushes), "state.updated pushes")
-        print(f"python interop ok: {reference} in {session_id}, {checks} checks, "
+        print(f"python interop ok: {reference} in {session_id}, {passed()} checks, "
               f"log {ended['logFile']}")
 
 

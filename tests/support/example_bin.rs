@@ -26,3 +26,25 @@ pub(crate) fn example(name: &str) -> PathBuf {
     assert!(status.success(), "building example {name} failed");
     profile_dir.join("examples").join(name)
 }
+
+/// Sends `child` SIGINT, as Ctrl-C in its terminal would, and waits (at most 10 s) for it to
+/// exit with its stdin still open, as a user's terminal keeps it. Asserts a clean exit, not
+/// death by the signal: the program's handler ran and shut it down. `what` names it.
+#[cfg(unix)]
+pub(crate) async fn interrupt(mut child: std::process::Child, what: &str) {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || {
+        let _stdin = child.stdin.take(); // still open while we wait
+        child.wait()
+    });
+    let exit = tokio::time::timeout(std::time::Duration::from_secs(10), exit)
+        .await
+        .unwrap_or_else(|_| panic!("timed out: {what} to exit after Ctrl-C"))
+        .expect("join")
+        .expect("wait");
+    assert!(exit.success(), "{what}: {exit:?}");
+}
