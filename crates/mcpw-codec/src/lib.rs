@@ -383,7 +383,7 @@ pub use error::{
 };
 pub use gzip::GzipError;
 pub use header::{Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC, VERSION};
-pub use message::{Body, Message, OtherCall, BATCH_METHOD};
+pub use message::{AgentId, Body, Message, OtherCall, TaskId, BATCH_METHOD};
 pub use params::*;
 
 /// The README's example, compiled and run as a doctest.

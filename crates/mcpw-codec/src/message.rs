@@ -16,6 +16,18 @@ use crate::params::{
 /// `BatchMessages` writes it.
 pub const BATCH_METHOD: &str = "batch";
 
+agentwire_core::string_id! {
+    /// An agent's id (`agent_id` on the wire), as the orchestrator's events and tables name
+    /// agents.
+    pub struct AgentId [serde];
+}
+
+agentwire_core::string_id! {
+    /// A task's id (`task_id` on the wire), as the orchestrator's events and tables name
+    /// tasks.
+    pub struct TaskId [serde];
+}
+
 /// One MCPW message.
 ///
 /// The two forms carry different envelope fields: the JSON form (text frames) carries `id`,

@@ -120,10 +120,11 @@ pub fn describe_refusal(peer: SocketAddr, path: &str, refusal: &Refusal) -> Stri
 }
 
 /// A list of names for a sentence: `a, b and c`, or `none`.
-fn names(list: &[String]) -> String {
-    match list {
+fn names<T: AsRef<str>>(list: &[T]) -> String {
+    let list: Vec<&str> = list.iter().map(AsRef::as_ref).collect();
+    match list.as_slice() {
         [] => "none".to_owned(),
-        [one] => one.clone(),
+        [one] => (*one).to_owned(),
         [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use agentwire_core::{ConnId, TimerSet};
 
 use super::routing::{Candidate, CapabilityProfile};
+use crate::{AgentId, TaskId};
 
 /// Health of a registered agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +38,7 @@ pub struct AgentInfo {
     /// Its health.
     pub health: Health,
     /// Tasks assigned to it.
-    pub tasks: BTreeSet<String>,
+    pub tasks: BTreeSet<TaskId>,
     last_heartbeat: Instant,
 }
 
@@ -48,7 +49,7 @@ impl AgentInfo {
         agent_type: Option<String>,
         capabilities: Vec<CapabilityProfile>,
         max_concurrent: usize,
-        tasks: BTreeSet<String>,
+        tasks: BTreeSet<TaskId>,
         now: Instant,
     ) -> Self {
         Self {
@@ -91,11 +92,11 @@ pub(crate) enum Overdue {
 /// Registered agents by id, with their heartbeat and shutdown timers.
 #[derive(Debug, Default)]
 pub(crate) struct Agents {
-    map: BTreeMap<String, AgentInfo>,
+    map: BTreeMap<AgentId, AgentInfo>,
     /// When each agent's next heartbeat check is due.
-    heartbeats: TimerSet<String>,
+    heartbeats: TimerSet<AgentId>,
     /// When each shutting-down agent's grace period ends.
-    shutdowns: TimerSet<String>,
+    shutdowns: TimerSet<AgentId>,
 }
 
 impl Agents {
@@ -107,8 +108,8 @@ impl Agents {
         self.map.get_mut(agent_id)
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &AgentInfo)> {
-        self.map.iter().map(|(k, v)| (k.as_str(), v))
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&AgentId, &AgentInfo)> {
+        self.map.iter()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -125,7 +126,7 @@ impl Agents {
     }
 
     /// Registers (or re-registers) `agent_id` and arms its heartbeat check.
-    pub(crate) fn insert(&mut self, agent_id: String, info: AgentInfo, rule: HeartbeatRule) {
+    pub(crate) fn insert(&mut self, agent_id: AgentId, info: AgentInfo, rule: HeartbeatRule) {
         let now = info.last_heartbeat;
         self.map.insert(agent_id.clone(), info);
         self.arm(agent_id, now, rule.interval, rule.unhealthy_after);
@@ -134,12 +135,13 @@ impl Agents {
     /// Removes `agent_id` and its timers.
     pub(crate) fn remove(&mut self, agent_id: &str) -> Option<AgentInfo> {
         let agent = self.map.remove(agent_id)?;
-        self.heartbeats.cancel(&agent_id.to_owned());
-        self.shutdowns.cancel(&agent_id.to_owned());
+        let agent_id = AgentId::from(agent_id);
+        self.heartbeats.cancel(&agent_id);
+        self.shutdowns.cancel(&agent_id);
         Some(agent)
     }
 
-    fn arm(&mut self, agent_id: String, from: Instant, interval: Duration, missed: u32) {
+    fn arm(&mut self, agent_id: AgentId, from: Instant, interval: Duration, missed: u32) {
         self.heartbeats
             .set(agent_id, from + interval.saturating_mul(missed));
     }
@@ -165,12 +167,7 @@ impl Agents {
             a.health = Health::Healthy;
         }
         if a.health != Health::ShuttingDown {
-            self.arm(
-                agent_id.to_owned(),
-                now,
-                rule.interval,
-                rule.unhealthy_after,
-            );
+            self.arm(agent_id.into(), now, rule.interval, rule.unhealthy_after);
         }
         Some(recovered)
     }
@@ -182,7 +179,7 @@ impl Agents {
         agent_id: &str,
         until: Instant,
         transfer: bool,
-    ) -> Option<Vec<String>> {
+    ) -> Option<Vec<TaskId>> {
         let a = self.map.get_mut(agent_id)?;
         a.health = Health::ShuttingDown;
         let tasks = if transfer {
@@ -190,8 +187,9 @@ impl Agents {
         } else {
             Vec::new()
         };
-        self.heartbeats.cancel(&agent_id.to_owned());
-        self.shutdowns.set(agent_id.to_owned(), until);
+        let agent_id = AgentId::from(agent_id);
+        self.heartbeats.cancel(&agent_id);
+        self.shutdowns.set(agent_id, until);
         Some(tasks)
     }
 
@@ -206,7 +204,7 @@ impl Agents {
         let became = a.health == Health::Healthy;
         a.health = Health::Unhealthy;
         let last = a.last_heartbeat;
-        self.arm(agent_id.to_owned(), last, rule.interval, rule.remove_after);
+        self.arm(agent_id.into(), last, rule.interval, rule.remove_after);
         if became {
             Overdue::Unhealthy
         } else {
@@ -215,7 +213,7 @@ impl Agents {
     }
 
     /// Agents that may take a task: healthy, and not in `tried`.
-    pub(crate) fn candidates(&self, tried: &BTreeSet<String>) -> Vec<Candidate<'_>> {
+    pub(crate) fn candidates(&self, tried: &BTreeSet<AgentId>) -> Vec<Candidate<'_>> {
         self.map
             .iter()
             .filter(|(id, a)| a.health == Health::Healthy && !tried.contains(*id))
@@ -240,12 +238,12 @@ impl Agents {
     }
 
     /// The agent whose heartbeat check is due by `now`, if any.
-    pub(crate) fn pop_heartbeat(&mut self, now: Instant) -> Option<String> {
+    pub(crate) fn pop_heartbeat(&mut self, now: Instant) -> Option<AgentId> {
         self.heartbeats.pop_expired(now)
     }
 
     /// The agent whose shutdown grace ended by `now`, if any.
-    pub(crate) fn pop_shutdown(&mut self, now: Instant) -> Option<String> {
+    pub(crate) fn pop_shutdown(&mut self, now: Instant) -> Option<AgentId> {
         self.shutdowns.pop_expired(now)
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use agentwire_core::{ConnId, TimerSet, TokenBucket};
 
-use crate::Form;
+use crate::{AgentId, Form};
 
 /// One connection.
 #[derive(Debug)]
@@ -19,7 +19,7 @@ pub(crate) struct Conn {
     /// Its message rate limit.
     pub(crate) bucket: Option<TokenBucket>,
     /// The agent registered on it.
-    pub(crate) agent: Option<String>,
+    pub(crate) agent: Option<AgentId>,
     /// `X-Agent-Type`, or `unknown`: the metrics label.
     pub(crate) agent_type_label: String,
     /// The form the connection gauge counts it under.
@@ -51,8 +51,8 @@ impl Conns {
     }
 
     /// The agent registered on `conn`.
-    pub(crate) fn agent(&self, conn: ConnId) -> Option<&str> {
-        self.map.get(&conn).and_then(|c| c.agent.as_deref())
+    pub(crate) fn agent(&self, conn: ConnId) -> Option<&AgentId> {
+        self.map.get(&conn).and_then(|c| c.agent.as_ref())
     }
 
     /// Opens `conn`; it must register by `register_by` (`None`: no limit).
@@ -64,10 +64,10 @@ impl Conns {
     }
 
     /// `agent_id` registered on `conn`: it has no register deadline any more.
-    pub(crate) fn registered(&mut self, conn: ConnId, agent_id: &str) {
+    pub(crate) fn registered(&mut self, conn: ConnId, agent_id: &AgentId) {
         self.register_by.cancel(&conn);
         if let Some(c) = self.map.get_mut(&conn) {
-            c.agent = Some(agent_id.to_owned());
+            c.agent = Some(agent_id.clone());
         }
     }
 

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::crdt::SyncOutcome;
 use crate::error::ProtocolError;
 use crate::params::CapabilityOperation;
-use crate::Form;
+use crate::{AgentId, Form, TaskId};
 
 /// Why an agent was removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub enum OrchestratorEvent {
         /// The connection.
         conn: ConnId,
         /// `X-Agent-ID`.
-        agent_id: Option<String>,
+        agent_id: Option<AgentId>,
         /// `X-Agent-Type`.
         agent_type: Option<String>,
     },
@@ -51,7 +51,7 @@ pub enum OrchestratorEvent {
         /// The connection.
         conn: ConnId,
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Its capability names.
         capabilities: Vec<String>,
         /// The form it speaks.
@@ -60,24 +60,24 @@ pub enum OrchestratorEvent {
     /// An agent missed heartbeats and gets no new tasks until its next heartbeat.
     Unhealthy {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
     },
     /// An unhealthy agent sent a heartbeat again.
     Recovered {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
     },
     /// An agent is gone; its tasks were reassigned (or failed).
     AgentRemoved {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Why.
         reason: RemovalReason,
     },
     /// `agent.capability.update` was applied.
     CapabilityChanged {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// add, update or remove.
         operation: CapabilityOperation,
         /// The capability's name.
@@ -86,27 +86,27 @@ pub enum OrchestratorEvent {
     /// A task was sent to an agent with `task.assigned`.
     TaskAssigned {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// The routing score.
         score: f64,
         /// The runners-up (`routing_metadata.alternative_agents`).
-        alternatives: Vec<String>,
+        alternatives: Vec<AgentId>,
         /// 1 for the first assignment, more after reassignments.
         attempt: u32,
     },
     /// No agent can take the task now; it waits for one.
     TaskQueued {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
     },
     /// `task.progress` from the assigned agent.
     TaskProgress {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// 0..=1.
         progress: f64,
         /// The agent's `status`.
@@ -115,9 +115,9 @@ pub enum OrchestratorEvent {
     /// `task.complete` from the assigned agent.
     TaskCompleted {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// The agent's `status` (`completed`, `failed`, ...).
         status: String,
         /// The agent's `result`.
@@ -126,39 +126,39 @@ pub enum OrchestratorEvent {
     /// A task failed for good.
     TaskFailed {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// Why.
         reason: TaskFailure,
     },
     /// A collaboration request was forwarded to the required agents.
     CollaborationStarted {
         /// The task it is about.
-        task_id: String,
+        task_id: TaskId,
         /// Who asked.
-        requester: String,
+        requester: AgentId,
         /// Who was asked.
-        agents: Vec<String>,
+        agents: Vec<AgentId>,
     },
     /// A collaboration ended: everyone answered, or the timeout passed.
     CollaborationFinished {
         /// The task it is about.
-        task_id: String,
+        task_id: TaskId,
         /// Who answered.
-        responded: Vec<String>,
+        responded: Vec<AgentId>,
         /// Who did not (absent, gone, or too slow).
-        missing: Vec<String>,
+        missing: Vec<AgentId>,
     },
     /// A `state.sync` was merged (or recognised as a repeat).
     StateSynced {
         /// The sender.
-        agent_id: String,
+        agent_id: AgentId,
         /// What happened.
         outcome: SyncOutcome,
     },
     /// `agent.shutdown` was received.
     ShutdownRequested {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Tasks moved to other agents (or queued) at once.
         transferred: usize,
     },
@@ -174,6 +174,6 @@ pub enum OrchestratorEvent {
         /// The connection.
         conn: ConnId,
         /// The agent registered on it, if any.
-        agent_id: Option<String>,
+        agent_id: Option<AgentId>,
     },
 }

@@ -15,7 +15,7 @@ use super::{error_answer, method_label, metrics, Orchestrator};
 use crate::error::{ErrorBody, ErrorCode, ProtocolError};
 use crate::message::ParamsRef;
 use crate::params::{RoutingMetadata, TaskAssigned};
-use crate::{Body, MessageType};
+use crate::{AgentId, Body, MessageType};
 
 impl Orchestrator {
     /// Routes task `task_id` (queued) to the best agent; `false` if none can take it.
@@ -34,7 +34,7 @@ impl Orchestrator {
             return false;
         };
         let assigned = TaskAssigned {
-            task_id: task_id.to_owned(),
+            task_id: task_id.into(),
             task_type: Some(task.spec.task_type.clone()),
             priority: Some(task.spec.priority),
             deadline: Some(self.wall.rfc3339(task.deadline)),
@@ -49,7 +49,7 @@ impl Orchestrator {
         let Some(agent) = self.agents.get_mut(&route.agent_id) else {
             return false;
         };
-        agent.tasks.insert(task_id.to_owned());
+        agent.tasks.insert(task_id.into());
         let conn = agent.conn;
         let form = self.form_of(conn);
         let key = self.new_key(form);
@@ -61,10 +61,10 @@ impl Orchestrator {
             return false;
         };
         self.out.event(OrchestratorEvent::TaskAssigned {
-            task_id: task_id.to_owned(),
-            agent_id: route.agent_id,
+            task_id: task_id.into(),
+            agent_id: route.agent_id.into(),
             score: route.score,
-            alternatives: route.alternatives,
+            alternatives: route.alternatives.into_iter().map(AgentId::from).collect(),
             attempt,
         });
         true
@@ -85,16 +85,16 @@ impl Orchestrator {
         let Some(task) = self.tasks.get_mut(task_id) else {
             return;
         };
-        task.tried.insert(agent_id.to_owned());
+        task.tried.insert(agent_id.into());
         task.state = TaskState::Queued;
         if task.attempts >= self.config.max_task_attempts {
             self.fail_task(task_id, TaskFailure::AttemptsExhausted);
             return;
         }
         if !self.try_assign(task_id) {
-            self.tasks.enqueue(task_id.to_owned());
+            self.tasks.enqueue(task_id.into());
             self.out.event(OrchestratorEvent::TaskQueued {
-                task_id: task_id.to_owned(),
+                task_id: task_id.into(),
             });
         }
     }
@@ -119,7 +119,7 @@ impl Orchestrator {
             }
         }
         self.out.event(OrchestratorEvent::TaskFailed {
-            task_id: task_id.to_owned(),
+            task_id: task_id.into(),
             reason,
         });
     }
@@ -133,7 +133,7 @@ impl Orchestrator {
             c.agent = None;
         }
         self.out.event(OrchestratorEvent::AgentRemoved {
-            agent_id: agent_id.to_owned(),
+            agent_id: agent_id.into(),
             reason,
         });
         for task_id in &agent.tasks {
@@ -145,7 +145,7 @@ impl Orchestrator {
     }
 
     /// The heartbeat check of `agent_id` is due: unhealthy, or removed (closed 1008).
-    pub(super) fn on_heartbeat_due(&mut self, agent_id: String, now: Instant) {
+    pub(super) fn on_heartbeat_due(&mut self, agent_id: AgentId, now: Instant) {
         let rule = self.heartbeat_rule();
         match self.agents.check(&agent_id, now, rule) {
             Overdue::Remove(conn) => {
@@ -168,9 +168,9 @@ impl Orchestrator {
             self.respond(origin, origin_form, &origin_reply, &result);
         }
         self.out.event(OrchestratorEvent::CollaborationFinished {
-            task_id: result.task_id,
-            responded,
-            missing,
+            task_id: result.task_id.into(),
+            responded: responded.into_iter().map(AgentId::from).collect(),
+            missing: missing.into_iter().map(AgentId::from).collect(),
         });
     }
 

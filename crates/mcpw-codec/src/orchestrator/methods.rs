@@ -20,7 +20,7 @@ use crate::params::{
     CapabilityUpdate, CollaborationRequest, HeartbeatAck, RegistrationConfirmed, ShutdownAck,
     StateSync, StateSyncResult, TaskAck, TaskComplete, TaskProgress, TransferredTask,
 };
-use crate::{Body, Form, MessageType};
+use crate::{AgentId, Body, Form, MessageType};
 
 /// What a handler answers with: the result's body, `None` when answered already (or
 /// later), or the error.
@@ -28,9 +28,9 @@ type Handled = Result<Option<Body>, ProtocolError>;
 
 impl Orchestrator {
     /// The agent registered on `conn`, if it is the one the params name in `field`.
-    fn agent_of(&self, conn: ConnId, claimed: &str, field: &str) -> Result<String, ProtocolError> {
+    fn agent_of(&self, conn: ConnId, claimed: &str, field: &str) -> Result<AgentId, ProtocolError> {
         match self.conns.agent(conn) {
-            Some(a) if a == claimed => Ok(a.to_owned()),
+            Some(a) if a == claimed => Ok(a.clone()),
             Some(_) => Err(ProtocolError::InvalidParams(ParamError::new(
                 field,
                 "Not this connection's agent",
@@ -50,9 +50,9 @@ impl Orchestrator {
     ) -> Handled {
         let l = &self.config.limits;
         checks::register(p, l).map_err(ProtocolError::InvalidParams)?;
-        let current = self.conns.agent(conn).map(str::to_owned);
+        let current = self.conns.agent(conn).cloned();
         if let Some(cur) = current.as_ref().filter(|cur| **cur != p.agent_id) {
-            return Err(ProtocolError::RegisteredAs(cur.clone()));
+            return Err(ProtocolError::RegisteredAs(cur.to_string()));
         }
         if current.is_none()
             && !self.agents.contains(&p.agent_id)
@@ -85,9 +85,10 @@ impl Orchestrator {
             .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
         let names: Vec<String> = capabilities.iter().map(|c| c.name.clone()).collect();
         let info = AgentInfo::new(conn, agent_type, capabilities, max_concurrent, tasks, now);
-        self.conns.registered(conn, &p.agent_id);
+        let agent_id = AgentId::from(p.agent_id.as_str());
+        self.conns.registered(conn, &agent_id);
         let rule = self.heartbeat_rule();
-        self.agents.insert(p.agent_id.clone(), info, rule);
+        self.agents.insert(agent_id.clone(), info, rule);
         let confirmed = RegistrationConfirmed {
             agent_id: p.agent_id.clone(),
             session_id: Some(format!("session-{}", conn.get())),
@@ -103,7 +104,7 @@ impl Orchestrator {
         self.send(conn, form, MessageType::RESPONSE, reply, body);
         self.out.event(OrchestratorEvent::Registered {
             conn,
-            agent_id: p.agent_id.clone(),
+            agent_id,
             capabilities: names,
             form,
         });
@@ -132,7 +133,7 @@ impl Orchestrator {
             self.queue_dirty = true;
         }
         let ack = HeartbeatAck {
-            agent_id,
+            agent_id: agent_id.into_string(),
             status: "ok".to_owned(),
         };
         Ok(Some(wire::result_body(None, &ack)))
@@ -167,7 +168,7 @@ impl Orchestrator {
             (_, None) => a.capabilities.push(checks::profile(&p.capability)),
         }
         let now = CapabilitiesNow {
-            agent_id: agent_id.clone(),
+            agent_id: agent_id.to_string(),
             capabilities: a.capabilities.iter().map(|c| c.name.clone()).collect(),
         };
         self.out.event(OrchestratorEvent::CapabilityChanged {
@@ -201,8 +202,8 @@ impl Orchestrator {
                 _ => None,
             };
             moved.push(TransferredTask {
-                task_id: task_id.clone(),
-                agent_id: to,
+                task_id: task_id.to_string(),
+                agent_id: to.map(AgentId::into_string),
             });
         }
         self.out.event(OrchestratorEvent::ShutdownRequested {
@@ -210,7 +211,7 @@ impl Orchestrator {
             transferred: tasks.len(),
         });
         let ack = ShutdownAck {
-            agent_id,
+            agent_id: agent_id.into_string(),
             status: "shutting_down".to_owned(),
             graceful_timeout_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
             transferred_tasks: moved,
@@ -228,7 +229,7 @@ impl Orchestrator {
             t.progress = progress;
         }
         self.out.event(OrchestratorEvent::TaskProgress {
-            task_id: p.task_id.clone(),
+            task_id: p.task_id.as_str().into(),
             agent_id,
             progress,
             status: p.status.clone(),
@@ -247,10 +248,10 @@ impl Orchestrator {
         self.tasks.check_assigned(&p.task_id, &agent_id)?;
         self.tasks.remove(&p.task_id);
         if let Some(a) = self.agents.get_mut(&agent_id) {
-            a.tasks.remove(&p.task_id);
+            a.tasks.remove(p.task_id.as_str());
         }
         self.out.event(OrchestratorEvent::TaskCompleted {
-            task_id: p.task_id.clone(),
+            task_id: p.task_id.as_str().into(),
             agent_id,
             status: status.to_owned(),
             result: checks::result_value(p),
@@ -297,7 +298,7 @@ impl Orchestrator {
             let Some(target) = self.agents.conn_of(agent) else {
                 continue; // not registered: reported as missing
             };
-            if *agent == requester {
+            if *agent == requester.as_str() {
                 continue;
             }
             let target_form = self.form_of(target);
@@ -308,9 +309,9 @@ impl Orchestrator {
             waiting.insert(agent.clone());
         }
         self.out.event(OrchestratorEvent::CollaborationStarted {
-            task_id: p.task_id.clone(),
+            task_id: p.task_id.as_str().into(),
             requester,
-            agents: waiting.iter().cloned().collect(),
+            agents: waiting.iter().map(|a| AgentId::from(a.as_str())).collect(),
         });
         let none_asked = waiting.is_empty();
         let collab = Collab {
@@ -343,7 +344,7 @@ impl Orchestrator {
             outcome,
         });
         let result = StateSyncResult {
-            agent_id,
+            agent_id: agent_id.into_string(),
             applied: matches!(outcome, SyncOutcome::Applied { .. }),
             vector_clock: self.store.clock().clone(),
         };

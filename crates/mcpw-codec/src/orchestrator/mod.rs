@@ -54,7 +54,7 @@ use self::wire::ReplyKey;
 use crate::config::BatchForm;
 use crate::crdt::CrdtStore;
 use crate::error::ErrorBody;
-use crate::{Body, Codec, Message, MessageType};
+use crate::{AgentId, Body, Codec, Message, MessageType, TaskId};
 
 /// Methods the orchestrator handles (and the only ones counted by name in metrics).
 pub const METHODS: &[&str] = &[
@@ -186,7 +186,7 @@ impl Orchestrator {
     }
 
     /// Registered agents, by id.
-    pub fn agents(&self) -> impl Iterator<Item = (&str, &AgentInfo)> {
+    pub fn agents(&self) -> impl Iterator<Item = (&AgentId, &AgentInfo)> {
         self.agents.iter()
     }
 
@@ -228,17 +228,17 @@ impl Orchestrator {
 
     /// Submits a task: it is routed at once (`task.assigned` to the best agent) or queued
     /// until an agent can take it. Its deadline starts now.
-    pub fn submit_task(&mut self, spec: TaskSpec, now: Instant) -> Result<String, CommandError> {
+    pub fn submit_task(&mut self, spec: TaskSpec, now: Instant) -> Result<TaskId, CommandError> {
         let now = self.clock.observe(now);
         if self.tasks.len() >= self.config.limits.max_tasks {
             return Err(CommandError::TooManyTasks);
         }
         let task_id = match &spec.task_id {
-            Some(id) => id.clone(),
-            None => format!("task-{}", self.ids.next_id().hyphenated().as_str()),
+            Some(id) => TaskId::from(id.as_str()),
+            None => TaskId::from(format!("task-{}", self.ids.next_id().hyphenated().as_str())),
         };
         if self.tasks.contains(&task_id) {
-            return Err(CommandError::DuplicateTask(task_id));
+            return Err(CommandError::DuplicateTask(task_id.into_string()));
         }
         // `task.assigned` carries them two levels down (envelope, params): a receiver must
         // be able to read what we send.
@@ -521,7 +521,7 @@ impl Machine for Orchestrator {
             return;
         }
         let agent_type = peer.header("x-agent-type").map(str::to_owned);
-        let agent_id = peer.header("x-agent-id").map(str::to_owned);
+        let agent_id = peer.header("x-agent-id").map(AgentId::from);
         // `X-Protocol: mcpw-binary-v1` announces the binary form before the first frame.
         let form = peer
             .header("x-protocol")

@@ -8,6 +8,7 @@ use agentwire_core::TimerSet;
 use serde_json::{json, Value};
 
 use crate::error::ProtocolError;
+use crate::{AgentId, TaskId};
 
 /// A task to route, given to [`Orchestrator::submit_task`](super::Orchestrator::submit_task).
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +92,7 @@ pub enum TaskState {
     /// Waiting for an agent that can take it.
     Queued,
     /// Sent to this agent.
-    Assigned(String),
+    Assigned(AgentId),
 }
 
 /// A task the orchestrator holds.
@@ -106,7 +107,7 @@ pub struct TaskInfo {
     /// The last reported progress.
     pub progress: f64,
     /// Agents that held it and vanished (not tried again).
-    pub(crate) tried: BTreeSet<String>,
+    pub(crate) tried: BTreeSet<AgentId>,
     /// When it fails if not completed.
     pub(crate) deadline: Instant,
 }
@@ -114,10 +115,10 @@ pub struct TaskInfo {
 /// Tasks held, by id, with the queue of those waiting for an agent and their deadlines.
 #[derive(Debug, Default)]
 pub(crate) struct Tasks {
-    map: BTreeMap<String, TaskInfo>,
+    map: BTreeMap<TaskId, TaskInfo>,
     /// Queued task ids in submission order.
-    queue: Vec<String>,
-    deadlines: TimerSet<String>,
+    queue: Vec<TaskId>,
+    deadlines: TimerSet<TaskId>,
 }
 
 impl Tasks {
@@ -138,7 +139,7 @@ impl Tasks {
     }
 
     /// Holds a new task, due at `deadline`.
-    pub(crate) fn insert(&mut self, task_id: String, spec: TaskSpec, deadline: Instant) {
+    pub(crate) fn insert(&mut self, task_id: TaskId, spec: TaskSpec, deadline: Instant) {
         self.deadlines.set(task_id.clone(), deadline);
         self.map.insert(
             task_id,
@@ -156,28 +157,28 @@ impl Tasks {
     /// Forgets `task_id` (completed or failed): its deadline and queue place go too.
     pub(crate) fn remove(&mut self, task_id: &str) -> Option<TaskInfo> {
         let task = self.map.remove(task_id)?;
-        self.deadlines.cancel(&task_id.to_owned());
-        self.queue.retain(|t| t != task_id);
+        self.deadlines.cancel(&TaskId::from(task_id));
+        self.queue.retain(|t| t.as_str() != task_id);
         Some(task)
     }
 
     /// Records that `task_id` went to `agent_id`: its attempt count.
     pub(crate) fn assigned(&mut self, task_id: &str, agent_id: &str) -> Option<u32> {
         let task = self.map.get_mut(task_id)?;
-        task.state = TaskState::Assigned(agent_id.to_owned());
+        task.state = TaskState::Assigned(agent_id.into());
         task.attempts += 1;
         task.progress = 0.0;
         Some(task.attempts)
     }
 
     /// Puts `task_id` at the end of the queue.
-    pub(crate) fn enqueue(&mut self, task_id: String) {
+    pub(crate) fn enqueue(&mut self, task_id: TaskId) {
         self.queue.push(task_id);
     }
 
     /// Empties the queue, returning it in submission order (what stays queued is put back
     /// with [`enqueue`](Self::enqueue)).
-    pub(crate) fn take_queue(&mut self) -> Vec<String> {
+    pub(crate) fn take_queue(&mut self) -> Vec<TaskId> {
         std::mem::take(&mut self.queue)
     }
 
@@ -203,7 +204,7 @@ impl Tasks {
     }
 
     /// The task whose deadline passed by `now`, if any.
-    pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<String> {
+    pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<TaskId> {
         self.deadlines.pop_expired(now)
     }
 }
