@@ -15,8 +15,10 @@ use crate::message::{Body, Message, OtherCall};
 use crate::BatchForm;
 use crate::{Codec, DecodeError};
 
+mod agent;
 mod orchestrator;
 
+pub use self::agent::agent;
 pub use self::orchestrator::orchestrator;
 
 fn backends() -> [Backend; 2] {

@@ -25,6 +25,11 @@ fn orchestrator_seeds() {
     assert!(replay("mcpw_orchestrator", fuzzing::orchestrator) >= 16);
 }
 
+#[test]
+fn agent_seeds() {
+    assert!(replay("mcpw_agent", fuzzing::agent) >= 18);
+}
+
 /// A cheap stable stand-in for the fuzzer: deterministic pseudo-random inputs through every
 /// target, half of them starting with a valid header so the payload paths run too.
 #[test]
@@ -34,6 +39,7 @@ fn pseudo_random_inputs_pass_every_target() {
         ("frame", fuzzing::frame),
         ("stream", fuzzing::stream),
         ("orchestrator", fuzzing::orchestrator),
+        ("agent", fuzzing::agent),
     ];
     pseudo_random_inputs(&targets, 300, 2048, |round, data| {
         if round % 2 == 1 && data.len() > 25 {
