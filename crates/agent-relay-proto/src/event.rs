@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use agentwire_core::ConnId;
 
 use crate::error::{DecodeError, ProtocolError};
-use crate::log::{LogRecord, SessionId};
+use crate::id::{ClientId, RequestId, SessionId, StudySessionId};
+use crate::log::LogRecord;
 use crate::message::{ErrorCode, ErrorPayload, RelayPresence, Role};
 
 /// Names a session end awaiting its log flush ([`HostEvent::SessionEnding`]).
@@ -36,8 +37,8 @@ pub enum Undelivered {
     /// A host reply whose `replyTo` matches no outstanding request of the session (the asker
     /// left, the request expired, or it never existed); dropped.
     UnknownReplyTo {
-        /// The `replyTo`.
-        reply_to: String,
+        /// The `replyTo` (at most [`Limits::max_id_bytes`](crate::Limits::max_id_bytes) of it).
+        reply_to: RequestId,
     },
 }
 
@@ -68,7 +69,7 @@ pub enum RelayEvent {
         /// Its role.
         role: Role,
         /// The relay's id for it (the `id` in `relay.presence`).
-        client_id: String,
+        client_id: ClientId,
         /// Its display name (agents).
         client_name: Option<String>,
     },
@@ -128,7 +129,7 @@ pub enum RelayEvent {
         /// The agent that asked.
         agent: ConnId,
         /// The request's `id`.
-        id: String,
+        id: RequestId,
     },
     /// A peer broke the protocol (the wire reply, if any, has been queued).
     ProtocolViolation {
@@ -149,7 +150,7 @@ pub enum HostEvent {
     /// connection (pushes queued meanwhile have been sent).
     Joined {
         /// The relay session joined.
-        relay_session: String,
+        relay_session: SessionId,
     },
     /// The relay refused `relay.join`; the host closed the connection (1000 `join-refused`)
     /// so the driver reconnects with its backoff.
@@ -179,12 +180,12 @@ pub enum HostEvent {
         /// The text.
         message: String,
         /// The `replyTo`, if any.
-        reply_to: Option<String>,
+        reply_to: Option<RequestId>,
     },
     /// `session.start` began a study session (answered `session.started`).
     SessionStarted {
         /// The new session id, `s-YYYYMMDD-NNN`.
-        session_id: String,
+        session_id: StudySessionId,
         /// `studyId`.
         study_id: String,
         /// `participantId`.
@@ -213,7 +214,7 @@ pub enum HostEvent {
     /// path, or [`Host::fail_flush`](crate::Host::fail_flush).
     SessionEnding {
         /// The session.
-        session_id: String,
+        session_id: StudySessionId,
         /// `session.end`'s `reason`, if any.
         reason: Option<String>,
         /// What the confirmation names.
@@ -222,7 +223,7 @@ pub enum HostEvent {
     /// The session ended: state reset, `session.ended` sent (or queued until joined).
     SessionEnded {
         /// The session.
-        session_id: String,
+        session_id: StudySessionId,
         /// The log file reported in `session.ended`.
         log_file: String,
     },
@@ -230,7 +231,7 @@ pub enum HostEvent {
     /// LOG_FLUSH_FAILED.
     SessionEndFailed {
         /// The session.
-        session_id: String,
+        session_id: StudySessionId,
         /// Why.
         message: String,
     },
@@ -239,7 +240,7 @@ pub enum HostEvent {
         /// The request's type.
         msg_type: &'static str,
         /// The request's `id`, if any (the error's `replyTo`).
-        reply_to: Option<String>,
+        reply_to: Option<RequestId>,
         /// What was sent.
         error: ErrorPayload,
     },

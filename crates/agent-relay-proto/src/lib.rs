@@ -395,6 +395,7 @@ mod event;
 #[doc(hidden)]
 pub mod fuzzing;
 mod host;
+mod id;
 mod log;
 pub mod message;
 mod relay;
@@ -414,7 +415,8 @@ pub use host::{
     study_log_path, validate_params, ChatEntry, ChatRole, History, Host, HostTimer, ToolContext,
     ToolOutcome, Tools,
 };
-pub use log::{Direction, LogRecord, SessionId};
+pub use id::{ClientId, RequestId, SessionId, StudySessionId};
+pub use log::{Direction, LogRecord};
 pub use message::{
     AgentMessage, AgentText, Body, Envelope, ErrorCode, ErrorPayload, HostMessage, Mvp02,
     PresenceAgent, RawJson, RelayHello, RelayJoin, RelayJoined, RelayMessage, RelayPresence, Role,

@@ -1,85 +1,10 @@
 //! Study-log records (spec §6): what the relay emits for every message, for a writer to
 //! persist as JSONL.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
-use std::fmt;
-use std::hash::{Hash, Hasher};
-
 use agentwire_core::{iso8601_ms, Utf8Bytes};
 use serde::Serialize;
 
-/// A relay session id (`"default"` unless a join names another). Cloning is a reference-count
-/// increment, so every log record and event can carry one.
-#[derive(Clone)]
-pub struct SessionId(Utf8Bytes);
-
-impl SessionId {
-    /// A session id from text.
-    pub fn new(id: &str) -> Self {
-        Self(Utf8Bytes::copy_from_str(id))
-    }
-
-    /// The default session, `"default"`.
-    pub fn default_session() -> Self {
-        Self(Utf8Bytes::from_static(crate::config::DEFAULT_SESSION))
-    }
-
-    /// The text.
-    pub fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-}
-
-impl PartialEq for SessionId {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for SessionId {}
-
-impl PartialOrd for SessionId {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for SessionId {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.as_str().cmp(other.as_str())
-    }
-}
-
-impl Hash for SessionId {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl Borrow<str> for SessionId {
-    fn borrow(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl fmt::Debug for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for SessionId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
+use crate::id::SessionId;
 
 /// The `direction` of a log record, as the reference relay uses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -28,6 +28,7 @@ use crate::codec::{truncate, Route, VersionRule};
 use crate::config::HostConfig;
 use crate::error::{DecodeError, HostCommandError};
 use crate::event::{EndTicket, HostEvent};
+use crate::id::{RequestId, SessionId, StudySessionId};
 use crate::message::{
     types, AgentText, ErrorCode, ErrorPayload, RelayPresence, SessionEnd, SessionStart,
 };
@@ -318,7 +319,7 @@ impl<T: Tools> Host<T> {
         self.link.reply(frame, &mut self.out);
         self.out.event(HostEvent::Refused {
             msg_type,
-            reply_to,
+            reply_to: reply_to.map(RequestId::from),
             error: ErrorPayload { code, message },
         });
     }
@@ -357,7 +358,7 @@ impl<T: Tools> Host<T> {
             let frame = frames::error(Some(reply_to), &ErrorCode::LOG_FLUSH_FAILED, message);
             self.out.send(conn, frame);
         }
-        let session_id = self.session_id().unwrap_or_default().to_owned();
+        let session_id = StudySessionId::new(self.session_id().unwrap_or_default());
         self.out.event(HostEvent::SessionEndFailed {
             session_id,
             message: message.to_owned(),
@@ -388,7 +389,7 @@ impl<T: Tools> Host<T> {
         }
         self.link.joined();
         self.out.event(HostEvent::Joined {
-            relay_session: self.config.relay_session.clone(),
+            relay_session: SessionId::new(self.config.relay_session.as_str()),
         });
         if let Some((conn, Some(source))) = self.link.flush(&mut self.out) {
             let frame = self.state_frame(&source);
@@ -417,7 +418,7 @@ impl<T: Tools> Host<T> {
             self.out.event(HostEvent::RelayError {
                 code: e.code,
                 message: e.message,
-                reply_to,
+                reply_to: reply_to.map(RequestId::from),
             });
         }
     }

@@ -7,6 +7,7 @@ use agentwire_core::{ConnId, UtcDateTime, WallClock};
 
 use crate::error::HostCommandError;
 use crate::event::EndTicket;
+use crate::id::StudySessionId;
 use crate::texts::host as host_texts;
 
 /// A session end awaiting its log flush.
@@ -22,7 +23,7 @@ pub(super) struct Ending {
 /// The active study session.
 #[derive(Debug)]
 pub(super) struct Session {
-    pub(super) id: String,
+    pub(super) id: StudySessionId,
     study_id: String,
     participant_id: String,
     ending: Option<Ending>,
@@ -32,12 +33,12 @@ pub(super) struct Session {
 #[derive(Debug)]
 pub(super) enum Start {
     /// A new session with this id.
-    Started(String),
+    Started(StudySessionId),
     /// A retry of the active session's start (its first answer was lost with a
     /// connection): the same id.
-    Again(String),
+    Again(StudySessionId),
     /// Another session is active (this is its id).
-    Refused(String),
+    Refused(StudySessionId),
 }
 
 /// The study session, the day's numbering and the flush deadline.
@@ -135,7 +136,7 @@ impl Study {
         Ok(())
     }
 
-    fn next_session_id(&mut self, now: Instant) -> String {
+    fn next_session_id(&mut self, now: Instant) -> StudySessionId {
         let date = UtcDateTime::from_unix_ms(self.wall.unix_ms(now)).yyyymmdd();
         let n = match &self.numbering {
             Some((d, last)) if *d == date => last.saturating_add(1),
@@ -143,7 +144,7 @@ impl Study {
         };
         let id = format!("s-{date}-{n:03}");
         self.numbering = Some((date, n));
-        id
+        StudySessionId::new(id)
     }
 
     /// Begins the end of the active session (a new ticket is used up either way): the
@@ -155,7 +156,7 @@ impl Study {
         conn: Option<ConnId>,
         flush_timeout: Option<Duration>,
         now: Instant,
-    ) -> (EndTicket, Option<String>) {
+    ) -> (EndTicket, Option<StudySessionId>) {
         let ticket = EndTicket(self.next_ticket);
         self.next_ticket += 1;
         let Some(s) = self.session.as_mut() else {

@@ -14,7 +14,8 @@ use super::study_log::{Recorded, StudyLog};
 use crate::codec::{write_envelope, ErrorRef, Route};
 use crate::error::ProtocolError;
 use crate::event::RelayEvent;
-use crate::log::{Direction, SessionId};
+use crate::id::SessionId;
+use crate::log::Direction;
 use crate::message::{types, ErrorCode, RelayPresence, Role};
 use crate::texts;
 

@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use crate::codec::{raw_str, truncate};
 use crate::config::Limits;
 use crate::error::ProtocolError;
-use crate::log::SessionId;
+use crate::id::SessionId;
 use crate::message::Role;
 use crate::texts;
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use agentwire_core::{ConnId, IdGen, Rate, TokenBucket};
 
-use crate::log::SessionId;
+use crate::id::{ClientId, SessionId};
 use crate::message::{PresenceAgent, Role};
 use crate::texts;
 
@@ -28,7 +28,7 @@ struct Conn {
     state: ConnState,
     bucket: Option<TokenBucket>,
     /// The relay's id for it, assigned at its first join.
-    client_id: Option<String>,
+    client_id: Option<ClientId>,
     /// Display name (agents).
     name: Option<String>,
 }
@@ -117,10 +117,8 @@ impl Members {
     /// The relay's id and the display name of `conn`, for its `relay.disconnect` record.
     pub(super) fn identity(&self, conn: ConnId) -> (&str, Option<&str>) {
         self.conns.get(&conn).map_or(("", None), |c| {
-            (
-                c.client_id.as_deref().unwrap_or_default(),
-                c.name.as_deref(),
-            )
+            let id = c.client_id.as_ref().map_or("", ClientId::as_str);
+            (id, c.name.as_deref())
         })
     }
 
@@ -212,11 +210,11 @@ impl Members {
         role: Role,
         requested: Option<String>,
         ids: &mut dyn IdGen,
-    ) -> Option<(String, Option<String>)> {
+    ) -> Option<(ClientId, Option<String>)> {
         let c = self.conns.get_mut(&conn)?;
         let client_id = c
             .client_id
-            .get_or_insert_with(|| ids.next_id().to_string())
+            .get_or_insert_with(|| ClientId::new(ids.next_id().to_string()))
             .clone();
         c.name = match role {
             Role::Host => None,
@@ -294,7 +292,10 @@ impl Members {
             .iter()
             .filter_map(|a| self.conns.get(a))
             .map(|c| PresenceAgent {
-                id: c.client_id.clone().unwrap_or_default(),
+                id: c
+                    .client_id
+                    .as_ref()
+                    .map_or_else(String::new, |id| id.as_str().to_owned()),
                 name: c.name.clone().unwrap_or_default(),
             })
             .collect();

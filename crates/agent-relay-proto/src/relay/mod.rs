@@ -19,7 +19,8 @@ use crate::codec::{truncate, write_envelope, Route};
 use crate::config::RelayConfig;
 use crate::error::{CommandError, ProtocolError};
 use crate::event::{Refusal, RelayEvent, Undelivered};
-use crate::log::{Direction, SessionId};
+use crate::id::{RequestId, SessionId};
+use crate::log::Direction;
 use crate::message::{types, ErrorCode, RelayHello, RelayJoined, Role};
 use crate::texts;
 
@@ -517,7 +518,10 @@ impl Relay {
                     session,
                     msg_type,
                     reason: Undelivered::UnknownReplyTo {
-                        reply_to: truncate(reply_to, self.config.limits.max_id_bytes).to_owned(),
+                        reply_to: RequestId::new(truncate(
+                            reply_to,
+                            self.config.limits.max_id_bytes,
+                        )),
                     },
                 });
                 return;
@@ -705,7 +709,7 @@ impl Machine for Relay {
             self.emit.out.event(RelayEvent::RequestExpired {
                 session: p.session,
                 agent: p.agent,
-                id: p.id.into(),
+                id: RequestId::new(p.id),
             });
         }
     }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use agentwire_core::ConnId;
 
-use crate::log::SessionId;
+use crate::id::SessionId;
 
 /// One agent request forwarded to the host and not yet answered.
 #[derive(Debug)]

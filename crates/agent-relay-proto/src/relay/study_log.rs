@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use agentwire_core::{Utf8Bytes, WallClock};
 
-use crate::log::{line_len_bound, Direction, LogRecord, SessionId};
+use crate::id::SessionId;
+use crate::log::{line_len_bound, Direction, LogRecord};
 use crate::message::types;
 
 /// What became of a record the relay wanted to make.

@@ -107,7 +107,9 @@ impl MovieHost {
 /// One line describing a host event, for the demo's transcript.
 pub fn describe(ev: &HostEvent) -> Option<String> {
     Some(match ev {
-        HostEvent::Joined { relay_session } => format!("joined relay session {relay_session:?}"),
+        HostEvent::Joined { relay_session } => {
+            format!("joined relay session {:?}", relay_session.as_str())
+        }
         HostEvent::Disconnected => "disconnected from the relay".to_owned(),
         HostEvent::SessionStarted {
             session_id,
