@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use agentwire_core::{ConnId, Id128};
 
 use crate::error::{DecodeError, ProtocolError};
-use crate::id::AgentId;
+use crate::id::{AgentId, ChannelId, GuildId, UserId};
 use crate::message::{Req, Resp, SessionKind};
 
 /// Why an agent left the registry.
@@ -84,9 +84,9 @@ pub enum ControllerEvent {
         /// The agent.
         agent_id: AgentId,
         /// Guilds it joined.
-        added: Vec<String>,
+        added: Vec<GuildId>,
         /// Guilds it left.
-        removed: Vec<String>,
+        removed: Vec<GuildId>,
     },
     /// A session was bound to an agent: by selection (the agent chosen for a request that
     /// starts the session) or by the agent's `add` (confirming or moving the binding).
@@ -96,13 +96,13 @@ pub enum ControllerEvent {
         /// Session kind.
         kind: SessionKind,
         /// Guild.
-        guild_id: String,
+        guild_id: GuildId,
         /// Voice channel.
-        voice_channel_id: String,
+        voice_channel_id: ChannelId,
         /// Text channel, if the `add` gave one.
-        text_channel_id: Option<String>,
+        text_channel_id: Option<ChannelId>,
         /// Session owner, if the `add` gave one.
-        owner_user_id: Option<String>,
+        owner_user_id: Option<UserId>,
         /// What bound it.
         source: BindSource,
         /// The agent the session was bound to before, if it was another one (a move).
@@ -115,9 +115,9 @@ pub enum ControllerEvent {
         /// Session kind.
         kind: SessionKind,
         /// Guild.
-        guild_id: String,
+        guild_id: GuildId,
         /// Voice channel.
-        voice_channel_id: String,
+        voice_channel_id: ChannelId,
         /// The agent's error text.
         error: String,
     },
@@ -128,9 +128,9 @@ pub enum ControllerEvent {
         /// Session kind.
         kind: SessionKind,
         /// Guild.
-        guild_id: String,
+        guild_id: GuildId,
         /// Voice channel.
-        voice_channel_id: String,
+        voice_channel_id: ChannelId,
         /// The agent's reason (e.g. `USER_LEFT`).
         reason: String,
     },
@@ -142,9 +142,9 @@ pub enum ControllerEvent {
         /// Session kind.
         kind: SessionKind,
         /// Guild.
-        guild_id: String,
+        guild_id: GuildId,
         /// Voice channel.
-        voice_channel_id: String,
+        voice_channel_id: ChannelId,
         /// The agent's reason.
         reason: String,
     },
@@ -155,9 +155,9 @@ pub enum ControllerEvent {
         /// Session kind.
         kind: SessionKind,
         /// Guild.
-        guild_id: String,
+        guild_id: GuildId,
         /// Voice channel.
-        voice_channel_id: String,
+        voice_channel_id: ChannelId,
         /// Why.
         reason: FreeReason,
     },

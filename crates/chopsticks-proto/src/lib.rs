@@ -235,7 +235,7 @@ pub use config::{AgentConfig, ControllerConfig, Limits};
 pub use controller::{Controller, LiveAgent, Session, SessionKey, TimerKind};
 pub use error::{CommandError, DecodeError, ProtocolError};
 pub use event::{AgentEvent, BindSource, ControllerEvent, DropReason, FreeReason};
-pub use id::AgentId;
+pub use id::{AgentId, ChannelId, GuildId, UserId};
 pub use message::{
     Add, AgentMessage, ControllerMessage, ErrorMessage, Event, Guilds, Hello, RawJson, Released,
     Req, Resp, SessionKind, PROTOCOL_VERSION,

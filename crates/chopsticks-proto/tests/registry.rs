@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use chopsticks_proto::{ControllerConfig, ControllerEvent, DropReason, ProtocolError};
+use chopsticks_proto::{ControllerConfig, ControllerEvent, DropReason, GuildId, ProtocolError};
 use common::*;
 use serde_json::json;
 
@@ -54,7 +54,8 @@ fn guilds_message_replaces_the_set_and_reports_the_diff() {
     );
     let diffs = events(&mut sim, |e| match e {
         ControllerEvent::GuildsChanged { added, removed, .. } => {
-            Some((added.clone(), removed.clone()))
+            let text = |ids: &[GuildId]| ids.iter().map(ToString::to_string).collect::<Vec<_>>();
+            Some((text(added), text(removed)))
         }
         _ => None,
     });

@@ -270,7 +270,7 @@ fn a_released_for_a_session_the_sender_is_not_bound_to_is_ignored_not_a_violatio
                 agent_id,
                 voice_channel_id,
                 ..
-            } => Some((agent_id.to_string(), voice_channel_id.clone())),
+            } => Some((agent_id.to_string(), voice_channel_id.to_string())),
             _ => None,
         })
         .collect();

@@ -10,7 +10,7 @@ use agentwire_core::{ConnId, Outbox, TimerSet};
 use crate::config::Limits;
 use crate::error::{CommandError, ProtocolError};
 use crate::event::ControllerEvent;
-use crate::id::AgentId;
+use crate::id::{AgentId, GuildId};
 use crate::message::Hello;
 
 /// One live agent in the controller's registry.
@@ -32,7 +32,7 @@ pub struct LiveAgent {
     /// Whether its audio node is ready.
     pub ready: bool,
     /// Guilds it is in.
-    pub guild_ids: BTreeSet<String>,
+    pub guild_ids: BTreeSet<GuildId>,
     /// Pool id.
     pub pool_id: String,
     /// Protocol version from its last `hello`.
@@ -391,7 +391,7 @@ impl Registry {
         max: usize,
         conn: ConnId,
         out: &mut Outbox<ControllerEvent>,
-    ) -> BTreeSet<String> {
+    ) -> BTreeSet<GuildId> {
         let mut set = BTreeSet::new();
         for id in ids {
             if set.len() >= max {
@@ -401,7 +401,7 @@ impl Registry {
                 });
                 break;
             }
-            set.insert(id);
+            set.insert(GuildId::from(id));
         }
         set
     }
@@ -443,14 +443,14 @@ impl Registry {
     pub(crate) fn set_guilds(
         &mut self,
         agent_id: &AgentId,
-        new: BTreeSet<String>,
+        new: BTreeSet<GuildId>,
         out: &mut Outbox<ControllerEvent>,
     ) {
         let Some(agent) = self.agents.get_mut(agent_id) else {
             return;
         };
-        let added: Vec<String> = new.difference(&agent.guild_ids).cloned().collect();
-        let removed: Vec<String> = agent.guild_ids.difference(&new).cloned().collect();
+        let added: Vec<GuildId> = new.difference(&agent.guild_ids).cloned().collect();
+        let removed: Vec<GuildId> = agent.guild_ids.difference(&new).cloned().collect();
         agent.guild_ids = new;
         if !added.is_empty() || !removed.is_empty() {
             out.event(ControllerEvent::GuildsChanged {

@@ -8,7 +8,7 @@ use agentwire_core::{Id128, Outbox};
 use super::registry::Registry;
 use crate::error::{CommandError, ProtocolError};
 use crate::event::{BindSource, ControllerEvent, FreeReason};
-use crate::id::AgentId;
+use crate::id::{AgentId, ChannelId, GuildId, UserId};
 use crate::message::{Add, Released, SessionKind};
 
 /// The key of a voice session: kind, guild and voice channel (`guildId:voiceChannelId`).
@@ -17,14 +17,14 @@ pub struct SessionKey {
     /// Music or assistant.
     pub kind: SessionKind,
     /// Guild.
-    pub guild_id: String,
+    pub guild_id: GuildId,
     /// Voice channel.
-    pub voice_channel_id: String,
+    pub voice_channel_id: ChannelId,
 }
 
 impl SessionKey {
     /// A key.
-    pub fn new(kind: SessionKind, guild_id: impl Into<String>, vc: impl Into<String>) -> Self {
+    pub fn new(kind: SessionKind, guild_id: impl Into<GuildId>, vc: impl Into<ChannelId>) -> Self {
         Self {
             kind,
             guild_id: guild_id.into(),
@@ -41,9 +41,9 @@ pub struct Session {
     /// The bound agent.
     pub agent_id: AgentId,
     /// Text channel from the `add` event.
-    pub text_channel_id: Option<String>,
+    pub text_channel_id: Option<ChannelId>,
     /// Owner from the `add` event.
-    pub owner_user_id: Option<String>,
+    pub owner_user_id: Option<UserId>,
     /// Whether the agent confirmed the session with an `add` (real agents never send one).
     pub confirmed: bool,
     /// The unanswered request that starts the session on the agent it was bound to by
@@ -56,7 +56,7 @@ pub struct Session {
 pub(crate) struct Sessions {
     bound: BTreeMap<SessionKey, Session>,
     /// Per guild, the agent chosen last by rule 2 of the selection (round-robin).
-    last_pick: BTreeMap<String, AgentId>,
+    last_pick: BTreeMap<GuildId, AgentId>,
     /// [`Limits::max_sessions`](crate::Limits::max_sessions).
     max: usize,
 }
@@ -104,12 +104,12 @@ impl Sessions {
         } else if self.bound.len() >= self.max {
             return Err(CommandError::TooManySessions);
         }
-        let guild_id = key.guild_id.as_str();
+        let guild_id = &key.guild_id;
         // Agents bound to any session (music or assistant) in this guild are busy here.
         let busy: BTreeSet<&str> = self
             .bound
             .iter()
-            .filter(|(k, _)| k.guild_id == guild_id)
+            .filter(|(k, _)| k.guild_id == *guild_id)
             .map(|(_, s)| s.agent_id.as_str())
             .collect();
         let mut any_listing = false;
@@ -132,7 +132,7 @@ impl Sessions {
             .or_else(|| candidates.first())
             .map(|s| (*s).clone())
             .ok_or(CommandError::NoFreeAgents)?;
-        self.last_pick.insert(guild_id.to_owned(), pick.clone());
+        self.last_pick.insert(guild_id.clone(), pick.clone());
         Ok((pick, false))
     }
 
@@ -261,10 +261,12 @@ impl Sessions {
         if !self.bound.contains_key(&key) && self.bound.len() >= self.max {
             return Err(ProtocolError::Limit("sessions"));
         }
+        let text_channel_id = add.text_channel_id.map(ChannelId::from);
+        let owner_user_id = add.owner_user_id.map(UserId::from);
         let session = Session {
             agent_id: sender.clone(),
-            text_channel_id: add.text_channel_id.clone(),
-            owner_user_id: add.owner_user_id.clone(),
+            text_channel_id: text_channel_id.clone(),
+            owner_user_id: owner_user_id.clone(),
             confirmed: true,
             starting: None,
         };
@@ -278,8 +280,8 @@ impl Sessions {
             kind: key.kind,
             guild_id: key.guild_id,
             voice_channel_id: key.voice_channel_id,
-            text_channel_id: add.text_channel_id,
-            owner_user_id: add.owner_user_id,
+            text_channel_id,
+            owner_user_id,
             source: BindSource::Add,
             replaced,
         });
