@@ -10,8 +10,7 @@
 //! relax it), and a hand-written `GlobalAlloc` would need `unsafe impl`.
 #![allow(missing_docs)]
 
-mod common;
-use common::median_ns;
+use agentwire_testkit::bench::median_ns;
 
 use std::alloc::System;
 use std::hint::black_box;
