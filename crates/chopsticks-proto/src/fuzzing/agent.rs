@@ -2,14 +2,12 @@
 
 use std::time::Duration;
 
-use agentwire_core::fuzzing::FuzzClock;
+use agentwire_core::fuzzing::{checked_timeout, json_value, pick_or_any, FuzzClock, FuzzDriver};
 use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo};
 use arbitrary::Unstructured;
 use serde_json::Value;
 
-use super::bodies::{
-    controller_body, guild_list, json, pick_or_any, AGENT_IDS, CHANNELS, GUILDS, MAX_OPS,
-};
+use super::bodies::{controller_body, guild_list, AGENT_IDS, CHANNELS, GUILDS, MAX_OPS};
 use crate::config::AgentConfig;
 use crate::event::AgentEvent;
 use crate::message::{Add, AgentMessage, ControllerMessage, RawJson, Released, Resp, SessionKind};
@@ -119,7 +117,7 @@ impl AgentHarness {
             9 => {
                 let id: String = u.arbitrary()?;
                 let resp = if u.arbitrary()? {
-                    Resp::ok(id, RawJson::from_value(&json(u, 3)?))
+                    Resp::ok(id, RawJson::from_value(&json_value(u, 3)?))
                 } else {
                     Resp::err(id, u.arbitrary::<String>()?)
                 };
@@ -188,28 +186,12 @@ impl AgentHarness {
         assert_eq!(types, expected, "{ty} command output");
     }
 
+    /// `handle_timeout(now)` with the timer contract checked; a heartbeat is due exactly
+    /// while connected.
     fn timeout(&mut self, a: &mut Agent) {
-        self.drain(a);
-        let before = a.poll_timeout();
-        a.handle_timeout(self.clock.t());
-        let (produced, _) = self.drain(a);
-        let after = a.poll_timeout();
-        if let Some(d) = before {
-            if d > self.clock.seen() {
-                assert!(
-                    produced == 0 && after == before,
-                    "early handle_timeout was not a no-op"
-                );
-            }
-        }
-        if let Some(t) = after {
-            assert!(t > self.clock.seen(), "poll_timeout did not move past now");
-        }
-        a.handle_timeout(self.clock.t());
-        assert_eq!(self.drain(a).0, 0, "handle_timeout is not idempotent");
-        assert_eq!(a.poll_timeout(), after, "handle_timeout is not idempotent");
+        checked_timeout(self, a);
         assert_eq!(
-            after.is_some(),
+            a.poll_timeout().is_some(),
             self.current.is_some(),
             "a heartbeat is due iff connected"
         );
@@ -238,5 +220,17 @@ impl AgentHarness {
             }
         }
         (n, requests)
+    }
+}
+
+impl FuzzDriver for AgentHarness {
+    type M = Agent;
+
+    fn clock(&mut self) -> &mut FuzzClock {
+        &mut self.clock
+    }
+
+    fn drain(&mut self, a: &mut Agent) -> usize {
+        Self::drain(self, a).0
     }
 }

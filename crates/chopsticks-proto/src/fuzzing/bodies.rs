@@ -3,8 +3,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use agentwire_core::fuzzing::{json_value, pick, pick_or_any};
 use arbitrary::Unstructured;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use crate::message::PROTOCOL_VERSION;
 
@@ -38,48 +39,6 @@ pub(super) const IPS: [IpAddr; 4] = [
     IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
     IpAddr::V6(Ipv6Addr::LOCALHOST),
 ];
-
-fn pick<'a>(u: &mut Unstructured<'_>, items: &[&'a str]) -> arbitrary::Result<&'a str> {
-    u.choose(items).copied()
-}
-
-/// A string that is usually one of `items` and sometimes arbitrary.
-pub(super) fn pick_or_any(u: &mut Unstructured<'_>, items: &[&str]) -> arbitrary::Result<String> {
-    if u.ratio(7u8, 8u8)? {
-        Ok(pick(u, items)?.to_owned())
-    } else {
-        u.arbitrary::<String>()
-    }
-}
-
-/// A small arbitrary JSON value (depth ≤ 3).
-pub(super) fn json(u: &mut Unstructured<'_>, depth: u8) -> arbitrary::Result<Value> {
-    let kind = u.int_in_range(0..=if depth == 0 { 4 } else { 6 })?;
-    Ok(match kind {
-        0 => Value::Null,
-        1 => Value::Bool(u.arbitrary()?),
-        2 => Value::from(u.arbitrary::<i64>()?),
-        3 => Number::from_f64(u.arbitrary::<f64>()?).map_or(Value::Null, Value::Number),
-        4 => Value::String(u.arbitrary()?),
-        5 => {
-            let n = u.int_in_range(0..=3)?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(json(u, depth - 1)?);
-            }
-            Value::Array(items)
-        }
-        _ => {
-            let n = u.int_in_range(0..=3)?;
-            let mut obj = Map::new();
-            for _ in 0..n {
-                let k: String = u.arbitrary()?;
-                obj.insert(k, json(u, depth - 1)?);
-            }
-            Value::Object(obj)
-        }
-    })
-}
 
 /// A subset of the guild pool (plus, rarely, an arbitrary guild).
 pub(super) fn guild_list(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<Value>> {
@@ -191,7 +150,7 @@ pub(super) fn agent_body(
             maybe_set(ok.into(), u, &mut o, "ok")?;
             if ok {
                 if u.ratio(7u8, 8u8)? {
-                    o.insert("data".into(), json(u, 3)?);
+                    o.insert("data".into(), json_value(u, 3)?);
                 }
             } else {
                 o.insert("error".into(), Value::String(u.arbitrary()?));
@@ -224,7 +183,7 @@ pub(super) fn agent_body(
             return Ok(body);
         }
         _ => {
-            let v = json(u, 3)?;
+            let v = json_value(u, 3)?;
             return Ok(v.to_string().into_bytes());
         }
     }
@@ -245,7 +204,7 @@ pub(super) fn controller_body(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec
             maybe_set(Value::String(u.arbitrary()?), u, &mut o, "id")?;
             maybe_set(pick_or_any(u, &OPS)?.into(), u, &mut o, "op")?;
             if u.ratio(7u8, 8u8)? {
-                o.insert("data".into(), json(u, 3)?);
+                o.insert("data".into(), json_value(u, 3)?);
             }
             maybe_set(pick_or_any(u, &AGENT_IDS)?.into(), u, &mut o, "agentId")?;
         }
@@ -255,7 +214,7 @@ pub(super) fn controller_body(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec
         }
         4 => return agent_body(u, &[]),
         _ => {
-            let v = json(u, 3)?;
+            let v = json_value(u, 3)?;
             return Ok(v.to_string().into_bytes());
         }
     }

@@ -4,13 +4,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use agentwire_core::fuzzing::FuzzClock;
+use agentwire_core::fuzzing::{checked_timeout, json_value, pick_or_any, FuzzClock, FuzzDriver};
 use agentwire_core::{ConnId, Frame, Id128, Machine, Output, PeerInfo, SequentialIds};
 use arbitrary::Unstructured;
 
-use super::bodies::{
-    agent_body, json, pick_or_any, AGENT_IDS, CHANNELS, GUILDS, IPS, MAX_OPS, OPS,
-};
+use super::bodies::{agent_body, AGENT_IDS, CHANNELS, GUILDS, IPS, MAX_OPS, OPS};
 use crate::config::ControllerConfig;
 use crate::event::ControllerEvent;
 use crate::message::{ControllerMessage, SessionKind};
@@ -42,7 +40,7 @@ pub fn controller(data: &[u8]) {
             break;
         }
     }
-    h.timeout(&mut c);
+    checked_timeout(&mut h, &mut c);
     assert_eq!(c.pending_requests(), h.outstanding.len(), "pending count");
 }
 
@@ -110,7 +108,7 @@ impl ControllerHarness {
                 let ms = u.int_in_range(0..=60_000u64)?;
                 self.clock.advance(Duration::from_millis(ms));
                 if u.arbitrary()? {
-                    self.timeout(c);
+                    checked_timeout(self, c);
                 }
             }
             8 => {
@@ -121,12 +119,12 @@ impl ControllerHarness {
                 if let Some(t) = c.poll_timeout() {
                     self.clock.jump_to(t);
                 }
-                self.timeout(c);
+                checked_timeout(self, c);
             }
             10 => {
                 let agent = pick_or_any(u, &AGENT_IDS)?;
                 let op = pick_or_any(u, &OPS)?;
-                let data = json(u, 3)?;
+                let data = json_value(u, 3)?;
                 if let Ok(id) = c.request(&agent, &op, data, self.clock.t()) {
                     let fresh = self.outstanding.insert(id, agent).is_none();
                     assert!(fresh, "request id {id} reused");
@@ -156,7 +154,7 @@ impl ControllerHarness {
                 let guild = pick_or_any(u, &GUILDS)?;
                 let vc = pick_or_any(u, &CHANNELS)?;
                 let op = pick_or_any(u, &OPS)?;
-                let data = json(u, 3)?;
+                let data = json_value(u, 3)?;
                 let now = self.clock.t();
                 if let Ok((agent, id)) = c.request_for_session(&guild, &vc, &op, data, now) {
                     let key = SessionKey::new(session_kind_of(&op), guild, vc);
@@ -192,37 +190,6 @@ impl ControllerHarness {
             self.ended.insert(conn);
         }
         c.handle_disconnect(conn, self.clock.t());
-    }
-
-    /// `handle_timeout(now)` with the timer checks.
-    fn timeout(&mut self, c: &mut Controller) {
-        self.drain(c);
-        let before = c.poll_timeout();
-        c.handle_timeout(self.clock.t());
-        let produced = self.drain(c);
-        let after = c.poll_timeout();
-        if let Some(d) = before {
-            if d > self.clock.seen() {
-                assert!(
-                    produced == 0 && after == before,
-                    "early handle_timeout was not a no-op"
-                );
-            }
-        }
-        if let Some(a) = after {
-            assert!(
-                a > self.clock.seen(),
-                "poll_timeout {:?} did not move past now {:?} (next timer {:?}, was {:?})",
-                self.clock.since(after),
-                self.clock.since(Some(self.clock.seen())),
-                c.next_timer().map(|(_, k)| k),
-                self.clock.since(before),
-            );
-        }
-        c.handle_timeout(self.clock.t());
-        let again = self.drain(c);
-        assert_eq!(again, 0, "handle_timeout is not idempotent");
-        assert_eq!(c.poll_timeout(), after, "handle_timeout is not idempotent");
     }
 
     /// Drains every output, checking each; a `Close` is followed by the driver's
@@ -280,5 +247,17 @@ impl ControllerHarness {
                 "request {id} ended twice, or was never sent, or names the wrong agent"
             );
         }
+    }
+}
+
+impl FuzzDriver for ControllerHarness {
+    type M = Controller;
+
+    fn clock(&mut self) -> &mut FuzzClock {
+        &mut self.clock
+    }
+
+    fn drain(&mut self, c: &mut Controller) -> usize {
+        Self::drain(self, c)
     }
 }
