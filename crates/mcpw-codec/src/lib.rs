@@ -16,7 +16,8 @@
 //! | [`Header`], [`HeaderError`] | the 24-byte header: `parse` (checks magic, version, size, reserved) and `write` |
 //! | [`MessageType`], [`Flags`], [`Method`] | open code spaces: unknown values survive a round trip |
 //! | [`Message`], [`Body`], [`OtherCall`] | one message, the same value in both forms; typed body per method |
-//! | [`params`] | typed params of every spec message (`AgentRegister`, `StateSync`, ...; re-exported at the root) |
+//! | [`params`] | typed params of every spec message (`AgentRegister`, `StateSync`, ...) and the orchestrator's typed results (`TaskAck`, `CollaborationResult`, ...; re-exported at the root) |
+//! | [`AgentId`], [`TaskId`] | the ids that name agents and tasks in events and tables |
 //! | [`ErrorBody`], [`ErrorCode`] | type-3 error messages, codes 4000-4008 as an open newtype |
 //! | [`Codec`] | binary encode/decode with reused gzip state, raw frames, the streaming decoder, WebSocket frames |
 //! | [`compact`], [`CompactHeader`], [`Form::Compact`] | the real server's 12-byte binary form (after `protocol.set_binary`) |
@@ -26,6 +27,8 @@
 //! | [`gzip`] | single-member gzip with a hard output cap and typed [`GzipError`]s |
 //! | [`signing`] | HMAC-SHA256 signing and constant-time verification |
 //! | [`DecodeError`], [`EncodeError`] | typed errors; [`DecodeError::code`] is the spec code to answer with |
+//! | [`orchestrator::Orchestrator`], [`OrchestratorConfig`], [`OrchestratorLimits`], [`orchestrator::OrchestratorEvent`] | the server role: registry and health, task routing, collaborations, the CRDT store, metrics, the upgrade policy |
+//! | [`ProtocolError`], [`ParamError`], [`CommandError`] | why the orchestrator refused a message (with its code and `data`) or a command |
 //! | [`Agent`], [`AgentConfig`], [`AgentEvent`], [`AgentCommandError`] | the agent role: a client machine that registers, heartbeats, takes tasks and survives reconnects |
 //!
 //! # Example
@@ -169,7 +172,7 @@
 //! named):
 //!
 //! 14. **Frames**: one [`Codec`] shared by all connections (limits from
-//!     [`orchestrator::Limits::max_message_bytes`], inflated payloads up to ten times that);
+//!     [`OrchestratorLimits::max_message_bytes`], inflated payloads up to ten times that);
 //!     every reply goes out in the form of the peer's latest frame, with the codec's method
 //!     codes, gzip above 1 KiB, and type-3 [`ErrorBody`]s. A decode error is answered with
 //!     [`DecodeError::code`] and, for bad params, `data: {"field", "reason"}`; the id (JSON)
@@ -293,7 +296,7 @@
 //!     forms), over a 24-byte frame's inflated payload at one level less (it sits under
 //!     `params` or `error` in the JSON form, so what is accepted in one form can be
 //!     forwarded in the other), and over each batch entry on its own (a binary batch body
-//!     is not JSON). The orchestrator's [`orchestrator::Limits::max_json_depth`] sets it;
+//!     is not JSON). The orchestrator's [`OrchestratorLimits::max_json_depth`] sets it;
 //!     [`submit_task`](orchestrator::Orchestrator::submit_task) refuses a `context` or
 //!     `requirements` deeper than that minus 2, its level in `task.assigned`
 //!     ([`orchestrator::CommandError::TooDeep`]), so every peer can read what we send. A

@@ -8,8 +8,8 @@
 //! - [`metrics`]: Prometheus text with the spec's metric names;
 //! - [`upgrade`]: the pre-upgrade policy (426 / 401 / 503 / 429) for the transport's hook.
 //!
-//! Its [`OrchestratorConfig`](crate::OrchestratorConfig) and
-//! [`OrchestratorLimits`](crate::OrchestratorLimits) are in the crate's `config`, its errors
+//! Its [`OrchestratorConfig`] and
+//! [`OrchestratorLimits`] are in the crate's `config`, its errors
 //! ([`CommandError`], [`ProtocolError`]) in the crate's `error`.
 
 mod agents;
