@@ -43,7 +43,7 @@ use agentwire_core::{
 use agentwire_tokio::{Limits, Server, ServerConfig};
 use criterion::Criterion;
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use jsonrpc_bus_proto::jsonrpc::{
+use jsonrpc_bus_proto::codec::{
     classify, split_body, write_call_raw, write_result_with, Body, Incoming,
 };
 use jsonrpc_bus_proto::message::{SendMessageRef, SendMessageResult};

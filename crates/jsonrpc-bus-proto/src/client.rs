@@ -10,16 +10,16 @@ use agentwire_core::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::config::ClientConfig;
-use crate::error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
-use crate::event::{ClientEvent, IncomingId, RequestError, RequestId, RequestKind};
-use crate::jsonrpc::{
-    classify, split_body, split_text, write_error, write_json_str, write_result, Body, Call, Id,
-    Incoming, Reply,
+use crate::codec::{
+    classify, split_body, split_text, write_error, write_result, Body, Call, Incoming, Reply,
 };
+use crate::config::ClientConfig;
+use crate::error::RequestError;
+use crate::error::{CommandError, DecodeError, ProtocolError};
+use crate::event::{ClientEvent, IncomingId, RequestId, RequestKind};
 use crate::message::{
-    method, InitializeParams, InitializeResult, PingResult, SendMessageParams, SendMessageResult,
-    SubscribeResult,
+    method, write_json_str, ErrorCode, ErrorObject, Id, InitializeParams, InitializeResult,
+    PingResult, SendMessageParams, SendMessageResult, SubscribeResult,
 };
 
 #[derive(Debug)]

@@ -1,81 +1,7 @@
-//! Error codes (an open newtype), the JSON-RPC error object, and the crate's error enums.
+//! Every error enum of the crate: decoding, the peer's protocol errors, the caller's
+//! command errors and a client request's failure.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
-use crate::jsonrpc::Id;
-
-agentwire_core::open_codes! {
-    /// A JSON-RPC error code. Open: unknown codes from the wire survive a round trip.
-    pub struct ErrorCode(i32) [with_value, serde], text fn message;
-    /// -32700: the message is not JSON (or not UTF-8). Always answered with `id: null`.
-    PARSE_ERROR = -32700, "Parse error";
-    /// -32600: valid JSON that is not a valid request object; the spec also names it for a
-    /// missing or empty `topic`.
-    INVALID_REQUEST = -32600, "Invalid Request";
-    /// -32601: no such method.
-    METHOD_NOT_FOUND = -32601, "Method not found";
-    /// -32602: params of the wrong shape.
-    INVALID_PARAMS = -32602, "Invalid params";
-    /// -32603: the bus failed internally.
-    INTERNAL_ERROR = -32603, "Internal error";
-    /// -32000 (ours): a method other than `initialize` before `initialize`. The reference bus
-    /// uses -32001 here, which the spec assigns to "Already initialized"; we keep the two apart.
-    NOT_INITIALIZED = -32000, "Not initialized";
-    /// -32001: a second `initialize` on one connection.
-    ALREADY_INITIALIZED = -32001, "Already initialized";
-    /// -32002: `clientInfo` is neither `null` nor an object with string `name`/`version`.
-    INVALID_CLIENT_INFO = -32002, "Invalid client info";
-    /// -32003: `subscribe` to a topic string this connection already subscribed to.
-    ALREADY_SUBSCRIBED = -32003, "Already subscribed";
-    /// -32004: `unsubscribe` from a topic string this connection never subscribed to.
-    SUBSCRIPTION_NOT_FOUND = -32004, "Subscription not found";
-    /// -32005 (ours): a configured limit was reached (message size, batch length,
-    /// subscriptions, pending publishes, connections); `data` names the limit.
-    LIMIT_EXCEEDED = -32005, "Limit exceeded";
-}
-
-/// The JSON-RPC `error` member: `{code, message, data?}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorObject {
-    /// The code.
-    pub code: ErrorCode,
-    /// A short description.
-    pub message: String,
-    /// Optional details.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<serde_json::Value>,
-}
-
-impl ErrorObject {
-    /// An error with the code's standard message.
-    pub fn new(code: ErrorCode) -> Self {
-        Self {
-            code,
-            message: code.message().unwrap_or("Server error").to_owned(),
-            data: None,
-        }
-    }
-
-    /// An error with the code's standard message and a `data` string.
-    pub fn with_data(code: ErrorCode, data: impl Into<String>) -> Self {
-        Self {
-            data: Some(serde_json::Value::String(data.into())),
-            ..Self::new(code)
-        }
-    }
-}
-
-impl fmt::Display for ErrorObject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.code.0, self.message)?;
-        if let Some(data) = &self.data {
-            write!(f, " ({data})")?;
-        }
-        Ok(())
-    }
-}
+use crate::message::{ErrorCode, ErrorObject, Id};
 
 /// Why a message body could not be decoded; each maps to the JSON-RPC error to answer with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -222,28 +148,30 @@ pub enum CommandError {
     NotSubscribed,
 }
 
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The bus answered with an error.
+    #[error("rejected: {0}")]
+    Rejected(ErrorObject),
+    /// No answer within the request timeout.
+    #[error("timed out")]
+    TimedOut,
+    /// The connection ended before the answer.
+    #[error("disconnected")]
+    Disconnected,
+    /// The caller withdrew it (an `unsubscribe` before the `subscribe` was sent).
+    #[error("cancelled")]
+    Cancelled,
+    /// The answer did not have the expected shape.
+    #[error("malformed result")]
+    Malformed,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn codes_are_the_spec_table() {
-        assert_eq!(ErrorCode::PARSE_ERROR.0, -32700);
-        assert_eq!(ErrorCode::INVALID_REQUEST.0, -32600);
-        assert_eq!(ErrorCode::METHOD_NOT_FOUND.0, -32601);
-        assert_eq!(ErrorCode::INVALID_PARAMS.0, -32602);
-        assert_eq!(ErrorCode::INTERNAL_ERROR.0, -32603);
-        assert_eq!(ErrorCode::ALREADY_INITIALIZED.0, -32001);
-        assert_eq!(ErrorCode::INVALID_CLIENT_INFO.0, -32002);
-        assert_eq!(ErrorCode::ALREADY_SUBSCRIBED.0, -32003);
-        assert_eq!(ErrorCode::SUBSCRIPTION_NOT_FOUND.0, -32004);
-        assert_eq!(
-            format!("{:?}", ErrorCode(-32003)),
-            "ALREADY_SUBSCRIBED(-32003)"
-        );
-        assert_eq!(format!("{:?}", ErrorCode(7)), "ErrorCode(7)");
-        assert_eq!(ErrorCode(7).message(), None);
-    }
 
     #[test]
     fn decode_errors_map_to_codes_and_ids() {

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 
 use agentwire_core::{ConnId, Id128};
 
-use crate::error::{ErrorObject, ProtocolError};
-use crate::message::{ClientInfo, InitializeResult, RawJson, SendMessageResult};
+use crate::error::{ProtocolError, RequestError};
+use crate::message::{ClientInfo, ErrorObject, InitializeResult, RawJson, SendMessageResult};
 
 /// One publish travelling through the bus (from a connection or from [`Bus::publish`]).
 ///
@@ -190,27 +190,6 @@ pub enum RequestKind {
     Publish(String),
     /// `ping`.
     Ping,
-}
-
-/// Why a request failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RequestError {
-    /// The bus answered with an error.
-    #[error("rejected: {0}")]
-    Rejected(ErrorObject),
-    /// No answer within the request timeout.
-    #[error("timed out")]
-    TimedOut,
-    /// The connection ended before the answer.
-    #[error("disconnected")]
-    Disconnected,
-    /// The caller withdrew it (an `unsubscribe` before the `subscribe` was sent).
-    #[error("cancelled")]
-    Cancelled,
-    /// The answer did not have the expected shape.
-    #[error("malformed result")]
-    Malformed,
 }
 
 /// A delivery the bus sent to this client, awaiting (or already given) an answer.

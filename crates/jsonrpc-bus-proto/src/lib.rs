@@ -19,8 +19,11 @@
 //!   [`ClientEvent::Delivery`], answered automatically or by the application
 //!   ([`ClientConfig::intercept`]).
 //!
-//! Wire layers: [`jsonrpc`] (ids, the `"2.0"` marker, requests, responses, batches, the
-//! borrowed decoder), [`message`] (every method's params and result), [`topic`] (patterns and
+//! The crate's parts: [`message`] (wire types: the JSON-RPC envelope, ids, error codes and
+//! every method's params and result), [`codec`] (the borrowed decoder that splits and
+//! classifies bodies, and the writers), the error enums ([`DecodeError`], [`ProtocolError`],
+//! [`CommandError`], [`RequestError`]), the configuration ([`BusConfig`], [`ClientConfig`],
+//! [`Limits`]), one module per role ([`Bus`], [`BusClient`]), and [`topic`] (patterns and
 //! the index that matches them).
 //!
 //! # A run loop
@@ -238,7 +241,7 @@
 //!
 //! # How messages are read
 //!
-//! Every message is read by one general path: [`jsonrpc::classify`] keeps `params`,
+//! Every message is read by one general path: [`codec::classify`] keeps `params`,
 //! `result` and `error` raw until the method is known, then the method's params are read,
 //! and a publish's payload is forwarded as sent, never parsed into a tree. In front of it
 //! stands one hand-written reader for the message a busy bus gets most, a subscriber's
@@ -257,11 +260,11 @@
 
 mod bus;
 mod client;
+pub mod codec;
 mod config;
 mod error;
 mod event;
 mod fast;
-pub mod jsonrpc;
 pub mod message;
 pub mod topic;
 
@@ -272,12 +275,11 @@ pub mod fuzzing;
 pub use bus::{Bus, BusStats};
 pub use client::BusClient;
 pub use config::{BusConfig, ClientConfig, Limits, PayloadRule};
-pub use error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
+pub use error::{CommandError, DecodeError, ProtocolError, RequestError};
 pub use event::{
-    BusEvent, ClientEvent, DeliveryId, DropReason, HopOutcome, IncomingId, RequestError, RequestId,
-    RequestKind,
+    BusEvent, ClientEvent, DeliveryId, DropReason, HopOutcome, IncomingId, RequestId, RequestKind,
 };
-pub use jsonrpc::{Id, JsonRpc2};
+pub use message::{ErrorCode, ErrorObject, Id, JsonRpc2};
 pub use topic::MatchMode;
 
 /// The README's example, compiled and run as a doctest.

@@ -3,13 +3,12 @@
 //! the crate's types and re-encodes to the same JSON value. The Bus is then driven with the
 //! spec's requests and must produce the spec's results.
 
-use jsonrpc_bus_proto::jsonrpc::{
-    classify, split_body, Body, Incoming, Notification, Request, Response,
-};
+use jsonrpc_bus_proto::codec::{classify, split_body, Body, Incoming};
 use jsonrpc_bus_proto::message::{
     InitializeParams, InitializeResult, PingResult, SendMessageParams, SendMessageResult,
     SubscribeResult, TopicParams, UnsubscribeResult,
 };
+use jsonrpc_bus_proto::message::{Notification, Request, Response};
 use jsonrpc_bus_proto::ErrorObject;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -52,7 +51,7 @@ fn generic_envelopes() {
     round_trip::<Response<Value>>("response_generic");
     let err = round_trip::<Response<Value>>("error_generic");
     assert!(
-        matches!(err.outcome, jsonrpc_bus_proto::jsonrpc::Outcome::Error(ErrorObject { ref data, .. }) if data.is_some())
+        matches!(err.outcome, jsonrpc_bus_proto::message::Outcome::Error(ErrorObject { ref data, .. }) if data.is_some())
     );
     round_trip::<Notification<Value>>("notification_generic");
     assert_eq!(classify_fixture("request_generic"), "request");
@@ -66,7 +65,7 @@ fn method_messages_decode_to_their_types() {
     let init = round_trip::<Request<InitializeParams>>("initialize_request");
     assert_eq!(init.params.unwrap().client_id.as_deref(), Some("agent-1"));
     let r = round_trip::<Response<InitializeResult>>("initialize_result");
-    let jsonrpc_bus_proto::jsonrpc::Outcome::Result(r) = r.outcome else {
+    let jsonrpc_bus_proto::message::Outcome::Result(r) = r.outcome else {
         panic!()
     };
     assert_eq!(r.server_info.name, "bub-bus");
@@ -81,7 +80,7 @@ fn method_messages_decode_to_their_types() {
     round_trip::<Request<SendMessageParams>>("send_message_publish");
     round_trip::<Request<SendMessageParams<Value>>>("send_message_delivery");
     let res = round_trip::<Response<SendMessageResult>>("send_message_result");
-    let jsonrpc_bus_proto::jsonrpc::Outcome::Result(res) = res.outcome else {
+    let jsonrpc_bus_proto::message::Outcome::Result(res) = res.outcome else {
         panic!()
     };
     assert!(res.success && !res.stop_propagation);

@@ -1,13 +1,13 @@
 //! proptest: every message type round-trips through encode and decode.
 
-use jsonrpc_bus_proto::jsonrpc::{
-    classify, split_body, write_call_raw, write_error, write_result, Body, Id, Incoming, Request,
-    Response,
+use jsonrpc_bus_proto::codec::{
+    classify, split_body, write_call_raw, write_error, write_result, Body, Incoming,
 };
 use jsonrpc_bus_proto::message::{
     ClientInfo, InitializeParams, InitializeResult, PingResult, SendMessageResult, SubscribeResult,
     TopicParams,
 };
+use jsonrpc_bus_proto::message::{Id, Request, Response};
 use jsonrpc_bus_proto::{ErrorCode, ErrorObject};
 use proptest::prelude::*;
 use serde::de::DeserializeOwned;

@@ -41,7 +41,7 @@ pub fn server_config(bus: &BusConfig) -> ServerConfig {
 /// How the bus refuses a connection over the per-address cap: as it refuses one over its
 /// `max_connections`, with a -32005 error (`data`: which limit) and close 1013.
 pub fn address_refusal() -> agentwire::tokio::Refusal {
-    use agentwire::jsonrpc_bus::{jsonrpc::write_error, ErrorCode, ErrorObject, Id};
+    use agentwire::jsonrpc_bus::{codec::write_error, ErrorCode, ErrorObject, Id};
     let mut out = Vec::with_capacity(128);
     let error = ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, "max_connections_per_address");
     write_error(&mut out, &Id::Null, &error);

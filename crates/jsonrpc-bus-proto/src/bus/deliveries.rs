@@ -15,8 +15,7 @@ use super::stats::BusStats;
 use crate::config::BusConfig;
 use crate::error::ProtocolError;
 use crate::event::{BusEvent, DeliveryId, HopOutcome};
-use crate::jsonrpc::Id;
-use crate::message::SendMessageResult;
+use crate::message::{Id, SendMessageResult};
 
 /// A hop's timeout: live while delivery `.0` is still at hop `.1`.
 type HopTimer = (DeliveryId, usize);

@@ -7,8 +7,8 @@ use agentwire_core::{ConnId, ConnMap, Outbox};
 
 use super::stats::BusStats;
 use crate::config::Limits;
-use crate::error::{ErrorCode, ErrorObject};
 use crate::event::{BusEvent, DropReason};
+use crate::message::{ErrorCode, ErrorObject};
 
 /// One connection's publishes in their chains, and whether its reading is paused.
 #[derive(Debug, Default)]

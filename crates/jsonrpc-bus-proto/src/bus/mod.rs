@@ -11,16 +11,16 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::codec::{
+    classify, split_body, split_text, write_error, write_result_with, Body, Call, Incoming, Reply,
+};
 use crate::config::BusConfig;
-use crate::error::{CommandError, DecodeError, ErrorCode, ErrorObject, ProtocolError};
+use crate::error::{CommandError, DecodeError, ProtocolError};
 use crate::event::{BusEvent, DeliveryId, DropReason, HopOutcome};
 use crate::fast;
-use crate::jsonrpc::{
-    classify, split_body, split_text, write_error, write_result_with, Body, Call, Id, Incoming,
-    Reply,
-};
 use crate::message::{
-    method, Ack, Capabilities, InitializeResult, ServerInfo, SubscribeResult, UnsubscribeResult,
+    method, Ack, Capabilities, ErrorCode, ErrorObject, Id, InitializeResult, ServerInfo,
+    SubscribeResult, UnsubscribeResult,
 };
 
 mod batch;

@@ -7,10 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::batch::Handled;
+use crate::codec::{self, write_error};
 use crate::config::PayloadRule;
-use crate::error::{ErrorCode, ErrorObject};
-use crate::jsonrpc::{self, raw_str, write_error, write_json_str, Id};
-use crate::message::ClientInfo;
+use crate::message::{raw_str, write_json_str, ClientInfo, ErrorCode, ErrorObject, Id};
 
 /// Reads `initialize`'s `{clientId?, clientInfo?}`: a `clientId` that is not a string is
 /// -32602, a `clientInfo` that is neither `null` nor an object with string `name` and
@@ -91,7 +90,7 @@ pub(super) fn check_payload(
     max_depth: usize,
 ) -> Result<(), ErrorObject> {
     if rule == PayloadRule::Object {
-        let first = payload.and_then(|p| p.get().bytes().find(|b| !jsonrpc::is_json_space(*b)));
+        let first = payload.and_then(|p| p.get().bytes().find(|b| !codec::is_json_space(*b)));
         if first != Some(b'{') {
             return Err(not_an_object(first));
         }
@@ -161,7 +160,7 @@ pub(super) fn respond(id: Option<&Id>, result: Result<Encoded, ErrorObject>) -> 
     };
     let mut out = Vec::with_capacity(128);
     match result {
-        Ok(Encoded(bytes)) => jsonrpc::write_result_raw(&mut out, id, &bytes),
+        Ok(Encoded(bytes)) => codec::write_result_raw(&mut out, id, &bytes),
         Err(e) => write_error(&mut out, id, &e),
     }
     Handled::Now(out)

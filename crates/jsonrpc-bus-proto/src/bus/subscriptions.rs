@@ -5,7 +5,7 @@ use std::hash::BuildHasherDefault;
 
 use agentwire_core::{ConnId, ConnMap, Id128Hasher};
 
-use crate::error::{ErrorCode, ErrorObject};
+use crate::message::{ErrorCode, ErrorObject};
 use crate::topic::{MatchMode, TopicIndex};
 
 #[derive(Debug)]

@@ -76,8 +76,8 @@ pub(super) fn fast_hop_ack(text: &str) -> Option<(Id128, Ack)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::{classify, Incoming};
     use crate::fast::scan::near;
-    use crate::jsonrpc::{classify, Incoming};
 
     /// What the general path makes of a reply: the id and answer of a valid hop ack. `text`
     /// is as `on_body` hands it over (`split_text` trims leading whitespace).

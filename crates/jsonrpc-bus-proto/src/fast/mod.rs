@@ -4,7 +4,7 @@
 //! [`read`] accepts only the reply's plain shape (members in any order, any JSON whitespace,
 //! no escape in the strings it reads, no extra member) and returns `None` at the first byte
 //! that does not fit; the bus then reads the message the general way
-//! ([`classify`](crate::jsonrpc::classify)), which gives the same answer, only slower.
+//! ([`classify`](crate::codec::classify)), which gives the same answer, only slower.
 //! Proptests beside the reader and the `bus_decode` fuzz target hold the two together.
 //!
 //! It is kept because it pays: on a chain of 10 subscribers (`bus/read_path/10` in

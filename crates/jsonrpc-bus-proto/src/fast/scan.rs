@@ -5,7 +5,7 @@
 //! it can leave anything unusual to the general path (serde_json) and never accept what
 //! serde_json would read differently.
 
-use crate::jsonrpc::is_json_space;
+use crate::codec::is_json_space;
 
 #[cfg(test)]
 pub(crate) mod near;

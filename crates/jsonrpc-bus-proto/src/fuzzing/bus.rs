@@ -13,11 +13,11 @@ use super::{
     for_each_sent, frame_of, json, maybe_set, move_clock, mutate, pick, pick_or_any, timeout,
     version, Harness, MAX_OPS, PATTERNS, TOPICS,
 };
+use crate::codec::Incoming;
 use crate::config::{BusConfig, Limits};
 use crate::event::{BusEvent, DeliveryId, DropReason, HopOutcome};
-use crate::jsonrpc::{Id, Incoming};
 use crate::message::{
-    method, InitializeResult, PingResult, SendMessageRef, SendMessageResult, SubscribeResult,
+    method, Id, InitializeResult, PingResult, SendMessageRef, SendMessageResult, SubscribeResult,
     UnsubscribeResult,
 };
 use crate::topic::MatchMode;

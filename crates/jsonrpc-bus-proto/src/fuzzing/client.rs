@@ -12,11 +12,10 @@ use super::{
     for_each_sent, frame_of, json, maybe_set, move_clock, mutate, pick, pick_or_any, timeout,
     version, Harness, MAX_OPS, PATTERNS, TOPICS,
 };
+use crate::codec::Incoming;
 use crate::config::ClientConfig;
-use crate::error::{ErrorCode, ErrorObject};
 use crate::event::{ClientEvent, IncomingId, RequestKind};
-use crate::jsonrpc::{Id, Incoming};
-use crate::message::method;
+use crate::message::{method, ErrorCode, ErrorObject, Id};
 use crate::BusClient;
 
 /// Drives a [`BusClient`] (plain or intercepting, small limits, arbitrary request timeout)

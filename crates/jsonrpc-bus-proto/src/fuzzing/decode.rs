@@ -9,15 +9,15 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Number, Value};
 
-use crate::error::{DecodeError, ErrorCode, ErrorObject};
-use crate::fast;
-use crate::jsonrpc::{
-    classify, split_body, write_call_raw, write_error, write_json_str, write_result_raw, Body, Id,
-    Incoming,
+use crate::codec::{
+    classify, split_body, write_call_raw, write_error, write_result_raw, Body, Incoming,
 };
+use crate::error::DecodeError;
+use crate::fast;
 use crate::message::{
-    method, Ack, InitializeParams, InitializeResult, PingResult, SendMessageParams, SendMessageRef,
-    SendMessageResult, SubscribeResult, TopicParams, UnsubscribeResult,
+    method, write_json_str, Ack, ErrorCode, ErrorObject, Id, InitializeParams, InitializeResult,
+    PingResult, SendMessageParams, SendMessageRef, SendMessageResult, SubscribeResult, TopicParams,
+    UnsubscribeResult,
 };
 use crate::topic::{MatchMode, Pattern, TopicIndex};
 

@@ -15,7 +15,7 @@ use agentwire_core::{Frame, FrameBuf, Machine};
 use arbitrary::Unstructured;
 use serde_json::{Map, Number, Value};
 
-use crate::jsonrpc::{classify, split_body, Body, Incoming};
+use crate::codec::{classify, split_body, Body, Incoming};
 
 mod bus;
 mod client;

@@ -8,6 +8,11 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+mod jsonrpc;
+
+pub(crate) use jsonrpc::{raw_number, raw_str, write_json_str};
+pub use jsonrpc::{ErrorCode, ErrorObject, Id, JsonRpc2, Notification, Outcome, Request, Response};
+
 /// Method names.
 pub mod method {
     /// `initialize`: must be the first request on a connection.
