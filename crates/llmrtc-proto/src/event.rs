@@ -2,11 +2,10 @@
 
 use agentwire_core::{ConnId, FrameBuf};
 
+use crate::ids::{RequestId, SessionId};
 use crate::message::ErrorCode;
 use crate::message::RawJson;
-use crate::provider::{
-    LlmRequest, ProviderKind, RequestId, SttRequest, ToolCallRequest, TtsRequest,
-};
+use crate::provider::{LlmRequest, ProviderKind, SttRequest, ToolCallRequest, TtsRequest};
 
 /// An [`Output::Event`](agentwire_core::Output::Event) of the
 /// [`LlmrtcServer`](crate::LlmrtcServer).
@@ -18,35 +17,35 @@ pub enum ServerEvent {
         /// The connection.
         conn: ConnId,
         /// The new session's id (`ready.id`).
-        session: String,
+        session: SessionId,
     },
     /// A `reconnect` moved session `session` (and its history) to `conn`.
     SessionResumed {
         /// The connection.
         conn: ConnId,
         /// The recovered session.
-        session: String,
+        session: SessionId,
         /// The session made for `conn` at connect, now discarded.
-        replaced: String,
+        replaced: SessionId,
     },
     /// A `reconnect` named a session that does not exist (`expired` tells which error).
     ResumeFailed {
         /// The connection.
         conn: ConnId,
         /// The id the client named.
-        requested: String,
+        requested: SessionId,
         /// Whether the id belonged to a session that expired.
         expired: bool,
     },
     /// A session's connection ended; it waits for a reconnect until its TTL.
     SessionDetached {
         /// The session.
-        session: String,
+        session: SessionId,
     },
     /// A disconnected session reached its TTL (or was evicted for room) and is gone.
     SessionExpired {
         /// The session.
-        session: String,
+        session: SessionId,
     },
     /// The server closed a connection that sent no `ping` in time.
     HeartbeatTimeout {
@@ -75,7 +74,7 @@ pub enum ServerEvent {
         /// The connection.
         conn: ConnId,
         /// Its session.
-        session: String,
+        session: SessionId,
         /// The SDP offer.
         signal: RawJson,
     },
@@ -108,7 +107,7 @@ pub enum ServerEvent {
     /// A turn ended (answered, failed, or cut by barge-in or a disconnect).
     TurnEnded {
         /// The session.
-        session: String,
+        session: SessionId,
         /// How.
         outcome: TurnOutcome,
     },

@@ -258,6 +258,7 @@ mod event;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod ids;
 pub mod message;
 pub mod playbook;
 mod provider;
@@ -276,6 +277,7 @@ pub use codec::{
 pub use config::{ClientConfig, Limits, ProviderTimeouts, Reconnection, ServerConfig};
 pub use error::{ClientCommandError, CommandError, ConfigError, DecodeError, ProtocolError};
 pub use event::{ServerEvent, TurnOutcome};
+pub use ids::{RequestId, SessionId};
 pub use message::{
     channel_of, AssistantTranscript, Attachments, Audio, AudioRef, Channel, ClientMessage,
     ClientMessageRef, ErrorCode, ErrorMessage, IceServer, IceUrls, Llm, LlmChunk, ModeChanged,
@@ -285,8 +287,8 @@ pub use message::{
 };
 pub use playbook::{Playbook, PlaybookError, Stage, ToolSpec, Transition, Trigger};
 pub use provider::{
-    ChatMessage, ChatRole, LlmRequest, ProviderError, ProviderKind, RequestId, SpeechSegment,
-    StageContext, SttRequest, ToolCallRequest, ToolRecord, TtsRequest,
+    ChatMessage, ChatRole, LlmRequest, ProviderError, ProviderKind, SpeechSegment, StageContext,
+    SttRequest, ToolCallRequest, ToolRecord, TtsRequest,
 };
 pub use server::texts::{self, CLOSE_FULL, CLOSE_HEARTBEAT, CLOSE_SESSION_MOVED};
 pub use server::LlmrtcServer;

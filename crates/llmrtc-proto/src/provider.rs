@@ -9,24 +9,13 @@
 //! [`CommandError::UnknownRequest`](crate::CommandError::UnknownRequest), which the
 //! application may ignore.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::ids::{RequestId, SessionId};
 use crate::message::VisionAttachment;
 use crate::playbook::ToolSpec;
 use crate::wav::{wav_from_samples, WavFormat};
-
-/// Identifies one provider request (unique per server, never reused).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RequestId(pub u64);
-
-impl fmt::Debug for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "req#{}", self.0)
-    }
-}
 
 /// Which provider a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,7 +76,7 @@ pub struct SttRequest {
     /// Answer with this id.
     pub request: RequestId,
     /// The session (its `ready.id`).
-    pub session: String,
+    pub session: SessionId,
     /// The audio.
     pub segment: SpeechSegment,
 }
@@ -143,7 +132,7 @@ pub struct LlmRequest {
     /// Answer with this id.
     pub request: RequestId,
     /// The session.
-    pub session: String,
+    pub session: SessionId,
     /// The conversation so far, oldest first; the last entry is the user's new message.
     pub history: Vec<ChatMessage>,
     /// Images for this turn (the `audio` message's and the queued `attachments`).
@@ -161,7 +150,7 @@ pub struct TtsRequest {
     /// Answer with this id.
     pub request: RequestId,
     /// The session.
-    pub session: String,
+    pub session: SessionId,
     /// The text to speak (the LLM's reply).
     pub text: String,
 }
@@ -172,7 +161,7 @@ pub struct ToolCallRequest {
     /// Answer with this id.
     pub request: RequestId,
     /// The session.
-    pub session: String,
+    pub session: SessionId,
     /// The call id sent in `tool-call-start`.
     pub call_id: String,
     /// The tool's name (one of the current stage's tools).

@@ -156,7 +156,7 @@ fn a_turn_through_the_real_server_then_a_reconnect_recovers_the_history() {
     assert_eq!(w.client().state(), ConnectionState::Connected);
     assert!(w.events.contains(&ClientEvent::Resumed {
         success: true,
-        session_id: session.clone(),
+        session_id: session.clone().into(),
         history_recovered: true
     }));
     assert_eq!(w.client().session_id(), Some(session.as_str()));

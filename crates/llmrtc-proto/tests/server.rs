@@ -196,9 +196,9 @@ fn a_session_expires_30_minutes_after_its_last_activity() {
     assert_eq!(h.server.sessions(), 1);
     h.advance(Duration::from_secs(1));
     assert_eq!(h.server.sessions(), 0);
-    assert!(h
-        .take_events()
-        .contains(&ServerEvent::SessionExpired { session: sid }));
+    assert!(h.take_events().contains(&ServerEvent::SessionExpired {
+        session: sid.into()
+    }));
     assert_eq!(h.server.poll_timeout(), None);
 }
 
@@ -342,7 +342,7 @@ fn barge_in_sends_tts_cancelled_then_speech_start_and_drops_the_turn() {
         kind: ProviderKind::Tts
     }));
     assert!(events.contains(&ServerEvent::TurnEnded {
-        session: h.server.session_of(c).expect("sid").to_owned(),
+        session: h.server.session_of(c).expect("sid").into(),
         outcome: TurnOutcome::Interrupted
     }));
     // The rest of that turn is dropped: its late audio is refused and sends nothing.
@@ -627,7 +627,7 @@ fn offers_are_webrtc_unavailable_unless_the_application_answers_them() {
     else {
         panic!("{ev:?}")
     };
-    assert_eq!((conn, session), (c, sid));
+    assert_eq!((conn, session), (c, sid.into()));
     assert_eq!(signal.to_value(), json!({"type":"offer","sdp":"v=0\r\n"}));
     h.server
         .signal(
@@ -664,7 +664,7 @@ fn history_and_sessions_are_bounded() {
     let (c3, _) = h.client();
     assert_eq!(h.server.sessions(), 2);
     assert!(h.take_events().contains(&ServerEvent::SessionExpired {
-        session: sid.clone()
+        session: sid.clone().into()
     }));
     h.send(c3, json!({"type":"reconnect","sessionId": sid}));
     assert_eq!(codes(&h.take(c3)), ["SESSION_EXPIRED"]);

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::ProtocolError;
+use crate::ids::SessionId;
 use crate::message::{IceServer, ServerMessage, SessionMode};
 
 use super::state::ConnectionState;
@@ -38,7 +39,7 @@ pub enum ClientEvent {
     /// `ready` arrived on a new connection.
     Ready {
         /// `ready.id`: this connection's session id.
-        id: String,
+        id: SessionId,
         /// The server's protocol version.
         protocol_version: u32,
         /// STUN/TURN servers for WebRTC.
@@ -58,14 +59,14 @@ pub enum ClientEvent {
     /// `reconnect` was sent for `previous` (before anything else on the connection).
     ResumeRequested {
         /// The session asked for.
-        previous: String,
+        previous: SessionId,
     },
     /// `reconnect-ack` arrived.
     Resumed {
         /// Whether the previous session was found.
         success: bool,
         /// The session now in use (the previous one, or this connection's new one).
-        session_id: String,
+        session_id: SessionId,
         /// Whether the conversation history came along.
         history_recovered: bool,
     },

@@ -16,6 +16,7 @@ use agentwire_core::{
 use crate::codec::{encode_audio, Decoded};
 use crate::config::ClientConfig;
 use crate::error::{ClientCommandError, ProtocolError};
+use crate::ids::SessionId;
 use crate::message::{
     channel_of, Attachments, Channel, ClientMessage, IceServer, Offer, Ping, RawJson, Ready,
     Reconnect, ServerMessage, SessionMode, VisionAttachment, PROTOCOL_VERSION,
@@ -166,8 +167,8 @@ pub struct LlmrtcClient {
     tries: u32,
     timers: TimerSet<Timer>,
     /// The session a `reconnect` asks for on the next connection.
-    session_id: Option<String>,
-    ready_id: Option<String>,
+    session_id: Option<SessionId>,
+    ready_id: Option<SessionId>,
     server_version: Option<u32>,
     ice_servers: Option<Vec<IceServer>>,
     mode: Option<SessionMode>,
@@ -199,7 +200,7 @@ impl LlmrtcClient {
     /// supplies the reconnect jitter (a seeded [`SplitMix64`] in tests).
     pub fn new(config: ClientConfig, jitter: impl JitterSource + 'static) -> Self {
         Self {
-            session_id: config.resume_session.clone(),
+            session_id: config.resume_session.clone().map(SessionId::from),
             config,
             rng: Box::new(jitter),
             clock: Monotonic::new(),
@@ -236,12 +237,12 @@ impl LlmrtcClient {
     /// The session this client belongs to: the first `ready.id`, kept across reconnects
     /// while the server recovers it, replaced when a `reconnect-ack` says it is gone.
     pub fn session_id(&self) -> Option<&str> {
-        self.session_id.as_deref()
+        self.session_id.as_ref().map(SessionId::as_str)
     }
 
     /// `ready.id` of the current connection.
     pub fn ready_id(&self) -> Option<&str> {
-        self.ready_id.as_deref()
+        self.ready_id.as_ref().map(SessionId::as_str)
     }
 
     /// The protocol version the server announced.
@@ -520,26 +521,27 @@ impl LlmrtcClient {
         }
         self.server_version = Some(r.protocol_version);
         self.ice_servers.clone_from(&r.ice_servers);
-        self.ready_id = Some(r.id.clone());
+        let id = SessionId::from(r.id);
+        self.ready_id = Some(id.clone());
         self.mode = Some(r.mode.clone().unwrap_or(SessionMode::PIPELINE));
         self.out.event(ClientEvent::Ready {
-            id: r.id.clone(),
+            id: id.clone(),
             protocol_version: r.protocol_version,
             ice_servers: r.ice_servers,
             mode: r.mode,
         });
         // `reconnect` before anything else on this connection (INTEROP.md).
         match self.session_id.clone() {
-            Some(previous) if previous != r.id => {
+            Some(previous) if previous != id => {
                 let msg = ClientMessage::Reconnect(Reconnect {
-                    session_id: previous.clone(),
+                    session_id: previous.to_string(),
                 });
                 let frame = msg.to_frame(&mut self.scratch);
                 self.out.send(conn, frame);
                 self.out.event(ClientEvent::ResumeRequested { previous });
             }
             Some(_) => {}
-            None => self.session_id = Some(r.id),
+            None => self.session_id = Some(id),
         }
         while let Some(frame) = self.queue.pop_front() {
             self.out.send(conn, frame);
@@ -574,10 +576,11 @@ impl LlmrtcClient {
                 self.out.event(ClientEvent::Pong { timestamp, rtt });
             }
             ServerMessage::ReconnectAck(a) => {
-                self.session_id = Some(a.session_id.clone());
+                let session_id = SessionId::from(a.session_id);
+                self.session_id = Some(session_id.clone());
                 self.out.event(ClientEvent::Resumed {
                     success: a.success,
-                    session_id: a.session_id,
+                    session_id,
                     history_recovered: a.history_recovered,
                 });
             }

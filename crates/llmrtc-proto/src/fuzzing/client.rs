@@ -311,7 +311,7 @@ fn drain(c: &mut LlmrtcClient, st: &mut ClientTracker, now: Instant) {
                 }
                 ClientEvent::Ready { id, .. } => {
                     st.ready = true;
-                    st.ids.push(id);
+                    st.ids.push(id.to_string());
                     if st.ids.len() > 8 {
                         st.ids.remove(0);
                     }

@@ -11,8 +11,9 @@ use serde_json::Value;
 use crate::codec::encode_audio;
 use crate::config::{Limits, ServerConfig};
 use crate::event::ServerEvent;
+use crate::ids::RequestId;
 use crate::playbook::Playbook;
-use crate::provider::{ProviderError, ProviderKind, RequestId};
+use crate::provider::{ProviderError, ProviderKind};
 use crate::server::LlmrtcServer;
 use crate::wav::wav_from_samples;
 

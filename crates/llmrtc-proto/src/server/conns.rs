@@ -5,13 +5,15 @@ use std::time::Instant;
 
 use agentwire_core::{ConnId, TimerSet};
 
+use crate::ids::SessionId;
+
 use super::wire::Link;
 
 /// One WebSocket connection.
 #[derive(Debug)]
 pub(crate) struct Conn {
     /// Its session; `None` once the connection is refused or closing.
-    pub(crate) session: Option<String>,
+    pub(crate) session: Option<SessionId>,
     /// Whether the application reported its data channel open.
     pub(crate) dc_open: bool,
 }
@@ -45,7 +47,7 @@ impl Conns {
     }
 
     /// Opens `conn` for `session` (`None`: refused), data channel closed.
-    pub(crate) fn open(&mut self, conn: ConnId, session: Option<String>) {
+    pub(crate) fn open(&mut self, conn: ConnId, session: Option<SessionId>) {
         let c = Conn {
             session,
             dc_open: false,

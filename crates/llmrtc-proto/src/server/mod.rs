@@ -30,11 +30,12 @@ use crate::codec::{encode_tts, encode_tts_chunk, Decoded};
 use crate::config::ServerConfig;
 use crate::error::{CommandError, ConfigError};
 use crate::event::ServerEvent;
+use crate::ids::{RequestId, SessionId};
 use crate::message::{
     Attachments, Channel, ClientMessageRef, ErrorCode, Pong, RawJson, Ready, ReconnectAck,
     ServerMessage, SessionMode, Signal, PROTOCOL_VERSION,
 };
-use crate::provider::{ChatMessage, ProviderError, ProviderKind, RequestId};
+use crate::provider::{ChatMessage, ProviderError, ProviderKind};
 use conns::Conns;
 use requests::{provider_error, Requests};
 use session::{AudioScratch, Session, Sessions};
@@ -380,7 +381,7 @@ impl LlmrtcServer {
         request: RequestId,
         kind: ProviderKind,
         now: Instant,
-    ) -> Result<String, CommandError> {
+    ) -> Result<SessionId, CommandError> {
         let now = self.clock.observe(now);
         let sid = self.requests.active(request, kind)?;
         self.requests.refresh(request, kind, now);
@@ -393,7 +394,7 @@ impl LlmrtcServer {
         request: RequestId,
         kind: ProviderKind,
         now: Instant,
-    ) -> Result<(String, Instant), CommandError> {
+    ) -> Result<(SessionId, Instant), CommandError> {
         let now = self.clock.observe(now);
         let sid = self.requests.active(request, kind)?;
         self.requests.finish(request);
@@ -444,7 +445,13 @@ impl LlmrtcServer {
         Some((s, ctx))
     }
 
-    fn on_message(&mut self, conn: ConnId, sid: String, msg: ClientMessageRef<'_>, now: Instant) {
+    fn on_message(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        msg: ClientMessageRef<'_>,
+        now: Instant,
+    ) {
         let Some(to) = self.conns.link(conn) else {
             return;
         };
@@ -486,22 +493,22 @@ impl LlmrtcServer {
         }
     }
 
-    fn on_reconnect(&mut self, to: Link, current: String, wanted: String, now: Instant) {
+    fn on_reconnect(&mut self, to: Link, current: SessionId, wanted: String, now: Instant) {
         let conn = to.conn;
-        let ack = |success: bool, session_id: String| {
+        let ack = |success: bool, session_id: &SessionId| {
             ServerMessage::ReconnectAck(ReconnectAck {
                 success,
-                session_id,
+                session_id: session_id.to_string(),
                 history_recovered: success,
             })
         };
-        if wanted == current {
-            self.wire.send(to, &ack(true, current));
+        if current == wanted {
+            self.wire.send(to, &ack(true, &current));
             return;
         }
         if !self.sessions.contains(&wanted) {
             let expired = self.sessions.was_expired(&wanted);
-            self.wire.send(to, &ack(false, current));
+            self.wire.send(to, &ack(false, &current));
             let (code, text) = if expired {
                 (ErrorCode::SESSION_EXPIRED, texts::SESSION_EXPIRED)
             } else {
@@ -510,11 +517,12 @@ impl LlmrtcServer {
             self.wire.error(to, code, text.into());
             self.wire.event(ServerEvent::ResumeFailed {
                 conn,
-                requested: cut(&wanted, 256).to_owned(),
+                requested: SessionId::from(cut(&wanted, 256)),
                 expired,
             });
             return;
         }
+        let wanted = SessionId::from(wanted);
         // The session this connection got at connect gives way to the recovered one.
         if let Some((s, mut ctx)) = self.session_ctx(&current) {
             s.abandon(&mut ctx, true);
@@ -541,7 +549,7 @@ impl LlmrtcServer {
         if let Some(c) = self.conns.get_mut(conn) {
             c.session = Some(wanted.clone());
         }
-        self.wire.send(to, &ack(true, wanted.clone()));
+        self.wire.send(to, &ack(true, &wanted));
         self.wire.event(ServerEvent::SessionResumed {
             conn,
             session: wanted,
@@ -552,7 +560,7 @@ impl LlmrtcServer {
     /// Session `sid` lost its connection at `now`: its turn is dropped and its TTL starts,
     /// counted from its last activity or `now`, whichever is later. A disconnect counts as
     /// activity (`touch`); a heartbeat timeout does not.
-    fn detach(&mut self, sid: String, now: Instant, touch: bool) {
+    fn detach(&mut self, sid: SessionId, now: Instant, touch: bool) {
         if let Some((s, mut ctx)) = self.session_ctx(&sid) {
             s.abandon(&mut ctx, false);
             s.conn = None;
@@ -567,7 +575,7 @@ impl LlmrtcServer {
             .event(ServerEvent::SessionDetached { session: sid });
     }
 
-    fn expire(&mut self, sid: &str) {
+    fn expire(&mut self, sid: &SessionId) {
         if self.sessions.get(sid).is_none_or(|s| s.conn.is_some()) {
             return;
         }
@@ -583,7 +591,7 @@ impl LlmrtcServer {
         };
         s.abandon(&mut ctx, false);
         self.wire.event(ServerEvent::SessionExpired {
-            session: sid.to_owned(),
+            session: sid.clone(),
         });
     }
 
@@ -681,7 +689,7 @@ impl Machine for LlmrtcServer {
             self.refuse(conn);
             return;
         }
-        let sid = self.ids.next_id().to_uuid_string();
+        let sid = SessionId::from(self.ids.next_id().to_uuid_string());
         let stage = self
             .config
             .playbook
@@ -692,7 +700,7 @@ impl Machine for LlmrtcServer {
         self.conns.open(conn, Some(sid.clone()));
         let ice = (!self.config.ice_servers.is_empty()).then(|| self.config.ice_servers.clone());
         let ready = ServerMessage::Ready(Ready {
-            id: sid.clone(),
+            id: sid.to_string(),
             protocol_version: PROTOCOL_VERSION,
             ice_servers: ice,
             // This machine runs STT → LLM → TTS; core 1.3.0's backend says so too.

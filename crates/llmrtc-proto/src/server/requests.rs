@@ -14,8 +14,9 @@ use serde_json::{Map, Value};
 use crate::config::ProviderTimeouts;
 use crate::error::CommandError;
 use crate::event::ServerEvent;
+use crate::ids::{RequestId, SessionId};
 use crate::message::ErrorCode;
-use crate::provider::{ProviderError, ProviderKind, RequestId};
+use crate::provider::{ProviderError, ProviderKind};
 
 use super::texts;
 
@@ -23,7 +24,7 @@ use super::texts;
 #[derive(Debug)]
 pub(crate) struct Pending {
     /// The session whose turn made it.
-    pub(crate) session: String,
+    pub(crate) session: SessionId,
     /// Its provider.
     pub(crate) kind: ProviderKind,
     /// When it was made (a tool's `durationMs` counts from here).
@@ -82,21 +83,32 @@ impl Requests {
     }
 
     /// Registers a request of `kind` for `session`; its deadline starts at `now`.
-    pub(crate) fn open(&mut self, session: &str, kind: ProviderKind, now: Instant) -> RequestId {
+    pub(crate) fn open(
+        &mut self,
+        session: &SessionId,
+        kind: ProviderKind,
+        now: Instant,
+    ) -> RequestId {
         let id = self.next_id();
         self.insert(id, session, kind, None, now);
         id
     }
 
     /// Registers tool request `id` (from [`next_id`](Self::next_id)) for `session`.
-    pub(crate) fn open_tool(&mut self, id: RequestId, session: &str, meta: ToolMeta, now: Instant) {
+    pub(crate) fn open_tool(
+        &mut self,
+        id: RequestId,
+        session: &SessionId,
+        meta: ToolMeta,
+        now: Instant,
+    ) {
         self.insert(id, session, ProviderKind::Tool, Some(meta), now);
     }
 
     fn insert(
         &mut self,
         id: RequestId,
-        session: &str,
+        session: &SessionId,
         kind: ProviderKind,
         tool: Option<ToolMeta>,
         now: Instant,
@@ -104,7 +116,7 @@ impl Requests {
         self.pending.insert(
             id,
             Pending {
-                session: session.to_owned(),
+                session: session.clone(),
                 kind,
                 started: now,
                 tool,
@@ -118,7 +130,7 @@ impl Requests {
         &self,
         request: RequestId,
         kind: ProviderKind,
-    ) -> Result<String, CommandError> {
+    ) -> Result<SessionId, CommandError> {
         let p = self
             .pending
             .get(&request)

@@ -12,11 +12,12 @@ use crate::codec::decode_base64;
 use crate::config::ServerConfig;
 use crate::error::CommandError;
 use crate::event::{ServerEvent, TurnOutcome};
+use crate::ids::{RequestId, SessionId};
 use crate::message::ErrorCode;
 use crate::message::{AudioRef, ServerMessage, StageChange, VisionAttachment};
 use crate::playbook::{Stage, REASON_KEYWORD_MATCH, REASON_TOOL_RESULT};
 use crate::provider::{
-    ChatMessage, ChatRole, ProviderError, RequestId, SpeechSegment, StageContext, ToolRecord,
+    ChatMessage, ChatRole, ProviderError, SpeechSegment, StageContext, ToolRecord,
 };
 use crate::vad::{Vad, VadEvent};
 use crate::wav::parse_wav;
@@ -30,7 +31,7 @@ use super::wire::Ctx;
 #[derive(Debug)]
 pub(crate) struct Session {
     /// Its id (`ready.id`).
-    id: String,
+    id: SessionId,
     pub(crate) conn: Option<ConnId>,
     pub(crate) history: VecDeque<ChatMessage>,
     /// Attachments waiting for the next speech segment.
@@ -48,7 +49,7 @@ pub(crate) struct Session {
 
 impl Session {
     /// A session `id` held by `conn`, starting in `stage`.
-    pub(crate) fn new(id: String, conn: ConnId, stage: Option<String>, now: Instant) -> Self {
+    pub(crate) fn new(id: SessionId, conn: ConnId, stage: Option<String>, now: Instant) -> Self {
         Self {
             id,
             conn: Some(conn),
@@ -452,8 +453,8 @@ pub(crate) struct AudioScratch {
 /// that expired.
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
-    map: BTreeMap<String, Session>,
-    ttl: TimerSet<String>,
+    map: BTreeMap<SessionId, Session>,
+    ttl: TimerSet<SessionId>,
     expired: Expired,
 }
 
@@ -485,15 +486,15 @@ impl Sessions {
 
     /// Drops session `id` (and its TTL) without remembering it as expired.
     pub(crate) fn remove(&mut self, id: &str) -> Option<Session> {
-        self.ttl.cancel(&id.to_owned());
+        self.ttl.cancel(&SessionId::from(id));
         self.map.remove(id)
     }
 
     /// Drops session `id` (and its TTL) and remembers its id as expired (at most `max`
     /// ids are remembered).
-    pub(crate) fn expire(&mut self, id: &str, max: usize) -> Option<Session> {
+    pub(crate) fn expire(&mut self, id: &SessionId, max: usize) -> Option<Session> {
         let s = self.remove(id)?;
-        self.expired.remember(id.to_owned(), max);
+        self.expired.remember(id.clone(), max);
         Some(s)
     }
 
@@ -504,12 +505,12 @@ impl Sessions {
 
     /// Session `id`'s TTL ends at `at`.
     pub(crate) fn set_ttl(&mut self, id: &str, at: Instant) {
-        self.ttl.set(id.to_owned(), at);
+        self.ttl.set(SessionId::from(id), at);
     }
 
     /// Session `id` is connected again: no TTL.
     pub(crate) fn cancel_ttl(&mut self, id: &str) {
-        self.ttl.cancel(&id.to_owned());
+        self.ttl.cancel(&SessionId::from(id));
     }
 
     /// The earliest TTL.
@@ -518,12 +519,12 @@ impl Sessions {
     }
 
     /// The session whose TTL is the earliest, if it ended by `now`.
-    pub(crate) fn pop_ttl(&mut self, now: Instant) -> Option<String> {
+    pub(crate) fn pop_ttl(&mut self, now: Instant) -> Option<SessionId> {
         self.ttl.pop_expired(now)
     }
 
     /// The least recently active disconnected session (the first of equals in id order).
-    pub(crate) fn least_recent_disconnected(&self) -> Option<String> {
+    pub(crate) fn least_recent_disconnected(&self) -> Option<SessionId> {
         self.map
             .iter()
             .filter(|(_, s)| s.conn.is_none())
@@ -536,13 +537,13 @@ impl Sessions {
 /// `reconnect` gets `SESSION_EXPIRED` rather than `SESSION_NOT_FOUND`.
 #[derive(Debug, Default)]
 struct Expired {
-    order: VecDeque<String>,
-    ids: BTreeSet<String>,
+    order: VecDeque<SessionId>,
+    ids: BTreeSet<SessionId>,
 }
 
 impl Expired {
     /// Remembers `id`, forgetting the oldest beyond `max` (`0`: remembers nothing).
-    fn remember(&mut self, id: String, max: usize) {
+    fn remember(&mut self, id: SessionId, max: usize) {
         if max == 0 {
             return;
         }

@@ -12,13 +12,14 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use crate::event::{ServerEvent, TurnOutcome};
+use crate::ids::{RequestId, SessionId};
 use crate::message::ErrorCode;
 use crate::message::{
     Llm, LlmChunk, ServerMessage, ToolCallEnd, ToolCallStart, Transcript, VisionAttachment,
 };
 use crate::provider::{
-    ChatMessage, LlmRequest, ProviderError, ProviderKind, RequestId, SpeechSegment, StageContext,
-    SttRequest, ToolCallRequest, ToolRecord, TtsRequest,
+    ChatMessage, LlmRequest, ProviderError, ProviderKind, SpeechSegment, StageContext, SttRequest,
+    ToolCallRequest, ToolRecord, TtsRequest,
 };
 
 use super::requests::{provider_error, ToolMeta};
@@ -84,14 +85,14 @@ impl Turn {
     /// ([`ServerEvent::Stt`]).
     pub(crate) fn start(
         ctx: &mut Ctx<'_>,
-        session: &str,
+        session: &SessionId,
         utterance: Utterance,
         now: Instant,
     ) -> Self {
         let req = ctx.requests.open(session, ProviderKind::Stt, now);
         ctx.event(ServerEvent::Stt(SttRequest {
             request: req,
-            session: session.to_owned(),
+            session: session.clone(),
             segment: utterance.segment,
         }));
         Self {
@@ -157,7 +158,7 @@ impl Turn {
     pub(crate) fn ask_llm(
         &mut self,
         ctx: &mut Ctx<'_>,
-        session: &str,
+        session: &SessionId,
         history: Vec<ChatMessage>,
         stage: Option<StageContext>,
         now: Instant,
@@ -170,7 +171,7 @@ impl Turn {
         };
         ctx.event(ServerEvent::Llm(LlmRequest {
             request: req,
-            session: session.to_owned(),
+            session: session.clone(),
             history,
             attachments: self.attachments.clone(),
             stage,
@@ -211,7 +212,7 @@ impl Turn {
     pub(crate) fn call_tool(
         &mut self,
         ctx: &mut Ctx<'_>,
-        session: &str,
+        session: &SessionId,
         name: &str,
         arguments: Map<String, Value>,
         known: bool,
@@ -254,7 +255,7 @@ impl Turn {
         }
         ctx.event(ServerEvent::ToolCall(ToolCallRequest {
             request: id,
-            session: session.to_owned(),
+            session: session.clone(),
             call_id: call_id.clone(),
             name: name.to_owned(),
             arguments,
@@ -350,13 +351,19 @@ impl Turn {
     }
 
     /// Speaks `reply`: `tts-start` and the TTS request ([`ServerEvent::Tts`]).
-    pub(crate) fn speak(&mut self, ctx: &mut Ctx<'_>, session: &str, reply: String, now: Instant) {
+    pub(crate) fn speak(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: &SessionId,
+        reply: String,
+        now: Instant,
+    ) {
         let req = ctx.requests.open(session, ProviderKind::Tts, now);
         self.phase = Phase::Tts { req };
         ctx.send(&ServerMessage::TtsStart);
         ctx.event(ServerEvent::Tts(TtsRequest {
             request: req,
-            session: session.to_owned(),
+            session: session.clone(),
             text: reply,
         }));
     }

@@ -124,7 +124,7 @@ impl Ctx<'_> {
     }
 
     /// Withdraws `request` (see [`Requests::cancel`]).
-    pub(crate) fn cancel(&mut self, request: crate::provider::RequestId) {
+    pub(crate) fn cancel(&mut self, request: crate::ids::RequestId) {
         self.requests.cancel(request, self.wire.out());
     }
 }

@@ -1,0 +1,19 @@
+//! The ids that travel in events: sessions and provider requests.
+
+use std::fmt;
+
+agentwire_core::string_id! {
+    /// A session's id: the `ready.id` the server made it with (a UUID), which a client names
+    /// in `reconnect` to resume it.
+    pub struct SessionId [serde];
+}
+
+/// Identifies one provider request (unique per server, never reused).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub u64);
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "req#{}", self.0)
+    }
+}
