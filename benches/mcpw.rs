@@ -17,6 +17,10 @@
 //!   `rust_backend` wraps. `compress/1KiB` also times a fresh compressor per frame.
 //! - `mcpw/decode/json/{190B,1KiB,4KiB}`: typed `json::decode` of a JSON-form message
 //!   (heartbeat, then `task.complete` with findings) vs `serde_json::from_slice::<Value>`.
+//! - `mcpw/gzip_bomb/refuse`: `Codec::decode` of a 24-byte frame whose gzip payload
+//!   inflates to the 10 MiB cap + 1 byte (refused, `GzipError::TooLarge`) vs inflating a
+//!   legitimate payload of exactly the cap: refusing a bomb costs what accepting the largest
+//!   allowed payload costs (its memory bound is `tests/bomb.rs` in mcpw-codec).
 //!
 //! Run: `cargo bench --bench mcpw` (about five minutes). The paired ratios are printed at the
 //! end and recorded in `crates/mcpw-codec/README.md`.
@@ -480,6 +484,49 @@ fn decode_json(c: &mut Criterion, out: &mut Vec<Paired>) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// mcpw/gzip_bomb
+// ---------------------------------------------------------------------------------------
+
+fn gzip_bomb(c: &mut Criterion, out: &mut Vec<Paired>) {
+    let cap = Limits::default().max_decompressed;
+    let member = |len: usize| {
+        let mut out = Vec::new();
+        GzipEncoder::new(Backend::MinizOxide, 9).compress(&vec![0u8; len], &mut out);
+        out
+    };
+    let bomb = member(cap + 1);
+    let legit = member(cap);
+    let mut h = Header::new(MessageType::REQUEST, 1, Method::TOOL_EXECUTE);
+    h.flags = mcpw_codec::Flags::COMPRESSED;
+    h.size = bomb.len() as u32;
+    let mut frame = h.to_bytes().to_vec();
+    frame.extend_from_slice(&bomb);
+    println!(
+        "gzip_bomb: cap {cap} bytes, bomb frame {} bytes, legitimate member {} bytes",
+        frame.len(),
+        legit.len()
+    );
+    let mut codec = Codec::new(CodecConfig::default());
+    let mut dec = GzipDecoder::new(Backend::default());
+    let mut refuse = || {
+        let r = codec.decode(black_box(&frame));
+        assert!(r.is_err(), "the bomb is refused");
+    };
+    let mut inflate_cap = || {
+        let mut inflated = Vec::new();
+        dec.decompress(black_box(&legit), &mut inflated, cap)
+            .unwrap();
+        black_box(inflated);
+    };
+    let group = "mcpw/gzip_bomb/refuse".to_owned();
+    let mut g = c.benchmark_group(&group);
+    g.bench_function("ours_refuse_cap_plus_1", |b| b.iter(&mut refuse));
+    g.bench_function("baseline_inflate_cap", |b| b.iter(&mut inflate_cap));
+    g.finish();
+    out.push(paired(group, refuse, inflate_cap));
+}
+
 fn print_ratios(paired: &[Paired]) {
     println!("\npaired ratios (ours / baseline; below 1 = faster than the baseline):");
     for p in paired {
@@ -509,6 +556,9 @@ fn main() {
     }
     if wants("mcpw/decode/json") {
         decode_json(&mut c, &mut paired);
+    }
+    if wants("mcpw/gzip_bomb") {
+        gzip_bomb(&mut c, &mut paired);
     }
     // The codec's own default (zlib-rs, level 1) end to end, as a sanity line.
     let mut codec = Codec::new(CodecConfig::default());

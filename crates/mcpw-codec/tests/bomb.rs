@@ -5,11 +5,11 @@
 //! workspace forbids `unsafe_code`, so we cannot write one), and holds one `#[test]` so no
 //! other test allocates while it measures. "Live heap growth" is bytes allocated minus bytes
 //! freed during the decode, with `realloc` counted by its size change; the peak is bounded
-//! by the bytes allocated, which is what is asserted. Time is printed, and asserted against
-//! 50 ms in release builds ([`TIME_BOUND`]).
+//! by the bytes allocated, which is what is asserted. How fast a bomb is refused is a
+//! benchmark, not a test: `mcpw/gzip_bomb/refuse` in `benches/mcpw.rs` (the crate README
+//! has the figure).
 
 use std::alloc::System;
-use std::time::{Duration, Instant};
 
 use miniz_oxide::deflate::core::{create_comp_flags_from_zip_params, CompressorOxide};
 use miniz_oxide::MZFlush;
@@ -23,13 +23,6 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const CAP: usize = 10 << 20;
 const SLACK: usize = 64 << 10;
-/// The 50 ms in an optimized build (`cargo test --release`: 0.7-6.4 ms here); the
-/// unoptimized inflaters of a debug build (CI) take 17-45 ms, so there only a hang is caught.
-const TIME_BOUND: Duration = if cfg!(debug_assertions) {
-    Duration::from_secs(10)
-} else {
-    Duration::from_millis(50)
-};
 
 /// A gzip member of `mib` MiB of zeros, built from one sync-flushed deflate chunk of 1 MiB
 /// repeated (each chunk only refers back one byte, so it is valid after any zeros), then a
@@ -61,16 +54,13 @@ fn backends() -> Vec<Backend> {
     ]
 }
 
-/// Runs `f` and returns (its result, bytes allocated, net live growth, time).
-fn measured<T>(f: impl FnOnce() -> T) -> (T, usize, isize, Duration) {
-    #[allow(clippy::disallowed_methods)] // the one clock read of this measurement
-    let t0 = Instant::now();
+/// Runs `f` and returns (its result, bytes allocated, net live growth).
+fn measured<T>(f: impl FnOnce() -> T) -> (T, usize, isize) {
     let region = Region::new(GLOBAL);
     let out = f();
     let change = region.change();
-    let dt = t0.elapsed();
     let live = change.bytes_allocated as isize - change.bytes_deallocated as isize;
-    (out, change.bytes_allocated, live, dt)
+    (out, change.bytes_allocated, live)
 }
 
 #[test]
@@ -94,9 +84,9 @@ fn gzip_bombs_are_refused_at_the_cap_without_allocating_past_it() {
         h.size = plus_one.len() as u32;
         let mut frame = h.to_bytes().to_vec();
         frame.extend_from_slice(&plus_one);
-        let (r, allocated, live, dt) = measured(|| codec.decode(&frame).map(drop));
+        let (r, allocated, live) = measured(|| codec.decode(&frame).map(drop));
         eprintln!(
-            "{backend:?} frame 10 MiB + 1: {:?}, allocated {allocated} B (cap + {} B), live {live} B, {dt:?}",
+            "{backend:?} frame 10 MiB + 1: {:?}, allocated {allocated} B (cap + {} B), live {live} B",
             r.as_ref().err(),
             allocated as isize - CAP as isize
         );
@@ -105,20 +95,18 @@ fn gzip_bombs_are_refused_at_the_cap_without_allocating_past_it() {
             Err(DecodeError::Gzip(GzipError::TooLarge { cap: CAP }))
         ));
         assert!(allocated <= CAP + SLACK, "{allocated} bytes allocated");
-        assert!(dt < TIME_BOUND, "{dt:?}");
 
         // The 1 GiB member (about 1 MB: over the 1 MiB frame limit, so inflated directly).
         let mut dec = GzipDecoder::new(backend);
         let mut out = Vec::new();
-        let (r, allocated, live, dt) = measured(|| dec.decompress(&one_gib, &mut out, CAP));
+        let (r, allocated, live) = measured(|| dec.decompress(&one_gib, &mut out, CAP));
         eprintln!(
-            "{backend:?} member 1 GiB: {r:?}, allocated {allocated} B (cap + {} B), live {live} B, {dt:?}",
+            "{backend:?} member 1 GiB: {r:?}, allocated {allocated} B (cap + {} B), live {live} B",
             allocated as isize - CAP as isize
         );
         assert_eq!(r, Err(GzipError::TooLarge { cap: CAP }));
         assert!(out.is_empty());
         assert!(allocated <= CAP + SLACK, "{allocated} bytes allocated");
-        assert!(dt < TIME_BOUND, "{dt:?}");
 
         // Exactly the cap is accepted, and the member built above is a valid one.
         let exact = zeros_member(10);
