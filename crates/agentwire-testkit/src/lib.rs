@@ -5,6 +5,7 @@
 //! | [`seeds::replay`], [`seeds::pseudo_random_inputs`] | the stable stand-in for cargo-fuzz in every crate's `tests/fuzz_seeds.rs`: committed seeds and deterministic pseudo-random inputs through each fuzz body |
 //! | [`XorShift64`] | the deterministic generator behind those inputs (and seed generators) |
 //! | [`bench::paired`], [`bench::median`], [`bench::median_ns`], [`bench::family_filter`] | interleaved paired timing and criterion helpers for `benches/*.rs` |
+//! | [`timer::timer_inputs`], [`timer::TimerMix`], [`timer::t0`] | inputs and the base time of the timer-contract property tests |
 //! | [`FuzzClock`] | the fuzz driver clock, re-exported from `agentwire-core` |
 //!
 //! The crate is not published: it exists for the workspace's own tests and benches, which
@@ -27,6 +28,7 @@
 pub mod bench;
 mod rng;
 pub mod seeds;
+pub mod timer;
 
 pub use agentwire_core::fuzzing::FuzzClock;
 pub use rng::XorShift64;
