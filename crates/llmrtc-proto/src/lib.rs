@@ -246,7 +246,8 @@
 //! # Feature flags
 //!
 //! - `fuzzing`: `#[doc(hidden)] pub mod fuzzing`, the bodies of the cargo-fuzz targets
-//!   `llmrtc_decode`, `llmrtc_wav` and `llmrtc_server` (replayed by `tests/fuzz_seeds.rs`).
+//!   `llmrtc_decode`, `llmrtc_wav`, `llmrtc_server` and `llmrtc_client` (replayed by
+//!   `tests/fuzz_seeds.rs`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

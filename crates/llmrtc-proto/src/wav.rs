@@ -189,6 +189,11 @@ pub fn write_wav(out: &mut Vec<u8>, format: WavFormat, pcm: &[u8]) {
 /// A mono 16-bit WAV file of `samples`.
 pub fn wav_from_samples(sample_rate: u32, samples: &[i16]) -> Vec<u8> {
     let pcm: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+    wav_from_pcm(sample_rate, &pcm)
+}
+
+/// A mono WAV file of `pcm` (16-bit little-endian samples at `sample_rate`).
+pub fn wav_from_pcm(sample_rate: u32, pcm: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(44 + pcm.len());
     write_wav(
         &mut out,
@@ -196,7 +201,7 @@ pub fn wav_from_samples(sample_rate: u32, samples: &[i16]) -> Vec<u8> {
             channels: 1,
             sample_rate,
         },
-        &pcm,
+        pcm,
     );
     out
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use agentwire::llmrtc::wav::{wav_from_samples, write_wav, WavFormat};
+use agentwire::llmrtc::wav::{wav_from_pcm, wav_from_samples};
 
 /// Sample rate of generated utterances (what browsers' speech pipelines commonly send).
 pub const UTTERANCE_RATE: u32 = 16_000;
@@ -54,14 +54,5 @@ pub fn tone_pcm(freq: f32, ms: u32) -> Vec<u8> {
 
 /// Writes 16-bit mono PCM at `sample_rate` as a WAV file.
 pub fn write_wav_file(path: &Path, sample_rate: u32, pcm: &[u8]) -> std::io::Result<()> {
-    let mut out = Vec::with_capacity(44 + pcm.len());
-    write_wav(
-        &mut out,
-        WavFormat {
-            channels: 1,
-            sample_rate,
-        },
-        pcm,
-    );
-    std::fs::write(path, out)
+    std::fs::write(path, wav_from_pcm(sample_rate, pcm))
 }
