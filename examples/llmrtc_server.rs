@@ -13,49 +13,7 @@
 //! cargo run --release --example llmrtc_server -- --listen 127.0.0.1:8787 --example-playbook
 //! ```
 
-use agentwire::llmrtc::ServerEvent;
-use agentwire_apps::llmrtc;
-use clap::Parser;
-use llmrtc::providers::Providers;
-use llmrtc::server_app;
-use llmrtc::server_cli::ServerArgs;
-use llmrtc::server_log;
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    agentwire_apps::common::init_tracing("info");
-    match run(ServerArgs::parse()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // A sentence, not the `Debug` form `main` would print for an `Err`.
-            eprintln!("llmrtc_server: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
-    args.address.install();
-    let app = server_app::start(
-        &args.listen,
-        args.config()?,
-        Providers::stand_ins(args.stt()?),
-        args.pacing(),
-        log_event,
-    )
-    .await
-    .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    println!(
-        "llmrtc server (offline stand-in STT/LLM/TTS) on {}",
-        app.url()
-    );
-    tokio::signal::ctrl_c().await?;
-    app.shutdown().await;
-    Ok(())
-}
-
-fn log_event(ev: &ServerEvent) {
-    if let Some(line) = server_log::describe(ev) {
-        tracing::info!("{line}");
-    }
+    agentwire_apps::cli::llmrtc_server::main().await
 }

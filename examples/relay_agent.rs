@@ -9,68 +9,7 @@
 //! cargo run --example relay_agent -- --url ws://127.0.0.1:3000/agent/ws --tickets 2
 //! ```
 
-use std::process::ExitCode;
-
-use agentwire::agent_relay::DEFAULT_SESSION;
-use agentwire_apps::relay;
-use clap::Parser;
-use relay::agent_app::{book_ticket, describe, Agent, Plan};
-
-/// An agent that books movie tickets through an agent relay.
-#[derive(Parser, Debug)]
-#[command(version)]
-struct Args {
-    /// The relay's endpoint.
-    #[arg(long, default_value = "ws://127.0.0.1:3000/agent/ws")]
-    url: String,
-    /// The relay session to join.
-    #[arg(long, default_value = DEFAULT_SESSION)]
-    session: String,
-    /// The agent's name (`agentName` of `relay.join`).
-    #[arg(long, default_value = "relay-agent")]
-    name: String,
-    /// `studyId` of `session.start`.
-    #[arg(long, default_value = "pilot-01")]
-    study_id: String,
-    /// `participantId` of `session.start`.
-    #[arg(long, default_value = "P07")]
-    participant_id: String,
-    /// Tickets (and seats) to book, 1 to 10.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10))]
-    tickets: u64,
-}
-
 #[tokio::main]
-async fn main() -> ExitCode {
-    agentwire_apps::common::init_tracing("warn");
-    let args = Args::parse();
-    let plan = Plan {
-        study_id: args.study_id,
-        participant_id: args.participant_id,
-        tickets: args.tickets,
-    };
-    let run = async {
-        let mut agent =
-            Agent::connect(&args.url, |dir, v| println!("{}", describe(dir, v))).await?;
-        agent.join(&args.session, &args.name).await?;
-        let booked = book_ticket(&mut agent, &plan).await;
-        agent.close().await;
-        booked
-    };
-    match run.await {
-        Ok(b) => {
-            println!(
-                "\nbooked {} in session {} with {} tool call(s); study log: {}",
-                b.reference,
-                b.session_id,
-                b.tool_calls,
-                b.ended["logFile"].as_str().unwrap_or("?")
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("relay_agent failed: {e}");
-            ExitCode::FAILURE
-        }
-    }
+async fn main() -> std::process::ExitCode {
+    agentwire_apps::cli::relay_agent::main().await
 }

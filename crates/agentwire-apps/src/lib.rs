@@ -11,11 +11,14 @@
 //! - [`relay`]: the agent relay with its study log, the movie host, an external agent and
 //!   the log checker.
 //!
-//! [`common`] holds what all of them share: tracing to stderr, the clocks a machine is
-//! anchored to, and the per-address connection limits every server takes as flags.
+//! [`cli`] holds the example commands themselves, one module per command (flags and `main`);
+//! each `examples/NAME.rs` binary only calls its `main`. [`common`] holds what all of them
+//! share: tracing to stderr, the clocks a machine is anchored to, and the per-address
+//! connection limits every server takes as flags.
 
 pub mod bus;
 pub mod chopsticks;
+pub mod cli;
 pub mod common;
 pub mod llmrtc;
 pub mod mcpw;

@@ -1,0 +1,89 @@
+//! The `mcpw_agent` command: its flags and its `main`. `examples/mcpw_agent.rs` is the binary, and its
+//! documentation says what the command does and how to run it.
+
+use std::time::Duration;
+
+use crate::mcpw;
+use agentwire::mcpw::Capability;
+use clap::Parser;
+use mcpw::agent_app::{connect, AgentEvent, AgentSettings};
+
+/// Reference MCPW agent.
+#[derive(Parser, Debug)]
+#[command(name = "agentwire", version)]
+struct Args {
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8080/")]
+    url: String,
+    /// `agent_id`.
+    #[arg(long, default_value = "agent-1")]
+    agent_id: String,
+    /// `agent_type`.
+    #[arg(long, default_value = "code-analyzer")]
+    agent_type: String,
+    /// A capability `NAME:CONFIDENCE` (repeatable).
+    #[arg(long = "capability", default_value = "code_review:0.9")]
+    capabilities: Vec<String>,
+    /// API key for `Authorization: Bearer`.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Speak binary MCPW frames.
+    #[arg(long, conflicts_with = "json")]
+    binary: bool,
+    /// Speak JSON text frames (the default).
+    #[arg(long)]
+    json: bool,
+    /// Once registered, ask the server for its 12-byte binary form (`protocol.set_binary`,
+    /// gzip above 1 KiB): the binary mode of the real developer-mesh server.
+    #[arg(long)]
+    set_binary: bool,
+    /// Heartbeat period, seconds.
+    #[arg(long, default_value_t = 10)]
+    heartbeat_secs: u64,
+    /// Progress reports per task.
+    #[arg(long, default_value_t = 2)]
+    steps: u32,
+    /// Milliseconds per step.
+    #[arg(long, default_value_t = 500)]
+    step_ms: u64,
+}
+
+/// Runs the `mcpw_agent` command, as `cargo run --example mcpw_agent` does.
+pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    crate::common::init_tracing("warn");
+    let args = Args::parse();
+    let capabilities: Vec<_> = args
+        .capabilities
+        .iter()
+        .map(|c| {
+            let (name, conf) = c.split_once(':').unwrap_or((c, "0.8"));
+            Capability::new(name, conf.parse::<f64>().unwrap_or(0.8))
+        })
+        .collect();
+    let settings = AgentSettings {
+        agent_id: args.agent_id,
+        agent_type: args.agent_type,
+        capabilities,
+        binary: args.binary,
+        heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
+        steps: args.steps,
+        step: Duration::from_millis(args.step_ms),
+    };
+    let (handle, mut events) = connect(&args.url, settings, args.api_key.as_deref())?;
+    loop {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(ev) => {
+                    println!("{}", mcpw::agent_app::describe(&ev));
+                    if args.set_binary && matches!(ev, AgentEvent::Registered(_)) {
+                        let _ = handle.call(|m, _| m.set_binary(true, Some(1024))).await;
+                    }
+                }
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    handle.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! The `mcpw_server` command: its flags and its `main`. `examples/mcpw_server.rs` is the binary, and its
+//! documentation says what the command does and how to run it.
+
+use std::time::Duration;
+
+use crate::mcpw;
+use agentwire::mcpw::orchestrator::{
+    OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
+};
+use clap::Parser;
+use tokio::sync::mpsc;
+
+/// Reference MCPW orchestration server.
+#[derive(Parser, Debug)]
+#[command(name = "agentwire", version)]
+struct Args {
+    /// Address of the WebSocket endpoint.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Address of the Prometheus endpoint (plain HTTP, any path); none if unset.
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Accepted API key (repeatable); unset: no authentication.
+    #[arg(long = "api-key")]
+    api_keys: Vec<String>,
+    /// Accept upgrades that do not offer `mcp.v1`.
+    #[arg(long)]
+    allow_no_subprotocol: bool,
+    /// Connections at once (503 beyond).
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// Expected heartbeat period, seconds.
+    #[arg(long, default_value_t = 30)]
+    heartbeat_secs: u64,
+    /// Messages per minute per connection (0: no limit); burst 100.
+    #[arg(long, default_value_t = 1000)]
+    rate_per_minute: u32,
+    /// Per-address connection limits (the same flags in every reference server).
+    #[command(flatten)]
+    address: crate::common::AddressLimits,
+}
+
+/// Runs the `mcpw_server` command, as `cargo run --example mcpw_server` does.
+pub async fn main() -> std::io::Result<()> {
+    crate::common::init_tracing("info");
+    let args = Args::parse();
+    args.address.install();
+    // Ctrl-C is caught from here on (before "listening" is logged), so it always stops the
+    // server cleanly.
+    #[cfg(unix)]
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let rate = (args.rate_per_minute > 0)
+        .then(|| agentwire::core::Rate::per_minute(args.rate_per_minute, 100));
+    let config = OrchestratorConfig::default()
+        .with_heartbeat_interval(Duration::from_secs(args.heartbeat_secs.max(1)))
+        .with_rate(rate);
+    let upgrade = UpgradeConfig::default()
+        .with_api_keys(args.api_keys.clone())
+        .with_required_subprotocol(!args.allow_no_subprotocol)
+        .with_max_connections(args.max_connections);
+    let app = mcpw::server_app::start(
+        &args.listen,
+        args.metrics.as_deref(),
+        config,
+        upgrade,
+        |ev| match ev {
+            OrchestratorEvent::ProtocolViolation { .. } => {
+                tracing::warn!("{}", mcpw::server_app::describe(ev));
+            }
+            _ => tracing::info!("{}", mcpw::server_app::describe(ev)),
+        },
+    )
+    .await?;
+    tracing::info!("listening on {} (subprotocol mcp.v1)", app.url());
+    if let Some(m) = app.metrics_addr {
+        tracing::info!("metrics on http://{m}/metrics");
+    }
+    let handle = app.handle.clone();
+    // stdin is read on a plain thread, not tokio's: a blocked read on tokio's blocking pool
+    // keeps the runtime (and the process) alive after Ctrl-C until a line or EOF arrives.
+    // A plain thread does not: the process ends when `main` returns.
+    let (lines_tx, mut lines) = mpsc::channel::<String>(16);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(line) = lines.recv().await {
+            let (kind, ctx) = line.trim().split_once(' ').unwrap_or((line.trim(), "{}"));
+            if kind.is_empty() {
+                continue;
+            }
+            let context = match serde_json::from_str(ctx) {
+                Ok(c) => c,
+                Err(e) => {
+                    println!("not submitted: the context is not JSON ({e})");
+                    continue;
+                }
+            };
+            let spec = TaskSpec::new(kind).with_context(context);
+            match handle
+                .call(move |m, now| m.inner.submit_task(spec, now))
+                .await
+            {
+                Ok(Ok(id)) => println!("submitted {id}"),
+                Ok(Err(e)) => println!("refused: {e}"),
+                Err(_) => break,
+            }
+        }
+    });
+    #[cfg(unix)]
+    interrupt.recv().await;
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("Ctrl-C: closing every connection and stopping");
+    app.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! The `movie_host` command: its flags and its `main`. `examples/movie_host.rs` is the binary, and its
+//! documentation says what the command does and how to run it.
+
+use std::path::PathBuf;
+
+use crate::relay;
+use agentwire::agent_relay::{HostConfig, DEFAULT_SESSION};
+use clap::Parser;
+use relay::host_app::{describe, MovieHost};
+use relay::log_writer::{file_name, DEFAULT_LOG_DIR};
+use tokio::sync::mpsc;
+
+/// A movie-booking UI host joining an agent relay.
+#[derive(Parser, Debug)]
+#[command(name = "agentwire", version)]
+struct Args {
+    /// The relay's endpoint.
+    #[arg(long, default_value = "ws://127.0.0.1:3000/agent/ws")]
+    url: String,
+    /// The relay session to serve.
+    #[arg(long, default_value = DEFAULT_SESSION)]
+    relay_session: String,
+    /// The relay's study-log directory (for the `logFile` of `session.ended`).
+    #[arg(long, default_value = DEFAULT_LOG_DIR)]
+    log_dir: PathBuf,
+}
+
+/// Runs the `movie_host` command, as `cargo run --example movie_host` does.
+pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    crate::common::init_tracing("info");
+    let args = Args::parse();
+    let log_file = args
+        .log_dir
+        .join(file_name(&args.relay_session))
+        .display()
+        .to_string();
+    let config = HostConfig::default().with_relay_session(args.relay_session.clone());
+    let host = MovieHost::start(
+        &args.url,
+        config,
+        move |_| log_file.clone(),
+        |ev| match describe(ev) {
+            Some(line) => tracing::info!("{line}"),
+            None => tracing::debug!("{ev:?}"),
+        },
+    )?;
+    tracing::info!(
+        "movie host connecting to {} (relay session {:?}); type a line to send it as the \
+         participant's user.message, Ctrl-C to stop",
+        args.url,
+        args.relay_session
+    );
+    // Ctrl-C is watched from the start, so it is never missed between two lines.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut stdin = stdin_lines();
+    loop {
+        tokio::select! {
+            line = stdin.recv() => match line {
+                Some(text) if !text.trim().is_empty() => {
+                    let sent = host.handle.call(move |h, now| h.user_message(&text, now)).await;
+                    match sent {
+                        Ok(Ok(())) => tracing::info!("user.message sent"),
+                        Ok(Err(e)) => tracing::warn!("user.message refused: {e}"),
+                        Err(_) => break,
+                    }
+                }
+                Some(_) => {}
+                // stdin closed (e.g. run in the background): keep serving until Ctrl-C.
+                None => {
+                    let _ = (&mut ctrl_c).await;
+                    break;
+                }
+            },
+            _ = &mut ctrl_c => break,
+        }
+    }
+    tracing::info!("Ctrl-C: shutting down");
+    host.shutdown().await;
+    Ok(())
+}
+
+/// Lines typed on stdin, read on a plain thread. tokio's own stdin reads on the runtime's
+/// blocking pool, and the runtime waits for that read when `main` returns, so the program
+/// would only stop after the next Enter; a plain thread does not hold the process.
+fn stdin_lines() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
