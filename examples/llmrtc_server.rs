@@ -6,8 +6,8 @@
 //! into the program, so it runs from anywhere), an LLM that echoes the transcript token by
 //! token (and calls playbook tools whose name the user says), and a TTS that "speaks" in
 //! PCM tones. `--playbook FILE` turns on playbook mode (stages and tools as JSON, see
-//! `examples/llmrtc/data/playbook.json`); `--example-playbook` uses that file's built-in
-//! copy. Events go to stderr as one sentence each (`RUST_LOG`).
+//! `crates/agentwire-apps/src/llmrtc/data/playbook.json`); `--example-playbook` uses that
+//! file's built-in copy. Events go to stderr as one sentence each (`RUST_LOG`).
 //!
 //! ```text
 //! cargo run --release --example llmrtc_server -- --listen 127.0.0.1:8787 --example-playbook

@@ -1,4 +1,4 @@
-//! The movie host's UI (examples/relay/movie) under the `Host` machine, in memory: the
+//! The movie host's UI (agentwire-apps: relay/movie) under the `Host` machine, in memory: the
 //! per-stage tool table we chose (INTEROP.md has none), each tool's behaviour and its errors
 //! as an agent receives them, and the reset at the end of a session.
 

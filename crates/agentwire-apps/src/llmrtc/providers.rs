@@ -97,11 +97,11 @@ impl ScriptedStt {
     }
 }
 
-/// `examples/llmrtc/data/transcript.txt`, compiled into the program (its text, not its
-/// path), so the default works wherever the binary runs.
+/// `src/llmrtc/data/transcript.txt` of this crate, compiled into the program (its text, not
+/// its path), so the default works wherever the binary runs.
 pub const EXAMPLE_TRANSCRIPT: &str = include_str!("data/transcript.txt");
 
-/// `examples/llmrtc/data/playbook.json`, compiled into the program.
+/// `src/llmrtc/data/playbook.json` of this crate, compiled into the program.
 pub const EXAMPLE_PLAYBOOK: &str = include_str!("data/playbook.json");
 
 impl SpeechToText for ScriptedStt {
@@ -248,8 +248,8 @@ impl Tools for CannedTools {
     }
 }
 
-/// Loads a playbook (stages and tools as JSON, see `examples/llmrtc/data/playbook.json`)
-/// and checks it.
+/// Loads a playbook (stages and tools as JSON, see `src/llmrtc/data/playbook.json` of this
+/// crate) and checks it.
 pub fn load_playbook(path: &Path) -> Result<Playbook, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse_playbook(&text).map_err(|e| format!("{}: {e}", path.display()))

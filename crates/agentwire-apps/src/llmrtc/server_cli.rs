@@ -1,8 +1,8 @@
 //! The `llmrtc_server` command line: its flags, and the server they describe.
 //!
 //! No default is a path baked in at build time: the stand-in STT script and the example
-//! playbook are compiled into the program (their text, from `examples/llmrtc/data/`), so an
-//! installed binary and one run from a checkout behave the same from any directory.
+//! playbook are compiled into the program (their text, from `src/llmrtc/data/` of this crate),
+//! so an installed binary and one run from a checkout behave the same from any directory.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,11 +24,12 @@ pub struct ServerArgs {
     #[arg(long, conflicts_with = "example_playbook")]
     pub playbook: Option<PathBuf>,
     /// Playbook mode with the example playbook built into the program
-    /// (`examples/llmrtc/data/playbook.json`: a `bookTable` tool, two stages).
+    /// (`crates/agentwire-apps/src/llmrtc/data/playbook.json`: a `bookTable` tool, two
+    /// stages).
     #[arg(long)]
     pub example_playbook: bool,
     /// Stand-in STT script: one utterance's text per line. Default: the example script built
-    /// into the program (`examples/llmrtc/data/transcript.txt`).
+    /// into the program (`crates/agentwire-apps/src/llmrtc/data/transcript.txt`).
     #[arg(long)]
     pub transcript: Option<PathBuf>,
     /// Stream LLM tokens and TTS audio fast instead of at about real time.
