@@ -25,6 +25,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use agentwire_testkit::bench::{paired, Paired};
+
 use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
 use base64::Engine as _;
 use criterion::Criterion;
@@ -46,57 +48,6 @@ fn criterion() -> Criterion {
 #[allow(clippy::disallowed_methods)] // the bench's one base time
 fn t0() -> Instant {
     Instant::now()
-}
-
-/// One figure measured as interleaved pairs: per iteration, our time and the baseline's.
-struct Paired {
-    group: String,
-    ours_ns: f64,
-    base_ns: f64,
-    /// Median over rounds of (baseline time / our time) within the round.
-    speedup: f64,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Times `ours` and `base` alternately, 41 rounds of about 2 ms each, and returns the median
-/// per-iteration times and the median of the per-round ratios (as in `benches/bus.rs`).
-#[allow(clippy::disallowed_methods)] // a bench reads the clock
-fn paired(group: &str, mut ours: impl FnMut(), mut base: impl FnMut()) -> Paired {
-    const ROUNDS: usize = 41;
-    let time = |n: u64, f: &mut dyn FnMut()| {
-        let start = Instant::now();
-        for _ in 0..n {
-            f();
-        }
-        start.elapsed().as_nanos() as f64
-    };
-    let mut n = 1u64;
-    while time(n, &mut ours) < 2e6 && n < 1 << 30 {
-        n *= 2;
-    }
-    let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        let (x, y) = if round % 2 == 0 {
-            let x = time(n, &mut ours);
-            (x, time(n, &mut base))
-        } else {
-            let y = time(n, &mut base);
-            (time(n, &mut ours), y)
-        };
-        a.push(x / n as f64);
-        b.push(y / n as f64);
-        r.push(y / x);
-    }
-    Paired {
-        group: group.to_owned(),
-        ours_ns: median(&mut a),
-        base_ns: median(&mut b),
-        speedup: median(&mut r),
-    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -27,8 +27,7 @@
 //! printed at the end and recorded in `crates/agentwire-tokio/README.md`.
 #![allow(missing_docs)]
 
-mod common;
-use common::median_ns;
+use agentwire_testkit::bench::median_ns;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
