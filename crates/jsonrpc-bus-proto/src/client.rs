@@ -19,7 +19,7 @@ use crate::error::{CommandError, DecodeError, ProtocolError};
 use crate::event::{ClientEvent, IncomingId, RequestId, RequestKind};
 use crate::message::{
     method, write_json_str, ErrorCode, ErrorObject, Id, InitializeParams, InitializeResult,
-    PingResult, SendMessageParams, SendMessageResult, SubscribeResult,
+    PingResult, SendMessageParams, SendMessageResult, SubscribeResult, SubscriptionId,
 };
 
 #[derive(Debug)]
@@ -565,7 +565,8 @@ impl BusClient {
                 }
                 let subscription_id = serde_json::from_str::<SubscribeResult>(text)
                     .ok()
-                    .and_then(|r| r.subscription_id);
+                    .and_then(|r| r.subscription_id)
+                    .map(SubscriptionId::from);
                 self.out.event(ClientEvent::Subscribed {
                     request,
                     topic,

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use agentwire_core::{ConnId, Id128};
 
 use crate::error::{ProtocolError, RequestError};
-use crate::message::{ClientInfo, ErrorObject, InitializeResult, RawJson, SendMessageResult};
+use crate::message::{
+    ClientId, ClientInfo, ErrorObject, InitializeResult, RawJson, SendMessageResult, SubscriptionId,
+};
 
 /// One publish travelling through the bus (from a connection or from [`Bus::publish`]).
 ///
@@ -88,7 +90,7 @@ pub enum BusEvent {
         /// The connection.
         conn: ConnId,
         /// Its `clientId`.
-        client_id: Option<String>,
+        client_id: Option<ClientId>,
         /// Its `clientInfo`.
         client_info: Option<ClientInfo>,
     },
@@ -99,7 +101,7 @@ pub enum BusEvent {
         /// The pattern.
         topic: String,
         /// The `subscriptionId` returned.
-        subscription_id: String,
+        subscription_id: SubscriptionId,
     },
     /// A connection unsubscribed.
     Unsubscribed {
@@ -209,7 +211,7 @@ pub enum ClientEvent {
         /// The pattern.
         topic: String,
         /// The bus's `subscriptionId`, if it sent one.
-        subscription_id: Option<String>,
+        subscription_id: Option<SubscriptionId>,
     },
     /// An `unsubscribe` succeeded.
     Unsubscribed {

@@ -279,7 +279,7 @@ pub use error::{CommandError, DecodeError, ProtocolError, RequestError};
 pub use event::{
     BusEvent, ClientEvent, DeliveryId, DropReason, HopOutcome, IncomingId, RequestId, RequestKind,
 };
-pub use message::{ErrorCode, ErrorObject, Id, JsonRpc2};
+pub use message::{ClientId, ErrorCode, ErrorObject, Id, JsonRpc2, SubscriptionId};
 pub use topic::MatchMode;
 
 /// The README's example, compiled and run as a doctest.

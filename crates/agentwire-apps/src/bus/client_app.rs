@@ -183,7 +183,10 @@ pub fn connect(
                     request,
                     subscription_id,
                     ..
-                } => Some((request, Ok(Reply::Subscribed(subscription_id)))),
+                } => Some((
+                    request,
+                    Ok(Reply::Subscribed(subscription_id.map(String::from))),
+                )),
                 ClientEvent::Unsubscribed { request, .. } => {
                     Some((request, Ok(Reply::Unsubscribed)))
                 }

@@ -214,7 +214,7 @@ impl EventLog {
                 client_info,
             } => {
                 if let Some(id) = client_id {
-                    self.names.insert(*conn, id.clone());
+                    self.names.insert(*conn, id.to_string());
                 }
                 let info = client_info.as_ref().map_or_else(
                     || "no clientInfo".to_owned(),

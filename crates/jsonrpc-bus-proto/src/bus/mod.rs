@@ -19,8 +19,8 @@ use crate::error::{CommandError, DecodeError, ProtocolError};
 use crate::event::{BusEvent, DeliveryId, DropReason, HopOutcome};
 use crate::fast;
 use crate::message::{
-    method, Ack, Capabilities, ErrorCode, ErrorObject, Id, InitializeResult, ServerInfo,
-    SubscribeResult, UnsubscribeResult,
+    method, Ack, Capabilities, ClientId, ErrorCode, ErrorObject, Id, InitializeResult, ServerInfo,
+    SubscribeResult, SubscriptionId, UnsubscribeResult,
 };
 
 mod batch;
@@ -380,7 +380,7 @@ impl Bus {
         let _ = now;
         self.out.event(BusEvent::Initialized {
             conn,
-            client_id,
+            client_id: client_id.map(ClientId::from),
             client_info,
         });
         Ok(Encoded::encode(&InitializeResult {
@@ -415,7 +415,8 @@ impl Bus {
         let (topic, _) = self.topic_param(params)?;
         let max = self.config.limits.max_subscriptions_per_conn;
         self.subscriptions.subscribe(conn, &topic, max)?;
-        let subscription_id = format!("sub_{}", self.ids.next_id().short_hex());
+        let subscription_id =
+            SubscriptionId::from(format!("sub_{}", self.ids.next_id().short_hex()));
         self.out.event(BusEvent::Subscribed {
             conn,
             topic: topic.into_owned(),
@@ -423,7 +424,7 @@ impl Bus {
         });
         Ok(Encoded::encode(&SubscribeResult {
             success: true,
-            subscription_id: Some(subscription_id),
+            subscription_id: Some(subscription_id.into_string()),
         }))
     }
 

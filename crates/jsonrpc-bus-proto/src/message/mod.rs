@@ -54,6 +54,16 @@ pub mod topics {
     }
 }
 
+agentwire_core::string_id! {
+    /// A client's `clientId`, as it sent it in `initialize` (`"agent-1"`).
+    pub struct ClientId [serde];
+}
+
+agentwire_core::string_id! {
+    /// A `subscriptionId` the bus returns for a `subscribe` (`"sub_1a2b3c4d"`).
+    pub struct SubscriptionId [serde];
+}
+
 /// Raw JSON kept as text (a payload the bus forwards without building a tree), comparable
 /// by its text: agentwire-core's one `RawJson`.
 pub use agentwire_core::json::RawJson;
