@@ -1,5 +1,5 @@
-//! The `bus_client` command: its flags and its `main`. `examples/bus_client.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `bus_client` command: its flags and its `main`. `examples/bus_client.rs` is the binary, and
+//! its documentation says what the command does and how to run it.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

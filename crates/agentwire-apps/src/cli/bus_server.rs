@@ -1,5 +1,5 @@
-//! The `bus_server` command: its flags and its `main`. `examples/bus_server.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `bus_server` command: its flags and its `main`. `examples/bus_server.rs` is the binary, and
+//! its documentation says what the command does and how to run it.
 
 use std::time::Duration;
 

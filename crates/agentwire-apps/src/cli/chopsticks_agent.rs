@@ -1,5 +1,5 @@
-//! The `chopsticks_agent` command: its flags and its `main`. `examples/chopsticks_agent.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `chopsticks_agent` command: its flags and its `main`. `examples/chopsticks_agent.rs` is the
+//! binary, and its documentation says what the command does and how to run it.
 
 use crate::chopsticks;
 use agentwire::chopsticks::AgentConfig;

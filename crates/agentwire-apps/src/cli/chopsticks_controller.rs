@@ -1,5 +1,6 @@
-//! The `chopsticks_controller` command: its flags and its `main`. `examples/chopsticks_controller.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `chopsticks_controller` command: its flags and its `main`.
+//! `examples/chopsticks_controller.rs` is the binary, and its documentation says what the command
+//! does and how to run it.
 
 use std::time::Duration;
 

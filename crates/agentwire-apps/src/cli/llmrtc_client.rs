@@ -1,5 +1,5 @@
-//! The `llmrtc_client` command: its flags and its `main`. `examples/llmrtc_client.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `llmrtc_client` command: its flags and its `main`. `examples/llmrtc_client.rs` is the
+//! binary, and its documentation says what the command does and how to run it.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! The `llmrtc_demo` command: its flags and its `main`. `examples/llmrtc_demo.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `llmrtc_demo` command: its flags and its `main`. `examples/llmrtc_demo.rs` is the binary,
+//! and its documentation says what the command does and how to run it.
 
 use std::time::Duration;
 

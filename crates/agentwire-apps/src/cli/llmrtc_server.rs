@@ -1,5 +1,5 @@
-//! The `llmrtc_server` command: its flags and its `main`. `examples/llmrtc_server.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `llmrtc_server` command: its flags and its `main`. `examples/llmrtc_server.rs` is the
+//! binary, and its documentation says what the command does and how to run it.
 
 use crate::llmrtc;
 use agentwire::llmrtc::ServerEvent;

@@ -1,5 +1,5 @@
-//! The `movie_host` command: its flags and its `main`. `examples/movie_host.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `movie_host` command: its flags and its `main`. `examples/movie_host.rs` is the binary, and
+//! its documentation says what the command does and how to run it.
 
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
-//! The `relay_agent` command: its flags and its `main`. `examples/relay_agent.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `relay_agent` command: its flags and its `main`. `examples/relay_agent.rs` is the binary,
+//! and its documentation says what the command does and how to run it.
 
 use std::process::ExitCode;
 

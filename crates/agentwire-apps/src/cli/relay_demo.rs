@@ -1,5 +1,5 @@
-//! The `relay_demo` command: its flags and its `main`. `examples/relay_demo.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `relay_demo` command: its flags and its `main`. `examples/relay_demo.rs` is the binary, and
+//! its documentation says what the command does and how to run it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,5 +1,5 @@
-//! The `relay_log` command: its flags and its `main`. `examples/relay_log.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `relay_log` command: its flags and its `main`. `examples/relay_log.rs` is the binary, and
+//! its documentation says what the command does and how to run it.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -1,5 +1,5 @@
-//! The `relay_server` command: its flags and its `main`. `examples/relay_server.rs` is the binary, and its
-//! documentation says what the command does and how to run it.
+//! The `relay_server` command: its flags and its `main`. `examples/relay_server.rs` is the binary,
+//! and its documentation says what the command does and how to run it.
 
 use std::path::PathBuf;
 use std::time::Duration;
