@@ -20,7 +20,9 @@
 //!
 //! Wire types: [`AgentMessage`] (agent → controller: [`Hello`], [`Guilds`], [`Event`],
 //! [`Resp`]) and [`ControllerMessage`] (controller → agent: [`Req`], [`ErrorMessage`]), each
-//! with `decode` and `encode`.
+//! with `decode` and `encode`. They keep the wire's strings; the ids the controller reports
+//! in events and keys its state by are newtypes: [`AgentId`], [`GuildId`], [`ChannelId`],
+//! [`UserId`]. Every string the controller writes on the wire is in [`texts`].
 //!
 //! # A run loop
 //!
