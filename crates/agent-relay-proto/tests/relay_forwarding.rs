@@ -6,13 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use agent_relay_proto::{
-    texts, Direction, Limits, RateLimit, Refusal, Relay, RelayConfig, RelayEvent, Role, Undelivered,
-};
-use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
-use common::{error_of, t0, Harness, Out, UNIX_MS};
+use agent_relay_proto::{texts, Direction, Relay, RelayConfig, RelayEvent, Role, Undelivered};
+use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
+use common::{error_of, t0, Harness, UNIX_MS};
 use serde_json::{json, Value};
-
 
 // ---- forwarding ---------------------------------------------------------------------------
 

@@ -5,24 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use agent_relay_proto::{
-    texts, Direction, Limits, RateLimit, Refusal, Relay, RelayConfig, RelayEvent, Role, Undelivered,
-};
-use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
-use common::{error_of, t0, Harness, Out, UNIX_MS};
-use serde_json::{json, Value};
-
+use agent_relay_proto::{texts, RateLimit, RelayConfig};
+use agentwire_core::CloseCode;
+use common::{error_of, limits, Harness};
+use serde_json::json;
 
 // ---- limits -------------------------------------------------------------------------------
-
-fn limits(f: impl FnOnce(&mut Limits)) -> RelayConfig {
-    let mut l = Limits::default();
-    f(&mut l);
-    RelayConfig::default()
-        .with_hello(false)
-        .with_presence(false)
-        .with_limits(l)
-}
 
 #[test]
 fn the_rate_limit_answers_limit_exceeded_and_refills() {

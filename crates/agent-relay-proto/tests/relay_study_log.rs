@@ -5,13 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use agent_relay_proto::{
-    texts, Direction, Limits, RateLimit, Refusal, Relay, RelayConfig, RelayEvent, Role, Undelivered,
-};
-use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
-use common::{error_of, t0, Harness, Out, UNIX_MS};
+use agent_relay_proto::{texts, Direction, Limits, RelayConfig, RelayEvent};
+use common::{error_of, Harness, Out, UNIX_MS};
 use serde_json::{json, Value};
-
 
 // ---- study log ----------------------------------------------------------------------------
 
@@ -182,6 +178,7 @@ fn log_records_can_be_turned_off() {
     assert_eq!(h.one(a)["replyTo"], "r");
 }
 
+#[test]
 fn refused_messages_are_recorded_as_one_internal_error_with_type_and_size_never_payload() {
     // An agent without a host (no authentication needed to join) sends 150 messages of
     // 512 KiB: each is refused, none is an `in` record, and the log grows by one small

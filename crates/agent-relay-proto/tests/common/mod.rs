@@ -7,7 +7,9 @@ pub mod host;
 
 use std::time::{Duration, Instant};
 
-use agent_relay_proto::{Direction, LogRecord, Relay, RelayConfig, RelayEvent, ENDPOINT_PATH};
+use agent_relay_proto::{
+    Direction, Limits, LogRecord, Relay, RelayConfig, RelayEvent, ENDPOINT_PATH,
+};
 use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
 use serde_json::{json, Value};
 
@@ -212,6 +214,16 @@ impl Harness {
             })
             .collect()
     }
+}
+
+/// A quiet relay config (no hello, no presence) with the default limits changed by `f`.
+pub fn limits(f: impl FnOnce(&mut Limits)) -> RelayConfig {
+    let mut l = Limits::default();
+    f(&mut l);
+    RelayConfig::default()
+        .with_hello(false)
+        .with_presence(false)
+        .with_limits(l)
 }
 
 /// `(code, message, replyTo)` of an `error` frame.
