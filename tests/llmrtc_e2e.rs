@@ -266,7 +266,7 @@ async fn a_turn_a_barge_in_a_tool_call_and_a_reconnect_with_the_examples_code() 
         ack,
         ClientEvent::Resumed {
             success: true,
-            session_id: session.clone(),
+            session_id: session.clone().into(),
             history_recovered: true
         }
     );
