@@ -232,7 +232,7 @@ pub struct OrchestratorConfig {
     /// See [`default_collaboration_timeout`](Self::default_collaboration_timeout).
     pub max_collaboration_timeout: std::time::Duration,
     /// How the routing score is weighed.
-    pub routing: crate::orchestrator::routing::RoutingWeights,
+    pub routing: RoutingWeights,
     /// Bounds of the replicated state `state.sync` merges into.
     pub crdt: crate::crdt::CrdtLimits,
     /// What peers can make the orchestrator hold.
@@ -252,7 +252,7 @@ impl Default for OrchestratorConfig {
             max_shutdown_grace: std::time::Duration::from_secs(300),
             default_collaboration_timeout: std::time::Duration::from_secs(30),
             max_collaboration_timeout: std::time::Duration::from_secs(300),
-            routing: crate::orchestrator::routing::RoutingWeights::default(),
+            routing: RoutingWeights::default(),
             crdt: crate::crdt::CrdtLimits::default(),
             limits: OrchestratorLimits::default(),
         }
@@ -308,6 +308,32 @@ impl OrchestratorConfig {
     pub fn with_crdt_limits(mut self, crdt: crate::crdt::CrdtLimits) -> Self {
         self.crdt = crdt;
         self
+    }
+}
+
+/// Weights of the routing score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RoutingWeights {
+    /// Weight of the capability's confidence. Default 0.5.
+    pub confidence: f64,
+    /// Weight of the share of the task's focus areas among the capability's specialties.
+    /// Default 0.2.
+    pub specialty: f64,
+    /// Weight of spare capacity (1 - load). Default 0.3.
+    pub capacity: f64,
+    /// Alternatives recorded in `routing_metadata.alternative_agents`. Default 3.
+    pub max_alternatives: usize,
+}
+
+impl Default for RoutingWeights {
+    fn default() -> Self {
+        Self {
+            confidence: 0.5,
+            specialty: 0.2,
+            capacity: 0.3,
+            max_alternatives: 3,
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use super::agents::Overdue;
 use super::event::{OrchestratorEvent, RemovalReason, TaskFailure};
 use super::routing;
 use super::tasks::TaskState;
+use super::texts;
 use super::wire::Inbound;
 use super::{error_answer, method_label, metrics, Orchestrator};
 use crate::error::{ErrorBody, ErrorCode, ProtocolError};
@@ -41,7 +42,7 @@ impl Orchestrator {
             context: Some(task.spec.context.clone()),
             requirements: Some(task.spec.requirements.clone()),
             routing_metadata: Some(RoutingMetadata {
-                assigned_by: Some("capability-router".to_owned()),
+                assigned_by: Some(texts::ASSIGNED_BY.to_owned()),
                 score: Some(route.score),
                 alternative_agents: Some(route.alternatives.clone()),
             }),
@@ -110,11 +111,8 @@ impl Orchestrator {
                 let conn = agent.conn;
                 let form = self.form_of(conn);
                 let key = self.new_key(form);
-                let error = ErrorBody::new(
-                    ErrorCode::OPERATION_CANCELLED,
-                    "task cancelled: deadline exceeded",
-                )
-                .with_data(json!({ "task_id": task_id }));
+                let error = ErrorBody::new(ErrorCode::OPERATION_CANCELLED, texts::TASK_CANCELLED)
+                    .with_data(json!({ "task_id": task_id }));
                 self.send(conn, form, MessageType::ERROR, &key, Body::Error(error));
             }
         }
@@ -150,7 +148,8 @@ impl Orchestrator {
         match self.agents.check(&agent_id, now, rule) {
             Overdue::Remove(conn) => {
                 self.remove_agent(&agent_id, RemovalReason::HeartbeatTimeout);
-                self.out.close(conn, CloseCode::POLICY, "heartbeat-timeout");
+                self.out
+                    .close(conn, CloseCode::POLICY, texts::CLOSE_HEARTBEAT_TIMEOUT);
             }
             Overdue::Unhealthy => self.out.event(OrchestratorEvent::Unhealthy { agent_id }),
             Overdue::No => {}

@@ -7,6 +7,7 @@ use std::time::Instant;
 use agentwire_core::{ConnId, Frame};
 
 use super::checks;
+use super::texts;
 use super::wire::{self, BadFrame, Decoded, Inbound, InboundBatch};
 use super::Orchestrator;
 use crate::error::ProtocolError;
@@ -141,7 +142,7 @@ impl Orchestrator {
             let result = SetBinaryResult {
                 binary_enabled: enabled,
                 compression_enabled: compression.is_some(),
-                status: "protocol_updated".to_owned(),
+                status: texts::STATUS_PROTOCOL_UPDATED.to_owned(),
             };
             self.respond(conn, msg.form, &msg.reply, &result);
         }

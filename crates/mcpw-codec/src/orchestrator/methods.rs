@@ -11,6 +11,7 @@ use super::checks;
 use super::collabs::Collab;
 use super::event::{OrchestratorEvent, RemovalReason};
 use super::tasks::TaskState;
+use super::texts;
 use super::wire::{self, ReplyKey};
 use super::Orchestrator;
 use crate::crdt::SyncOutcome;
@@ -64,7 +65,7 @@ impl Orchestrator {
         if let Some(old) = self.agents.conn_of(&p.agent_id).filter(|old| *old != conn) {
             self.remove_agent(&p.agent_id, RemovalReason::Replaced);
             self.out
-                .close(old, CloseCode::POLICY, "replaced by a newer registration");
+                .close(old, CloseCode::POLICY, texts::CLOSE_REPLACED);
         }
         let agent_type = p.agent_type.clone().or_else(|| {
             self.conns
@@ -96,7 +97,7 @@ impl Orchestrator {
                 u64::try_from(self.config.heartbeat_interval.as_millis()).unwrap_or(u64::MAX),
             ),
             accepted_capabilities: Some(names.clone()),
-            status: Some("registered".to_owned()),
+            status: Some(texts::STATUS_REGISTERED.to_owned()),
             server_time: Some(self.wall.rfc3339(now)),
         };
         // Replied as `registration.confirmed` whatever the request's type.
@@ -134,7 +135,7 @@ impl Orchestrator {
         }
         let ack = HeartbeatAck {
             agent_id: agent_id.into_string(),
-            status: "ok".to_owned(),
+            status: texts::STATUS_OK.to_owned(),
         };
         Ok(Some(wire::result_body(None, &ack)))
     }
@@ -212,7 +213,7 @@ impl Orchestrator {
         });
         let ack = ShutdownAck {
             agent_id: agent_id.into_string(),
-            status: "shutting_down".to_owned(),
+            status: texts::STATUS_SHUTTING_DOWN.to_owned(),
             graceful_timeout_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
             transferred_tasks: moved,
             reason: p.reason.clone(),
@@ -236,7 +237,7 @@ impl Orchestrator {
         });
         let ack = TaskAck {
             task_id: p.task_id.clone(),
-            status: "ok".to_owned(),
+            status: texts::STATUS_OK.to_owned(),
         };
         Ok(Some(wire::result_body(None, &ack)))
     }
@@ -260,7 +261,7 @@ impl Orchestrator {
         self.queue_dirty = true;
         let ack = TaskAck {
             task_id: p.task_id.clone(),
-            status: "accepted".to_owned(),
+            status: texts::STATUS_ACCEPTED.to_owned(),
         };
         Ok(Some(wire::result_body(None, &ack)))
     }

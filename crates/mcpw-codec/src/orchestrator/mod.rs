@@ -23,6 +23,7 @@ mod methods;
 pub mod metrics;
 pub mod routing;
 mod tasks;
+mod texts;
 pub mod upgrade;
 mod wire;
 
@@ -474,7 +475,8 @@ impl Orchestrator {
             TimerKind::Register => {
                 if let Some(conn) = self.conns.pop_expired(now) {
                     if self.conns.get(conn).is_some_and(|c| c.agent.is_none()) {
-                        self.out.close(conn, CloseCode::POLICY, "register-required");
+                        self.out
+                            .close(conn, CloseCode::POLICY, texts::CLOSE_REGISTER_REQUIRED);
                     }
                 }
             }
@@ -499,7 +501,8 @@ impl Orchestrator {
                 if let Some(agent_id) = self.agents.pop_shutdown(now) {
                     if let Some(conn) = self.agents.conn_of(&agent_id) {
                         self.remove_agent(&agent_id, RemovalReason::Shutdown);
-                        self.out.close(conn, CloseCode::NORMAL, "shutdown");
+                        self.out
+                            .close(conn, CloseCode::NORMAL, texts::CLOSE_SHUTDOWN);
                     }
                 }
             }
@@ -517,7 +520,7 @@ impl Machine for Orchestrator {
         }
         if self.conns.len() >= self.config.limits.max_connections {
             self.out
-                .close(conn, CloseCode::TRY_AGAIN_LATER, "server-full");
+                .close(conn, CloseCode::TRY_AGAIN_LATER, texts::CLOSE_SERVER_FULL);
             return;
         }
         let agent_type = peer.header("x-agent-type").map(str::to_owned);

@@ -1,5 +1,7 @@
 //! Capability-based task routing: which agent gets a task, and who else could have.
 
+pub use crate::config::RoutingWeights;
+
 /// One capability of an agent, as routing sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapabilityProfile {
@@ -24,32 +26,6 @@ pub struct Candidate<'a> {
     pub max_concurrent: usize,
     /// Its last reported `workload.current_load`, 0..=1 (clamped).
     pub reported_load: f64,
-}
-
-/// Weights of the routing score.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub struct RoutingWeights {
-    /// Weight of the capability's confidence. Default 0.5.
-    pub confidence: f64,
-    /// Weight of the share of the task's focus areas among the capability's specialties.
-    /// Default 0.2.
-    pub specialty: f64,
-    /// Weight of spare capacity (1 - load). Default 0.3.
-    pub capacity: f64,
-    /// Alternatives recorded in `routing_metadata.alternative_agents`. Default 3.
-    pub max_alternatives: usize,
-}
-
-impl Default for RoutingWeights {
-    fn default() -> Self {
-        Self {
-            confidence: 0.5,
-            specialty: 0.2,
-            capacity: 0.3,
-            max_alternatives: 3,
-        }
-    }
 }
 
 /// The routing decision for one task.
