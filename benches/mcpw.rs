@@ -26,10 +26,10 @@
 //! end and recorded in `crates/mcpw-codec/README.md`.
 #![allow(missing_docs)]
 
-mod common;
+use agentwire_testkit::bench::{family_filter, paired, Paired};
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::Criterion;
@@ -49,60 +49,6 @@ fn criterion() -> Criterion {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_millis(1000))
         .configure_from_args()
-}
-
-// ---------------------------------------------------------------------------------------
-// Paired measurement (as in benches/bus.rs)
-// ---------------------------------------------------------------------------------------
-
-struct Paired {
-    group: String,
-    ours_ns: f64,
-    base_ns: f64,
-    /// Median over rounds of (our time / baseline time) within the round.
-    ratio: f64,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Times `ours` and `base` alternately, 41 rounds of about 2 ms each; returns the median
-/// per-iteration times and the median of the per-round ratios ours / baseline.
-#[allow(clippy::disallowed_methods)] // a bench reads the clock
-fn paired(group: String, mut ours: impl FnMut(), mut base: impl FnMut()) -> Paired {
-    const ROUNDS: usize = 41;
-    let time = |n: u64, f: &mut dyn FnMut()| {
-        let start = Instant::now();
-        for _ in 0..n {
-            f();
-        }
-        start.elapsed().as_nanos() as f64
-    };
-    let mut n = 1u64;
-    while time(n, &mut ours) < 2e6 && n < 1 << 30 {
-        n *= 2;
-    }
-    let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        let (x, y) = if round % 2 == 0 {
-            let x = time(n, &mut ours);
-            (x, time(n, &mut base))
-        } else {
-            let y = time(n, &mut base);
-            (time(n, &mut ours), y)
-        };
-        a.push(x / n as f64);
-        b.push(y / n as f64);
-        r.push(x / y);
-    }
-    Paired {
-        group,
-        ours_ns: median(&mut a),
-        base_ns: median(&mut b),
-        ratio: median(&mut r),
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -204,7 +150,7 @@ fn header(c: &mut Criterion, out: &mut Vec<Paired>) {
     g.bench_function("baseline_3x_u64_to_be_bytes", |b| b.iter(base_write));
     g.finish();
     out.push(paired(
-        "mcpw/header/parse".into(),
+        "mcpw/header/parse",
         || {
             black_box(parse());
         },
@@ -213,7 +159,7 @@ fn header(c: &mut Criterion, out: &mut Vec<Paired>) {
         },
     ));
     out.push(paired(
-        "mcpw/header/write".into(),
+        "mcpw/header/write",
         || {
             black_box(write());
         },
@@ -544,7 +490,7 @@ fn print_ratios(paired: &[Paired]) {
 fn main() {
     let mut c = criterion();
     let mut paired = Vec::new();
-    let wants = common::family_filter();
+    let wants = family_filter();
     if wants("mcpw/header") {
         header(&mut c, &mut paired);
     }
