@@ -22,7 +22,7 @@ fn stream_seeds() {
 
 #[test]
 fn orchestrator_seeds() {
-    assert!(replay("mcpw_orchestrator", fuzzing::orchestrator) >= 16);
+    assert!(replay("mcpw_orchestrator", fuzzing::orchestrator) >= 26);
 }
 
 #[test]
