@@ -21,6 +21,7 @@ use crate::message::{
     method, write_json_str, ErrorCode, ErrorObject, Id, InitializeParams, InitializeResult,
     PingResult, SendMessageParams, SendMessageResult, SubscribeResult, SubscriptionId,
 };
+use crate::texts;
 
 #[derive(Debug)]
 struct Pending {
@@ -286,7 +287,7 @@ impl BusClient {
 
     fn check_room(&self) -> Result<(), CommandError> {
         if self.pending.len() + self.queue.len() >= self.config.max_pending_requests {
-            return Err(CommandError::Limit("max_pending_requests"));
+            return Err(CommandError::Limit(texts::MAX_PENDING_REQUESTS));
         }
         Ok(())
     }
@@ -304,7 +305,7 @@ impl BusClient {
             return Ok(());
         }
         if self.queue.len() >= self.config.max_queued {
-            return Err(CommandError::Limit("max_queued"));
+            return Err(CommandError::Limit(texts::MAX_QUEUED));
         }
         self.queue.push_back(Queued {
             id,
@@ -447,7 +448,10 @@ impl BusClient {
                 write_error(
                     &mut out,
                     &id,
-                    &ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "expected {topic, payload}"),
+                    &ErrorObject::with_data(
+                        ErrorCode::INVALID_PARAMS,
+                        texts::EXPECTED_TOPIC_PAYLOAD,
+                    ),
                 );
                 self.out.send(conn, FrameBuf::json_from_vec(out));
             }
@@ -458,7 +462,8 @@ impl BusClient {
             // Never surfaced: the application's parser must not be the first to meet it.
             if let Some(id) = id {
                 let mut out = Vec::with_capacity(128);
-                let error = ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, "max_payload_depth");
+                let error =
+                    ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, texts::MAX_PAYLOAD_DEPTH);
                 write_error(&mut out, &id, &error);
                 self.out.send(conn, FrameBuf::json_from_vec(out));
             }
@@ -482,7 +487,7 @@ impl BusClient {
                 write_error(
                     &mut out,
                     &id,
-                    &ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, "max_unanswered"),
+                    &ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, texts::MAX_UNANSWERED),
                 );
                 self.out.send(conn, FrameBuf::json_from_vec(out));
                 return;
@@ -520,7 +525,7 @@ impl BusClient {
                     RequestKind::Initialize => {
                         self.fail(id, RequestKind::Initialize, RequestError::Rejected(error));
                         self.out
-                            .close(conn, CloseCode::NORMAL, "initialize-rejected");
+                            .close(conn, CloseCode::NORMAL, texts::CLOSE_INITIALIZE_REJECTED);
                     }
                     RequestKind::Subscribe(topic)
                         if error.code == ErrorCode::ALREADY_SUBSCRIBED =>
@@ -702,7 +707,7 @@ impl Machine for BusClient {
                 if p.kind == RequestKind::Initialize {
                     if let Some(conn) = self.conn {
                         self.out
-                            .close(conn, CloseCode::NORMAL, "initialize-timeout");
+                            .close(conn, CloseCode::NORMAL, texts::CLOSE_INITIALIZE_TIMEOUT);
                     }
                 }
                 self.out.event(ClientEvent::RequestFailed {

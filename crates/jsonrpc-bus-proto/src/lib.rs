@@ -266,6 +266,7 @@ mod error;
 mod event;
 mod fast;
 pub mod message;
+mod texts;
 pub mod topic;
 
 #[cfg(feature = "fuzzing")]

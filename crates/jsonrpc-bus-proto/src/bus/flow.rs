@@ -9,6 +9,7 @@ use super::stats::BusStats;
 use crate::config::Limits;
 use crate::event::{BusEvent, DropReason};
 use crate::message::{ErrorCode, ErrorObject};
+use crate::texts;
 
 /// One connection's publishes in their chains, and whether its reading is paused.
 #[derive(Debug, Default)]
@@ -92,7 +93,7 @@ impl Flow {
         if b.publishing >= self.max_pending {
             return Err(ErrorObject::with_data(
                 ErrorCode::LIMIT_EXCEEDED,
-                "max_pending_per_publisher",
+                texts::MAX_PENDING_PER_PUBLISHER,
             ));
         }
         Ok(())

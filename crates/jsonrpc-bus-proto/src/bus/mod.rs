@@ -22,6 +22,7 @@ use crate::message::{
     method, Ack, Capabilities, ClientId, ErrorCode, ErrorObject, Id, InitializeResult, ServerInfo,
     SubscribeResult, SubscriptionId, UnsubscribeResult,
 };
+use crate::texts;
 
 mod batch;
 mod deliveries;
@@ -198,7 +199,7 @@ impl Bus {
             return Err(CommandError::Payload(e.to_string()));
         }
         if !self.flow.app_may_publish() {
-            return Err(CommandError::Limit("max_pending_per_publisher"));
+            return Err(CommandError::Limit(texts::MAX_PENDING_PER_PUBLISHER));
         }
         Ok(self.start_delivery(None, Origin::Silent, topic, Some(payload), now))
     }
@@ -336,7 +337,7 @@ impl Bus {
             if known {
                 Err(ErrorObject::with_data(
                     ErrorCode::NOT_INITIALIZED,
-                    "initialize must be the first request",
+                    texts::INITIALIZE_FIRST,
                 ))
             } else {
                 Err(method_not_found(&method))
@@ -475,7 +476,7 @@ impl Bus {
         }
     }
 
-    /// The payload rules: an object unless [`PayloadRule::Any`] (-32602), nested at most
+    /// The payload rules: an object unless [`PayloadRule::Any`](crate::PayloadRule::Any) (-32602), nested at most
     /// `max_payload_depth` levels (-32005). One check for both read paths.
     fn check_payload(&self, payload: Option<&RawValue>) -> Result<(), ErrorObject> {
         check_payload(
@@ -631,11 +632,9 @@ impl Bus {
             Ok(result) => match serde_json::from_str::<Ack>(result.get()) {
                 Ok(ack) => hop_outcome(&ack),
                 Err(_) => {
-                    const REASON: &str =
-                        "sendMessage result must be an object with a boolean stopPropagation";
                     let error = DecodeError::InvalidRequest {
                         id: reply.id(),
-                        reason: REASON,
+                        reason: texts::MALFORMED_HOP_RESULT,
                     };
                     self.violation(conn, ProtocolError::Decode(error));
                     HopOutcome::Continued
@@ -671,11 +670,11 @@ impl Machine for Bus {
             write_error(
                 &mut out,
                 &Id::Null,
-                &ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, "max_connections"),
+                &ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, texts::MAX_CONNECTIONS),
             );
             self.send_bytes(conn, out);
             self.out
-                .close(conn, CloseCode::TRY_AGAIN_LATER, "server-full");
+                .close(conn, CloseCode::TRY_AGAIN_LATER, texts::CLOSE_SERVER_FULL);
             return;
         }
         self.conns.insert(conn, Conn::default());
@@ -736,7 +735,7 @@ impl Machine for Bus {
         while let Some(conn) = self.init_timers.pop_expired(now) {
             if self.conns.get(&conn).is_some_and(|c| !c.initialized) {
                 self.out
-                    .close(conn, CloseCode::POLICY, "initialize-required");
+                    .close(conn, CloseCode::POLICY, texts::CLOSE_INITIALIZE_REQUIRED);
                 self.violation(conn, ProtocolError::InitializeTimeout);
             }
         }

@@ -10,6 +10,7 @@ use super::batch::Handled;
 use crate::codec::{self, write_error};
 use crate::config::PayloadRule;
 use crate::message::{raw_str, write_json_str, ClientInfo, ErrorCode, ErrorObject, Id};
+use crate::texts;
 
 /// Reads `initialize`'s `{clientId?, clientInfo?}`: a `clientId` that is not a string is
 /// -32602, a `clientInfo` that is neither `null` nor an object with string `name` and
@@ -31,7 +32,7 @@ pub(super) fn initialize_params(
             client_info: None,
         },
         Some(p) => serde_json::from_str(p.get()).map_err(|_| {
-            ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "params must be an object")
+            ErrorObject::with_data(ErrorCode::INVALID_PARAMS, texts::PARAMS_NOT_AN_OBJECT)
         })?,
     };
     let client_id = match raw.client_id.filter(|v| v.get() != "null") {
@@ -39,7 +40,7 @@ pub(super) fn initialize_params(
         Some(v) => Some(
             raw_str(v)
                 .ok_or_else(|| {
-                    ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "clientId must be a string")
+                    ErrorObject::with_data(ErrorCode::INVALID_PARAMS, texts::CLIENT_ID_NOT_A_STRING)
                 })?
                 .into_owned(),
         ),
@@ -47,10 +48,7 @@ pub(super) fn initialize_params(
     let client_info = match raw.client_info.filter(|v| v.get() != "null") {
         None => None,
         Some(v) => Some(serde_json::from_str::<ClientInfo>(v.get()).map_err(|_| {
-            ErrorObject::with_data(
-                ErrorCode::INVALID_CLIENT_INFO,
-                "clientInfo must be null or an object with string name and version",
-            )
+            ErrorObject::with_data(ErrorCode::INVALID_CLIENT_INFO, texts::INVALID_CLIENT_INFO)
         })?),
     };
     Ok((client_id, client_info))
@@ -64,7 +62,7 @@ pub(super) fn check_topic(topic: &str, max: usize) -> Result<(), ErrorObject> {
     if topic.len() > max {
         return Err(ErrorObject::with_data(
             ErrorCode::LIMIT_EXCEEDED,
-            "max_topic_bytes",
+            texts::MAX_TOPIC_BYTES,
         ));
     }
     Ok(())
@@ -101,7 +99,7 @@ pub(super) fn check_payload(
         if bytes.len() / 2 > max_depth && check_json_depth(bytes, max_depth).is_err() {
             return Err(ErrorObject::with_data(
                 ErrorCode::LIMIT_EXCEEDED,
-                "max_payload_depth",
+                texts::MAX_PAYLOAD_DEPTH,
             ));
         }
     }
@@ -124,7 +122,7 @@ pub(super) fn topic_params(
         return Err(missing_topic());
     };
     let raw: Raw<'_> = serde_json::from_str(params.get()).map_err(|_| {
-        ErrorObject::with_data(ErrorCode::INVALID_PARAMS, "params must be an object")
+        ErrorObject::with_data(ErrorCode::INVALID_PARAMS, texts::PARAMS_NOT_AN_OBJECT)
     })?;
     let Some(topic) = raw.topic.filter(|t| t.get() != "null") else {
         return Err(missing_topic());
@@ -132,7 +130,7 @@ pub(super) fn topic_params(
     let Some(topic) = raw_str(topic) else {
         return Err(ErrorObject::with_data(
             ErrorCode::INVALID_PARAMS,
-            "topic must be a string",
+            texts::TOPIC_NOT_A_STRING,
         ));
     };
     if topic.is_empty() {
@@ -181,11 +179,11 @@ fn not_an_object(first: Option<u8>) -> ErrorObject {
         Some(_) => "got a number",
     };
     ErrorObject {
-        message: "Invalid params: payload must be a JSON object".to_owned(),
+        message: texts::PAYLOAD_NOT_AN_OBJECT.to_owned(),
         ..ErrorObject::with_data(ErrorCode::INVALID_PARAMS, got)
     }
 }
 
 pub(super) fn missing_topic() -> ErrorObject {
-    ErrorObject::with_data(ErrorCode::INVALID_REQUEST, "missing or empty topic")
+    ErrorObject::with_data(ErrorCode::INVALID_REQUEST, texts::MISSING_TOPIC)
 }

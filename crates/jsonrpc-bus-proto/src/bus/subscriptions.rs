@@ -6,6 +6,7 @@ use std::hash::BuildHasherDefault;
 use agentwire_core::{ConnId, ConnMap, Id128Hasher};
 
 use crate::message::{ErrorCode, ErrorObject};
+use crate::texts;
 use crate::topic::{MatchMode, TopicIndex};
 
 #[derive(Debug)]
@@ -69,7 +70,7 @@ impl Subscriptions {
         if subs.len() >= max {
             return Err(ErrorObject::with_data(
                 ErrorCode::LIMIT_EXCEEDED,
-                "max_subscriptions_per_conn",
+                texts::MAX_SUBSCRIPTIONS_PER_CONN,
             ));
         }
         let seq = self.next_seq;
