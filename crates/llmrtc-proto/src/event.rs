@@ -115,6 +115,7 @@ pub enum ServerEvent {
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TurnOutcome {
     /// `tts-complete` was sent (or the reply was empty, so there was nothing to speak).
     Completed,

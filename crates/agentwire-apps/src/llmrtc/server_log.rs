@@ -91,6 +91,7 @@ pub fn describe(ev: &ServerEvent) -> Option<String> {
                 TurnOutcome::Interrupted => "interrupted by the user (barge-in)".to_owned(),
                 TurnOutcome::Failed(code) => format!("failed with {code}"),
                 TurnOutcome::Abandoned => "abandoned: the connection ended".to_owned(),
+                _ => "ended".to_owned(),
             }
         ),
         _ => "an event this program does not describe".to_owned(),
