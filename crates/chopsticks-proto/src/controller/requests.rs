@@ -156,6 +156,9 @@ impl Requests {
             self.pending.insert(id, p);
             return Answer::WrongConn;
         }
+        // Answers usually come in issue order: the front deadline is this request's, and
+        // is dropped without a map lookup.
+        self.deadlines.drop_stale_front(|front| *front == id);
         self.trim();
         Answer::Answered(id, p)
     }
