@@ -6,6 +6,7 @@
 //! | [`XorShift64`] | the deterministic generator behind those inputs (and seed generators) |
 //! | [`bench::paired`], [`bench::median`], [`bench::median_ns`], [`bench::family_filter`] | interleaved paired timing and criterion helpers for `benches/*.rs` |
 //! | [`timer::timer_inputs`], [`timer::TimerMix`], [`timer::t0`] | inputs and the base time of the timer-contract property tests |
+//! | [`props::json_tree`], [`props::json_leaf`] | proptest generators of JSON values for the property tests |
 //! | [`FuzzClock`] | the fuzz driver clock, re-exported from `agentwire-core` |
 //!
 //! The crate is not published: it exists for the workspace's own tests and benches, which
@@ -26,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod props;
 mod rng;
 pub mod seeds;
 pub mod timer;
