@@ -16,6 +16,7 @@
 //! two forms apart ([`is_compact`]).
 
 use crate::config::{Limits, ReservedPolicy};
+pub use crate::error::CompactHeaderError;
 use crate::header::MessageType;
 
 /// Length of the 12-byte header.
@@ -44,35 +45,6 @@ pub struct CompactHeader {
     pub size: u32,
     /// Reserved, written 0.
     pub reserved: u32,
-}
-
-/// Why a 12-byte header was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CompactHeaderError {
-    /// Fewer than 12 bytes.
-    #[error("12-byte header truncated: {0} bytes")]
-    Truncated(usize),
-    /// The version byte is not 1.
-    #[error("unsupported 12-byte form version {0}")]
-    UnsupportedVersion(u8),
-    /// Flag bits other than gzip and encrypted (the reference defines no others).
-    #[error("unknown flags {0:#04x} in a 12-byte header")]
-    UnknownFlags(u8),
-    /// The type does not fit a byte (the reference refuses it too).
-    #[error("message type {0} exceeds 255")]
-    TypeOutOfRange(u16),
-    /// The payload length is above [`Limits::max_payload`].
-    #[error("payload of {size} bytes exceeds {max}")]
-    PayloadTooLarge {
-        /// The header's payload length.
-        size: u32,
-        /// The limit.
-        max: u32,
-    },
-    /// A non-zero reserved field under [`ReservedPolicy::Reject`].
-    #[error("reserved field is {0:#010x}, not 0")]
-    ReservedNotZero(u32),
 }
 
 impl CompactHeader {

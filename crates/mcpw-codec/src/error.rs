@@ -4,9 +4,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::compact::CompactHeaderError;
-use crate::crdt::StoreError;
-use crate::gzip::GzipError;
 use crate::header::{HeaderError, MessageType};
 
 agentwire_core::open_codes! {
@@ -458,4 +455,111 @@ pub enum AgentCommandError {
     /// over the codec's limit).
     #[error("encode: {0}")]
     Encode(String),
+}
+
+/// A gzip member that could not be inflated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GzipError {
+    /// The input ends inside the member (header, deflate data or trailer).
+    #[error("gzip member truncated")]
+    Truncated,
+    /// Not a gzip header: wrong magic, a method other than deflate (8), or reserved flag bits.
+    #[error("bad gzip header: {0}")]
+    BadHeader(&'static str),
+    /// The header's own CRC-16 (flag FHCRC) does not match.
+    #[error("gzip header crc mismatch")]
+    HeaderCrc,
+    /// The deflate data is invalid.
+    #[error("corrupt deflate data")]
+    Corrupt,
+    /// Inflating went past the cap; stopped at `cap + 1` bytes.
+    #[error("decompressed payload exceeds {cap} bytes")]
+    TooLarge {
+        /// The cap in force.
+        cap: usize,
+    },
+    /// The trailer's CRC-32 does not match the inflated data.
+    #[error("gzip crc mismatch: trailer {expected:#010x}, data {actual:#010x}")]
+    Crc {
+        /// The trailer's value.
+        expected: u32,
+        /// The inflated data's CRC-32.
+        actual: u32,
+    },
+    /// The trailer's ISIZE does not match the inflated length (mod 2^32).
+    #[error("gzip size mismatch: trailer {expected}, data {actual}")]
+    Isize {
+        /// The trailer's value.
+        expected: u32,
+        /// The inflated length mod 2^32.
+        actual: u32,
+    },
+    /// A second gzip member follows the first (we accept exactly one per payload).
+    #[error("more than one gzip member")]
+    MultiMember,
+    /// Bytes that are not a gzip member follow the member.
+    #[error("{0} bytes of trailing garbage after the gzip member")]
+    TrailingGarbage(usize),
+}
+
+/// Why a 12-byte header was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactHeaderError {
+    /// Fewer than 12 bytes.
+    #[error("12-byte header truncated: {0} bytes")]
+    Truncated(usize),
+    /// The version byte is not 1.
+    #[error("unsupported 12-byte form version {0}")]
+    UnsupportedVersion(u8),
+    /// Flag bits other than gzip and encrypted (the reference defines no others).
+    #[error("unknown flags {0:#04x} in a 12-byte header")]
+    UnknownFlags(u8),
+    /// The type does not fit a byte (the reference refuses it too).
+    #[error("message type {0} exceeds 255")]
+    TypeOutOfRange(u16),
+    /// The payload length is above [`Limits::max_payload`](crate::Limits::max_payload).
+    #[error("payload of {size} bytes exceeds {max}")]
+    PayloadTooLarge {
+        /// The header's payload length.
+        size: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// A non-zero reserved field under [`ReservedPolicy::Reject`](crate::ReservedPolicy::Reject).
+    #[error("reserved field is {0:#010x}, not 0")]
+    ReservedNotZero(u32),
+}
+
+/// Why a sync was refused (nothing of it was applied).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The sync's vector clock has no (non-zero) entry for its sender, which identifies the
+    /// sync for deduplication.
+    #[error("vector_clock has no entry for the sender {0:?}")]
+    MissingOwnEntry(String),
+    /// The same key is a G-Counter in one place and an OR-Set in another.
+    #[error("key {0:?} is used as both a g-counter and an or-set")]
+    KindConflict(String),
+    /// A string is longer than [`CrdtLimits::max_string_bytes`](crate::crdt::CrdtLimits::max_string_bytes).
+    #[error("{0} is longer than the limit")]
+    TooLong(&'static str),
+    /// A limit of [`CrdtLimits`](crate::crdt::CrdtLimits) would be exceeded (the field is named).
+    #[error("limit {0} reached")]
+    Limit(&'static str),
+}
+
+impl StoreError {
+    /// The message field the error is about (for the 4005/4007/4008 error's `data.field`).
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::MissingOwnEntry(_) => "vector_clock",
+            Self::KindConflict(_) => "operations.type",
+            Self::TooLong(f) => f,
+            Self::Limit("max_clock_actors") => "vector_clock",
+            Self::Limit(_) => "operations",
+        }
+    }
 }

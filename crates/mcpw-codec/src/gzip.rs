@@ -7,55 +7,10 @@
 
 use crate::config::Backend;
 use crate::deflate::{Deflater, Inflater, Step};
+pub use crate::error::GzipError;
 
 /// Bytes of a gzip member around the deflate data: a 10-byte header and an 8-byte trailer.
 pub const GZIP_OVERHEAD: usize = 18;
-
-/// A gzip member that could not be inflated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum GzipError {
-    /// The input ends inside the member (header, deflate data or trailer).
-    #[error("gzip member truncated")]
-    Truncated,
-    /// Not a gzip header: wrong magic, a method other than deflate (8), or reserved flag bits.
-    #[error("bad gzip header: {0}")]
-    BadHeader(&'static str),
-    /// The header's own CRC-16 (flag FHCRC) does not match.
-    #[error("gzip header crc mismatch")]
-    HeaderCrc,
-    /// The deflate data is invalid.
-    #[error("corrupt deflate data")]
-    Corrupt,
-    /// Inflating went past the cap; stopped at `cap + 1` bytes.
-    #[error("decompressed payload exceeds {cap} bytes")]
-    TooLarge {
-        /// The cap in force.
-        cap: usize,
-    },
-    /// The trailer's CRC-32 does not match the inflated data.
-    #[error("gzip crc mismatch: trailer {expected:#010x}, data {actual:#010x}")]
-    Crc {
-        /// The trailer's value.
-        expected: u32,
-        /// The inflated data's CRC-32.
-        actual: u32,
-    },
-    /// The trailer's ISIZE does not match the inflated length (mod 2^32).
-    #[error("gzip size mismatch: trailer {expected}, data {actual}")]
-    Isize {
-        /// The trailer's value.
-        expected: u32,
-        /// The inflated length mod 2^32.
-        actual: u32,
-    },
-    /// A second gzip member follows the first (we accept exactly one per payload).
-    #[error("more than one gzip member")]
-    MultiMember,
-    /// Bytes that are not a gzip member follow the member.
-    #[error("{0} bytes of trailing garbage after the gzip member")]
-    TrailingGarbage(usize),
-}
 
 /// Compresses payloads into single gzip members, reusing one deflate state.
 pub struct GzipEncoder {

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{GCounter, OrSet, VectorClock};
+pub use crate::error::StoreError;
 
 /// One operation of a `state.sync`, in the store's terms.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -104,38 +105,6 @@ impl Default for CrdtLimits {
             max_string_bytes: 256,
             max_origins: 4096,
             sync_window: 4096,
-        }
-    }
-}
-
-/// Why a sync was refused (nothing of it was applied).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The sync's vector clock has no (non-zero) entry for its sender, which identifies the
-    /// sync for deduplication.
-    #[error("vector_clock has no entry for the sender {0:?}")]
-    MissingOwnEntry(String),
-    /// The same key is a G-Counter in one place and an OR-Set in another.
-    #[error("key {0:?} is used as both a g-counter and an or-set")]
-    KindConflict(String),
-    /// A string is longer than [`CrdtLimits::max_string_bytes`].
-    #[error("{0} is longer than the limit")]
-    TooLong(&'static str),
-    /// A limit of [`CrdtLimits`] would be exceeded (the field is named).
-    #[error("limit {0} reached")]
-    Limit(&'static str),
-}
-
-impl StoreError {
-    /// The message field the error is about (for the 4005/4007/4008 error's `data.field`).
-    pub fn field(&self) -> &'static str {
-        match self {
-            Self::MissingOwnEntry(_) => "vector_clock",
-            Self::KindConflict(_) => "operations.type",
-            Self::TooLong(f) => f,
-            Self::Limit("max_clock_actors") => "vector_clock",
-            Self::Limit(_) => "operations",
         }
     }
 }
