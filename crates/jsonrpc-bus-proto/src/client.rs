@@ -1,4 +1,8 @@
 //! The `BusClient`: the client role, one connection at a time, surviving reconnects.
+//!
+//! Over 700 lines because its state is one piece: the subscriptions to restore, the requests
+//! in flight and the commands queued until `initialize` succeeds are all ended or moved by
+//! the same reconnect, so they stay in one type.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;

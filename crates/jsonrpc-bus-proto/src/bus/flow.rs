@@ -25,13 +25,13 @@ impl Backlog {
     /// pause (a publisher at its backlog, no reply awaited from it), `Some(false)` to resume
     /// (half its backlog ended, or a request to it is in flight: its reply must be read).
     #[inline]
-    fn flow(&mut self, in_flight: usize, backlog: usize) -> Option<bool> {
+    fn flow(&mut self, in_flight: impl FnOnce() -> usize, backlog: usize) -> Option<bool> {
         if self.paused {
-            if in_flight > 0 || self.publishing <= backlog / 2 {
+            if self.publishing <= backlog / 2 || in_flight() > 0 {
                 self.paused = false;
                 return Some(false);
             }
-        } else if self.publishing >= backlog && in_flight == 0 {
+        } else if self.publishing >= backlog && in_flight() == 0 {
             self.paused = true;
             return Some(true);
         }
@@ -56,6 +56,8 @@ pub(super) struct Flow {
     backlogs: ConnMap<Backlog>,
     /// Publishes by the application itself awaiting their result.
     app_publishing: usize,
+    /// Connections paused now (most often none: then nothing needs resuming).
+    paused: usize,
     /// Publishes in their chains at which a connection is no longer read (at least 1).
     backlog: usize,
     /// Publishes awaiting their result per publisher.
@@ -70,6 +72,7 @@ impl Flow {
         Self {
             backlogs: ConnMap::default(),
             app_publishing: 0,
+            paused: 0,
             backlog: limits.max_backlog_per_publisher.max(1),
             max_pending: limits.max_pending_per_publisher,
             report_interval,
@@ -82,7 +85,9 @@ impl Flow {
     }
 
     pub(super) fn close(&mut self, conn: ConnId) {
-        self.backlogs.remove(&conn);
+        if self.backlogs.remove(&conn).is_some_and(|b| b.paused) {
+            self.paused -= 1;
+        }
     }
 
     /// Whether `conn` may start one more publish (`max_pending_per_publisher`).
@@ -112,11 +117,11 @@ impl Flow {
         }
     }
 
-    /// A publish of `publisher` ended; `in_flight` is the requests awaited from it.
+    /// A publish of `publisher` ended; `in_flight` gives the requests awaited from it.
     pub(super) fn ended(
         &mut self,
         publisher: Option<ConnId>,
-        in_flight: usize,
+        in_flight: impl FnOnce() -> usize,
         out: &mut Outbox<BusEvent>,
         stats: &mut BusStats,
     ) {
@@ -125,7 +130,7 @@ impl Flow {
                 if let Some(b) = self.backlogs.get_mut(&p) {
                     b.publishing = b.publishing.saturating_sub(1);
                     if let Some(pause) = b.flow(in_flight, self.backlog) {
-                        apply(p, pause, out, stats);
+                        self.paused = apply(p, pause, self.paused, out, stats);
                     }
                 }
             }
@@ -134,11 +139,11 @@ impl Flow {
     }
 
     /// Asks the driver to pause or resume reading `conn` if its state calls for it;
-    /// `in_flight` is the requests awaited from it.
+    /// `in_flight` gives the requests awaited from it (asked only when it matters).
     pub(super) fn update(
         &mut self,
         conn: ConnId,
-        in_flight: usize,
+        in_flight: impl FnOnce() -> usize,
         out: &mut Outbox<BusEvent>,
         stats: &mut BusStats,
     ) {
@@ -147,16 +152,20 @@ impl Flow {
             .get_mut(&conn)
             .and_then(|b| b.flow(in_flight, self.backlog))
         {
-            apply(conn, pause, out, stats);
+            self.paused = apply(conn, pause, self.paused, out, stats);
         }
     }
 
     /// A request was sent to `conn`: its reply must be read, so a chain never waits on a
     /// paused connection.
     pub(super) fn awaited(&mut self, conn: ConnId, out: &mut Outbox<BusEvent>) {
+        if self.paused == 0 {
+            return;
+        }
         if let Some(b) = self.backlogs.get_mut(&conn) {
             if b.paused {
                 b.paused = false;
+                self.paused -= 1;
                 out.resume_reading(conn);
             }
         }
@@ -217,11 +226,20 @@ impl Flow {
     }
 }
 
-fn apply(conn: ConnId, pause: bool, out: &mut Outbox<BusEvent>, stats: &mut BusStats) {
+/// Asks the driver to pause or resume reading `conn`; returns the connections paused now.
+fn apply(
+    conn: ConnId,
+    pause: bool,
+    paused: usize,
+    out: &mut Outbox<BusEvent>,
+    stats: &mut BusStats,
+) -> usize {
     if pause {
         stats.pauses += 1;
         out.pause_reading(conn);
+        paused + 1
     } else {
         out.resume_reading(conn);
+        paused - 1
     }
 }

@@ -1,4 +1,10 @@
 //! The `Bus`: the server role, owning every connection, subscription and delivery.
+//!
+//! This file is the `Machine` impl and the routing of each request to its handler; the state
+//! lives in sub-states that own their data and timers: [`Subscriptions`], [`Deliveries`]
+//! (chains, inboxes, hop requests and timers), [`Flow`] (backlogs, pause/resume, drop
+//! reports) and [`Batches`]. Over 700 lines because the type's documentation (the four kinds
+//! of method, as in quinn) and the five request handlers sit here with the routing.
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -488,9 +494,13 @@ impl Bus {
 
     /// Asks the driver to pause or resume reading `conn` if its state calls for it.
     fn update_flow(&mut self, conn: ConnId) {
-        let in_flight = self.deliveries.in_flight(conn);
-        self.flow
-            .update(conn, in_flight, &mut self.out, &mut self.stats);
+        let deliveries = &self.deliveries;
+        self.flow.update(
+            conn,
+            || deliveries.in_flight(conn),
+            &mut self.out,
+            &mut self.stats,
+        );
     }
 
     /// Counts one drop and reports it, rate-limited ([`BusConfig::drop_report_interval`]).
@@ -584,7 +594,8 @@ impl Bus {
         self.stats.queued_bytes = self.stats.queued_bytes.saturating_sub(d.params.len());
         // A stopped chain still holds reservations further on; release them.
         let unblocked = self.deliveries.release(id, &d);
-        let in_flight = d.publisher.map_or(0, |p| self.deliveries.in_flight(p));
+        let deliveries = &self.deliveries;
+        let in_flight = || d.publisher.map_or(0, |p| deliveries.in_flight(p));
         self.flow
             .ended(d.publisher, in_flight, &mut self.out, &mut self.stats);
         match (&d.origin, d.publisher) {
