@@ -152,19 +152,33 @@ impl Sessions {
             confirmed: false,
             starting,
         };
+        self.bind(key, session, BindSource::Selection, out);
+    }
+
+    /// Binds `session` to `key` and reports it, naming the agent it replaced, if another.
+    fn bind(
+        &mut self,
+        key: SessionKey,
+        session: Session,
+        source: BindSource,
+        out: &mut Outbox<ControllerEvent>,
+    ) {
+        let agent_id = session.agent_id.clone();
+        let text_channel_id = session.text_channel_id.clone();
+        let owner_user_id = session.owner_user_id.clone();
         let replaced = self
             .bound
             .insert(key.clone(), session)
             .map(|old| old.agent_id)
-            .filter(|old| old != agent_id);
+            .filter(|old| *old != agent_id);
         out.event(ControllerEvent::SessionBound {
-            agent_id: agent_id.clone(),
+            agent_id,
             kind: key.kind,
             guild_id: key.guild_id,
             voice_channel_id: key.voice_channel_id,
-            text_channel_id: None,
-            owner_user_id: None,
-            source: BindSource::Selection,
+            text_channel_id,
+            owner_user_id,
+            source,
             replaced,
         });
     }
@@ -261,30 +275,14 @@ impl Sessions {
         if !self.bound.contains_key(&key) && self.bound.len() >= self.max {
             return Err(ProtocolError::Limit("sessions"));
         }
-        let text_channel_id = add.text_channel_id.map(ChannelId::from);
-        let owner_user_id = add.owner_user_id.map(UserId::from);
         let session = Session {
-            agent_id: sender.clone(),
-            text_channel_id: text_channel_id.clone(),
-            owner_user_id: owner_user_id.clone(),
+            agent_id: sender,
+            text_channel_id: add.text_channel_id.map(ChannelId::from),
+            owner_user_id: add.owner_user_id.map(UserId::from),
             confirmed: true,
             starting: None,
         };
-        let replaced = self
-            .bound
-            .insert(key.clone(), session)
-            .map(|old| old.agent_id)
-            .filter(|old| *old != sender);
-        out.event(ControllerEvent::SessionBound {
-            agent_id: sender,
-            kind: key.kind,
-            guild_id: key.guild_id,
-            voice_channel_id: key.voice_channel_id,
-            text_channel_id,
-            owner_user_id,
-            source: BindSource::Add,
-            replaced,
-        });
+        self.bind(key, session, BindSource::Add, out);
         Ok(())
     }
 
