@@ -2,11 +2,12 @@
 //! machine is anchored to, and the per-address connection limits every reference server
 //! takes as flags, shared by every protocol module of this crate.
 
-use std::io::IsTerminal;
+use std::io::{BufRead, IsTerminal};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use agentwire::tokio::{Limits, Refusal, ServerConfig};
+use tokio::sync::mpsc;
 
 /// Logs to stderr, filtered by `RUST_LOG` (else `default`), so stdout stays free for output.
 /// Colours only when stderr is a terminal (and `NO_COLOR` is unset): a log file or a pipe
@@ -94,6 +95,25 @@ impl AddressLimits {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .unwrap_or_default()
     }
+}
+
+/// Reads lines from `reader` on a plain thread and hands them over one by one.
+///
+/// Unlike `tokio::io::stdin` (a blocking read on the runtime's blocking pool, which the
+/// runtime waits for when it shuts down), the thread is never waited for: a program can
+/// return from `main` (on Ctrl-C) while the read is still blocked. The thread ends at end of
+/// input, on a read error, or once the receiver is gone and another line arrives.
+pub fn spawn_line_reader<R: BufRead + Send + 'static>(reader: R) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 /// Transport headroom above a protocol machine's own message limit: a body a little over the

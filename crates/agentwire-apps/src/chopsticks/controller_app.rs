@@ -6,7 +6,6 @@
 //! per op is listed in `agentwire::chopsticks::ops`.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +17,7 @@ use agentwire::chopsticks::{
 use agentwire::core::{Id128, UuidV4Ids};
 use agentwire::tokio::{Handle, Limits, Server, ServerConfig};
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// The acting user sent when none is configured: a placeholder that real agents answer with
 /// `not-in-guild` (a user they cannot find) instead of `missing-actor`. Pass a Discord user
@@ -61,25 +60,6 @@ impl Actor {
         }
         data
     }
-}
-
-/// Reads lines from `reader` on a plain thread and hands them over one by one.
-///
-/// Unlike `tokio::io::stdin` (a blocking read on the runtime's blocking pool, which the
-/// runtime waits for when it shuts down), the thread is never waited for: a program can
-/// return from `main` (on Ctrl-C) while the read is still blocked. The thread ends at end of
-/// input, on a read error, or once the receiver is gone and another line arrives.
-pub fn spawn_line_reader<R: BufRead + Send + 'static>(reader: R) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel(16);
-    std::thread::spawn(move || {
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            if tx.blocking_send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// How a request ended.

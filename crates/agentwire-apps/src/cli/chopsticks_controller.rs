@@ -76,8 +76,7 @@ pub async fn main() -> std::io::Result<()> {
 
     // Stdin is read on a plain thread, so Ctrl-C ends the program at once even while a read
     // is blocked (tokio's stdin would keep the runtime alive until Enter).
-    let mut lines =
-        chopsticks::controller_app::spawn_line_reader(std::io::BufReader::new(std::io::stdin()));
+    let mut lines = crate::common::spawn_line_reader(std::io::BufReader::new(std::io::stdin()));
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {

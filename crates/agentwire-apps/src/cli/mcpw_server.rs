@@ -8,7 +8,6 @@ use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
 use clap::Parser;
-use tokio::sync::mpsc;
 
 /// Reference MCPW orchestration server.
 #[derive(Parser, Debug)]
@@ -76,18 +75,8 @@ pub async fn main() -> std::io::Result<()> {
         tracing::info!("metrics on http://{m}/metrics");
     }
     let handle = app.handle.clone();
-    // stdin is read on a plain thread, not tokio's: a blocked read on tokio's blocking pool
-    // keeps the runtime (and the process) alive after Ctrl-C until a line or EOF arrives.
-    // A plain thread does not: the process ends when `main` returns.
-    let (lines_tx, mut lines) = mpsc::channel::<String>(16);
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lines() {
-            let Ok(line) = line else { break };
-            if lines_tx.blocking_send(line).is_err() {
-                break;
-            }
-        }
-    });
+    // stdin is read on a plain thread, not tokio's: the process ends when `main` returns.
+    let mut lines = crate::common::spawn_line_reader(std::io::BufReader::new(std::io::stdin()));
     tokio::spawn(async move {
         while let Some(line) = lines.recv().await {
             let (kind, ctx) = line.trim().split_once(' ').unwrap_or((line.trim(), "{}"));

@@ -8,7 +8,6 @@ use agentwire::agent_relay::{HostConfig, DEFAULT_SESSION};
 use clap::Parser;
 use relay::host_app::{describe, MovieHost};
 use relay::log_writer::{file_name, DEFAULT_LOG_DIR};
-use tokio::sync::mpsc;
 
 /// A movie-booking UI host joining an agent relay.
 #[derive(Parser, Debug)]
@@ -53,7 +52,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Ctrl-C is watched from the start, so it is never missed between two lines.
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
-    let mut stdin = stdin_lines();
+    let mut stdin = crate::common::spawn_line_reader(std::io::BufReader::new(std::io::stdin()));
     loop {
         tokio::select! {
             line = stdin.recv() => match line {
@@ -78,21 +77,4 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!("Ctrl-C: shutting down");
     host.shutdown().await;
     Ok(())
-}
-
-/// Lines typed on stdin, read on a plain thread. tokio's own stdin reads on the runtime's
-/// blocking pool, and the runtime waits for that read when `main` returns, so the program
-/// would only stop after the next Enter; a plain thread does not hold the process.
-fn stdin_lines() -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel(16);
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if tx.blocking_send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
