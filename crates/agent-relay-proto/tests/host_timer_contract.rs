@@ -9,6 +9,7 @@ use std::time::Duration;
 use agent_relay_proto::{Host, HostConfig};
 use agentwire_core::sim::{check_timer_contract, TimerInput};
 use agentwire_core::{FrameBuf, Machine};
+use agentwire_testkit::timer::{timer_inputs, TimerMix};
 use proptest::prelude::*;
 
 use common::host::*;
@@ -36,16 +37,13 @@ fn frames() -> impl Strategy<Value = FrameBuf> {
 }
 
 fn inputs() -> impl Strategy<Value = Vec<TimerInput>> {
-    let one = prop_oneof![
-        2 => Just(TimerInput::Connect),
-        8 => (0usize..5, frames()).prop_map(|(n, f)| TimerInput::Frame(n, f)),
-        1 => (0usize..5).prop_map(TimerInput::Disconnect),
-        3 => (0u64..15_000).prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
-        1 => (0u64..15_000).prop_map(|ms| TimerInput::Rewind(Duration::from_millis(ms))),
-        2 => Just(TimerInput::Timeout),
-        3 => Just(TimerInput::FireDue),
-    ];
-    proptest::collection::vec(one, 1..80)
+    let mix = TimerMix {
+        frame_weight: 8,
+        conns: 5,
+        max_advance: Duration::from_secs(15),
+        max_rewind: Duration::from_secs(15),
+    };
+    timer_inputs(frames(), mix)
 }
 
 proptest! {

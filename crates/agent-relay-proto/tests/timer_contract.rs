@@ -2,11 +2,12 @@
 //! poll_timeout moves forward, early calls and backwards time are no-ops) under arbitrary
 //! joins, requests, replies, garbage and disconnects.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agent_relay_proto::{Relay, RelayConfig};
 use agentwire_core::sim::{check_timer_contract, TimerInput};
 use agentwire_core::{FrameBuf, SequentialIds};
+use agentwire_testkit::timer::{t0, timer_inputs, TimerMix};
 use proptest::prelude::*;
 
 fn frames() -> impl Strategy<Value = FrameBuf> {
@@ -37,21 +38,13 @@ fn frames() -> impl Strategy<Value = FrameBuf> {
 }
 
 fn inputs() -> impl Strategy<Value = Vec<TimerInput>> {
-    let one = prop_oneof![
-        2 => Just(TimerInput::Connect),
-        8 => (0usize..5, frames()).prop_map(|(n, f)| TimerInput::Frame(n, f)),
-        1 => (0usize..5).prop_map(TimerInput::Disconnect),
-        3 => (0u64..20_000).prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
-        1 => (0u64..20_000).prop_map(|ms| TimerInput::Rewind(Duration::from_millis(ms))),
-        2 => Just(TimerInput::Timeout),
-        3 => Just(TimerInput::FireDue),
-    ];
-    proptest::collection::vec(one, 1..80)
-}
-
-#[allow(clippy::disallowed_methods)] // the one base time of a test
-fn t0() -> Instant {
-    Instant::now()
+    let mix = TimerMix {
+        frame_weight: 8,
+        conns: 5,
+        max_advance: Duration::from_secs(20),
+        max_rewind: Duration::from_secs(20),
+    };
+    timer_inputs(frames(), mix)
 }
 
 /// `check_timer_contract` connects on path `/`, so the path check is off here.
