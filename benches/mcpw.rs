@@ -431,6 +431,65 @@ fn decode_json(c: &mut Criterion, out: &mut Vec<Paired>) {
 }
 
 // ---------------------------------------------------------------------------------------
+// mcpw/orchestrator
+// ---------------------------------------------------------------------------------------
+
+/// The Orchestrator answering a registered agent's heartbeat (JSON form: checks, registry,
+/// timer, typed result, reply encoded) vs the bare decode of the heartbeat and encode of
+/// its answer that any server must do.
+fn orchestrator(c: &mut Criterion, out: &mut Vec<Paired>) {
+    use agentwire_core::{ConnId, Frame, Machine, PeerInfo, SequentialIds};
+    use mcpw_codec::orchestrator::Orchestrator;
+    use mcpw_codec::{HeartbeatAck, OrchestratorConfig};
+
+    #[allow(clippy::disallowed_methods)] // the bench's one base time
+    let start = std::time::Instant::now();
+    let config = OrchestratorConfig::default().with_rate(None);
+    let mut server = Orchestrator::new(config, SequentialIds::new(1), start, 0);
+    let conn = ConnId::new(1);
+    server.handle_connect(conn, &PeerInfo::new(None), start);
+    let register = r#"{"id":"r","type":0,"method":"agent.register","params":{"agent_id":"agent-123","capabilities":[{"name":"review"}]}}"#;
+    server.handle_frame(conn, Frame::Text(register), start);
+    while server.poll_output().is_some() {}
+    let beat = heartbeat();
+    let text = std::str::from_utf8(&beat).unwrap().to_owned();
+    let limits = Limits::default();
+    let mut handle = || {
+        server.handle_frame(conn, Frame::Text(black_box(&text)), start);
+        while let Some(o) = server.poll_output() {
+            black_box(o);
+        }
+    };
+    let mut bare = || {
+        let msg = json::decode(black_box(&beat), &limits).unwrap();
+        let Body::AgentHeartbeat(p) = msg.body else {
+            unreachable!()
+        };
+        let ack = HeartbeatAck {
+            agent_id: p.agent_id,
+            status: "ok".to_owned(),
+        };
+        let reply = Message::new(
+            MessageType::RESPONSE,
+            Body::Other(mcpw_codec::OtherCall::new(
+                "",
+                serde_json::to_value(&ack).unwrap(),
+            )),
+        )
+        .with_id(msg.id.unwrap_or_default());
+        let mut buf = Vec::new();
+        json::encode(&reply, &mut buf).unwrap();
+        black_box(buf);
+    };
+    let group = "mcpw/orchestrator/heartbeat";
+    let mut g = c.benchmark_group(group);
+    g.bench_function("orchestrator", |b| b.iter(&mut handle));
+    g.bench_function("baseline_decode_encode", |b| b.iter(&mut bare));
+    g.finish();
+    out.push(paired(group, handle, bare));
+}
+
+// ---------------------------------------------------------------------------------------
 // mcpw/gzip_bomb
 // ---------------------------------------------------------------------------------------
 
@@ -502,6 +561,9 @@ fn main() {
     }
     if wants("mcpw/decode/json") {
         decode_json(&mut c, &mut paired);
+    }
+    if wants("mcpw/orchestrator") {
+        orchestrator(&mut c, &mut paired);
     }
     if wants("mcpw/gzip_bomb") {
         gzip_bomb(&mut c, &mut paired);
