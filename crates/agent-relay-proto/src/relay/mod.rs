@@ -1,5 +1,13 @@
 //! The `Relay`: the server role at `/agent/ws`, pairing one host with the agents of a
 //! session.
+//!
+//! This file is the [`Machine`] impl, the routing of each message, and the membership
+//! transitions (join, leave, host replacement) that touch every sub-state at once; it is a
+//! little over 700 lines because those transitions read best in one place. The state lives
+//! in sub-states that own their data and timers: [`members`] (connections and sessions),
+//! [`pending`] (requests awaiting the host, with their expiry), [`study_log`] (records and
+//! the per-session cap), [`emit`] (outputs and counters), [`inbound`] (the message being
+//! handled) and [`join`] (reading a `relay.join`).
 
 mod emit;
 mod inbound;
