@@ -148,16 +148,16 @@ fn confirmed() -> impl Strategy<Value = RegistrationConfirmed> {
         option::of(s()),
         option::of(s()),
     )
-        .prop_map(
-            |(agent_id, session_id, hb, acc, status, server_time)| RegistrationConfirmed {
+        .prop_map(|(agent_id, session_id, hb, acc, status, server_time)| {
+            RegistrationConfirmed {
                 agent_id,
                 session_id,
                 heartbeat_interval_ms: hb,
                 accepted_capabilities: acc,
                 status,
                 server_time,
-            },
-        )
+            }
+        })
 }
 
 fn heartbeat() -> impl Strategy<Value = AgentHeartbeat> {
