@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use agentwire::core::{ConnId, Dial, Dialer, Frame, Machine, Output, PeerInfo, TimerSet};
 use agentwire::mcpw::{
     self, Agent, AgentConfig, AgentRegister, Capability, CollaborationRequest, ErrorBody,
-    ModelInfo, Reconnect, RegistrationConfirmed, Resources, TaskAssigned, TaskComplete,
+    ModelInfo, Reconnect, RegistrationConfirmed, Resources, TaskAssigned, TaskComplete, TaskId,
     TaskProgress, TaskResult,
 };
 use agentwire::tokio::{Client, ClientConfig, Events, Handle};
@@ -37,7 +37,7 @@ pub struct AgentSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accepted {
     /// The task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The answer's `status` (`accepted`).
     pub status: Option<String>,
 }

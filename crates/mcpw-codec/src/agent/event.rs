@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::ErrorBody;
+use crate::message::TaskId;
 use crate::params::{CollaborationRequest, RegistrationConfirmed, TaskAssigned};
 
 /// A `collaboration.request` the server forwarded and the agent has not answered yet; pass
@@ -22,7 +23,7 @@ pub enum Request {
     /// `task.complete` of this task.
     Complete {
         /// The task's id.
-        task_id: String,
+        task_id: TaskId,
     },
     /// `agent.shutdown`.
     Shutdown,
@@ -44,12 +45,12 @@ pub enum AgentEvent {
     /// fate).
     TaskDropped {
         /// The task's id.
-        task_id: String,
+        task_id: TaskId,
     },
     /// The server accepted a `task.complete`.
     CompletionAccepted {
         /// The task's id.
-        task_id: String,
+        task_id: TaskId,
         /// The reply's `status` (`accepted` from this crate's orchestrator).
         status: Option<String>,
     },

@@ -17,7 +17,7 @@ use crate::codec::{Codec, Form};
 use crate::config::AgentConfig;
 use crate::error::{AgentCommandError, ErrorBody, ErrorCode};
 use crate::header::MessageType;
-use crate::message::{Body, Message, OtherCall};
+use crate::message::{Body, Message, OtherCall, TaskId};
 use crate::params::{
     AgentHeartbeat, AgentShutdown, FinalState, HeartbeatMetrics, Pong, SetBinary,
     SetBinaryCompression, SetBinaryResult, TaskAck, TaskComplete, TaskProgress, Workload,
@@ -192,7 +192,7 @@ impl Agent {
     pub fn complete_task(&mut self, mut done: TaskComplete) -> Result<(), AgentCommandError> {
         self.check_task(&done.task_id)?;
         done.agent_id.clone_from(&self.config.register.agent_id);
-        let task_id = done.task_id.clone();
+        let task_id = TaskId::from(done.task_id.as_str());
         let msg = self.message(MessageType::REQUEST, Body::TaskComplete(done));
         self.send(&msg)?;
         self.tasks.complete(&task_id);
@@ -471,8 +471,9 @@ impl Agent {
                 if self.tasks.assign(&t.task_id, self.config.max_tasks) {
                     self.out.event(AgentEvent::TaskAssigned(t));
                 } else {
-                    self.out
-                        .event(AgentEvent::TaskDropped { task_id: t.task_id });
+                    self.out.event(AgentEvent::TaskDropped {
+                        task_id: t.task_id.into(),
+                    });
                 }
             }
             Body::CollaborationRequest(request) if kind == MessageType::REQUEST => {
