@@ -14,8 +14,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::{
-    for_each_sent, frame_of, json, maybe_set, move_clock, mutate, pick, pick_or_any, timeout,
-    version, Harness, MAX_OPS, PATTERNS, TOPICS,
+    for_each_sent, frame_of, maybe_set, move_clock, mutate, version, MAX_OPS, PATTERNS, TOPICS,
 };
 use crate::codec::Incoming;
 use crate::config::{BusConfig, Limits};
@@ -26,6 +25,7 @@ use crate::message::{
 };
 use crate::topic::MatchMode;
 use crate::Bus;
+use agentwire_core::fuzzing::{checked_timeout, json_value, pick, pick_or_any, FuzzDriver};
 
 /// Drives a [`Bus`] (small limits and arbitrary options: match mode, in-flight window,
 /// delivery to the publisher, initialize and delivery timeouts) through an arbitrary
@@ -185,13 +185,13 @@ impl BusHarness {
             }
             9..=11 => {
                 if move_clock(&mut self.clock, u, b.poll_timeout())? {
-                    timeout(self, b);
+                    checked_timeout(self, b);
                 }
             }
             12 => {
                 let topic = pick_or_any(u, &TOPICS)?;
                 let seq = self.seq(None);
-                let payload = json!({ "__seq": seq, "x": json(u, 2)? });
+                let payload = json!({ "__seq": seq, "x": json_value(u, 2)? });
                 let t = self.clock.t();
                 let before = self.published;
                 match b.publish(&topic, &payload, t) {
@@ -379,10 +379,10 @@ impl BusHarness {
                         p.insert("clientInfo".into(), Value::Null);
                     }
                     2 => {
-                        p.insert("clientInfo".into(), json(u, 2)?);
+                        p.insert("clientInfo".into(), json_value(u, 2)?);
                     }
                     3 => {
-                        p.insert("clientId".into(), json(u, 1)?);
+                        p.insert("clientId".into(), json_value(u, 1)?);
                     }
                     _ => {}
                 }
@@ -405,7 +405,7 @@ impl BusHarness {
                 if !mutated {
                     payload.insert("__seq".into(), Value::from(self.seq(Some(conn))));
                 }
-                payload.insert("x".into(), json(u, 2)?);
+                payload.insert("x".into(), json_value(u, 2)?);
                 maybe_set(Value::Object(payload), u, &mut p, "payload")?;
                 method::SEND_MESSAGE
             }
@@ -463,7 +463,7 @@ impl BusHarness {
         Ok(match u.int_in_range(0..=15)? {
             0 => Value::from(""),
             1 => Value::from("x".repeat(65)),
-            2 => json(u, 1)?,
+            2 => json_value(u, 1)?,
             _ => Value::from(pick_or_any(u, items)?),
         })
     }
@@ -482,7 +482,7 @@ impl BusHarness {
                     Value::from(u.choose(&all)?.as_str())
                 }
             }
-            _ => json(u, 1)?,
+            _ => json_value(u, 1)?,
         };
         let mut o = Map::new();
         version(u, &mut o)?;
@@ -497,16 +497,16 @@ impl BusHarness {
                 o.insert("result".into(), json!({"success": true}));
             }
             5 => {
-                o.insert("result".into(), json(u, 2)?);
+                o.insert("result".into(), json_value(u, 2)?);
             }
             6 => {
                 o.insert(
                     "error".into(),
-                    json!({"code": u.arbitrary::<i32>()?, "message": "nope", "data": json(u, 1)?}),
+                    json!({"code": u.arbitrary::<i32>()?, "message": "nope", "data": json_value(u, 1)?}),
                 );
             }
             _ => {
-                o.insert("error".into(), json(u, 1)?);
+                o.insert("error".into(), json_value(u, 1)?);
             }
         }
         o.insert("id".into(), id);
@@ -542,7 +542,7 @@ impl BusHarness {
                 body.extend_from_slice(br#""}}"#);
                 body
             }
-            6 => json(u, 3)?.to_string().into_bytes(),
+            6 => json_value(u, 3)?.to_string().into_bytes(),
             _ => self.message(u, conn, false)?.to_string().into_bytes(),
         })
     }
@@ -802,7 +802,7 @@ impl BusHarness {
             }
             let Some(t) = b.poll_timeout() else { break };
             self.clock.jump_past_seen_to(t);
-            timeout(self, b);
+            checked_timeout(self, b);
         }
         assert_eq!(
             b.deliveries_in_flight(),
@@ -820,7 +820,7 @@ impl BusHarness {
     }
 }
 
-impl Harness for BusHarness {
+impl FuzzDriver for BusHarness {
     type M = Bus;
 
     fn clock(&mut self) -> &mut FuzzClock {

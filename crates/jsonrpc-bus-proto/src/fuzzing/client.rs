@@ -9,14 +9,14 @@ use arbitrary::Unstructured;
 use serde_json::{json, Map, Value};
 
 use super::{
-    for_each_sent, frame_of, json, maybe_set, move_clock, mutate, pick, pick_or_any, timeout,
-    version, Harness, MAX_OPS, PATTERNS, TOPICS,
+    for_each_sent, frame_of, maybe_set, move_clock, mutate, version, MAX_OPS, PATTERNS, TOPICS,
 };
 use crate::codec::Incoming;
 use crate::config::ClientConfig;
 use crate::event::{ClientEvent, IncomingId, RequestKind};
 use crate::message::{method, ErrorCode, ErrorObject, Id};
 use crate::BusClient;
+use agentwire_core::fuzzing::{checked_timeout, json_value, pick, pick_or_any, FuzzDriver};
 
 /// Drives a [`BusClient`] (plain or intercepting, small limits, arbitrary request timeout)
 /// through arbitrary connects (a new [`ConnId`] each, with or without the disconnect of the
@@ -62,7 +62,7 @@ pub fn client(data: &[u8]) {
     h.finish(&mut c);
 }
 
-impl Harness for ClientHarness {
+impl FuzzDriver for ClientHarness {
     type M = BusClient;
 
     fn clock(&mut self) -> &mut FuzzClock {
@@ -146,7 +146,7 @@ impl ClientHarness {
             }
             7..=9 => {
                 if move_clock(&mut self.clock, u, c.poll_timeout())? {
-                    timeout(self, c);
+                    checked_timeout(self, c);
                 }
             }
             10 => {
@@ -166,7 +166,7 @@ impl ClientHarness {
             }
             12 => {
                 let topic = pick_or_any(u, &TOPICS)?;
-                let payload = json(u, 2)?;
+                let payload = json_value(u, 2)?;
                 let r = c.publish(&topic, &payload, self.clock.t());
                 self.command(c, r.map(|r| r.0), "publish", topic);
             }
@@ -303,7 +303,7 @@ impl ClientHarness {
                 body.extend_from_slice(br#""},"id":"big"}"#);
                 body
             }
-            6 => json(u, 3)?.to_string().into_bytes(),
+            6 => json_value(u, 3)?.to_string().into_bytes(),
             _ => self.message(u)?.to_string().into_bytes(),
         })
     }
@@ -320,7 +320,7 @@ impl ClientHarness {
                     (Value::from(id), m)
                 } else {
                     (
-                        json(u, 1)?,
+                        json_value(u, 1)?,
                         pick(u, &[method::INITIALIZE, method::SUBSCRIBE, method::PING])?.to_owned(),
                     )
                 };
@@ -345,9 +345,9 @@ impl ClientHarness {
                     }
                     (method::PING, 0..=2) => Ok(json!({"timestamp": "2025-02-14T12:00:00Z"})),
                     (_, 3) => Err(
-                        json!({"code": u.arbitrary::<i32>()?, "message": "no", "data": json(u, 1)?}),
+                        json!({"code": u.arbitrary::<i32>()?, "message": "no", "data": json_value(u, 1)?}),
                     ),
-                    _ => Ok(json(u, 2)?),
+                    _ => Ok(json_value(u, 2)?),
                 };
                 match outcome {
                     Ok(r) => o.insert("result".into(), r),
@@ -360,7 +360,7 @@ impl ClientHarness {
                 o.insert("method".into(), Value::from(method::SEND_MESSAGE));
                 let mut p = Map::new();
                 maybe_set(Value::from(pick_or_any(u, &TOPICS)?), u, &mut p, "topic")?;
-                maybe_set(json(u, 2)?, u, &mut p, "payload")?;
+                maybe_set(json_value(u, 2)?, u, &mut p, "payload")?;
                 if u.ratio(15u8, 16u8)? {
                     o.insert("params".into(), Value::Object(p));
                 }
@@ -531,7 +531,7 @@ impl ClientHarness {
         for _ in 0..100_000 {
             let Some(t) = c.poll_timeout() else { break };
             self.clock.jump_past_seen_to(t);
-            timeout(self, c);
+            checked_timeout(self, c);
         }
         assert_eq!(
             c.poll_timeout(),

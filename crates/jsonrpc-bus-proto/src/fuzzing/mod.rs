@@ -11,9 +11,9 @@
 use std::time::{Duration, Instant};
 
 use agentwire_core::fuzzing::FuzzClock;
-use agentwire_core::{Frame, FrameBuf, Machine};
+use agentwire_core::{Frame, FrameBuf};
 use arbitrary::Unstructured;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use crate::codec::{classify, split_body, Body, Incoming};
 
@@ -80,87 +80,6 @@ fn move_clock(
             Ok(true)
         }
     }
-}
-
-/// What [`timeout`] needs of a harness.
-trait Harness {
-    type M: Machine;
-    fn clock(&mut self) -> &mut FuzzClock;
-    /// Drains every output, checking each; returns how many there were.
-    fn drain(&mut self, m: &mut Self::M) -> usize;
-}
-
-/// `handle_timeout(now)` with the timer contract: an early call is a no-op; afterwards
-/// `poll_timeout()` is `None` or later than now; a second call is a no-op.
-fn timeout<H: Harness>(h: &mut H, m: &mut H::M) {
-    h.drain(m);
-    let before = m.poll_timeout();
-    let now = h.clock().t();
-    m.handle_timeout(now);
-    let produced = h.drain(m);
-    let after = m.poll_timeout();
-    let seen = h.clock().seen();
-    if let Some(d) = before {
-        if d > seen {
-            assert!(
-                produced == 0 && after == before,
-                "early handle_timeout was not a no-op"
-            );
-        }
-    }
-    if let Some(a) = after {
-        assert!(
-            a > seen,
-            "poll_timeout did not move past now ({:?} before it)",
-            seen.saturating_duration_since(a)
-        );
-    }
-    let now = h.clock().t();
-    m.handle_timeout(now);
-    assert_eq!(h.drain(m), 0, "handle_timeout is not idempotent");
-    assert_eq!(m.poll_timeout(), after, "handle_timeout is not idempotent");
-}
-
-fn pick<'a>(u: &mut Unstructured<'_>, items: &[&'a str]) -> arbitrary::Result<&'a str> {
-    u.choose(items).copied()
-}
-
-/// A string that is usually one of `items` and sometimes arbitrary.
-fn pick_or_any(u: &mut Unstructured<'_>, items: &[&str]) -> arbitrary::Result<String> {
-    if u.ratio(7u8, 8u8)? {
-        Ok(pick(u, items)?.to_owned())
-    } else {
-        u.arbitrary::<String>()
-    }
-}
-
-/// A small arbitrary JSON value (depth ≤ `depth`).
-fn json(u: &mut Unstructured<'_>, depth: u8) -> arbitrary::Result<Value> {
-    let kind = u.int_in_range(0..=if depth == 0 { 4 } else { 6 })?;
-    Ok(match kind {
-        0 => Value::Null,
-        1 => Value::Bool(u.arbitrary()?),
-        2 => Value::from(u.arbitrary::<i64>()?),
-        3 => Number::from_f64(u.arbitrary::<f64>()?).map_or(Value::Null, Value::Number),
-        4 => Value::String(u.arbitrary()?),
-        5 => {
-            let n = u.int_in_range(0..=3)?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(json(u, depth - 1)?);
-            }
-            Value::Array(items)
-        }
-        _ => {
-            let n = u.int_in_range(0..=3)?;
-            let mut obj = Map::new();
-            for _ in 0..n {
-                let k: String = u.arbitrary()?;
-                obj.insert(k, json(u, depth - 1)?);
-            }
-            Value::Object(obj)
-        }
-    })
 }
 
 /// Sets `obj[key] = value`, or (rarely) leaves the member out.
