@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use agentwire::llmrtc::{
     ClientConfig, ClientEvent, ConnectionState, Reconnection, ServerConfig, ServerEvent,
-    ServerMessage,
+    ServerMessage, SessionId,
 };
 use agentwire_apps::llmrtc;
 use futures_util::{SinkExt, StreamExt};
@@ -518,7 +518,7 @@ async fn client_turn(c: &mut LlmrtcClientApp) -> (String, String) {
     )
 }
 
-async fn resumed(c: &mut LlmrtcClientApp) -> (bool, String, bool) {
+async fn resumed(c: &mut LlmrtcClientApp) -> (bool, SessionId, bool) {
     match c
         .wait_for(
             "reconnect-ack",
