@@ -13,7 +13,7 @@ use std::time::Duration;
 use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
-use agentwire::mcpw::Capability;
+use agentwire::mcpw::{AgentEvent as McpwEvent, Capability};
 use agentwire_apps::mcpw;
 use example_bin::example;
 use mcpw::agent_app::{connect, connect_with_backoff, AgentEvent, AgentSettings, Backoff};
@@ -307,11 +307,11 @@ async fn a_wrong_key_is_reported_with_the_401_and_retried_after_growing_waits() 
         let ev = within("a refused attempt", events.recv())
             .await
             .expect("events");
-        let AgentEvent::ConnectFailed {
+        let AgentEvent::Reconnecting(McpwEvent::ConnectFailed {
             reason,
             failures,
             retry_in,
-        } = &ev
+        }) = &ev
         else {
             panic!("expected a failed attempt, got {ev:?}");
         };
@@ -481,10 +481,11 @@ fn the_agents_reconnect_waits_double_and_reset_only_after_a_connection_stayed_up
     fn waits(m: &mut AgentMachine) -> Vec<Duration> {
         let mut out = Vec::new();
         while let Some(o) = m.poll_output() {
-            match o {
-                Output::Event(AgentEvent::ConnectFailed { retry_in, .. })
-                | Output::Event(AgentEvent::Disconnected { retry_in }) => out.push(retry_in),
-                _ => {}
+            if let Output::Event(AgentEvent::Reconnecting(
+                McpwEvent::ConnectFailed { retry_in, .. } | McpwEvent::Disconnected { retry_in },
+            )) = o
+            {
+                out.push(retry_in);
             }
         }
         out

@@ -76,21 +76,10 @@ pub enum AgentEvent {
         /// Whether the 12-byte form is on.
         enabled: bool,
     },
-    /// A connection attempt failed before the WebSocket opened (refused, HTTP 401, ...);
-    /// the next one starts after `retry_in`.
-    ConnectFailed {
-        /// What went wrong, as the transport reports it (`HTTP error: 401 Unauthorized`).
-        reason: String,
-        /// Attempts that failed in a row, this one included.
-        failures: u32,
-        /// The wait before the next attempt.
-        retry_in: Duration,
-    },
-    /// The connection ended; the next attempt starts after `retry_in`.
-    Disconnected {
-        /// The wait before the next attempt.
-        retry_in: Duration,
-    },
+    /// A connection attempt failed or the connection ended: the agent's
+    /// [`mcpw::AgentEvent::ConnectFailed`] or [`mcpw::AgentEvent::Disconnected`], which
+    /// carry the wait before the next attempt.
+    Reconnecting(mcpw::AgentEvent),
     /// The agent stopped for good.
     Stopped,
 }
@@ -296,20 +285,12 @@ impl AgentMachine {
                 mcpw::AgentEvent::BinaryMode { enabled } => AgentEvent::BinaryMode { enabled },
                 mcpw::AgentEvent::ProtocolViolation(e) => AgentEvent::Failed(e.message),
                 mcpw::AgentEvent::EncodeFailed(e) => AgentEvent::Failed(e),
-                mcpw::AgentEvent::ConnectFailed {
-                    reason,
-                    failures,
-                    retry_in,
-                } => AgentEvent::ConnectFailed {
-                    reason,
-                    failures,
-                    retry_in,
-                },
-                mcpw::AgentEvent::Disconnected { retry_in } => {
+                e @ mcpw::AgentEvent::ConnectFailed { .. } => AgentEvent::Reconnecting(e),
+                e @ mcpw::AgentEvent::Disconnected { .. } => {
                     // The agent forgot its tasks (the server reassigns them): so does the worker.
                     self.work.clear();
                     self.done.clear();
-                    AgentEvent::Disconnected { retry_in }
+                    AgentEvent::Reconnecting(e)
                 }
                 mcpw::AgentEvent::Stopped => AgentEvent::Stopped,
                 _ => continue,
@@ -465,23 +446,24 @@ pub fn describe(ev: &AgentEvent) -> String {
             format!("the server answered with error {}: {}", e.code, e.message)
         }
         AgentEvent::Failed(why) => format!("skipped a message: {why}"),
-        AgentEvent::ConnectFailed {
-            reason,
-            failures,
-            retry_in,
-        } => format!(
-            "could not connect ({reason}); attempt {failures} failed, retrying in {}",
-            wait(*retry_in)
-        ),
         AgentEvent::BinaryMode { enabled: true } => {
             "the server switched this connection to its 12-byte binary form".to_owned()
         }
         AgentEvent::BinaryMode { enabled: false } => {
             "the server switched this connection back to JSON text".to_owned()
         }
-        AgentEvent::Disconnected { retry_in } => {
+        AgentEvent::Reconnecting(mcpw::AgentEvent::ConnectFailed {
+            reason,
+            failures,
+            retry_in,
+        }) => format!(
+            "could not connect ({reason}); attempt {failures} failed, retrying in {}",
+            wait(*retry_in)
+        ),
+        AgentEvent::Reconnecting(mcpw::AgentEvent::Disconnected { retry_in }) => {
             format!("disconnected; reconnecting in {}", wait(*retry_in))
         }
+        AgentEvent::Reconnecting(_) => "reconnecting".to_owned(),
         AgentEvent::Stopped => "stopped".to_owned(),
     }
 }
