@@ -3,6 +3,7 @@
 //! takes as flags, shared by every protocol module of this crate.
 
 use std::io::{BufRead, IsTerminal};
+use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -114,6 +115,19 @@ pub fn spawn_line_reader<R: BufRead + Send + 'static>(reader: R) -> mpsc::Receiv
         }
     });
     rx
+}
+
+/// The exit code of a program whose run ended with `outcome`: success, or failure after
+/// printing the error to stderr as one sentence after `program: ` (not the `Debug` form
+/// `main` would print for an `Err`).
+pub fn exit_code(program: &str, outcome: Result<(), Box<dyn std::error::Error>>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Transport headroom above a protocol machine's own message limit: a body a little over the

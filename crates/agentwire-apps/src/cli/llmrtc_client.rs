@@ -37,14 +37,7 @@ struct Args {
 /// Runs the `llmrtc_client` command, as `cargo run --example llmrtc_client` does.
 pub async fn main() -> std::process::ExitCode {
     crate::common::init_tracing("warn");
-    match run(Args::parse()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // A sentence, not the `Debug` form `main` would print for an `Err`.
-            eprintln!("llmrtc_client: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    crate::common::exit_code("llmrtc_client", run(Args::parse()).await)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

@@ -12,14 +12,7 @@ use llmrtc::server_log;
 /// Runs the `llmrtc_server` command, as `cargo run --example llmrtc_server` does.
 pub async fn main() -> std::process::ExitCode {
     crate::common::init_tracing("info");
-    match run(ServerArgs::parse()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // A sentence, not the `Debug` form `main` would print for an `Err`.
-            eprintln!("llmrtc_server: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    crate::common::exit_code("llmrtc_server", run(ServerArgs::parse()).await)
 }
 
 async fn run(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
