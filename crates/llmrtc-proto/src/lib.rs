@@ -27,6 +27,8 @@
 //! | WebRTC | [`ServerConfig::webrtc`], [`ServerEvent::Offer`] → [`LlmrtcServer::signal`]; [`LlmrtcServer::set_data_channel_open`] and [`ServerEvent::DataChannel`] for the payload copies |
 //! | connect as a client | [`LlmrtcClient::new`] with [`ClientConfig`] ([`Reconnection`], jitter from [`SplitMix64`]); run it with `agentwire_tokio::Client::connect_dialer`; events [`ClientEvent`], states [`ConnectionState`], the session's mode [`LlmrtcClient::mode`] ([`SessionMode`]) |
 //! | observe | [`ServerEvent`] (sessions started, resumed, expired; errors sent; turns ended), getters [`LlmrtcServer::sessions`], [`LlmrtcServer::history`], [`LlmrtcServer::stage`], ... |
+//! | name sessions and requests | [`SessionId`] (the `ready.id` in every event), [`RequestId`] (one provider request) |
+//! | handle errors | [`DecodeError`], [`ProtocolError`] (the client's report of a bad server message), [`CommandError`], [`ClientCommandError`], [`ConfigError`] |
 //!
 //! Every provider answer takes `now` (as every `handle_*`), because it restarts or ends a
 //! provider timeout.
