@@ -13,9 +13,8 @@ use agentwire::agent_relay::{Direction, LogRecord, Relay, RelayConfig, SessionId
 use agentwire::core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds, Utf8Bytes};
 use agentwire_apps::relay;
 use relay::log_check::{check, is_iso8601_ms};
-use relay::log_writer::{
-    file_name, LogFile, LogOp, OsStorage, Storage, StudyLog, SyncHandle, SyncPolicy,
-};
+use relay::log_name::file_name;
+use relay::log_writer::{LogFile, LogOp, OsStorage, Storage, StudyLog, SyncHandle, SyncPolicy};
 use relay::logging_relay::{LoggingRelay, ServerEvent, LOG_WRITE_FAILED, MAX_HELD_PER_CONN};
 use serde_json::Value;
 use temp_dir::temp_dir;

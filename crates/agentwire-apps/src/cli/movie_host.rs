@@ -7,7 +7,8 @@ use crate::relay;
 use agentwire::agent_relay::{HostConfig, DEFAULT_SESSION};
 use clap::Parser;
 use relay::host_app::{describe, MovieHost};
-use relay::log_writer::{file_name, DEFAULT_LOG_DIR};
+use relay::log_name::file_name;
+use relay::log_writer::DEFAULT_LOG_DIR;
 
 /// A movie-booking UI host joining an agent relay.
 #[derive(Parser, Debug)]

@@ -10,7 +10,8 @@ use agentwire::agent_relay::{HostConfig, RelayConfig, DEFAULT_SESSION};
 use super::agent_app::{self, Agent, Booked, Plan};
 use super::host_app::{self, MovieHost};
 use super::log_check::{self, Report};
-use super::log_writer::{file_name, SyncPolicy};
+use super::log_name::file_name;
+use super::log_writer::SyncPolicy;
 use super::server_app;
 
 /// Where the demo's lines go (the three parts run in different tasks).

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::log_writer::file_name;
+use super::log_name::file_name;
 
 /// Errors listed one by one; beyond this they are only counted.
 pub const MAX_LISTED: usize = 20;

@@ -42,7 +42,7 @@
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -50,12 +50,10 @@ use std::path::{Path, PathBuf};
 use agentwire::agent_relay::message::types;
 use agentwire::agent_relay::{LogRecord, SessionId};
 
+use super::log_name::file_name;
+
 /// The default log directory of `relay_server`.
 pub const DEFAULT_LOG_DIR: &str = "./relay-logs";
-
-/// Longest file-name stem kept as is; a longer encoded session id is cut and given a hash of
-/// the whole id, so names stay under the usual 255-byte limit.
-const MAX_STEM: usize = 160;
 
 /// Longest last line read back when a file is reopened (a record holds at most one message,
 /// 1 MiB by default, plus a few escapes).
@@ -252,49 +250,6 @@ pub struct Appended {
     pub sync_due: bool,
     /// A bad tail moved aside when the file was (re)opened for this record.
     pub repaired: Option<Repair>,
-}
-
-/// The file name of `session`'s log: the id with every byte outside `a-z 0-9 - _ .` (and a
-/// leading `.`) written `%XX` (upper-case hex), then `.jsonl`.
-///
-/// Injective: `%` itself is encoded, and since letters are only ever lower-case and hex
-/// digits upper-case, two ids never map to names that differ only in case. An encoded id
-/// longer than 160 bytes is cut there and ends in `~` and a 64-bit FNV-1a hash of the whole
-/// id (`~` never appears otherwise); the writer also checks, when it reopens a file, that its
-/// last record is of the same session.
-pub fn file_name(session: &str) -> String {
-    let mut stem = String::with_capacity(session.len() + 6);
-    for (i, b) in session.bytes().enumerate() {
-        let keep = b.is_ascii_lowercase()
-            || b.is_ascii_digit()
-            || b == b'-'
-            || b == b'_'
-            || (b == b'.' && i > 0);
-        if keep {
-            stem.push(char::from(b));
-        } else {
-            let _ = write!(stem, "%{b:02X}");
-        }
-    }
-    if stem.len() > MAX_STEM {
-        let mut cut = MAX_STEM;
-        // Never split a `%XX` escape (the stem is ASCII, so every index is a boundary).
-        if let Some(p) = stem[..cut].rfind('%') {
-            if p + 3 > cut {
-                cut = p;
-            }
-        }
-        stem.truncate(cut);
-        let _ = write!(stem, "~{:016x}", fnv1a64(session.as_bytes()));
-    }
-    stem.push_str(".jsonl");
-    stem
-}
-
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// One open session file.

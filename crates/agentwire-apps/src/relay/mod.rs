@@ -14,6 +14,7 @@
 //!   `session.ended` whose log was not saved becomes `LOG_FLUSH_FAILED`.
 //! - [`server_app`]: the relay served by agentwire-tokio at `/agent/ws`, with its event log.
 //! - [`log_check`]: the validator behind `relay_log`.
+//! - [`log_name`]: the file name of a session's log, which the writer and the validator share.
 //! - [`movie`]: the movie-booking UI (stages, tools, in-memory catalogue) behind
 //!   `movie_host`, as a [`Tools`](agentwire::agent_relay::Tools) implementation.
 //! - [`host_app`]: the movie host program: the `Host` machine driven by agentwire-tokio.
@@ -25,6 +26,7 @@ pub mod agent_app;
 pub mod demo;
 pub mod host_app;
 pub mod log_check;
+pub mod log_name;
 pub mod log_writer;
 pub mod logging_relay;
 pub mod movie;
