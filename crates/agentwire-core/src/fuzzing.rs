@@ -4,7 +4,7 @@
 //! backward (which the machine must clamp) and to the machine's next deadline
 //! ([`FuzzClock`]), checking the timer contract at each `handle_timeout`
 //! ([`checked_timeout`]) and building inputs from the fuzzer's bytes ([`json_value`],
-//! [`pick`], [`pick_or_any`]). These live here, not in the publish = false
+//! [`pick`], [`pick_or_any`], [`maybe_set`]). These live here, not in the publish = false
 //! `agentwire-testkit` (which re-exports the clock), because each protocol crate's `fuzzing`
 //! module is published with the crate and can only depend on published crates.
 
@@ -179,6 +179,20 @@ pub fn pick_or_any(u: &mut Unstructured<'_>, items: &[&str]) -> arbitrary::Resul
     } else {
         u.arbitrary::<String>()
     }
+}
+
+/// Sets `obj[key] = value`, or (1 in 16) leaves the member out, so a template object
+/// sometimes lacks a required member.
+pub fn maybe_set(
+    value: Value,
+    u: &mut Unstructured<'_>,
+    obj: &mut Map<String, Value>,
+    key: &str,
+) -> arbitrary::Result<()> {
+    if u.ratio(15u8, 16u8)? {
+        obj.insert(key.to_owned(), value);
+    }
+    Ok(())
 }
 
 /// A small arbitrary JSON value, nested at most `depth` levels: null, a bool, an integer, a

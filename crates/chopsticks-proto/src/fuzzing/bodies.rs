@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use agentwire_core::fuzzing::{json_value, pick, pick_or_any};
+use agentwire_core::fuzzing::{json_value, maybe_set, pick, pick_or_any};
 use arbitrary::Unstructured;
 use serde_json::{Map, Value};
 
@@ -52,19 +52,6 @@ pub(super) fn guild_list(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<Valu
         out.push(Value::String(u.arbitrary()?));
     }
     Ok(out)
-}
-
-/// Sets `obj[key] = value`, or (rarely) leaves the field out.
-fn maybe_set(
-    value: Value,
-    u: &mut Unstructured<'_>,
-    obj: &mut Map<String, Value>,
-    key: &str,
-) -> arbitrary::Result<()> {
-    if u.ratio(15u8, 16u8)? {
-        obj.insert(key.to_owned(), value);
-    }
-    Ok(())
 }
 
 /// An agent → controller message body: arbitrary bytes, or a template with arbitrary field

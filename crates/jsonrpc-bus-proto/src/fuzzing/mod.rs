@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentwire_core::fuzzing::FuzzClock;
+use agentwire_core::fuzzing::{maybe_set, FuzzClock};
 use agentwire_core::{Frame, FrameBuf};
 use arbitrary::Unstructured;
 use serde_json::{Map, Value};
@@ -80,19 +80,6 @@ fn move_clock(
             Ok(true)
         }
     }
-}
-
-/// Sets `obj[key] = value`, or (rarely) leaves the member out.
-fn maybe_set(
-    value: Value,
-    u: &mut Unstructured<'_>,
-    obj: &mut Map<String, Value>,
-    key: &str,
-) -> arbitrary::Result<()> {
-    if u.ratio(15u8, 16u8)? {
-        obj.insert(key.to_owned(), value);
-    }
-    Ok(())
 }
 
 /// `"jsonrpc": "2.0"`, or (rarely) a wrong version or none.
