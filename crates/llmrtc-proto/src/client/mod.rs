@@ -99,7 +99,7 @@ enum Source {
 ///
 /// # Spec decisions (client role)
 ///
-/// Each is pinned by the test named after it (`tests/client.rs`, `tests/client_sim.rs`).
+/// Each is pinned by the test named after it (`tests/client_*.rs`).
 ///
 /// 1. **Jitter is added, never subtracted, after the cap**: the wait before try `n` is
 ///    `min(1 s × 2^n, 30 s)` plus up to 30 % of that (INTEROP.md's "+≤30 %"), so the longest

@@ -1,5 +1,8 @@
 //! A direct harness for the `LlmrtcServer`: connections are plain ids, frames JSON values.
+//! The client's harness is in [`client`].
 #![allow(dead_code, unreachable_pub)]
+
+pub mod client;
 
 use std::time::{Duration, Instant};
 
@@ -224,4 +227,25 @@ impl Harness {
         }
         self.types(conn)
     }
+}
+
+/// The codes of the `error` frames in `frames`, in order.
+pub fn codes(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|v| v["type"] == "error")
+        .map(|v| v["code"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// Drives one turn to its STT answer, returning the LLM request.
+pub fn to_llm(h: &mut Harness, c: ConnId, heard: &str) -> RequestId {
+    h.audio(c, 16000, &utterance(16000, 400));
+    let stt = h.stt_requests().pop().expect("stt");
+    let now = h.now;
+    h.server
+        .stt_result(stt.request, Ok(heard.into()), now)
+        .expect("stt");
+    h.drain();
+    h.llm_request().expect("llm")
 }
