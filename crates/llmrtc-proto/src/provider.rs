@@ -32,6 +32,7 @@ pub enum ProviderKind {
 
 /// A provider's failure, as the application reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProviderError {
     /// The provider failed (`STT_ERROR`, `LLM_ERROR`, `TTS_ERROR`, `TOOL_ERROR`); the text is
     /// the `error` message's `message`.

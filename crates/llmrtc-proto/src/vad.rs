@@ -48,6 +48,7 @@ impl Default for VadConfig {
 
 /// What the detector saw in a batch of samples.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum VadEvent {
     /// Speech started; `pre_roll` holds the samples just before and including the loud frames
     /// that started it (the start of the segment).

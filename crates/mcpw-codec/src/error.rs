@@ -65,6 +65,7 @@ impl ErrorBody {
 /// A params field that is missing or out of bounds (error 4005), named by its path so the
 /// reply's `data` says which (`capabilities[1].confidence`), as the spec's error example does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ParamError {
     /// The field's path, e.g. `result.findings` or `capabilities[0].name`.
     pub field: String,

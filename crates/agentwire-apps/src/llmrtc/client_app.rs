@@ -20,6 +20,7 @@ pub struct LlmrtcClientApp {
 
 /// Why waiting for an event stopped.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum WaitError {
     /// Not within the time given.
     Timeout(&'static str),

@@ -44,6 +44,7 @@ pub struct Accepted {
 
 /// What the agent reports.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum AgentEvent {
     /// `registration.confirmed` arrived.
     Registered(RegistrationConfirmed),

@@ -33,6 +33,7 @@ pub enum Dir {
 
 /// Why a step of the agent failed.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum AgentError {
     /// The socket failed or closed.
     Transport(String),

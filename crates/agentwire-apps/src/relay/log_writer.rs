@@ -202,6 +202,7 @@ impl fmt::Display for LogOp {
 
 /// A study-log failure: the record (if any) was not written, or not synced.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct LogError {
     /// The session whose file failed.
     pub session: SessionId,

@@ -64,6 +64,7 @@ impl SyncJob {
 
 /// What the [`LoggingRelay`] tells the application.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ServerEvent {
     /// An event of the relay (every one but [`RelayEvent::Log`], which becomes
     /// [`Logged`](Self::Logged) or [`LogFailed`](Self::LogFailed)).
