@@ -1,6 +1,7 @@
 //! Publishes in flight: each one's chain of subscribers, every subscriber's inbox and
 //! in-flight window, the requests sent to subscribers, and the hop timers.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::time::{Duration, Instant};
@@ -8,7 +9,6 @@ use std::time::{Duration, Instant};
 use agentwire_core::{
     ConnId, ConnMap, DeadlineQueue, FrameBuf, Id128, Id128Hasher, Id128Map, IdGen, Outbox,
 };
-use bytes::Bytes;
 
 use super::flow::Flow;
 use super::stats::BusStats;
@@ -56,7 +56,7 @@ pub(super) struct Delivery {
     pub(super) publisher: Option<ConnId>,
     pub(super) origin: Origin,
     /// `{"topic":..,"payload":..}`, encoded once and reused for every subscriber.
-    pub(super) params: Bytes,
+    pub(super) params: Vec<u8>,
     hops: Vec<Hop>,
     /// Index of the current hop (`hops.len()` once past the end).
     pos: usize,
@@ -123,7 +123,6 @@ pub(super) struct Deliveries {
     window: usize,
     /// Deliveries reserved per subscriber.
     max_inbox: usize,
-    scratch_send: Vec<DeliveryId>,
     scratch_blocked: Vec<Option<ConnId>>,
 }
 
@@ -138,7 +137,6 @@ impl Deliveries {
             timeout: config.delivery_timeout,
             window: config.max_in_flight_per_subscriber.max(1),
             max_inbox: config.limits.max_pending_per_subscriber,
-            scratch_send: Vec::new(),
             scratch_blocked: Vec::new(),
         }
     }
@@ -177,7 +175,7 @@ impl Deliveries {
         &mut self,
         publisher: Option<ConnId>,
         origin: Origin,
-        params: Bytes,
+        params: Vec<u8>,
         chain: &[ConnId],
     ) -> (DeliveryId, usize) {
         let id = DeliveryId(self.next);
@@ -261,7 +259,8 @@ impl Deliveries {
     }
 
     /// Sends subscriber `conn` every delivery whose turn it is, up to the in-flight window,
-    /// never passing an earlier message of the same publisher.
+    /// never passing an earlier message of the same publisher. One inbox lookup, one
+    /// delivery lookup per queued delivery looked at.
     pub(super) fn pump(
         &mut self,
         conn: ConnId,
@@ -270,22 +269,20 @@ impl Deliveries {
         out: &mut Outbox<BusEvent>,
         stats: &mut BusStats,
     ) {
-        let Some(inbox) = self.inboxes.get(&conn) else {
+        let Some(inbox) = self.inboxes.get_mut(&conn) else {
             return;
         };
         if inbox.in_flight >= self.window {
             return;
         }
         let mut room = self.window - inbox.in_flight;
-        let mut send = std::mem::take(&mut self.scratch_send);
         let mut blocked = std::mem::take(&mut self.scratch_blocked);
-        send.clear();
         blocked.clear();
         for id in &inbox.queue {
             if room == 0 {
                 break;
             }
-            let Some(d) = self.by_id.get(id) else {
+            let Some(d) = self.by_id.get_mut(id) else {
                 continue;
             };
             let current = d.at(conn);
@@ -293,60 +290,36 @@ impl Deliveries {
                 continue; // in flight
             }
             if current && !blocked.contains(&d.publisher) {
-                send.push(*id);
+                let request = ids.next_id();
+                let frame = hop_request(&d.params, request);
+                d.sent = Some(request);
+                self.requests.insert(request, (conn, *id));
+                inbox.in_flight += 1;
+                flow.awaited(conn, out);
+                stats.hops_sent += 1;
+                out.send(conn, FrameBuf::json_from_vec(frame));
                 room -= 1;
             } else if !blocked.contains(&d.publisher) {
                 blocked.push(d.publisher);
             }
         }
-        for id in &send {
-            self.send_hop(conn, *id, ids, flow, out, stats);
-        }
-        self.scratch_send = send;
         self.scratch_blocked = blocked;
     }
 
-    fn send_hop(
-        &mut self,
-        conn: ConnId,
-        id: DeliveryId,
-        ids: &mut dyn IdGen,
-        flow: &mut Flow,
-        out: &mut Outbox<BusEvent>,
-        stats: &mut BusStats,
-    ) {
-        let request = ids.next_id();
-        let Some(d) = self.by_id.get_mut(&id) else {
-            return;
-        };
-        let mut frame = Vec::with_capacity(d.params.len() + 96);
-        frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"sendMessage\",\"params\":");
-        frame.extend_from_slice(&d.params);
-        frame.extend_from_slice(b",\"id\":\"");
-        frame.extend_from_slice(request.hyphenated().as_bytes());
-        frame.extend_from_slice(b"\"}");
-        d.sent = Some(request);
-        self.requests.insert(request, (conn, id));
-        if let Some(inbox) = self.inboxes.get_mut(&conn) {
-            inbox.in_flight += 1;
-            flow.awaited(conn, out);
-        }
-        stats.hops_sent += 1;
-        out.send(conn, FrameBuf::json_from_vec(frame));
-    }
-
     /// Ends the current hop of `id` with `outcome` (its request, inbox place and window
-    /// slot are freed); returns the subscriber. [`Deliveries::step`] moves the chain on.
+    /// slot are freed; `answered`: [`Deliveries::answered`] already freed the request);
+    /// returns the subscriber. [`Deliveries::step`] moves the chain on.
     pub(super) fn end_hop(
         &mut self,
         id: DeliveryId,
         outcome: HopOutcome,
+        answered: bool,
         out: &mut Outbox<BusEvent>,
     ) -> Option<ConnId> {
         let d = self.by_id.get_mut(&id)?;
         let subscriber = d.hops.get(d.pos)?.conn;
         let sent = d.sent.take();
-        if let Some(request) = sent {
+        if let Some(request) = sent.filter(|_| !answered) {
             self.requests.remove(&request);
         }
         if let Some(inbox) = self.inboxes.get_mut(&subscriber) {
@@ -382,19 +355,21 @@ impl Deliveries {
         unblocked
     }
 
-    /// The delivery whose hop request `request` answers, if `conn` may answer it.
+    /// The delivery whose hop request `request` answers, if `conn` may answer it; the
+    /// request is then no longer awaited (pass `answered: true` to [`Deliveries::end_hop`]).
     pub(super) fn answered(
-        &self,
+        &mut self,
         conn: ConnId,
         request: Option<Id128>,
     ) -> Result<DeliveryId, ProtocolError> {
-        let Some((owner, delivery)) = request.and_then(|r| self.requests.get(&r).copied()) else {
+        let Some(request) = request else {
             return Err(ProtocolError::UnknownResponse);
         };
-        if owner != conn {
-            return Err(ProtocolError::WrongResponder);
+        match self.requests.entry(request) {
+            Entry::Occupied(e) if e.get().0 == conn => Ok(e.remove().1),
+            Entry::Occupied(_) => Err(ProtocolError::WrongResponder),
+            Entry::Vacant(_) => Err(ProtocolError::UnknownResponse),
         }
-        Ok(delivery)
     }
 
     /// The next delivery whose current hop timed out by `now`.
@@ -434,6 +409,21 @@ impl Deliveries {
     pub(super) fn hop_timer_count(&self) -> usize {
         self.hop_timers.len()
     }
+}
+
+/// A hop's `sendMessage` request: `params` as encoded once for the publish, and the id
+/// `request`. Sized exactly, so the frame's buffer becomes `Bytes` without another
+/// allocation.
+fn hop_request(params: &[u8], request: Id128) -> Vec<u8> {
+    const HEAD: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"sendMessage\",\"params\":";
+    const ID: &[u8] = b",\"id\":\"";
+    let mut frame = Vec::with_capacity(HEAD.len() + params.len() + ID.len() + 36 + 2);
+    frame.extend_from_slice(HEAD);
+    frame.extend_from_slice(params);
+    frame.extend_from_slice(ID);
+    frame.extend_from_slice(request.hyphenated().as_bytes());
+    frame.extend_from_slice(b"\"}");
+    frame
 }
 
 /// Whether a hop timer still times a hop: its delivery is at that hop.

@@ -13,7 +13,6 @@ use agentwire_core::{
     CloseCode, ConnId, ConnMap, Flow as FlowChange, Frame, FrameBuf, Id128, IdGen, Machine,
     Monotonic, Outbox, Output, PeerInfo, TimerSet, WallClock,
 };
-use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -95,6 +94,8 @@ pub struct Bus {
     out: Outbox<BusEvent>,
     stats: BusStats,
     scratch_chain: Vec<ConnId>,
+    /// The publisher's answer, written here before it is copied out.
+    scratch_answer: Vec<u8>,
 }
 
 impl std::fmt::Debug for Bus {
@@ -134,6 +135,7 @@ impl Bus {
             out: Outbox::new(),
             stats: BusStats::default(),
             scratch_chain: Vec::new(),
+            scratch_answer: Vec::with_capacity(160),
         }
     }
 
@@ -239,7 +241,7 @@ impl Bus {
                 // The message a bus gets most, read in one pass when plain.
                 if let Some((request, ack)) = fast::read(raw) {
                     if let Some(delivery) = self.hop_answered(conn, Some(request)) {
-                        self.finish_hop(delivery, hop_outcome(&ack), now);
+                        self.finish_hop(delivery, hop_outcome(&ack), true, now);
                     }
                 } else {
                     self.on_single(conn, raw, now);
@@ -532,9 +534,7 @@ impl Bus {
         self.stats.params_encoded += 1;
         let len = params.len();
 
-        let (id, overloaded) =
-            self.deliveries
-                .start(publisher, origin, Bytes::from(params), &chain);
+        let (id, overloaded) = self.deliveries.start(publisher, origin, params, &chain);
         let subscribers = chain.len();
         self.scratch_chain = chain;
         for _ in 0..overloaded {
@@ -576,8 +576,12 @@ impl Bus {
     }
 
     /// Ends the current hop of `id` with `outcome` and moves the chain on.
-    fn finish_hop(&mut self, id: DeliveryId, outcome: HopOutcome, now: Instant) {
-        let Some(subscriber) = self.deliveries.end_hop(id, outcome, &mut self.out) else {
+    /// `answered`: the hop's request was answered (and freed by [`Bus::hop_answered`]).
+    fn finish_hop(&mut self, id: DeliveryId, outcome: HopOutcome, answered: bool, now: Instant) {
+        let Some(subscriber) = self
+            .deliveries
+            .end_hop(id, outcome, answered, &mut self.out)
+        else {
             return;
         };
         self.activate(id, now);
@@ -600,9 +604,13 @@ impl Bus {
             .ended(d.publisher, in_flight, &mut self.out, &mut self.stats);
         match (&d.origin, d.publisher) {
             (Origin::Request(req), Some(p)) if self.conns.contains_key(&p) => {
-                let mut out = Vec::with_capacity(160);
+                // Written into a kept buffer and copied out at its exact size: the frame's
+                // buffer becomes `Bytes` with one allocation, not two.
+                let mut out = std::mem::take(&mut self.scratch_answer);
+                out.clear();
                 write_result_with(&mut out, req, |out| d.result.write_json(out));
-                self.send_bytes(p, out);
+                self.send_bytes(p, out.as_slice().to_vec());
+                self.scratch_answer = out;
             }
             (Origin::Batch { batch, slot, id }, _) => {
                 let mut out = Vec::with_capacity(160);
@@ -622,8 +630,8 @@ impl Bus {
         }
     }
 
-    /// The delivery whose hop request `request` answers, if `conn` may answer it; otherwise
-    /// the violation is reported.
+    /// The delivery whose hop request `request` answers, if `conn` may answer it (the request
+    /// is freed: the caller ends the hop); otherwise the violation is reported.
     fn hop_answered(&mut self, conn: ConnId, request: Option<Id128>) -> Option<DeliveryId> {
         match self.deliveries.answered(conn, request) {
             Ok(delivery) => Some(delivery),
@@ -653,7 +661,7 @@ impl Bus {
             },
             Err(error) => HopOutcome::Error(error),
         };
-        self.finish_hop(delivery, outcome, now);
+        self.finish_hop(delivery, outcome, true, now);
     }
 }
 
@@ -730,7 +738,7 @@ impl Machine for Bus {
             subscriptions,
         });
         for id in self.deliveries.close(conn) {
-            self.finish_hop(id, HopOutcome::Disconnected, now);
+            self.finish_hop(id, HopOutcome::Disconnected, false, now);
         }
     }
 
@@ -739,7 +747,7 @@ impl Machine for Bus {
     fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
         while let Some(delivery) = self.deliveries.pop_expired(now) {
-            self.finish_hop(delivery, HopOutcome::TimedOut, now);
+            self.finish_hop(delivery, HopOutcome::TimedOut, false, now);
         }
         self.deliveries.drop_stale_hop_timers();
         self.flow.report_due(now, &mut self.out);
