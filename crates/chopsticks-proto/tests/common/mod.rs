@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use agentwire_core::sim::{Sim, SimConfig};
 use agentwire_core::{CloseCode, FrameBuf, PeerInfo, SequentialIds};
-use chopsticks_proto::{Agent, Controller, ControllerConfig, ControllerEvent};
+use chopsticks_proto::{Agent, AgentConfig, Controller, ControllerConfig, ControllerEvent};
 use serde_json::{json, Value};
 
 pub type CtlSim = Sim<Controller, Agent>;
@@ -90,4 +90,19 @@ pub fn secs(n: u64) -> Duration {
 /// Takes the controller's events, keeping only those `f` maps.
 pub fn events<T>(sim: &mut CtlSim, f: impl Fn(&ControllerEvent) -> Option<T>) -> Vec<T> {
     sim.take_server_events().iter().filter_map(f).collect()
+}
+
+/// An agent `id` in guild `g1` as bot `42`.
+pub fn agent(id: &str) -> Agent {
+    Agent::new(
+        AgentConfig::new(id)
+            .with_guilds(["g1"])
+            .with_bot("42", "Bot#1"),
+    )
+}
+
+/// A controller with `cfg` and a link of `latency_ms` each way, for `Agent` clients.
+pub fn pair(cfg: ControllerConfig, latency_ms: u64) -> CtlSim {
+    let simcfg = SimConfig::default().with_latency(Duration::from_millis(latency_ms));
+    Sim::new(Controller::new(cfg, SequentialIds::new(0)), t0(), simcfg)
 }
