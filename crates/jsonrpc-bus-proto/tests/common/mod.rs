@@ -1,5 +1,8 @@
 //! A direct harness for the `Bus`: connections are plain ids, frames are JSON values.
+//! The simulated-time harness for `BusClient` is in [`client`].
 #![allow(dead_code, unreachable_pub)]
+
+pub mod client;
 
 use std::time::{Duration, Instant};
 

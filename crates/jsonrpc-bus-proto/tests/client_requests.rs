@@ -1,53 +1,15 @@
-//! BusClient against the Bus in the simulated-time harness.
+//! `BusClient` requests against the `Bus`, in simulated time: publish through an observer
+//! and an interceptor, ping and unsubscribe, request and delivery timeouts, and unknown methods
+//! answered with -32601.
 
-use std::time::{Duration, Instant};
+mod common;
 
-use agentwire_core::sim::{Sim, SimConfig};
+use std::time::Duration;
+
 use agentwire_core::{Machine, PeerInfo, SequentialIds};
-use jsonrpc_bus_proto::{
-    Bus, BusClient, BusConfig, BusEvent, ClientConfig, ClientEvent, RequestError, RequestKind,
-};
+use common::client::*;
+use jsonrpc_bus_proto::{BusClient, BusConfig, BusEvent, ClientConfig, ClientEvent, RequestError};
 use serde_json::json;
-
-type BusSim = Sim<Bus, BusClient>;
-
-#[allow(clippy::disallowed_methods)] // the one base time of a test
-fn t0() -> Instant {
-    Instant::now()
-}
-
-fn sim_with(cfg: BusConfig) -> BusSim {
-    let start = t0();
-    Sim::new(
-        Bus::new(cfg, SequentialIds::new(1), start, 1_739_534_400_000),
-        start,
-        SimConfig::default().with_latency(Duration::from_millis(1)),
-    )
-}
-
-fn client(sim: &mut BusSim, cfg: ClientConfig, seed: u64) -> usize {
-    let idx = sim.add_client(BusClient::new(cfg, SequentialIds::new(seed)));
-    sim.connect(idx);
-    sim.settle();
-    let events = sim.take_client_events(idx);
-    assert!(
-        matches!(events.first(), Some(ClientEvent::Initialized(r)) if r.server_info.name == "bub-bus"),
-        "{events:?}"
-    );
-    idx
-}
-
-fn subscribe(sim: &mut BusSim, idx: usize, pattern: &str) {
-    let id = sim
-        .call_client(idx, |c, now| c.subscribe(pattern, now))
-        .unwrap();
-    sim.settle();
-    let events = sim.take_client_events(idx);
-    assert!(
-        events.iter().any(|e| matches!(e, ClientEvent::Subscribed { request, subscription_id: Some(_), .. } if *request == id)),
-        "{events:?}"
-    );
-}
 
 #[test]
 fn publish_through_an_observer_and_an_interceptor() {
@@ -95,7 +57,7 @@ fn publish_through_an_observer_and_an_interceptor() {
 }
 
 #[test]
-fn ping_and_unsubscribe() {
+fn ping_answers_with_the_bus_time_and_unsubscribe_forgets_the_pattern() {
     let mut sim = sim_with(BusConfig::default());
     let c = client(&mut sim, ClientConfig::new("c"), 100);
     let id = sim.call_client(c, |m, now| m.ping(now)).unwrap();
@@ -119,87 +81,6 @@ fn ping_and_unsubscribe() {
     assert!(sim
         .call_client(c, |m, now| m.unsubscribe("a:*", now))
         .is_err());
-}
-
-#[test]
-fn commands_before_the_connection_is_ready_are_queued() {
-    let mut sim = sim_with(BusConfig::default());
-    let idx = sim.add_client(BusClient::new(
-        ClientConfig::new("early"),
-        SequentialIds::new(5),
-    ));
-    let sub = sim
-        .call_client(idx, |c, now| c.subscribe("t", now))
-        .unwrap();
-    let ping = sim.call_client(idx, |c, now| c.ping(now)).unwrap();
-    sim.connect(idx);
-    sim.settle();
-    let events = sim.take_client_events(idx);
-    assert!(matches!(events[0], ClientEvent::Initialized(_)));
-    assert!(events
-        .iter()
-        .any(|e| matches!(e, ClientEvent::Subscribed { request, .. } if *request == sub)));
-    assert!(events
-        .iter()
-        .any(|e| matches!(e, ClientEvent::Pong { request, .. } if *request == ping)));
-}
-
-#[test]
-fn reconnect_reinitializes_and_resubscribes() {
-    let mut sim = sim_with(BusConfig::default());
-    let sub = client(&mut sim, ClientConfig::new("sub"), 100);
-    subscribe(&mut sim, sub, "agent:*");
-    subscribe(&mut sim, sub, "inbound:*");
-    let old = sim.server_conn_of(sub).unwrap();
-    sim.disconnect(sub);
-    assert!(sim
-        .take_client_events(sub)
-        .contains(&ClientEvent::Disconnected));
-    assert!(sim.server().subscriptions(old).is_empty());
-    sim.connect(sub);
-    sim.settle();
-    let new = sim.server_conn_of(sub).unwrap();
-    assert_ne!(old, new);
-    assert_eq!(
-        sim.server().subscriptions(new),
-        vec!["agent:*", "inbound:*"]
-    );
-    let events = sim.take_client_events(sub);
-    assert!(
-        matches!(events[0], ClientEvent::Initialized(_)),
-        "{events:?}"
-    );
-    // And deliveries flow again.
-    let p = client(&mut sim, ClientConfig::new("p"), 200);
-    sim.call_client(p, |c, now| c.publish("agent:spawn", &json!({"n": 1}), now))
-        .unwrap();
-    sim.settle();
-    assert!(sim
-        .take_client_events(sub)
-        .iter()
-        .any(|e| matches!(e, ClientEvent::Delivery { topic, .. } if topic == "agent:spawn")));
-}
-
-#[test]
-fn a_publish_in_flight_fails_on_disconnect_and_is_not_resent() {
-    let mut sim = sim_with(BusConfig::default());
-    let holder = client(&mut sim, ClientConfig::new("h").intercepting(), 100);
-    subscribe(&mut sim, holder, "t");
-    let p = client(&mut sim, ClientConfig::new("p"), 200);
-    let id = sim
-        .call_client(p, |c, now| c.publish("t", &json!({"n": 1}), now))
-        .unwrap();
-    sim.settle();
-    sim.disconnect(p);
-    let events = sim.take_client_events(p);
-    assert!(events.iter().any(|e| matches!(e, ClientEvent::RequestFailed { request, kind: RequestKind::Publish(_), error: RequestError::Disconnected } if *request == id)), "{events:?}");
-    sim.connect(p);
-    sim.settle();
-    assert_eq!(
-        sim.client(holder).unanswered(),
-        1,
-        "delivered once, not twice"
-    );
 }
 
 #[test]
