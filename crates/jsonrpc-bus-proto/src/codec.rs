@@ -19,14 +19,16 @@ use crate::error::DecodeError;
 use crate::message::{raw_number, raw_str, write_json_str, ErrorObject, Id};
 
 /// A request or notification, borrowed from the message body.
+///
+/// `P` is how the params were read: raw JSON by default ([`classify`]).
 #[derive(Debug, Clone)]
-pub struct Call<'a> {
+pub struct Call<'a, P = &'a RawValue> {
     /// `Some` for a request, `None` for a notification.
     pub id: Option<Id>,
     /// Method name.
     pub method: Cow<'a, str>,
-    /// Params as raw JSON (an object or an array), if present.
-    pub params: Option<&'a RawValue>,
+    /// Params (as raw JSON by default: an object or an array), if present.
+    pub params: Option<P>,
 }
 
 /// A response, borrowed from the message body.
@@ -55,11 +57,12 @@ impl<'a> Reply<'a> {
     }
 }
 
-/// One classified JSON-RPC message, borrowed from the body.
+/// One classified JSON-RPC message, borrowed from the body (`P`: how a call's params were
+/// read, raw JSON by default).
 #[derive(Debug, Clone)]
-pub enum Incoming<'a> {
+pub enum Incoming<'a, P = &'a RawValue> {
     /// A request or notification.
-    Call(Call<'a>),
+    Call(Call<'a, P>),
     /// A response to a request this side sent.
     Reply(Reply<'a>),
 }
@@ -166,15 +169,17 @@ impl<'de> Visitor<'de> for BatchVisitor {
     }
 }
 
-/// The members of a message object, each kept raw; `Some` when present (even as `null`).
+/// The members of a message object, each kept raw but `params` (read as `P`); `Some` when
+/// present (even as `null`).
 #[derive(Deserialize)]
-struct Members<'a> {
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+struct Members<'a, P> {
     #[serde(default, borrow, deserialize_with = "present")]
     jsonrpc: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     method: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present_as")]
+    params: Option<P>,
     #[serde(default, borrow, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
@@ -187,16 +192,41 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
     <&'de RawValue>::deserialize(d).map(Some)
 }
 
+fn present_as<'de, D: Deserializer<'de>, P: Deserialize<'de>>(d: D) -> Result<Option<P>, D::Error> {
+    P::deserialize(d).map(Some)
+}
+
+/// How a call's params were read: [`classify_as`] asks them whether they are an object or
+/// an array, as JSON-RPC requires.
+pub(crate) trait Params {
+    /// Whether the params are an object or an array.
+    fn structured(&self) -> bool;
+}
+
+impl Params for &RawValue {
+    fn structured(&self) -> bool {
+        matches!(self.get().as_bytes().first(), Some(b'{' | b'['))
+    }
+}
+
 /// Classifies one message object: a [`Body::Single`], or one batch entry's text
 /// (`entry.get()`).
 pub fn classify(text: &str) -> Result<Incoming<'_>, DecodeError> {
+    classify_as(text)
+}
+
+/// [`classify`], reading a call's params as `P` in the same pass (the bus reads the members
+/// it needs straight away).
+pub(crate) fn classify_as<'a, P: Params + Deserialize<'a>>(
+    text: &'a str,
+) -> Result<Incoming<'a, P>, DecodeError> {
     if !text.starts_with('{') {
         return Err(DecodeError::InvalidRequest {
             id: Id::Null,
             reason: "a message must be an object",
         });
     }
-    let m: Members<'_> = serde_json::from_str(text).map_err(|e| {
+    let m: Members<'_, P> = serde_json::from_str(text).map_err(|e| {
         if e.is_data() {
             DecodeError::InvalidRequest {
                 id: Id::Null,
@@ -229,8 +259,8 @@ pub fn classify(text: &str) -> Result<Incoming<'_>, DecodeError> {
                 reason: "method must be a string",
             });
         };
-        if let Some(params) = m.params {
-            if !matches!(params.get().as_bytes().first(), Some(b'{' | b'[')) {
+        if let Some(params) = &m.params {
+            if !params.structured() {
                 return Err(DecodeError::InvalidRequest {
                     id: recovered(),
                     reason: "params must be an object or an array",

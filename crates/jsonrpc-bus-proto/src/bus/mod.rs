@@ -17,7 +17,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::codec::{
-    classify, split_body, split_text, write_error, write_result_with, Body, Call, Incoming, Reply,
+    classify, classify_as, split_body, split_text, write_error, write_result_with, Body, Call,
+    Incoming, Reply,
 };
 use crate::config::BusConfig;
 use crate::error::{CommandError, DecodeError, ProtocolError};
@@ -39,11 +40,11 @@ mod subscriptions;
 use batch::{Batches, Handled};
 use deliveries::{Deliveries, Delivery, Origin, Step};
 use flow::Flow;
-use params::topic_params;
 use params::{
     check_payload, check_topic, initialize_params, method_not_found, respond, send_message_params,
     Encoded,
 };
+use params::{topic_params, Members, Params};
 pub use stats::BusStats;
 use subscriptions::Subscriptions;
 
@@ -254,7 +255,7 @@ impl Bus {
 
     /// One message object, the general way.
     fn on_single(&mut self, conn: ConnId, raw: &str, now: Instant) {
-        match classify(raw) {
+        match read(raw) {
             Ok(Incoming::Call(call)) => {
                 if let Handled::Now(bytes) = self.on_call(conn, call, Origin::direct, now) {
                     self.send_bytes(conn, bytes);
@@ -288,7 +289,7 @@ impl Bus {
             let Some(slot) = self.batches.reserve(batch) else {
                 return;
             };
-            let handled = match classify(raw.get()) {
+            let handled = match read(raw.get()) {
                 Ok(Incoming::Call(call)) => {
                     let origin = |id: Option<Id>| {
                         id.map_or(Origin::Silent, |id| Origin::Batch { batch, slot, id })
@@ -326,11 +327,12 @@ impl Bus {
     fn on_call(
         &mut self,
         conn: ConnId,
-        call: Call<'_>,
+        call: Call<'_, Params<'_>>,
         origin: impl FnOnce(Option<Id>) -> Origin,
         now: Instant,
     ) -> Handled {
         let Call { id, method, params } = call;
+        let params = params.unwrap_or(Params::Raw(None));
         let initialized = self.conns.get(&conn).is_some_and(|c| c.initialized);
         let result = if method == method::INITIALIZE {
             self.initialize(conn, params, now)
@@ -372,7 +374,7 @@ impl Bus {
     fn initialize(
         &mut self,
         conn: ConnId,
-        params: Option<&RawValue>,
+        params: Params<'_>,
         now: Instant,
     ) -> Result<Encoded, ErrorObject> {
         let Some(c) = self.conns.get(&conn) else {
@@ -409,18 +411,14 @@ impl Bus {
     /// Reads `{topic, payload?}` ([`topic_params`]) and checks the topic's length (-32005).
     fn topic_param<'a>(
         &self,
-        params: Option<&'a RawValue>,
+        params: Params<'a>,
     ) -> Result<(Cow<'a, str>, Option<&'a RawValue>), ErrorObject> {
         let (topic, payload) = topic_params(params)?;
         check_topic(&topic, self.config.limits.max_topic_bytes)?;
         Ok((topic, payload))
     }
 
-    fn subscribe(
-        &mut self,
-        conn: ConnId,
-        params: Option<&RawValue>,
-    ) -> Result<Encoded, ErrorObject> {
+    fn subscribe(&mut self, conn: ConnId, params: Params<'_>) -> Result<Encoded, ErrorObject> {
         let (topic, _) = self.topic_param(params)?;
         let max = self.config.limits.max_subscriptions_per_conn;
         self.subscriptions.subscribe(conn, &topic, max)?;
@@ -437,11 +435,7 @@ impl Bus {
         }))
     }
 
-    fn unsubscribe(
-        &mut self,
-        conn: ConnId,
-        params: Option<&RawValue>,
-    ) -> Result<Encoded, ErrorObject> {
+    fn unsubscribe(&mut self, conn: ConnId, params: Params<'_>) -> Result<Encoded, ErrorObject> {
         let (topic, _) = self.topic_param(params)?;
         let pattern = self.subscriptions.unsubscribe(conn, &topic)?;
         self.out.event(BusEvent::Unsubscribed {
@@ -663,6 +657,30 @@ impl Bus {
         };
         self.finish_hop(delivery, outcome, true, now);
     }
+}
+
+/// Classifies one message object, reading a call's params in the same pass when they are an
+/// object the bus can read that way ([`params::Members`]); any other message is classified
+/// again the general way ([`classify`]), whose answer it gets.
+fn read(text: &str) -> Result<Incoming<'_, Params<'_>>, DecodeError> {
+    if let Ok(incoming) = classify_as::<Members<'_>>(text) {
+        return Ok(match incoming {
+            Incoming::Call(Call { id, method, params }) => Incoming::Call(Call {
+                id,
+                method,
+                params: params.map(Params::Read),
+            }),
+            Incoming::Reply(reply) => Incoming::Reply(reply),
+        });
+    }
+    Ok(match classify(text)? {
+        Incoming::Call(Call { id, method, params }) => Incoming::Call(Call {
+            id,
+            method,
+            params: params.map(|p| Params::Raw(Some(p))),
+        }),
+        Incoming::Reply(reply) => Incoming::Reply(reply),
+    })
 }
 
 /// What a subscriber's answer does to the chain.

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use agentwire_core::check_json_depth;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -12,11 +13,90 @@ use crate::config::PayloadRule;
 use crate::message::{raw_str, write_json_str, ClientInfo, ErrorCode, ErrorObject, Id};
 use crate::texts;
 
+/// A call's params as the bus has them: raw, or read in the message's one pass.
+#[derive(Debug, Clone)]
+pub(super) enum Params<'a> {
+    /// Raw JSON (`None`: no params), read by each method's reader.
+    Raw(Option<&'a RawValue>),
+    /// An object whose members the bus reads, read already.
+    Read(Members<'a>),
+}
+
+/// The members of an object of params that any bus method reads, each raw (`None` when
+/// absent or `null`), read in the message's one pass ([`classify_as`](crate::codec)).
+///
+/// Only an object without a duplicate of these members reads this way; anything else fails,
+/// and the bus reads that message the general way ([`classify`](crate::codec::classify),
+/// then each method's reader), which gives it its answer. So both ways give the same answer.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Members<'a> {
+    topic: Option<&'a RawValue>,
+    payload: Option<&'a RawValue>,
+    client_id: Option<&'a RawValue>,
+    client_info: Option<&'a RawValue>,
+}
+
+impl codec::Params for Members<'_> {
+    fn structured(&self) -> bool {
+        true
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// The member names, matched as serde's derive matches the method readers' fields.
+        #[derive(Deserialize)]
+        #[serde(field_identifier, rename_all = "camelCase")]
+        enum Key {
+            Topic,
+            Payload,
+            ClientId,
+            ClientInfo,
+            #[serde(other)]
+            Other,
+        }
+
+        struct V;
+
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of params")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut m = Members::default();
+                let mut seen = [false; 4];
+                while let Some(key) = map.next_key::<Key>()? {
+                    let (i, slot) = match key {
+                        Key::Topic => (0, &mut m.topic),
+                        Key::Payload => (1, &mut m.payload),
+                        Key::ClientId => (2, &mut m.client_id),
+                        Key::ClientInfo => (3, &mut m.client_info),
+                        Key::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    if std::mem::replace(&mut seen[i], true) {
+                        return Err(de::Error::custom("duplicate member"));
+                    }
+                    *slot = map.next_value::<Option<&'de RawValue>>()?;
+                }
+                Ok(m)
+            }
+        }
+
+        d.deserialize_map(V)
+    }
+}
+
 /// Reads `initialize`'s `{clientId?, clientInfo?}`: a `clientId` that is not a string is
 /// -32602, a `clientInfo` that is neither `null` nor an object with string `name` and
 /// `version` -32002.
 pub(super) fn initialize_params(
-    params: Option<&RawValue>,
+    params: Params<'_>,
 ) -> Result<(Option<String>, Option<ClientInfo>), ErrorObject> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -27,13 +107,17 @@ pub(super) fn initialize_params(
         client_info: Option<&'a RawValue>,
     }
     let raw: Raw<'_> = match params {
-        None => Raw {
+        Params::Raw(None) => Raw {
             client_id: None,
             client_info: None,
         },
-        Some(p) => serde_json::from_str(p.get()).map_err(|_| {
+        Params::Raw(Some(p)) => serde_json::from_str(p.get()).map_err(|_| {
             ErrorObject::with_data(ErrorCode::INVALID_PARAMS, texts::PARAMS_NOT_AN_OBJECT)
         })?,
+        Params::Read(m) => Raw {
+            client_id: m.client_id,
+            client_info: m.client_info,
+        },
     };
     let client_id = match raw.client_id.filter(|v| v.get() != "null") {
         None => None,
@@ -109,7 +193,7 @@ pub(super) fn check_payload(
 /// Reads `{topic, payload?}` the general way: a missing, `null` or empty topic is -32600
 /// (the spec's table), params that are not an object or a topic that is not a string -32602.
 pub(super) fn topic_params(
-    params: Option<&RawValue>,
+    params: Params<'_>,
 ) -> Result<(Cow<'_, str>, Option<&RawValue>), ErrorObject> {
     #[derive(Deserialize)]
     struct Raw<'a> {
@@ -118,12 +202,16 @@ pub(super) fn topic_params(
         #[serde(default, borrow)]
         payload: Option<&'a RawValue>,
     }
-    let Some(params) = params else {
-        return Err(missing_topic());
+    let raw: Raw<'_> = match params {
+        Params::Raw(None) => return Err(missing_topic()),
+        Params::Raw(Some(params)) => serde_json::from_str(params.get()).map_err(|_| {
+            ErrorObject::with_data(ErrorCode::INVALID_PARAMS, texts::PARAMS_NOT_AN_OBJECT)
+        })?,
+        Params::Read(m) => Raw {
+            topic: m.topic,
+            payload: m.payload,
+        },
     };
-    let raw: Raw<'_> = serde_json::from_str(params.get()).map_err(|_| {
-        ErrorObject::with_data(ErrorCode::INVALID_PARAMS, texts::PARAMS_NOT_AN_OBJECT)
-    })?;
     let Some(topic) = raw.topic.filter(|t| t.get() != "null") else {
         return Err(missing_topic());
     };
