@@ -1,9 +1,6 @@
 //! Every connection's subscriptions and the index that matches a topic to them.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
-use agentwire_core::{ConnId, ConnMap, Id128Hasher};
+use agentwire_core::{ConnId, ConnMap};
 
 use crate::message::{ErrorCode, ErrorObject};
 use crate::texts;
@@ -20,11 +17,11 @@ struct Subscription {
 #[derive(Debug)]
 pub(super) struct Subscriptions {
     by_conn: ConnMap<Vec<Subscription>>,
-    index: TopicIndex<u64>,
-    /// Subscription (its `seq`) → its connection.
-    owner: HashMap<u64, ConnId, BuildHasherDefault<Id128Hasher>>,
+    /// Keyed by subscription (its `seq`, then its connection): a match names its connection
+    /// without another lookup.
+    index: TopicIndex<(u64, ConnId)>,
     next_seq: u64,
-    scratch_matches: Vec<u64>,
+    scratch_matches: Vec<(u64, ConnId)>,
     scratch_hops: Vec<(ConnId, u64)>,
 }
 
@@ -33,7 +30,6 @@ impl Subscriptions {
         Self {
             by_conn: ConnMap::default(),
             index: TopicIndex::new(mode),
-            owner: HashMap::default(),
             next_seq: 0,
             scratch_matches: Vec::new(),
             scratch_hops: Vec::new(),
@@ -79,8 +75,7 @@ impl Subscriptions {
             pattern: pattern.to_owned(),
             seq,
         });
-        self.index.insert(pattern, seq);
-        self.owner.insert(seq, conn);
+        self.index.insert(pattern, (seq, conn));
         Ok(())
     }
 
@@ -98,8 +93,7 @@ impl Subscriptions {
             return Err(ErrorObject::new(ErrorCode::SUBSCRIPTION_NOT_FOUND));
         };
         let sub = subs.remove(i);
-        self.index.remove(&sub.pattern, sub.seq);
-        self.owner.remove(&sub.seq);
+        self.index.remove(&sub.pattern, (sub.seq, conn));
         Ok(sub.pattern)
     }
 
@@ -107,8 +101,7 @@ impl Subscriptions {
     pub(super) fn remove_conn(&mut self, conn: ConnId) -> usize {
         let subs = self.by_conn.remove(&conn).unwrap_or_default();
         for sub in &subs {
-            self.index.remove(&sub.pattern, sub.seq);
-            self.owner.remove(&sub.seq);
+            self.index.remove(&sub.pattern, (sub.seq, conn));
         }
         subs.len()
     }
@@ -127,11 +120,9 @@ impl Subscriptions {
         let mut hops = std::mem::take(&mut self.scratch_hops);
         self.index.matches_into(topic, &mut matches);
         hops.clear();
-        for seq in &matches {
-            if let Some(&conn) = self.owner.get(seq) {
-                if deliver_to_publisher || Some(conn) != publisher {
-                    hops.push((conn, *seq));
-                }
+        for &(seq, conn) in &matches {
+            if deliver_to_publisher || Some(conn) != publisher {
+                hops.push((conn, seq));
             }
         }
         hops.sort_unstable();
