@@ -168,8 +168,8 @@
 //!     `agent.register` may omit `capabilities` (an agent with none yet).
 //!     (`errors_4004_4005_4000_and_register_first`, `json_text_frames_are_checked_too`)
 //!
-//! The [`orchestrator`]'s decisions (the server role; `tests/orchestrator_sim.rs` unless
-//! named):
+//! The [`orchestrator`]'s decisions (the server role; tests in `tests/orchestrator_*.rs`,
+//! named by behaviour):
 //!
 //! 14. **Frames**: one [`Codec`] shared by all connections (limits from
 //!     [`OrchestratorLimits::max_message_bytes`], inflated payloads up to ten times that);
