@@ -1,4 +1,4 @@
-//! The ids that travel in events: sessions and provider requests.
+//! The ids that travel in events: sessions, provider requests and tool calls.
 
 use std::fmt;
 
@@ -6,6 +6,12 @@ agentwire_core::string_id! {
     /// A session's id: the `ready.id` the server made it with (a UUID), which a client names
     /// in `reconnect` to resume it.
     pub struct SessionId [serde];
+}
+
+agentwire_core::string_id! {
+    /// A playbook tool call's id: the `callId` of its `tool-call-start` and `tool-call-end`
+    /// (`call_<n>`, unique per server).
+    pub struct CallId [serde];
 }
 
 /// Identifies one provider request (unique per server, never reused).

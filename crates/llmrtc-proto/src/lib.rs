@@ -27,7 +27,7 @@
 //! | WebRTC | [`ServerConfig::webrtc`], [`ServerEvent::Offer`] → [`LlmrtcServer::signal`]; [`LlmrtcServer::set_data_channel_open`] and [`ServerEvent::DataChannel`] for the payload copies |
 //! | connect as a client | [`LlmrtcClient::new`] with [`ClientConfig`] ([`Reconnection`], jitter from [`SplitMix64`]); run it with `agentwire_tokio::Client::connect_dialer`; events [`ClientEvent`], states [`ConnectionState`], the session's mode [`LlmrtcClient::mode`] ([`SessionMode`]) |
 //! | observe | [`ServerEvent`] (sessions started, resumed, expired; errors sent; turns ended), getters [`LlmrtcServer::sessions`], [`LlmrtcServer::history`], [`LlmrtcServer::stage`], ... |
-//! | name sessions and requests | [`SessionId`] (the `ready.id` in every event), [`RequestId`] (one provider request) |
+//! | name sessions, requests and tool calls | [`SessionId`] (the `ready.id` in every event), [`RequestId`] (one provider request), [`CallId`] (one playbook tool call, its `callId`) |
 //! | handle errors | [`DecodeError`], [`ProtocolError`] (the client's report of a bad server message), [`CommandError`], [`ClientCommandError`], [`ConfigError`] |
 //!
 //! Every provider answer takes `now` (as every `handle_*`), because it restarts or ends a
@@ -205,7 +205,7 @@
 //!     `tool-call-end`; text streamed before a tool call is flushed (`done:false`) before
 //!     `tool-call-start`; the LLM is asked again with the tool results (bounded rounds). A tool
 //!     the stage lacks, a failing or timed-out tool: `tool-call-end{error}` then
-//!     `error TOOL_ERROR`; too many rounds or calls: `PLAYBOOK_ERROR`. Call ids are
+//!     `error TOOL_ERROR`; too many rounds or calls: `PLAYBOOK_ERROR`. Call ids ([`CallId`]) are
 //!     `call_<n>`. (`playbook_tool_calls_announce_start_end_and_move_the_stage`,
 //!     `playbook_keywords_move_the_stage_before_the_llm_is_asked`,
 //!     `tool_failures_and_unknown_tools_are_tool_error_and_runaway_rounds_playbook_error`)
@@ -280,7 +280,7 @@ pub use codec::{
 pub use config::{ClientConfig, Limits, ProviderTimeouts, Reconnection, ServerConfig};
 pub use error::{ClientCommandError, CommandError, ConfigError, DecodeError, ProtocolError};
 pub use event::{ServerEvent, TurnOutcome};
-pub use ids::{RequestId, SessionId};
+pub use ids::{CallId, RequestId, SessionId};
 pub use message::{
     channel_of, AssistantTranscript, Attachments, Audio, AudioRef, Channel, ClientMessage,
     ClientMessageRef, ErrorCode, ErrorMessage, IceServer, IceUrls, Llm, LlmChunk, ModeChanged,

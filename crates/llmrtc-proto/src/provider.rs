@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::ids::{RequestId, SessionId};
+use crate::ids::{CallId, RequestId, SessionId};
 use crate::message::VisionAttachment;
 use crate::playbook::ToolSpec;
 use crate::wav::{wav_from_samples, WavFormat};
@@ -105,7 +105,7 @@ pub struct ChatMessage {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolRecord {
     /// The call id (as in `tool-call-start`).
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name.
     pub name: String,
     /// Its arguments.
@@ -164,7 +164,7 @@ pub struct ToolCallRequest {
     /// The session.
     pub session: SessionId,
     /// The call id sent in `tool-call-start`.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name (one of the current stage's tools).
     pub name: String,
     /// The arguments the LLM gave.

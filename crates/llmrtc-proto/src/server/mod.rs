@@ -30,7 +30,7 @@ use crate::codec::{encode_tts, encode_tts_chunk, Decoded};
 use crate::config::ServerConfig;
 use crate::error::{CommandError, ConfigError};
 use crate::event::ServerEvent;
-use crate::ids::{RequestId, SessionId};
+use crate::ids::{CallId, RequestId, SessionId};
 use crate::message::{
     Attachments, Channel, ClientMessageRef, ErrorCode, Pong, RawJson, Ready, ReconnectAck,
     ServerMessage, SessionMode, Signal, PROTOCOL_VERSION,
@@ -271,7 +271,7 @@ impl LlmrtcServer {
         name: &str,
         arguments: Map<String, Value>,
         now: Instant,
-    ) -> Result<String, CommandError> {
+    ) -> Result<CallId, CommandError> {
         let now = self.clock.observe(now);
         if self.config.playbook.is_none() {
             return Err(CommandError::UnknownStage);

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::config::ProviderTimeouts;
 use crate::error::CommandError;
 use crate::event::ServerEvent;
-use crate::ids::{RequestId, SessionId};
+use crate::ids::{CallId, RequestId, SessionId};
 use crate::message::ErrorCode;
 use crate::provider::{ProviderError, ProviderKind};
 
@@ -36,7 +36,7 @@ pub(crate) struct Pending {
 /// What a tool request was for.
 #[derive(Debug)]
 pub(crate) struct ToolMeta {
-    pub(crate) call_id: String,
+    pub(crate) call_id: CallId,
     pub(crate) name: String,
     pub(crate) arguments: Map<String, Value>,
 }

@@ -12,7 +12,7 @@ use crate::codec::decode_base64;
 use crate::config::ServerConfig;
 use crate::error::CommandError;
 use crate::event::{ServerEvent, TurnOutcome};
-use crate::ids::{RequestId, SessionId};
+use crate::ids::{CallId, RequestId, SessionId};
 use crate::message::ErrorCode;
 use crate::message::{AudioRef, ServerMessage, StageChange, VisionAttachment};
 use crate::playbook::{Stage, REASON_KEYWORD_MATCH, REASON_TOOL_RESULT};
@@ -363,7 +363,7 @@ impl Session {
         name: &str,
         arguments: Map<String, Value>,
         now: Instant,
-    ) -> Result<String, CommandError> {
+    ) -> Result<CallId, CommandError> {
         let known = self
             .stage_def(ctx.config)
             .is_some_and(|s| s.tool(name).is_some());

@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use crate::event::{ServerEvent, TurnOutcome};
-use crate::ids::{RequestId, SessionId};
+use crate::ids::{CallId, RequestId, SessionId};
 use crate::message::ErrorCode;
 use crate::message::{
     Llm, LlmChunk, ServerMessage, ToolCallEnd, ToolCallStart, Transcript, VisionAttachment,
@@ -217,20 +217,20 @@ impl Turn {
         arguments: Map<String, Value>,
         known: bool,
         now: Instant,
-    ) -> String {
+    ) -> CallId {
         // Text streamed before the call is shown before it.
         self.flush_held(ctx, false);
         let id = ctx.requests.next_id();
-        let call_id = format!("call_{}", id.0);
+        let call_id = CallId::new(format!("call_{}", id.0));
         ctx.send(&ServerMessage::ToolCallStart(ToolCallStart {
             name: name.to_owned(),
-            call_id: call_id.clone(),
+            call_id: call_id.to_string(),
             arguments: arguments.clone(),
         }));
         if !known {
             let error = texts::unknown_tool(name);
             ctx.send(&ServerMessage::ToolCallEnd(ToolCallEnd {
-                call_id: call_id.clone(),
+                call_id: call_id.to_string(),
                 result: None,
                 error: Some(error.clone()),
                 duration_ms: 0,
@@ -293,7 +293,7 @@ impl Turn {
             Err(e) => (None, Some(e.clone())),
         };
         ctx.send(&ServerMessage::ToolCallEnd(ToolCallEnd {
-            call_id: meta.call_id.clone(),
+            call_id: meta.call_id.to_string(),
             result,
             error: error.clone(),
             duration_ms,
