@@ -217,8 +217,7 @@ impl BusClient {
         payload: &T,
         now: Instant,
     ) -> Result<RequestId, CommandError> {
-        let raw = serde_json::value::to_raw_value(payload)
-            .map_err(|e| CommandError::Payload(e.to_string()))?;
+        let raw = crate::codec::payload_to_raw(payload)?;
         self.publish_raw(topic, &raw, now)
     }
 

@@ -365,6 +365,16 @@ pub fn write_call_raw(out: &mut Vec<u8>, id: Option<&Id>, method: &str, params: 
     out.push(b'}');
 }
 
+/// Encodes a command's payload once, for [`Bus::publish`](crate::Bus::publish) and
+/// [`BusClient::publish`](crate::BusClient::publish): a payload that does not serialize is the
+/// caller's [`CommandError::Payload`](crate::CommandError::Payload).
+pub(crate) fn payload_to_raw<T: Serialize + ?Sized>(
+    payload: &T,
+) -> Result<Box<RawValue>, crate::CommandError> {
+    serde_json::value::to_raw_value(payload)
+        .map_err(|e| crate::CommandError::Payload(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

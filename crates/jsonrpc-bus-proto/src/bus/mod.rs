@@ -188,8 +188,7 @@ impl Bus {
         payload: &T,
         now: Instant,
     ) -> Result<DeliveryId, CommandError> {
-        let raw = serde_json::value::to_raw_value(payload)
-            .map_err(|e| CommandError::Payload(e.to_string()))?;
+        let raw = crate::codec::payload_to_raw(payload)?;
         self.publish_raw(topic, &raw, now)
     }
 
