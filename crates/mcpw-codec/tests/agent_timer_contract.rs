@@ -2,17 +2,13 @@
 //! heartbeats, reconnect waits and the shutdown deadline move forward, and
 //! `handle_timeout` is idempotent.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentwire_core::sim::{check_timer_contract, TimerInput};
 use agentwire_core::{ConnId, Dialer, FrameBuf, Machine, PeerInfo};
+use agentwire_testkit::timer::{t0, timer_inputs, TimerMix};
 use mcpw_codec::{Agent, AgentConfig, AgentRegister, Capability, Reconnect};
 use proptest::prelude::*;
-
-#[allow(clippy::disallowed_methods)] // the one base time of a test
-fn t0() -> Instant {
-    Instant::now()
-}
 
 fn frames() -> Vec<FrameBuf> {
     vec![
@@ -30,17 +26,18 @@ fn frames() -> Vec<FrameBuf> {
     ]
 }
 
-fn input() -> impl Strategy<Value = TimerInput> {
+/// One connection at a time (a client role); clock moves up to 40 s forward and 5 s back.
+fn inputs() -> impl Strategy<Value = Vec<TimerInput>> {
     let f = frames();
-    prop_oneof![
-        Just(TimerInput::Connect),
-        (any::<usize>(), 0..f.len()).prop_map(move |(n, i)| TimerInput::Frame(n, f[i].clone())),
-        any::<usize>().prop_map(TimerInput::Disconnect),
-        (0u64..40_000).prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
-        (0u64..5_000).prop_map(|ms| TimerInput::Rewind(Duration::from_millis(ms))),
-        Just(TimerInput::Timeout),
-        Just(TimerInput::FireDue),
-    ]
+    let frame = (0..f.len()).prop_map(move |i| f[i].clone());
+    timer_inputs(
+        frame,
+        TimerMix {
+            conns: 1,
+            max_rewind: Duration::from_secs(5),
+            ..TimerMix::default()
+        },
+    )
 }
 
 fn agent(initial_ms: u64) -> Agent {
@@ -66,7 +63,7 @@ proptest! {
     /// `protocol.set_binary`, a shutdown under way), set up at the start time.
     #[test]
     fn timers_move_forward_and_handle_timeout_is_idempotent(
-        inputs in prop::collection::vec(input(), 0..80),
+        inputs in inputs(),
         initial_ms in 0u64..2_000,
         dial_failed: bool,
         set_binary: bool,
