@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::header::{HeaderError, MessageType};
+use crate::header::MessageType;
 
 agentwire_core::open_codes! {
     /// An error code of the spec's table (4000-4008); open, so any integer survives a round
@@ -502,6 +502,32 @@ pub enum GzipError {
     /// Bytes that are not a gzip member follow the member.
     #[error("{0} bytes of trailing garbage after the gzip member")]
     TrailingGarbage(usize),
+}
+
+/// Why a header was refused, in the order [`Header::parse`](crate::Header::parse) checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// The first four bytes are not "MCPW" (the reference's "invalid magic number").
+    #[error("invalid magic number {0:02x?}")]
+    BadMagic([u8; 4]),
+    /// The version byte is not 1 (the reference's "unsupported protocol version").
+    #[error("unsupported protocol version {0}")]
+    UnsupportedVersion(u8),
+    /// The data size is above the limit (the reference's "payload too large").
+    #[error("payload too large: {size} bytes, limit {max}")]
+    PayloadTooLarge {
+        /// The header's data size.
+        size: u32,
+        /// The limit in force ([`Limits::max_payload`](crate::Limits::max_payload)).
+        max: u32,
+    },
+    /// The reserved field is not zero and [`Limits::reserved`](crate::Limits::reserved) is [`ReservedPolicy::Reject`](crate::ReservedPolicy::Reject).
+    #[error("reserved header field is {0:#06x}, not 0")]
+    ReservedNotZero(u16),
+    /// Fewer than 24 bytes (only from [`Header::parse_slice`](crate::Header::parse_slice)).
+    #[error("header truncated: {0} of 24 bytes")]
+    Truncated(usize),
 }
 
 /// Why a 12-byte header was refused.

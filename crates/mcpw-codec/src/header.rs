@@ -19,6 +19,7 @@ use std::fmt;
 use bytes::BufMut;
 
 use crate::config::{Limits, ReservedPolicy};
+pub use crate::error::HeaderError;
 
 /// The header's length in bytes.
 pub const HEADER_LEN: usize = 24;
@@ -48,32 +49,6 @@ pub struct Header {
     pub reserved: u16,
     /// The payload's length on the wire (compressed length when [`Flags::COMPRESSED`]).
     pub size: u32,
-}
-
-/// Why a header was refused, in the order [`Header::parse`] checks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum HeaderError {
-    /// The first four bytes are not "MCPW" (the reference's "invalid magic number").
-    #[error("invalid magic number {0:02x?}")]
-    BadMagic([u8; 4]),
-    /// The version byte is not 1 (the reference's "unsupported protocol version").
-    #[error("unsupported protocol version {0}")]
-    UnsupportedVersion(u8),
-    /// The data size is above the limit (the reference's "payload too large").
-    #[error("payload too large: {size} bytes, limit {max}")]
-    PayloadTooLarge {
-        /// The header's data size.
-        size: u32,
-        /// The limit in force ([`Limits::max_payload`]).
-        max: u32,
-    },
-    /// The reserved field is not zero and [`Limits::reserved`] is [`ReservedPolicy::Reject`].
-    #[error("reserved header field is {0:#06x}, not 0")]
-    ReservedNotZero(u16),
-    /// Fewer than 24 bytes (only from [`Header::parse_slice`]).
-    #[error("header truncated: {0} of 24 bytes")]
-    Truncated(usize),
 }
 
 impl Header {
