@@ -249,6 +249,11 @@ pub struct TaskProgress {
     /// Free-form partial results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intermediate_results: Option<Value>,
+    /// The sender's idempotency key (ours: the spec asks for "idempotency keys for critical
+    /// operations" without naming a field): a message retried with the same key gets the
+    /// first one's answer and is applied once. See the crate's spec decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// One finding in a task result.
@@ -321,6 +326,11 @@ pub struct TaskComplete {
     /// Resources used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_usage: Option<ResourceUsage>,
+    /// The sender's idempotency key (ours: the spec asks for "idempotency keys for critical
+    /// operations" without naming a field): a message retried with the same key gets the
+    /// first one's answer and is applied once. See the crate's spec decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// What `agent.capability.update` does.
@@ -358,6 +368,11 @@ pub struct CapabilityUpdate {
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The sender's idempotency key (ours: the spec asks for "idempotency keys for critical
+    /// operations" without naming a field): a message retried with the same key gets the
+    /// first one's answer and is applied once. See the crate's spec decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// `collaboration.request` params.
@@ -381,6 +396,11 @@ pub struct CollaborationRequest {
     /// Free-form context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
+    /// The sender's idempotency key (ours: the spec asks for "idempotency keys for critical
+    /// operations" without naming a field): a message retried with the same key gets the
+    /// first one's answer and is applied once. See the crate's spec decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// A G-Counter increment.

@@ -60,6 +60,7 @@ fn progress(task_id: &str, done: f64) -> TaskProgress {
         steps_completed: None,
         estimated_completion: None,
         intermediate_results: None,
+        idempotency_key: None,
     }
 }
 
@@ -74,6 +75,7 @@ fn completion(task_id: &str) -> TaskComplete {
             ..TaskResult::default()
         }),
         resource_usage: None,
+        idempotency_key: None,
     }
 }
 

@@ -236,6 +236,7 @@ fn collaboration_requests_are_answered_with_the_applications_vote() {
             coordination_pattern: None,
             timeout_ms: None,
             context: None,
+            idempotency_key: None,
         }),
     )
     .with_seq(77);

@@ -251,6 +251,7 @@ fn progress() -> impl Strategy<Value = TaskProgress> {
                 steps_completed: sc,
                 estimated_completion: ec,
                 intermediate_results: ir,
+                idempotency_key: None,
             },
         )
 }
@@ -310,6 +311,7 @@ fn complete() -> impl Strategy<Value = TaskComplete> {
                 duration_ms,
                 result,
                 resource_usage,
+                idempotency_key: None,
             },
         )
 }
@@ -326,6 +328,7 @@ fn capability_update() -> impl Strategy<Value = CapabilityUpdate> {
             operation,
             capability,
             reason,
+            idempotency_key: None,
         },
     )
 }
@@ -349,6 +352,7 @@ fn collaboration() -> impl Strategy<Value = CollaborationRequest> {
                 coordination_pattern: cp,
                 timeout_ms,
                 context,
+                idempotency_key: None,
             },
         )
 }

@@ -216,6 +216,7 @@ impl AgentMachine {
                 steps_completed: None,
                 estimated_completion: None,
                 intermediate_results: None,
+                idempotency_key: None,
             };
             if self.agent.report_progress(report).is_ok() {
                 self.pump(now);
@@ -239,6 +240,7 @@ impl AgentMachine {
                     metrics: None,
                 }),
                 resource_usage: None,
+                idempotency_key: None,
             };
             if self.agent.complete_task(completion).is_ok() {
                 self.pump(now);

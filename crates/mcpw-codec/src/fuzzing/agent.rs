@@ -164,6 +164,7 @@ impl Harness {
                 coordination_pattern: None,
                 timeout_ms: None,
                 context: None,
+                idempotency_key: None,
             }),
             3 => Body::Error(ErrorBody::new(
                 ErrorCode(u.int_in_range(4000..=4008)?),
@@ -317,6 +318,7 @@ fn step(h: &mut Harness, a: &mut Agent, u: &mut Unstructured<'_>) -> arbitrary::
                     steps_completed: None,
                     estimated_completion: None,
                     intermediate_results: None,
+                    idempotency_key: None,
                 })
             } else {
                 a.complete_task(TaskComplete {
@@ -326,6 +328,7 @@ fn step(h: &mut Harness, a: &mut Agent, u: &mut Unstructured<'_>) -> arbitrary::
                     duration_ms: None,
                     result: None,
                     resource_usage: None,
+                    idempotency_key: None,
                 })
             };
             assert_eq!(r.is_ok(), holds && h.current.is_some() && !h.stopped);
