@@ -4,8 +4,38 @@ use agentwire_core::json::{probe, Probe, Tagged};
 use agentwire_core::{Frame, FrameBuf};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::error::DecodeError;
-use crate::message::{AgentMessage, ControllerMessage};
+use crate::error::{DecodeError, InvalidHello};
+use crate::message::{AgentMessage, ControllerMessage, HelloWire};
+
+/// What an agent message decodes to first: a `hello` in its lenient shape (so a wrong-typed
+/// field can be named), or any other agent message.
+enum AgentIn {
+    Hello(HelloWire),
+    Other(AgentMessage),
+}
+
+impl<'de> Tagged<'de> for AgentIn {
+    fn decode_variant<D: Deserializer<'de>>(tag: &str, d: D) -> Result<Option<Self>, D::Error> {
+        if tag == "hello" {
+            return HelloWire::deserialize(d).map(|h| Some(Self::Hello(h)));
+        }
+        AgentMessage::decode_variant(tag, d).map(|m| m.map(Self::Other))
+    }
+}
+
+impl AgentIn {
+    fn into_message(self) -> Result<AgentMessage, DecodeError> {
+        match self {
+            Self::Other(m) => Ok(m),
+            Self::Hello(wire) => match wire.split() {
+                (hello, None) => Ok(AgentMessage::Hello(hello)),
+                (hello, Some((field, expected, found))) => Err(DecodeError::InvalidHello(
+                    Box::new(InvalidHello::new(hello, field, expected, found.get())),
+                )),
+            },
+        }
+    }
+}
 
 /// Decodes one body of at most `max_len` bytes, checking the size before parsing.
 ///
@@ -41,7 +71,7 @@ fn encode_into<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
 /// `decode`, `encode` and `to_frame` for one sender's message enum, and its `Deserialize`
 /// (the tagged decode, for callers that embed a message in their own serde types).
 macro_rules! impl_codec {
-    ($ty:ident, $dir:literal) => {
+    ($ty:ident, $dir:literal, $first:ty, $finish:expr) => {
         impl<'de> Deserialize<'de> for $ty {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 match Probe::<Self>::deserialize(d)? {
@@ -59,7 +89,7 @@ macro_rules! impl_codec {
             ///
             /// Never panics. Checks `max_len` before parsing.
             pub fn decode(frame: Frame<'_>, max_len: usize) -> Result<Self, DecodeError> {
-                decode_probe(frame, max_len)
+                decode_probe::<$first>(frame, max_len).and_then($finish)
             }
 
             /// Appends the JSON encoding to `out` (a caller-owned, reusable buffer).
@@ -77,8 +107,13 @@ macro_rules! impl_codec {
     };
 }
 
-impl_codec!(AgentMessage, "agent → controller");
-impl_codec!(ControllerMessage, "controller → agent");
+impl_codec!(
+    AgentMessage,
+    "agent → controller",
+    AgentIn,
+    AgentIn::into_message
+);
+impl_codec!(ControllerMessage, "controller → agent", Self, Ok);
 
 fn text_frame(json: &[u8]) -> FrameBuf {
     // serde_json writes UTF-8 only, so the frame is not checked twice.

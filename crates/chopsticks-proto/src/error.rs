@@ -2,7 +2,55 @@
 
 use agentwire_core::CloseCode;
 
+use crate::message::Hello;
 use crate::texts;
+
+/// Longest JSON text of a wrong-typed field kept in [`InvalidHello::found`] (longer is cut).
+const MAX_FOUND: usize = 64;
+
+/// A `hello` with a field of the wrong type: what decoded, and the first wrong field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InvalidHello {
+    /// The hello's well-typed fields; each wrong-typed one reads as absent (or its default).
+    pub hello: Hello,
+    /// The first wrong-typed field, as the wire spells it (`agentId`, `protocolVersion` or
+    /// the version alias that was sent, `botUserId`, `tag`, `ready`, `guildIds`, `poolId`,
+    /// `runnerSecret`, in that order).
+    pub field: &'static str,
+    /// What the spec says the field holds: `"a string"`, `"a boolean"`, ...
+    pub expected: &'static str,
+    /// The JSON text the field held, cut to 64 bytes at a character boundary.
+    pub found: String,
+}
+
+impl InvalidHello {
+    pub(crate) fn new(
+        hello: Hello,
+        field: &'static str,
+        expected: &'static str,
+        found: &str,
+    ) -> Self {
+        let mut end = found.len().min(MAX_FOUND);
+        while !found.is_char_boundary(end) {
+            end -= 1;
+        }
+        Self {
+            hello,
+            field,
+            expected,
+            found: found[..end].to_owned(),
+        }
+    }
+
+    /// Whether the wrong-typed field is the protocol version (under any of its names).
+    pub fn is_version(&self) -> bool {
+        matches!(
+            self.field,
+            "protocolVersion" | "protocol_version" | "protocolversion" | "version"
+        )
+    }
+}
 
 /// Why one message body could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +79,10 @@ pub enum DecodeError {
     /// A known type whose fields are missing or of the wrong type.
     #[error("invalid message fields: {0}")]
     InvalidFields(#[source] serde_json::Error),
+    /// A `hello` with a field present but of the wrong type (the controller answers it with
+    /// `error` and close 1008; see the crate docs' "Spec decisions").
+    #[error("invalid hello: {} must be {}, found {}", .0.field, .0.expected, .0.found)]
+    InvalidHello(Box<InvalidHello>),
 }
 
 impl DecodeError {
@@ -41,7 +93,7 @@ impl DecodeError {
             Self::TooLarge { .. } => Some(texts::ERR_FRAME_TOO_LARGE),
             Self::NotUtf8 | Self::InvalidJson(_) => Some(texts::ERR_INVALID_JSON),
             Self::NotAnObject | Self::UnknownType => Some(texts::ERR_UNKNOWN_TYPE),
-            Self::InvalidFields(_) => None,
+            Self::InvalidFields(_) | Self::InvalidHello(_) => None,
         }
     }
 }
@@ -62,6 +114,15 @@ pub enum ProtocolError {
     /// Wrong or missing runner secret.
     #[error("unauthorized runner secret")]
     Unauthorized,
+    /// `hello` with a field of the wrong type (other than the version, which counts as an
+    /// incompatible version).
+    #[error("hello field {field} must be {expected}")]
+    InvalidHello {
+        /// The field, as the wire spells it.
+        field: &'static str,
+        /// What it must hold.
+        expected: &'static str,
+    },
     /// `hello` without `agentId` (ignored).
     #[error("hello without agentId")]
     MissingAgentId,
@@ -103,6 +164,7 @@ impl ProtocolError {
                 Some((CloseCode::POLICY, texts::CLOSE_INCOMPATIBLE_VERSION))
             }
             Self::Unauthorized => Some((CloseCode::POLICY, texts::CLOSE_UNAUTHORIZED)),
+            Self::InvalidHello { .. } => Some((CloseCode::POLICY, texts::CLOSE_INVALID_HELLO)),
             Self::HelloRequired => Some((CloseCode::POLICY, texts::CLOSE_HELLO_REQUIRED)),
             Self::Stale => Some((CloseCode::POLICY, texts::CLOSE_STALE)),
             Self::TooManyConnectionsPerIp => {

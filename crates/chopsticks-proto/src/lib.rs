@@ -130,7 +130,7 @@
 //!    encoding always writes `protocolVersion`. An empty version counts as missing.
 //!    (`handshake::version_aliases_are_accepted`, codec unit tests)
 //! 2. **Check order** (the real controller's). Every `hello` (also the periodic ones) runs:
-//!    `agentId`, then version, then runner secret. A `hello` without `agentId` is ignored
+//!    `agentId`, then version, then the other fields' types (22), then runner secret. A `hello` without `agentId` is ignored
 //!    before anything else is checked (no reply, no close, even with a wrong or missing
 //!    version) and does not cancel the hello deadline.
 //!    (`handshake::a_hello_without_agent_id_is_ignored_before_the_version_is_checked`,
@@ -146,8 +146,9 @@
 //! 6. **"Unknown type"** covers a missing or non-string `type` and valid JSON that is not an
 //!    object: before registration `error "Unknown message type"` + close 1008
 //!    `protocol-error`; after, ignored. (`hostile::unknown_types_close_before_hello_and_are_ignored_after`)
-//! 7. **Wrong or missing fields** in a known type: ignored silently, as the spec's error table
-//!    says. (`registry::wrong_typed_fields_are_ignored_silently`)
+//! 7. **Wrong or missing fields** in a known type other than `hello`: ignored silently, as the
+//!    spec's error table says. (`registry::wrong_typed_fields_are_ignored_silently`) A
+//!    `hello` is different: see 22.
 //! 8. **Before `hello`**, `guilds`, `event` and `resp` are ignored (no reply, no close).
 //! 9. **Rate limit**: a fixed one-second window per connection, starting at the first message
 //!    of the window; messages past 100 are dropped and reported once per window.
@@ -211,6 +212,24 @@
 //!     user in `data` (`missing-actor`); this crate never edits `data`, so a controller
 //!     driving real agents adds one ([`ops`] lists what real agents require per op).
 //!     (`real_agent::a_real_agent_refuses_ops_without_an_acting_user_and_stays_free`)
+//! 22. **A `hello` field of the wrong type is answered at once**, with `error` and close
+//!     1008, never left to the 8 s `hello-required` deadline; `null` counts as absent. The
+//!     check order of 2 holds: a wrong-typed `agentId` is refused (it is present, so not
+//!     ignored); a missing `agentId` is ignored whatever else is wrong; a version that is
+//!     not a string (under the first version key present) is an incompatible version,
+//!     `Incompatible protocol version 1. Controller expects 1.0.0.` (the real controller's
+//!     `SUPPORTED_VERSIONS.has(1)` reading, its JSON text cut to 64 bytes); then a missing or
+//!     unaccepted version as usual; then the first other wrong-typed field in the spec's
+//!     order (`botUserId`, `tag`, `ready`, `guildIds`, `poolId`, `runnerSecret`) gets
+//!     [`texts::err_invalid_hello`] (`Invalid hello: ready must be a boolean.`) and close
+//!     1008 `Invalid hello`; the secret is checked last. `runnerId`, not a spec field, is
+//!     dropped when it is not a string. This holds for every `hello`, so a registered agent
+//!     whose heartbeat `hello` is wrongly typed is dropped.
+//!     (`handshake::a_version_that_is_not_a_string_is_an_incompatible_version_at_once`,
+//!     `handshake::a_hello_with_a_wrongly_typed_field_gets_invalid_hello_and_close_1008`,
+//!     `handshake::a_wrongly_typed_hello_is_rejected_at_once_not_by_the_hello_deadline`,
+//!     `handshake::wrongly_typed_hellos_keep_the_check_order`,
+//!     `handshake::a_registered_agent_whose_heartbeat_hello_is_wrongly_typed_is_dropped`)
 //!
 //! # Feature flags
 //!
@@ -235,7 +254,7 @@ pub mod texts;
 pub use agent::Agent;
 pub use config::{AgentConfig, ControllerConfig, Limits};
 pub use controller::{Controller, LiveAgent, Session, SessionKey, TimerKind};
-pub use error::{CommandError, DecodeError, ProtocolError};
+pub use error::{CommandError, DecodeError, InvalidHello, ProtocolError};
 pub use event::{AgentEvent, BindSource, ControllerEvent, DropReason, FreeReason};
 pub use id::{AgentId, ChannelId, GuildId, UserId};
 pub use message::{

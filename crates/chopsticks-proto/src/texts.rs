@@ -18,6 +18,12 @@ pub fn err_incompatible_version(version: &str, expected: &str) -> String {
     format!("Incompatible protocol version {version}. Controller expects {expected}.")
 }
 
+/// The `error` text for a `hello` with a field of the wrong type (the version excepted:
+/// see [`err_incompatible_version`]): `Invalid hello: ready must be a boolean.`
+pub fn err_invalid_hello(field: &str, expected: &str) -> String {
+    format!("Invalid hello: {field} must be {expected}.")
+}
+
 /// The versions a controller accepts, as its version-mismatch error names them: `1.0.0`,
 /// `1.0.0 or 2.0.0`, `0.9.0, 1.0.0 or 2.0.0` (in the given order); `no version` when there
 /// is none.
@@ -40,6 +46,8 @@ pub fn expected_versions<'a>(versions: impl ExactSizeIterator<Item = &'a str>) -
 pub const CLOSE_MISSING_VERSION: &str = "Missing protocol version";
 /// Close reason for a `hello` with an unaccepted version (1008).
 pub const CLOSE_INCOMPATIBLE_VERSION: &str = "Incompatible protocol version";
+/// Close reason for a `hello` with a field of the wrong type (1008).
+pub const CLOSE_INVALID_HELLO: &str = "Invalid hello";
 /// Close reason for a wrong runner secret (1008).
 pub const CLOSE_UNAUTHORIZED: &str = "Unauthorized";
 /// Close reason for a connection without a valid `hello` before the deadline (1008).

@@ -327,3 +327,188 @@ fn connection_caps_are_configurable() {
         Some("too-many-connections".into())
     );
 }
+
+/// One hello with `key` set to `value`, from a fresh raw peer: what it received and how it
+/// was closed, checked at once (no time passes).
+fn answer_to(
+    key: &str,
+    value: serde_json::Value,
+) -> (Vec<serde_json::Value>, Option<(u16, String)>) {
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h[key] = value;
+    send(&mut sim, r, &h);
+    assert!(sim.server().agent("a1").is_none(), "{key} not registered");
+    (received(&mut sim, r), closed(&sim, r))
+}
+
+#[test]
+fn a_version_that_is_not_a_string_is_an_incompatible_version_at_once() {
+    for key in [
+        "protocolVersion",
+        "protocol_version",
+        "protocolversion",
+        "version",
+    ] {
+        for (value, shown) in [
+            (json!(1), "1"),
+            (json!(1.5), "1.5"),
+            (json!(true), "true"),
+            (json!(["1.0.0"]), r#"["1.0.0"]"#),
+            (json!({"major": 1}), r#"{"major":1}"#),
+        ] {
+            let mut sim = sim(ControllerConfig::default());
+            let r = raw(&mut sim);
+            let mut h = hello("a1", "1.0.0");
+            h.as_object_mut().expect("object").remove("protocolVersion");
+            h[key] = value.clone();
+            send(&mut sim, r, &h);
+            let text = format!("Incompatible protocol version {shown}. Controller expects 1.0.0.");
+            assert_eq!(
+                received(&mut sim, r),
+                [json!({"type":"error","error":text})],
+                "{key}: {value}"
+            );
+            assert_eq!(
+                closed(&sim, r),
+                Some((1008, "Incompatible protocol version".into())),
+                "{key}: {value}"
+            );
+            let v = events(&mut sim, |e| match e {
+                ControllerEvent::ProtocolViolation {
+                    error: ProtocolError::IncompatibleVersion(v),
+                    ..
+                } => Some(v.clone()),
+                _ => None,
+            });
+            assert_eq!(v, [shown.to_owned()]);
+        }
+    }
+    // The first version key present decides, wrong type or not (`null` counts as absent).
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h["protocolVersion"] = json!(null);
+    h["version"] = json!("1.0.0");
+    send(&mut sim, r, &h);
+    assert!(sim.server().agent("a1").is_some(), "null version skipped");
+    let (_, close) = {
+        let r = raw(&mut sim);
+        let mut h = hello("a2", "1.0.0");
+        h["protocolVersion"] = json!(1);
+        h["version"] = json!("1.0.0");
+        send(&mut sim, r, &h);
+        (received(&mut sim, r), closed(&sim, r))
+    };
+    assert_eq!(close, Some((1008, "Incompatible protocol version".into())));
+}
+
+#[test]
+fn a_hello_with_a_wrongly_typed_field_gets_invalid_hello_and_close_1008() {
+    for (key, value, expected) in [
+        ("agentId", json!(7), "a string"),
+        ("agentId", json!(["a1"]), "a string"),
+        ("botUserId", json!(42), "a string or null"),
+        ("tag", json!({"name": "x"}), "a string or null"),
+        ("ready", json!("yes"), "a boolean"),
+        ("ready", json!(1), "a boolean"),
+        ("guildIds", json!("g1"), "an array of strings"),
+        ("guildIds", json!(["g1", 2]), "an array of strings"),
+        ("poolId", json!(5), "a string"),
+        ("runnerSecret", json!(false), "a string"),
+    ] {
+        let (got, close) = answer_to(key, value.clone());
+        let text = format!("Invalid hello: {key} must be {expected}.");
+        assert_eq!(
+            got,
+            [json!({"type":"error","error":text})],
+            "{key}: {value}"
+        );
+        assert_eq!(
+            close,
+            Some((1008, "Invalid hello".into())),
+            "{key}: {value}"
+        );
+    }
+}
+
+#[test]
+fn a_wrongly_typed_hello_is_rejected_at_once_not_by_the_hello_deadline() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h["ready"] = json!("true");
+    send(&mut sim, r, &h);
+    // Closed at the instant it arrived, with the hello deadline (8 s) far away.
+    assert_eq!(closed(&sim, r), Some((1008, "Invalid hello".into())));
+    let v = events(&mut sim, |e| match e {
+        ControllerEvent::ProtocolViolation {
+            error: ProtocolError::InvalidHello { field, expected },
+            ..
+        } => Some((*field, *expected)),
+        _ => None,
+    });
+    assert_eq!(v, [("ready", "a boolean")]);
+}
+
+#[test]
+fn wrongly_typed_hellos_keep_the_check_order() {
+    // No agentId: ignored, whatever else is wrong (the real controller checks nothing else).
+    let mut s = sim(ControllerConfig::default());
+    let r = raw(&mut s);
+    let mut h = hello("a1", "1.0.0");
+    h.as_object_mut().expect("object").remove("agentId");
+    h["ready"] = json!("yes");
+    h["protocolVersion"] = json!(1);
+    send(&mut s, r, &h);
+    assert!(received(&mut s, r).is_empty());
+    assert!(s.raw_is_open(r));
+    // A version problem is reported before another field's type.
+    for (version, text, reason) in [
+        (
+            json!(null),
+            "Protocol version required. Please upgrade agent.",
+            "Missing protocol version",
+        ),
+        (
+            json!("0.9.0"),
+            "Incompatible protocol version 0.9.0. Controller expects 1.0.0.",
+            "Incompatible protocol version",
+        ),
+    ] {
+        let mut sim = sim(ControllerConfig::default());
+        let r = raw(&mut sim);
+        let mut h = hello("a1", "1.0.0");
+        h["protocolVersion"] = version;
+        h["guildIds"] = json!(3);
+        send(&mut sim, r, &h);
+        assert_eq!(
+            received(&mut sim, r),
+            [json!({"type":"error","error":text})]
+        );
+        assert_eq!(closed(&sim, r), Some((1008, reason.into())));
+    }
+    // The first wrong field in the spec's order is the one named; the secret comes last.
+    let mut sim = sim(ControllerConfig::default().with_runner_secret("s3cret"));
+    let r = raw(&mut sim);
+    let mut h = hello("a1", "1.0.0");
+    h["poolId"] = json!(1);
+    h["ready"] = json!(1);
+    send(&mut sim, r, &h);
+    assert_eq!(
+        received(&mut sim, r),
+        [json!({"type":"error","error":"Invalid hello: ready must be a boolean."})]
+    );
+}
+
+#[test]
+fn a_registered_agent_whose_heartbeat_hello_is_wrongly_typed_is_dropped() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = registered(&mut sim, "a1", &["g1"]);
+    let mut h = hello("a1", "1.0.0");
+    h["guildIds"] = json!({"g1": true});
+    send(&mut sim, r, &h);
+    assert_eq!(closed(&sim, r), Some((1008, "Invalid hello".into())));
+    assert!(sim.server().agent("a1").is_none(), "dropped at once");
+}

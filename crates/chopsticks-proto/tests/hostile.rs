@@ -148,12 +148,14 @@ fn non_utf8_bytes_get_invalid_json() {
 }
 
 #[test]
-fn wrong_typed_fields_are_ignored() {
+fn wrong_typed_fields_are_ignored_except_in_hello() {
     with_bystander(ControllerConfig::default(), |sim, r| {
+        send(
+            sim,
+            r,
+            &json!({"type":"hello","agentId":"bad","protocolVersion":"1.0.0"}),
+        );
         for v in [
-            json!({"type":"hello","protocolVersion":1,"agentId":"bad"}),
-            json!({"type":"hello","protocolVersion":"1.0.0","agentId":"bad","ready":"yes"}),
-            json!({"type":"hello","protocolVersion":"1.0.0","agentId":["bad"]}),
             json!({"type":"resp","id":7,"ok":true}),
             json!({"type":"event","event":"add","ok":"true"}),
             json!({"type":"event","event":"teleport"}),
@@ -162,8 +164,21 @@ fn wrong_typed_fields_are_ignored() {
             assert!(errors(sim, r).is_empty(), "{v}");
         }
         assert!(sim.raw_is_open(r));
-        assert!(sim.server().agent("bad").is_none());
+        assert!(sim.server().agent("bad").is_some());
     });
+    // A wrong-typed hello field is answered and closed; the bystander is unaffected.
+    for v in [
+        json!({"type":"hello","protocolVersion":1,"agentId":"bad"}),
+        json!({"type":"hello","protocolVersion":"1.0.0","agentId":"bad","ready":"yes"}),
+        json!({"type":"hello","protocolVersion":"1.0.0","agentId":["bad"]}),
+    ] {
+        with_bystander(ControllerConfig::default(), |sim, r| {
+            send(sim, r, &v);
+            assert_eq!(errors(sim, r).len(), 1, "{v}");
+            assert_eq!(closed(sim, r).map(|c| c.0), Some(1008), "{v}");
+            assert!(sim.server().agent("bad").is_none());
+        });
+    }
 }
 
 #[test]

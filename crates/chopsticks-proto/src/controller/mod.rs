@@ -365,6 +365,13 @@ impl Controller {
 
     fn on_decode_error(&mut self, conn: ConnId, registered: bool, error: DecodeError) {
         match error {
+            DecodeError::InvalidHello(bad) => match handshake::check_invalid(&self.cfg, &bad) {
+                Verdict::Rejected(text, error) => self.reject(conn, &text, error),
+                // Ignored (no agentId); a hello with a wrong-typed field is never accepted.
+                Verdict::Ignored | Verdict::Accepted { .. } => {
+                    self.violation(conn, ProtocolError::MissingAgentId)
+                }
+            },
             DecodeError::UnknownType | DecodeError::NotAnObject if !registered => {
                 let text = error.reply_text().unwrap_or(texts::ERR_UNKNOWN_TYPE);
                 self.reject(conn, text, ProtocolError::Decode(error));

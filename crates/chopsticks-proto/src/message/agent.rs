@@ -1,5 +1,6 @@
 //! Agent → controller messages: `hello`, `guilds`, `event`, `resp`.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use agentwire_core::json::{RawJson, Tagged};
@@ -22,9 +23,12 @@ pub enum AgentMessage {
 ///
 /// Decoding accepts the version under `protocolVersion` and, as the real controller does,
 /// under the aliases `protocol_version`, `protocolversion` and `version` (first present
-/// wins, in that order); encoding always writes `protocolVersion`.
+/// wins, in that order); encoding always writes `protocolVersion`. A field present with
+/// the wrong type (a number for `protocolVersion`, a string for `ready`, ...) fails the
+/// decode with [`DecodeError::InvalidHello`](crate::DecodeError::InvalidHello), which names
+/// it; `null` counts as absent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", from = "HelloWire")]
+#[serde(rename_all = "camelCase", try_from = "HelloWire")]
 pub struct Hello {
     /// Protocol version, e.g. `"1.0.0"`. Missing → the controller closes with 1008.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -45,52 +49,142 @@ pub struct Hello {
     /// Optional runner authentication secret (`runnerSecret?`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runner_secret: Option<String>,
-    /// Runner id the real agent adds to every message (not in the spec).
+    /// Runner id the real agent adds to every message (not in the spec; a value that is not
+    /// a string is dropped).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runner_id: Option<String>,
 }
 
-/// The lenient decode shape of [`Hello`]: version aliases, defaults for missing fields.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HelloWire {
-    protocol_version: Option<String>,
-    #[serde(rename = "protocol_version")]
-    protocol_version_snake: Option<String>,
-    #[serde(rename = "protocolversion")]
-    protocol_version_lower: Option<String>,
-    version: Option<String>,
-    agent_id: Option<String>,
-    #[serde(default)]
-    bot_user_id: Option<String>,
-    #[serde(default)]
-    tag: Option<String>,
-    #[serde(default)]
-    ready: bool,
-    #[serde(default)]
-    guild_ids: Vec<String>,
-    #[serde(default)]
-    pool_id: String,
-    runner_secret: Option<String>,
-    runner_id: Option<String>,
+/// A `hello` field as sent: a value of the type the spec gives it, or a value of another
+/// type, kept as its JSON text so the controller can name it.
+#[derive(Debug)]
+enum Field<T> {
+    Typed(T),
+    Wrong(RawJson),
 }
 
-impl From<HelloWire> for Hello {
-    fn from(w: HelloWire) -> Self {
-        Self {
-            protocol_version: w
-                .protocol_version
-                .or(w.protocol_version_snake)
-                .or(w.protocol_version_lower)
-                .or(w.version),
-            agent_id: w.agent_id,
-            bot_user_id: w.bot_user_id,
-            tag: w.tag,
-            ready: w.ready,
-            guild_ids: w.guild_ids,
-            pool_id: w.pool_id,
-            runner_secret: w.runner_secret,
-            runner_id: w.runner_id,
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Field<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = RawJson::deserialize(d)?;
+        Ok(match serde_json::from_str::<T>(raw.get()) {
+            Ok(v) => Self::Typed(v),
+            Err(_) => Self::Wrong(raw),
+        })
+    }
+}
+
+/// The first wrong-typed field of a `hello`: its wire name, what it must hold, and the JSON
+/// it held.
+pub(crate) type WrongField = (&'static str, &'static str, RawJson);
+
+/// The lenient decode shape of [`Hello`]: version aliases, defaults for missing fields, and
+/// wrong-typed fields kept apart (see [`HelloWire::split`]).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HelloWire {
+    #[serde(default)]
+    protocol_version: Option<Field<String>>,
+    #[serde(default, rename = "protocol_version")]
+    protocol_version_snake: Option<Field<String>>,
+    #[serde(default, rename = "protocolversion")]
+    protocol_version_lower: Option<Field<String>>,
+    #[serde(default)]
+    version: Option<Field<String>>,
+    #[serde(default)]
+    agent_id: Option<Field<String>>,
+    #[serde(default)]
+    bot_user_id: Option<Field<String>>,
+    #[serde(default)]
+    tag: Option<Field<String>>,
+    #[serde(default)]
+    ready: Option<Field<bool>>,
+    #[serde(default)]
+    guild_ids: Option<Field<Vec<String>>>,
+    #[serde(default)]
+    pool_id: Option<Field<String>>,
+    #[serde(default)]
+    runner_secret: Option<Field<String>>,
+    #[serde(default)]
+    runner_id: Option<Field<String>>,
+}
+
+const A_STRING: &str = "a string";
+const A_STRING_OR_NULL: &str = "a string or null";
+
+impl HelloWire {
+    /// The hello with every well-typed field (a wrong-typed one reads as absent, or as its
+    /// default), and the first wrong-typed field in the spec's field order: `agentId`, the
+    /// version (the first key present), `botUserId`, `tag`, `ready`, `guildIds`, `poolId`,
+    /// `runnerSecret`.
+    pub(crate) fn split(self) -> (Hello, Option<WrongField>) {
+        let mut wrong = None;
+        let agent_id = typed(self.agent_id, &mut wrong, "agentId", A_STRING);
+        let (key, version) = [
+            ("protocolVersion", self.protocol_version),
+            ("protocol_version", self.protocol_version_snake),
+            ("protocolversion", self.protocol_version_lower),
+            ("version", self.version),
+        ]
+        .into_iter()
+        .find(|(_, v)| v.is_some())
+        .unwrap_or(("protocolVersion", None));
+        let protocol_version = typed(version, &mut wrong, key, A_STRING);
+        let bot_user_id = typed(self.bot_user_id, &mut wrong, "botUserId", A_STRING_OR_NULL);
+        let tag = typed(self.tag, &mut wrong, "tag", A_STRING_OR_NULL);
+        let ready = typed(self.ready, &mut wrong, "ready", "a boolean").unwrap_or(false);
+        let guild_ids = typed(
+            self.guild_ids,
+            &mut wrong,
+            "guildIds",
+            "an array of strings",
+        )
+        .unwrap_or_default();
+        let pool_id = typed(self.pool_id, &mut wrong, "poolId", A_STRING).unwrap_or_default();
+        let runner_secret = typed(self.runner_secret, &mut wrong, "runnerSecret", A_STRING);
+        let runner_id = match self.runner_id {
+            Some(Field::Typed(r)) => Some(r),
+            _ => None,
+        };
+        let hello = Hello {
+            protocol_version,
+            agent_id,
+            bot_user_id,
+            tag,
+            ready,
+            guild_ids,
+            pool_id,
+            runner_secret,
+            runner_id,
+        };
+        (hello, wrong)
+    }
+}
+
+/// The value of `f` if it has its type; else `None`, recording `f` in `wrong` unless an
+/// earlier field is there already.
+fn typed<T>(
+    f: Option<Field<T>>,
+    wrong: &mut Option<WrongField>,
+    name: &'static str,
+    expected: &'static str,
+) -> Option<T> {
+    match f {
+        Some(Field::Typed(v)) => Some(v),
+        Some(Field::Wrong(raw)) => {
+            wrong.get_or_insert((name, expected, raw));
+            None
+        }
+        None => None,
+    }
+}
+
+impl TryFrom<HelloWire> for Hello {
+    type Error = String;
+
+    fn try_from(w: HelloWire) -> Result<Self, String> {
+        match w.split() {
+            (hello, None) => Ok(hello),
+            (_, Some((field, expected, _))) => Err(format!("hello: {field} must be {expected}")),
         }
     }
 }

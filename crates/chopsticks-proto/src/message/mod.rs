@@ -10,6 +10,7 @@
 mod agent;
 mod controller;
 
+pub(crate) use agent::HelloWire;
 pub use agent::{Add, AgentMessage, Event, Guilds, Hello, Released, Resp, SessionKind};
 pub use agentwire_core::json::RawJson;
 pub(crate) use controller::ReqRef;
