@@ -136,8 +136,20 @@ async fn the_host_refuses_bad_calls_over_the_wire_and_the_session_goes_on() {
     let mut agent = Agent::connect(&app.url(), |_, _| {}).await.expect("agent");
     agent.join("default", "tester").await.expect("join");
 
-    // Before session.start: SESSION_NOT_ACTIVE from the host.
-    match agent.snapshot().await {
+    // Before session.start a snapshot is answered (the reference agent polls from its
+    // join), without backendData; every other request gets SESSION_NOT_ACTIVE.
+    let snap = agent
+        .snapshot()
+        .await
+        .expect("a snapshot before session.start");
+    assert_eq!(snap["sessionId"], "default");
+    assert_eq!(snap["uiSpec"]["stage"], "movie");
+    assert!(snap["toolSchema"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(!snap.to_string().contains("backendData"));
+    match agent
+        .tool("select", json!({"itemId": "m1"}), "too early")
+        .await
+    {
         Err(AgentError::Refused { code, .. }) => assert_eq!(code, "SESSION_NOT_ACTIVE"),
         other => panic!("{other:?}"),
     }

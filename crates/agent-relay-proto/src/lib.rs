@@ -261,15 +261,23 @@
 //!     with a connection); any other gets INVALID_MESSAGE "A session is already active: ID."
 //!     (`a_repeated_session_start_gets_the_same_session_and_another_is_refused`,
 //!     `a_host_reconnect_through_the_relay_keeps_the_session`)
-//! 27. **Outside a session** `snapshot.get`, `tool.call`, `agent.message` and `session.end`
-//!     get SESSION_NOT_ACTIVE ([`host_texts::NO_SESSION`]) with `replyTo`. While a session
-//!     end awaits its log flush, `snapshot.get` still works and the others get
-//!     SESSION_NOT_ACTIVE [`host_texts::SESSION_ENDING`]. Payloads that do not decode get
-//!     INVALID_MESSAGE "Invalid T payload: ...". (`requests_outside_a_session_get_session_not_active`,
+//! 27. **Reads have no session gate; the rest has.** `snapshot.get` is answered
+//!     `snapshot.state` in and outside a study session, as the real host does and as the
+//!     reference agent expects (it polls every 2 s from the moment it joins, before
+//!     `session.start`); outside a session its `sessionId` is the relay session's
+//!     ([`HostConfig::relay_session`], `"default"`, what the real host reports), so it is
+//!     always a string. Outside a session `tool.call`, `agent.message` and `session.end` get
+//!     SESSION_NOT_ACTIVE ([`host_texts::NO_SESSION`]) with `replyTo`; while a session end
+//!     awaits its log flush they get SESSION_NOT_ACTIVE [`host_texts::SESSION_ENDING`].
+//!     Payloads that do not decode get INVALID_MESSAGE "Invalid T payload: ...".
+//!     (`requests_outside_a_session_get_session_not_active`,
+//!     `snapshot_get_is_answered_before_session_start_and_after_session_end`,
+//!     `an_agent_polling_snapshots_from_its_join_gets_them_before_session_start`,
 //!     `session_end_waits_for_the_flush_then_resets_and_answers_session_ended`)
 //! 28. **Snapshots** carry exactly `sessionId`, `uiSpec`, `messageHistory`, `toolSchema`;
-//!     `uiSpec` is `null` while [`Tools::ui_spec`] is `None`. A top-level `backendData` key in
-//!     the application's `uiSpec` is dropped from every message (spec §7).
+//!     `uiSpec` is `null` while [`Tools::ui_spec`] is `None`. Every `backendData` key in the
+//!     application's `uiSpec`, at any depth (in nested objects and in arrays), is dropped
+//!     from every message (spec §7); a `uiSpec` too deeply nested to read is sent as `null`.
 //!     (`snapshot_state_carries_only_ui_spec_message_history_and_tool_schema`,
 //!     `backend_data_never_reaches_an_agent`)
 //! 29. **`tool.call` checks, in order**: session; `toolName` a string (INVALID_MESSAGE);

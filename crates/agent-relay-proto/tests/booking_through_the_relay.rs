@@ -211,3 +211,50 @@ fn a_host_reconnect_through_the_relay_keeps_the_session() {
     let got = ask(&mut sim, agent, "snapshot.get", "again", json!({}));
     assert_eq!(got[0]["payload"]["uiSpec"]["stage"], "theater");
 }
+
+#[test]
+fn an_agent_polling_snapshots_from_its_join_gets_them_before_session_start() {
+    let (mut sim, _host, agent) = relay_sim(Duration::from_millis(5));
+    // The reference agent polls every 2 s from the moment it joins.
+    for n in 0..3 {
+        let got = ask(
+            &mut sim,
+            agent,
+            "snapshot.get",
+            &format!("poll-{n}"),
+            json!({}),
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0]["type"], "snapshot.state", "{got:?}");
+        assert_eq!(got[0]["replyTo"], format!("poll-{n}").as_str());
+        assert_eq!(got[0]["payload"]["sessionId"], "default");
+        assert_eq!(got[0]["payload"]["uiSpec"]["stage"], "movie");
+        sim.run_for(Duration::from_secs(2));
+    }
+    // The other requests keep the session gate.
+    let got = ask(
+        &mut sim,
+        agent,
+        "tool.call",
+        "t-0",
+        json!({"toolName":"next","params":{},"reason":"go"}),
+    );
+    assert_eq!(
+        error_of(&got[0]),
+        err(
+            "SESSION_NOT_ACTIVE",
+            agent_relay_proto::host_texts::NO_SESSION,
+            "t-0"
+        )
+    );
+    let got = ask(
+        &mut sim,
+        agent,
+        "session.start",
+        "req-001",
+        json!({"studyId":"pilot-01","participantId":"P07"}),
+    );
+    assert_eq!(got, [fixture("session_started")]);
+    let got = ask(&mut sim, agent, "snapshot.get", "poll-3", json!({}));
+    assert_eq!(got[0]["payload"]["sessionId"], "s-20260213-001");
+}

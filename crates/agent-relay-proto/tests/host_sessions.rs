@@ -81,7 +81,6 @@ fn resume_numbering_continues_after_the_last_id_of_the_day() {
 fn requests_outside_a_session_get_session_not_active() {
     let mut h = H::new();
     for (t, payload) in [
-        ("snapshot.get", json!({})),
         (
             "tool.call",
             json!({"toolName":"select","params":{"itemId":"m1"},"reason":"r"}),
@@ -99,11 +98,50 @@ fn requests_outside_a_session_get_session_not_active() {
     assert_eq!(h.host.tools().calls, 0);
     assert!(h.host.history().is_empty());
     let refused = h.events();
-    assert_eq!(refused.len(), 4);
+    assert_eq!(refused.len(), 3);
     assert!(
-        matches!(&refused[0], HostEvent::Refused { msg_type: "snapshot.get", reply_to: Some(r), error }
+        matches!(&refused[0], HostEvent::Refused { msg_type: "tool.call", reply_to: Some(r), error }
         if r == "q-1" && error.code == ErrorCode::SESSION_NOT_ACTIVE)
     );
+}
+
+#[test]
+fn snapshot_get_is_answered_before_session_start_and_after_session_end() {
+    let mut h = H::new();
+    // The reference agent polls from the moment it joins, before any session.start.
+    h.req("snapshot.get", "poll-1", json!({}));
+    let snap = h.one();
+    assert_eq!(snap["type"], "snapshot.state");
+    assert_eq!(snap["replyTo"], "poll-1");
+    // Outside a study session the snapshot names the relay session, as the real host does.
+    assert_eq!(snap["payload"]["sessionId"], "default");
+    assert_eq!(snap["payload"]["uiSpec"]["stage"], "movie");
+    assert_eq!(snap["payload"]["messageHistory"], json!([]));
+    assert_eq!(snap["payload"]["toolSchema"][0]["name"], "select");
+    assert!(h.events().is_empty(), "a read is no refusal");
+
+    // In a session it names the study session; after the end, the relay session again.
+    let id = h.start();
+    h.req("snapshot.get", "poll-2", json!({}));
+    assert_eq!(h.one()["payload"]["sessionId"], id.as_str());
+    h.end();
+    h.req("snapshot.get", "poll-3", json!({}));
+    assert_eq!(h.one()["payload"]["sessionId"], "default");
+
+    // A host serving another relay session names that one.
+    let mut other = H::with(
+        agent_relay_proto::HostConfig::default().with_relay_session("lab-2"),
+        Booking::new(),
+    );
+    other.connect();
+    let join = other.sent().pop().unwrap();
+    other.feed(
+        json!({"v":"mvp-0.2","type":"relay.joined","replyTo":join["id"],
+        "payload":{"role":"host","sessionId":"lab-2"}}),
+    );
+    other.outs.clear();
+    other.req("snapshot.get", "poll-1", json!({}));
+    assert_eq!(other.one()["payload"]["sessionId"], "lab-2");
 }
 
 #[test]
@@ -196,7 +234,11 @@ fn session_end_waits_for_the_flush_then_resets_and_answers_session_ended() {
     assert!(h.host.history().is_empty());
     assert_eq!(h.host.session_id(), None);
     assert_eq!(h.host.poll_timeout(), None);
-    h.req("snapshot.get", "after", json!({}));
+    h.req(
+        "tool.call",
+        "after",
+        json!({"toolName":"next","params":{},"reason":"r"}),
+    );
     assert_eq!(error_of(&h.one()).0, "SESSION_NOT_ACTIVE");
     // The ticket is spent.
     assert_eq!(

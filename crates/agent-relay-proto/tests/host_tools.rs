@@ -71,10 +71,15 @@ fn backend_data_never_reaches_an_agent() {
     assert_eq!(sent.len(), 4, "{sent:#?}"); // snapshot, tool.result, state.updated ×2
     for v in &sent {
         assert!(!v.to_string().contains("backendData"), "{v}");
+        assert!(!v.to_string().contains("secret"), "{v}");
+        let ui = &v["payload"]["uiSpec"];
+        assert_eq!(ui["stage"], "movie", "the rest is kept: {v}");
         assert_eq!(
-            v["payload"]["uiSpec"]["stage"], "movie",
-            "the rest is kept: {v}"
+            ui["items"],
+            json!(["m1", {"id": "m2", "poster": {}}]),
+            "{v}"
         );
+        assert_eq!(ui["panel"], json!({"title": "Movies"}), "{v}");
     }
 }
 

@@ -147,24 +147,49 @@ pub(super) fn error(reply_to: Option<&str>, code: &ErrorCode, message: &str) -> 
     encode(types::ERROR, reply_to, &ErrorRef { code, message })
 }
 
-/// The visible state as agents may see it: `null` without a UI spec, and never a top-level
-/// `backendData` key (spec §7).
+/// The visible state as agents may see it: `null` without a UI spec, and never a
+/// `backendData` key, at any depth (spec §7).
 pub(super) fn visible_ui(spec: Option<RawJson>) -> RawJson {
     spec.map_or_else(RawJson::null, without_backend_data)
 }
 
-/// `uiSpec` without a top-level `backendData` key; parsed only when the text mentions it.
+/// `uiSpec` without any `backendData` key in any of its objects, however deep; parsed only
+/// when the text could hold one (it names it, or has escapes that could spell it).
 fn without_backend_data(spec: RawJson) -> RawJson {
-    if !spec.get().contains("backendData") {
+    let text = spec.get();
+    if !text.contains(BACKEND_DATA) && !text.contains('\\') {
         return spec;
     }
-    match serde_json::from_str::<Value>(spec.get()) {
-        Ok(Value::Object(mut m)) => {
-            if m.remove("backendData").is_none() {
-                return spec;
+    match serde_json::from_str::<Value>(text) {
+        Ok(mut v) => {
+            if strip(&mut v) {
+                RawJson::from_value(&v)
+            } else {
+                spec
             }
-            RawJson::from_value(&Value::Object(m))
         }
-        _ => spec,
+        // Not JSON the host can read: nothing of it can be shown.
+        Err(_) => RawJson::null(),
+    }
+}
+
+/// The key spec §7 keeps from agents.
+const BACKEND_DATA: &str = "backendData";
+
+/// Removes every `backendData` key under `v`; whether one was found. Recursion is bounded
+/// by serde_json's nesting limit (128) on the parsed value.
+fn strip(v: &mut Value) -> bool {
+    match v {
+        Value::Object(m) => {
+            let mut found = m.remove(BACKEND_DATA).is_some();
+            for child in m.values_mut() {
+                found |= strip(child);
+            }
+            found
+        }
+        Value::Array(a) => a
+            .iter_mut()
+            .fold(false, |found, child| strip(child) | found),
+        _ => false,
     }
 }

@@ -63,9 +63,9 @@ pub enum HostTimer {
 ///   answers. A study session in progress survives reconnects.
 /// - `session.start` → `session.started` with a new id `s-YYYYMMDD-NNN` (UTC date of the
 ///   wall clock, `NNN` counting the day's sessions from 001). Outside a session every other
-///   request gets `SESSION_NOT_ACTIVE`.
-/// - `snapshot.get` → `snapshot.state` with `uiSpec`, `messageHistory` and `toolSchema`
-///   only.
+///   request but `snapshot.get` gets `SESSION_NOT_ACTIVE`.
+/// - `snapshot.get` → `snapshot.state` with `uiSpec` (no `backendData` at any depth),
+///   `messageHistory` and `toolSchema` only, in and outside a study session.
 /// - `tool.call` → checked (`reason`, `NO_ACTIVE_SPEC`, `UNKNOWN_TOOL`, `INVALID_PARAMS`),
 ///   run through [`Tools::call`], answered `tool.result`, then pushed as `state.updated`.
 /// - `agent.message` → appended to the chat [`History`], pushed as `state.updated`.
@@ -458,12 +458,15 @@ impl<T: Tools> Host<T> {
         }
     }
 
+    /// A read: answered in and outside a study session (no session gate, as the real host;
+    /// the reference agent polls it from the moment it joins). Outside a session `sessionId`
+    /// is the relay session's.
     fn on_snapshot_get(&mut self, id: Option<String>) {
-        if let Some(text) = self.study.gate(true) {
-            return self.refuse(types::SNAPSHOT_GET, id, ErrorCode::SESSION_NOT_ACTIVE, text);
-        }
         let ui = frames::visible_ui(self.tools.ui_spec());
-        let session_id = self.study.id().unwrap_or_default();
+        let session_id = self
+            .study
+            .id()
+            .unwrap_or(self.config.relay_session.as_str());
         let frame = frames::snapshot(
             id.as_deref(),
             session_id,
@@ -476,7 +479,7 @@ impl<T: Tools> Host<T> {
 
     fn on_tool_call(&mut self, id: Option<String>, route: &Route<'_>) {
         const T: &str = types::TOOL_CALL;
-        if let Some(text) = self.study.gate(false) {
+        if let Some(text) = self.study.gate() {
             return self.refuse(T, id, ErrorCode::SESSION_NOT_ACTIVE, text);
         }
         let Checked {
@@ -517,7 +520,7 @@ impl<T: Tools> Host<T> {
 
     fn on_agent_message(&mut self, id: Option<String>, route: &Route<'_>) {
         const T: &str = types::AGENT_MESSAGE;
-        if let Some(text) = self.study.gate(false) {
+        if let Some(text) = self.study.gate() {
             return self.refuse(T, id, ErrorCode::SESSION_NOT_ACTIVE, text);
         }
         let msg: AgentText = match serde_json::from_str(route.payload.get()) {
@@ -541,7 +544,7 @@ impl<T: Tools> Host<T> {
 
     fn on_session_end(&mut self, id: Option<String>, route: &Route<'_>, now: Instant) {
         const T: &str = types::SESSION_END;
-        if let Some(text) = self.study.gate(false) {
+        if let Some(text) = self.study.gate() {
             return self.refuse(T, id, ErrorCode::SESSION_NOT_ACTIVE, text);
         }
         let end: SessionEnd = match serde_json::from_str(route.payload.get()) {

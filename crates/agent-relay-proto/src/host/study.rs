@@ -84,11 +84,12 @@ impl Study {
         self.wall.set(now, unix_ms);
     }
 
-    /// Why a request cannot be served in the current session state, if it cannot.
-    pub(super) fn gate(&self, allow_ending: bool) -> Option<&'static str> {
+    /// Why a request other than a read cannot be served in the current session state, if
+    /// it cannot.
+    pub(super) fn gate(&self) -> Option<&'static str> {
         match &self.session {
             None => Some(host_texts::NO_SESSION),
-            Some(s) if s.ending.is_some() && !allow_ending => Some(host_texts::SESSION_ENDING),
+            Some(s) if s.ending.is_some() => Some(host_texts::SESSION_ENDING),
             Some(_) => None,
         }
     }

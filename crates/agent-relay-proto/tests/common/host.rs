@@ -115,6 +115,12 @@ impl Tools for Booking {
         });
         if self.backend_data {
             spec["backendData"] = json!({"secret": "raw backend payload"});
+            // Nested too, in objects and in arrays (spec §7 keeps it out at any depth).
+            spec["items"] = json!([
+                "m1",
+                {"id": "m2", "backendData": {"secret": 2}, "poster": {"backendData": [3]}}
+            ]);
+            spec["panel"] = json!({"title": "Movies", "backendData": {"secret": 4}});
         }
         Some(RawJson::from_value(&spec))
     }
