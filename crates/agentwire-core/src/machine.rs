@@ -67,6 +67,14 @@ use crate::{ConnId, Flow, Frame, Output, PeerInfo};
 ///    connection's own input. Flow control is a request, not a guarantee: a driver may ignore
 ///    it (the default `poll_flow` says nothing), so a machine still bounds, with its own
 ///    limits, what one connection can make it hold.
+/// 9. **Wall-clock time comes from the driver, again and again.** A machine that writes
+///    wall-clock time on the wire or in its events (a bus `ping` timestamp, a study-log
+///    record, a dated session id) keeps a [`WallClock`](crate::WallClock) anchored at
+///    construction and re-anchors it in [`handle_wall_clock`](Self::handle_wall_clock),
+///    which the driver calls again at least every period and whenever the system clock
+///    jumps (a suspend, a clock correction), before it hands the machine any input timed
+///    after the jump. Monotonic time is untouched: deadlines never move with the wall
+///    clock. Wall time may step backwards across a call (a correction can go either way).
 pub trait Machine {
     /// Protocol-specific events for the application (agent registered, request completed, ...).
     type Event;
@@ -98,5 +106,14 @@ pub trait Machine {
     /// The default asks for nothing: a machine without backpressure needs no code.
     fn poll_flow(&mut self) -> Option<Flow> {
         None
+    }
+
+    /// The wall clock reads `unix_ms` milliseconds after the Unix epoch at `now` (contract
+    /// rule 9): re-anchor any [`WallClock`](crate::WallClock) to it. Wall-clock values the
+    /// machine writes from now on derive from this anchor; deadlines do not change.
+    ///
+    /// The default ignores it: a machine that writes no wall-clock time needs no code.
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        let _ = (now, unix_ms);
     }
 }

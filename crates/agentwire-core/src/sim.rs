@@ -247,6 +247,18 @@ impl<S: Machine, C: Machine> Sim<S, C> {
         r
     }
 
+    /// Moves the wall clock of every machine (server and clients) to `unix_ms` at the
+    /// current simulated time, through [`Machine::handle_wall_clock`], as a driver does
+    /// after a suspend or a clock correction; then routes their outputs.
+    pub fn set_wall_clock(&mut self, unix_ms: u64) {
+        let now = self.now;
+        self.server.handle_wall_clock(now, unix_ms);
+        for slot in &mut self.clients {
+            slot.machine.handle_wall_clock(now, unix_ms);
+        }
+        self.flush();
+    }
+
     /// Takes the server's events so far.
     pub fn take_server_events(&mut self) -> Vec<S::Event> {
         std::mem::take(&mut self.server_events)
@@ -1018,6 +1030,60 @@ mod tests {
             self.out.event("failed".to_owned());
             self.retry_at = Some(now + Duration::from_secs(1));
         }
+    }
+
+    /// Answers every frame with its wall clock's Unix milliseconds at that time.
+    struct Clocked {
+        out: Outbox<()>,
+        wall: crate::WallClock,
+    }
+
+    impl Machine for Clocked {
+        type Event = ();
+        fn handle_connect(&mut self, _: ConnId, _: &PeerInfo, _: Instant) {}
+        fn handle_frame(&mut self, conn: ConnId, _: Frame<'_>, now: Instant) {
+            let ms = self.wall.unix_ms(now);
+            self.out.send(conn, FrameBuf::text(ms.to_string()));
+        }
+        fn handle_disconnect(&mut self, _: ConnId, _: Instant) {}
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn poll_output(&mut self) -> Option<Output<()>> {
+            self.out.pop()
+        }
+        fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+            self.wall.set(now, unix_ms);
+        }
+    }
+
+    #[test]
+    fn set_wall_clock_moves_the_machines_wall_time_and_not_their_deadlines() {
+        let start = t0();
+        let clocked = Clocked {
+            out: Outbox::new(),
+            wall: crate::WallClock::new(start, 1_000_000),
+        };
+        let mut sim: Sim<Clocked, Echo> = Sim::new(clocked, start, SimConfig::default());
+        let r = sim.connect_raw(PeerInfo::new(None));
+        let ask = |sim: &mut Sim<Clocked, Echo>| {
+            sim.raw_send(r, FrameBuf::text("time?"));
+            sim.settle();
+            let got = sim.raw_take(r);
+            got.last().and_then(|f| f.as_text()).map(str::to_owned)
+        };
+        sim.run_for(Duration::from_secs(2));
+        assert_eq!(ask(&mut sim).as_deref(), Some("1002000"));
+        // A suspend: the wall clock moved an hour, monotonic time did not.
+        sim.set_wall_clock(1_002_000 + 3_600_000);
+        assert_eq!(sim.now(), start + Duration::from_secs(2));
+        assert_eq!(ask(&mut sim).as_deref(), Some("4602000"));
+        sim.run_for(Duration::from_secs(1));
+        assert_eq!(ask(&mut sim).as_deref(), Some("4603000"));
+        // A correction backwards.
+        sim.set_wall_clock(500);
+        assert_eq!(ask(&mut sim).as_deref(), Some("500"));
     }
 
     #[test]

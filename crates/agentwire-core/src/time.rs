@@ -210,9 +210,14 @@ impl<K> DeadlineQueue<K> {
 /// with the Unix time in milliseconds at that instant.
 ///
 /// The driver passes both when it builds a machine (`now` and `unix_ms`, in that order
-/// everywhere) and may re-anchor with [`set`](Self::set); the machine then derives wall time
-/// from the `now` it is handed, so simulated time gives simulated timestamps. Wall time
-/// moves only forward from the anchor: a `now` before the anchor reads as the anchor.
+/// everywhere) and re-anchors it through
+/// [`Machine::handle_wall_clock`](crate::Machine::handle_wall_clock), which calls
+/// [`set`](Self::set): the tokio driver does so at least every `wall_clock_period` and
+/// whenever the system clock jumps against monotonic time (a suspend stops the monotonic
+/// clock; a correction steps the wall clock), and `Sim::set_wall_clock` (feature `sim`) moves it
+/// in simulated time. Between anchors the machine derives wall time from the `now`
+/// it is handed, so simulated time gives simulated timestamps. Wall time moves only forward
+/// from the anchor: a `now` before the anchor reads as the anchor.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
