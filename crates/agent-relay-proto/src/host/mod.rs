@@ -652,6 +652,11 @@ impl<T: Tools> Machine for Host<T> {
     }
 
     /// The join deadline or the flush deadline, whichever is first.
+    /// Re-anchors the wall clock that dates session ids ([`set_wall_clock`](Self::set_wall_clock)).
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.set_wall_clock(now, unix_ms);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         self.next_timer().map(|(t, _)| t)
     }

@@ -723,6 +723,11 @@ impl Machine for Relay {
     }
 
     /// The earliest join deadline or request expiry.
+    /// Re-anchors the wall clock of study-log records ([`set_wall_clock`](Self::set_wall_clock)).
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.set_wall_clock(now, unix_ms);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         self.next_timer().map(|(t, _)| t)
     }

@@ -680,6 +680,11 @@ impl Machine for LlmrtcClient {
         }
     }
 
+    /// Re-anchors the wall clock of `ping` timestamps ([`set_wall_clock`](Self::set_wall_clock)).
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.set_wall_clock(now, unix_ms);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next_deadline()
     }

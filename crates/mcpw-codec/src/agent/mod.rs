@@ -651,6 +651,11 @@ impl Machine for Agent {
         }
     }
 
+    /// Re-anchors the wall clock of pong timestamps ([`set_wall_clock`](Self::set_wall_clock)).
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.set_wall_clock(now, unix_ms);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         [
             self.redial.next_deadline(),

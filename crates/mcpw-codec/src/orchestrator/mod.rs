@@ -599,6 +599,11 @@ impl Machine for Orchestrator {
         }
     }
 
+    /// Re-anchors the wall clock of `server_time`, wire deadlines and pong timestamps.
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.wall.set(self.clock.observe(now), unix_ms);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         [
             self.conns.next_deadline(),
