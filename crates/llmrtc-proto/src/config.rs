@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use agentwire_core::Rate;
+
 use crate::codec::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::message::IceServer;
 use crate::playbook::Playbook;
@@ -51,6 +53,29 @@ pub struct Limits {
     pub max_tool_rounds: usize,
     /// Tool calls in one LLM round. Default 8; more fail the turn with `PLAYBOOK_ERROR`.
     pub max_tool_calls_per_round: usize,
+    /// Messages one connection may send: default 50 per second with bursts of 100 (a
+    /// client streaming 20 ms audio chunks sends 50 a second; a ping comes every 15 s). A
+    /// message beyond it is dropped unread; see [`byte_rate`](Self::byte_rate) for what
+    /// the client is told.
+    pub message_rate: Rate,
+    /// Bytes one connection may send, in tokens of 1 KiB (a message of `n` bytes takes
+    /// `ceil(n / 1024)` tokens, at most the burst, so a message of any allowed size passes
+    /// a full bucket). Default 1,024 per second (1 MiB/s, about 30 times real time for
+    /// 16 kHz mono and 5 times for 48 kHz stereo as base64 WAV) with bursts of 16,384 (two
+    /// messages of the largest size). It bounds the base64 decoding and voice detection
+    /// one client can make the server do: without it, `max_message_bytes`-sized `audio`
+    /// messages could come as fast as the socket carries them. A message beyond either
+    /// rate is dropped unread; the first of a run of drops gets `error RATE_LIMITED`, the
+    /// rest of the run are only counted
+    /// ([`LlmrtcServer::dropped_messages`](crate::LlmrtcServer::dropped_messages)), so a
+    /// flood gets no flood of replies; the run ends with the next message let through.
+    pub byte_rate: Rate,
+    /// Largest TTS audio sent whole in one `tts` message when
+    /// [`ServerConfig::streaming_tts`] is off, in bytes before base64. Default 6 MiB less
+    /// 1 KiB, so that the message (base64, a WAV header and the JSON around it) fits in
+    /// 8 MiB, the clients' default message limit; that is over two minutes of 24 kHz
+    /// 16-bit mono. A longer reply fails the turn with `TTS_ERROR`.
+    pub max_tts_bytes: usize,
 }
 
 impl Default for Limits {
@@ -68,6 +93,9 @@ impl Default for Limits {
             max_expired_remembered: 1024,
             max_tool_rounds: 4,
             max_tool_calls_per_round: 8,
+            message_rate: Rate::per_second(50, 100),
+            byte_rate: Rate::per_second(1024, 16 * 1024),
+            max_tts_bytes: (6 << 20) - 1024,
         }
     }
 }
@@ -121,6 +149,18 @@ pub struct ServerConfig {
     pub timeouts: ProviderTimeouts,
     /// Playbook mode: stages with tools. Default `None` (a plain voice conversation).
     pub playbook: Option<Playbook>,
+    /// Whether TTS audio streams as `tts-chunk`s (default `true`, as the real backend's
+    /// `streamingTTS`). With `false`, the spec's non-streaming fallback: the reply's audio
+    /// goes out whole in one `tts` message between `tts-start` and `tts-complete` (as the
+    /// real backend sends it with `streamingTTS: false` or a TTS provider that cannot
+    /// stream); [`TtsRequest::streaming`](crate::TtsRequest::streaming) tells the provider,
+    /// which may answer with [`LlmrtcServer::tts_audio`](crate::LlmrtcServer::tts_audio) or
+    /// still with chunks, which the server then gathers (up to
+    /// [`Limits::max_tts_bytes`]) and sends whole at
+    /// [`LlmrtcServer::tts_done`](crate::LlmrtcServer::tts_done). Gathered PCM goes out as
+    /// `format: "wav"` (a 16-bit mono WAV file at the chunks' rate), because `tts` has no
+    /// `sampleRate`; other formats are concatenated as they are.
+    pub streaming_tts: bool,
     /// Limits on what peers can make the server hold.
     pub limits: Limits,
 }
@@ -135,6 +175,7 @@ impl Default for ServerConfig {
             vad: VadConfig::default(),
             timeouts: ProviderTimeouts::default(),
             playbook: None,
+            streaming_tts: true,
             limits: Limits::default(),
         }
     }
@@ -181,6 +222,12 @@ impl ServerConfig {
     /// server is built).
     pub fn with_playbook(mut self, playbook: Playbook) -> Self {
         self.playbook = Some(playbook);
+        self
+    }
+
+    /// Turns streaming TTS (`tts-chunk`s) on, or off for whole `tts` messages.
+    pub fn with_streaming_tts(mut self, streaming: bool) -> Self {
+        self.streaming_tts = streaming;
         self
     }
 

@@ -109,6 +109,10 @@
 //! | `max_expired_remembered` | 1,024 ids | older expired ids answer `SESSION_NOT_FOUND` |
 //! | `max_tool_rounds` | 4 | the turn fails with `PLAYBOOK_ERROR` |
 //! | `max_tool_calls_per_round` | 8 | the turn fails with `PLAYBOOK_ERROR` |
+//! | `message_rate` | 50/s, bursts of 100, per connection | dropped unread; the first of a run gets `error RATE_LIMITED` |
+//! | `byte_rate` | 1 MiB/s, bursts of 16 MiB, per connection | as `message_rate` |
+//! | `max_tts_bytes` | 6 MiB less 1 KiB | with [`ServerConfig::streaming_tts`] off: the turn fails with `TTS_ERROR` |
+//! | [`VadConfig::min_sample_rate`]..[`VadConfig::max_sample_rate`] | 8 kHz to 384 kHz | `error VAD_ERROR` |
 //! | [`ServerConfig::heartbeat_timeout`] | 45 s | close 1008 `heartbeat-timeout` |
 //! | [`ServerConfig::session_ttl`] | 30 min | the session is dropped (`SESSION_EXPIRED` afterwards) |
 //! | [`ProviderTimeouts`] | STT 30 s, LLM 60 s, TTS 30 s, tool 30 s (idle) | `*_TIMEOUT` (tools: `TOOL_ERROR`) |
@@ -244,6 +248,41 @@
 //!     `core_1_3_shapes_refuse_wrong_field_types_and_keep_unknown_modes`,
 //!     `all_twenty_error_codes_decode_as_known`,
 //!     `core_1_3_messages_surface_as_events_and_mode_follows_mode_changed`)
+//! 24. **The non-streaming `tts` is a server setting**, [`ServerConfig::streaming_tts`]
+//!     (default on, as the real backend's `streamingTTS`; the spec names no client
+//!     capability, and the real web client plays either). Off, the reply's audio goes out
+//!     whole in one `tts` between `tts-start` and `tts-complete`, where the real backend
+//!     puts it too; [`TtsRequest::streaming`] tells the provider. Chunks a provider streams
+//!     anyway are gathered (bounded by `max_tts_bytes`), and PCM is sent as
+//!     `format: "wav"`, since `tts` has no `sampleRate`; a reply whose chunks change format
+//!     or rate, or pass the limit, fails with `TTS_ERROR`.
+//!     (`with_streaming_tts_off_the_reply_goes_out_whole_in_one_tts_message`,
+//!     `whole_tts_audio_over_the_limit_or_mixed_fails_the_turn_with_tts_error`)
+//! 25. **Partial transcripts** ([`LlmrtcServer::stt_partial`]) go out at once as
+//!     `transcript{isFinal:false}` (as the real backend forwards a streaming STT's interim
+//!     results), each restarting the STT idle timeout; only the final text is remembered
+//!     and asks the LLM; a partial after the final one is refused.
+//!     (`partial_transcripts_go_out_before_the_final_one_and_keep_stt_alive`)
+//! 26. **`RATE_LIMITED` per connection**: every message costs one token of
+//!     [`Limits::message_rate`] and `ceil(bytes / 1 KiB)` of [`Limits::byte_rate`] (capped
+//!     at its burst), checked before the message is parsed. Audio is held to the byte rate
+//!     because the bytes, not the messages, cost the work (base64, WAV, VAD): a client may
+//!     send a 2-minute recording at once, but not 8 MiB messages back to back. A message
+//!     over either rate is dropped unread and is no activity (no heartbeat, no session
+//!     touch); the first of a run of drops gets `error RATE_LIMITED`, the rest are counted
+//!     ([`LlmrtcServer::dropped_messages`]) until a message is let through, so a flood gets
+//!     one reply. (`a_ping_flood_gets_its_burst_then_one_rate_limited_and_silent_drops`,
+//!     `big_audio_messages_are_held_to_the_byte_rate`,
+//!     `a_message_bigger_than_the_byte_burst_passes_a_full_bucket`,
+//!     `a_dropped_message_is_not_read_and_not_activity`)
+//! 27. **`VAD_ERROR`** is a well-formed WAV at a rate the detector does not run at
+//!     ([`VadConfig::min_sample_rate`], [`VadConfig::max_sample_rate`]); a WAV the parser
+//!     does not take stays `INVALID_AUDIO_FORMAT` and bad base64 `AUDIO_PROCESSING_ERROR`
+//!     (decision 9). (`audio_at_a_rate_the_vad_does_not_run_at_is_vad_error`)
+//! 28. **`INTERNAL_ERROR`** is a failure around a provider rather than of it
+//!     ([`ProviderError::Internal`]: a panic, a dead worker), whichever provider it was,
+//!     and the turn ends as for the provider's own failure; the reference server reports a
+//!     provider that panics this way. (`a_failure_around_a_provider_is_internal_error_whichever_provider`)
 //!
 //! # Feature flags
 //!

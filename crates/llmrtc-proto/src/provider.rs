@@ -39,6 +39,11 @@ pub enum ProviderError {
     Failed(String),
     /// The provider timed out on its own side (`STT_TIMEOUT`, `LLM_TIMEOUT`, `TTS_TIMEOUT`).
     Timeout,
+    /// Not the provider's own failure but the application's around it (a provider that
+    /// panicked, a worker that died, a bug): `INTERNAL_ERROR` whichever provider it was,
+    /// because the provider's code (`STT_ERROR`, ...) would blame the wrong party. The text
+    /// is the `error` message's `message`.
+    Internal(String),
 }
 
 /// One utterance, as detected by the VAD: 16-bit mono samples.
@@ -154,6 +159,11 @@ pub struct TtsRequest {
     pub session: SessionId,
     /// The text to speak (the LLM's reply).
     pub text: String,
+    /// Whether the server streams the audio ([`ServerConfig::streaming_tts`](crate::ServerConfig::streaming_tts)):
+    /// `false` asks for the whole audio, which a provider with a non-streaming API answers
+    /// with one [`tts_audio`](crate::LlmrtcServer::tts_audio) (chunks are gathered and
+    /// sent whole too).
+    pub streaming: bool,
 }
 
 /// Run a playbook tool: answer with [`tool_result`](crate::LlmrtcServer::tool_result).

@@ -30,6 +30,23 @@ pub struct VadConfig {
     /// `true`: the spec's `audio` carries one recorded utterance, which may stop without
     /// trailing silence. Set `false` for clients that stream short chunks.
     pub end_of_message_ends_speech: bool,
+    /// Lowest sample rate the detector runs at. Default 8,000 Hz (telephone audio): below
+    /// it a frame holds too few samples and speech's energy (300-3,400 Hz) is folded away,
+    /// so the thresholds mean nothing. The server answers `audio` at a lower rate with
+    /// `error VAD_ERROR`: the WAV is well formed, the detector cannot judge it.
+    pub min_sample_rate: u32,
+    /// Highest sample rate the detector runs at. Default 384,000 Hz (the highest rate
+    /// audio interfaces record); above it, `error VAD_ERROR` as for
+    /// [`min_sample_rate`](Self::min_sample_rate).
+    pub max_sample_rate: u32,
+}
+
+impl VadConfig {
+    /// Whether the detector runs at `sample_rate` (within
+    /// [`min_sample_rate`](Self::min_sample_rate)..=[`max_sample_rate`](Self::max_sample_rate)).
+    pub fn supports_rate(&self, sample_rate: u32) -> bool {
+        (self.min_sample_rate..=self.max_sample_rate).contains(&sample_rate)
+    }
 }
 
 impl Default for VadConfig {
@@ -42,6 +59,8 @@ impl Default for VadConfig {
             silence_ms: 500,
             pre_roll_ms: 200,
             end_of_message_ends_speech: true,
+            min_sample_rate: 8_000,
+            max_sample_rate: 384_000,
         }
     }
 }

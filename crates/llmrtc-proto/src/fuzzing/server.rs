@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use agentwire_core::fuzzing::FuzzClock;
-use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
+use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, Rate, SequentialIds};
 use arbitrary::Unstructured;
 use serde_json::Value;
 
@@ -23,6 +23,13 @@ use super::pick;
 /// audio with and without speech, garbage), disconnects, provider answers (in and out of
 /// order), and time.
 ///
+/// The input runs twice, through the same steps: once with the plain settings, then with
+/// the *strict* ones: streaming TTS off (replies gathered into whole `tts` messages), a
+/// message rate of 8 per second with bursts of 12 (so floods meet `RATE_LIMITED`), its
+/// silence sent at 4 kHz (below the VAD's range: `VAD_ERROR`), and provider failures
+/// reported as [`ProviderError::Internal`] (`INTERNAL_ERROR`). A second run instead of new
+/// steps keeps every committed seed's meaning in the first.
+///
 /// Checks: no panic; every frame sent is JSON with a string `type`; `ready` is the first
 /// frame of every connection; `tts-start` / `tts-complete|tts-cancelled` alternate per
 /// connection; limits hold; after every disconnect and enough time, no session, request or
@@ -34,8 +41,15 @@ pub fn server(data: &[u8]) {
 /// [`server`], returning what it reached: the frame types sent and the event kinds emitted
 /// (for choosing seeds).
 pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
+    let mut reached = run(data, false);
+    reached.extend(run(data, true));
+    reached
+}
+
+/// One run of [`server`] over `data`, with the strict settings or not.
+fn run(data: &[u8], strict: bool) -> BTreeSet<String> {
     let mut u = Unstructured::new(data);
-    let limits = Limits {
+    let mut limits = Limits {
         max_connections: 4,
         max_sessions: 4,
         max_queued_turns: 2,
@@ -46,6 +60,10 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
         max_tool_rounds: 2,
         ..Limits::default()
     };
+    if strict {
+        limits.message_rate = Rate::per_second(8, 12);
+        limits.max_tts_bytes = 64;
+    }
     let playbook: Playbook = serde_json::from_value(serde_json::json!({
         "initialStage": "a",
         "stages": [
@@ -58,15 +76,19 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
     .expect("playbook");
     let mut config = ServerConfig::default()
         .with_limits(limits.clone())
-        .with_webrtc(u.arbitrary().unwrap_or(false));
+        .with_webrtc(u.arbitrary().unwrap_or(false))
+        .with_streaming_tts(!strict);
     if u.arbitrary().unwrap_or(false) {
         config = config.with_playbook(playbook);
     }
     let mut s = LlmrtcServer::new(config, SequentialIds::new(1)).expect("config");
     let mut clock = FuzzClock::new();
-    let mut st = Tracker::default();
-    let speech = audio_frame(&speech_samples());
-    let silence = audio_frame(&[0i16; 1600]);
+    let mut st = Tracker {
+        strict,
+        ..Tracker::default()
+    };
+    let speech = audio_frame(8000, &speech_samples());
+    let silence = audio_frame(if strict { 4000 } else { 8000 }, &[0i16; 1600]);
     for _ in 0..200 {
         let Ok(op) = u.int_in_range(0u8..=13) else {
             break;
@@ -114,7 +136,7 @@ pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
                     s.handle_timeout(clock.t());
                 }
             }
-            8..=12 => answer(&mut s, &mut u, &st, now, op),
+            8..=12 => answer(&mut s, &mut u, &st, now, op, strict),
             _ => {
                 if let Some(c) = pick(&mut u, &st.open) {
                     let open = u.arbitrary().unwrap_or(true);
@@ -157,6 +179,8 @@ struct Tracker {
     greeted: BTreeSet<ConnId>,
     /// Connections refused (no `ready`).
     refused: BTreeSet<ConnId>,
+    /// The strict settings (streaming TTS off: no `tts-chunk`).
+    strict: bool,
     /// Connections with a `tts-start` not yet closed.
     tts_open: BTreeSet<ConnId>,
     requests: Vec<(RequestId, ProviderKind)>,
@@ -177,8 +201,8 @@ fn speech_samples() -> Vec<i16> {
     v
 }
 
-fn audio_frame(samples: &[i16]) -> String {
-    let wav = wav_from_samples(8000, samples);
+fn audio_frame(rate: u32, samples: &[i16]) -> String {
+    let wav = wav_from_samples(rate, samples);
     let mut out = Vec::new();
     encode_audio(&mut out, &wav, &[]);
     String::from_utf8(out).unwrap_or_default()
@@ -205,8 +229,16 @@ fn pick_message(u: &mut Unstructured<'_>, st: &Tracker) -> String {
     }
 }
 
-/// A provider answer chosen by the input (possibly stale, or of the wrong kind).
-fn answer(s: &mut LlmrtcServer, u: &mut Unstructured<'_>, st: &Tracker, now: Instant, op: u8) {
+/// A provider answer chosen by the input (possibly stale, or of the wrong kind); `strict`
+/// failures are internal ones.
+fn answer(
+    s: &mut LlmrtcServer,
+    u: &mut Unstructured<'_>,
+    st: &Tracker,
+    now: Instant,
+    op: u8,
+    strict: bool,
+) {
     if st.requests.is_empty() {
         return;
     }
@@ -216,6 +248,8 @@ fn answer(s: &mut LlmrtcServer, u: &mut Unstructured<'_>, st: &Tracker, now: Ins
     let err = || {
         if fail {
             ProviderError::Timeout
+        } else if strict {
+            ProviderError::Internal("x".into())
         } else {
             ProviderError::Failed("x".into())
         }
@@ -294,6 +328,10 @@ fn drain(s: &mut LlmrtcServer, st: &mut Tracker) {
                 }
                 match ty.as_str() {
                     "tts-start" => assert!(st.tts_open.insert(conn), "tts-start twice"),
+                    "tts" | "tts-chunk" => {
+                        assert!(st.tts_open.contains(&conn), "{ty} outside tts-start");
+                        assert!(ty == "tts" || !st.strict, "tts-chunk with streaming off");
+                    }
                     "tts-complete" | "tts-cancelled" => {
                         assert!(st.tts_open.remove(&conn), "{ty} without tts-start")
                     }

@@ -1,10 +1,12 @@
-//! The open connections: each one's session, data-channel state and heartbeat deadline.
+//! The open connections: each one's session, data-channel state, rate budgets and
+//! heartbeat deadline.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use agentwire_core::{ConnId, TimerSet};
+use agentwire_core::{ConnId, TimerSet, TokenBucket};
 
+use crate::config::Limits;
 use crate::ids::SessionId;
 
 use super::wire::Link;
@@ -16,6 +18,48 @@ pub(crate) struct Conn {
     pub(crate) session: Option<SessionId>,
     /// Whether the application reported its data channel open.
     pub(crate) dc_open: bool,
+    /// Its budget of messages ([`Limits::message_rate`]).
+    messages: TokenBucket,
+    /// Its budget of bytes, in KiB ([`Limits::byte_rate`]).
+    bytes: TokenBucket,
+    /// Whether its last message was dropped for going over a rate (a run of drops is
+    /// answered once).
+    limited: bool,
+}
+
+/// What the rate limits make of one incoming message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Within both rates: read it.
+    Read,
+    /// Over a rate, the first of a run: drop it and tell the client.
+    DropAndTell,
+    /// Over a rate again: drop it (counted).
+    Drop,
+}
+
+impl Conn {
+    /// Charges a message of `len` bytes at `now` against both budgets; both are charged
+    /// only when both have room.
+    pub(crate) fn admit(&mut self, len: usize, limits: &Limits, now: Instant) -> Admit {
+        let kib = u32::try_from(len.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, limits.byte_rate.burst().max(1));
+        let room = self.messages.available(&limits.message_rate, now) >= 1
+            && self.bytes.available(&limits.byte_rate, now) >= kib;
+        if room {
+            self.messages.take(&limits.message_rate, now);
+            for _ in 0..kib {
+                self.bytes.take(&limits.byte_rate, now);
+            }
+            self.limited = false;
+            Admit::Read
+        } else if std::mem::replace(&mut self.limited, true) {
+            Admit::Drop
+        } else {
+            Admit::DropAndTell
+        }
+    }
 }
 
 /// Every open connection and its heartbeat deadline (no `ping` by then: closed).
@@ -46,11 +90,15 @@ impl Conns {
         self.map.get_mut(&conn)
     }
 
-    /// Opens `conn` for `session` (`None`: refused), data channel closed.
-    pub(crate) fn open(&mut self, conn: ConnId, session: Option<SessionId>) {
+    /// Opens `conn` for `session` (`None`: refused) at `now`, data channel closed, rate
+    /// budgets full.
+    pub(crate) fn open(&mut self, conn: ConnId, session: Option<SessionId>, now: Instant) {
         let c = Conn {
             session,
             dc_open: false,
+            messages: TokenBucket::new(now),
+            bytes: TokenBucket::new(now),
+            limited: false,
         };
         self.map.insert(conn, c);
     }

@@ -36,7 +36,7 @@ use crate::message::{
     ServerMessage, SessionMode, Signal, PROTOCOL_VERSION,
 };
 use crate::provider::{ChatMessage, ProviderError, ProviderKind};
-use conns::Conns;
+use conns::{Admit, Conns};
 use requests::{provider_error, Requests};
 use session::{AudioScratch, Session, Sessions};
 use turn::{cut, Turn};
@@ -63,6 +63,8 @@ pub struct LlmrtcServer {
     sessions: Sessions,
     requests: Requests,
     scratch: AudioScratch,
+    /// Messages dropped for going over a connection's rate, since the start.
+    dropped: u64,
 }
 
 impl std::fmt::Debug for LlmrtcServer {
@@ -91,6 +93,7 @@ impl LlmrtcServer {
             conns: Conns::default(),
             sessions: Sessions::default(),
             scratch: AudioScratch::default(),
+            dropped: 0,
         })
     }
 
@@ -132,6 +135,14 @@ impl LlmrtcServer {
     /// Whether `session` is in a turn (between its STT request and the end of its TTS).
     pub fn in_turn(&self, session: &str) -> bool {
         self.sessions.get(session).is_some_and(|s| s.turn.is_some())
+    }
+
+    /// Messages dropped unread since the server started because their connection went over
+    /// [`Limits::message_rate`](crate::Limits::message_rate) or
+    /// [`Limits::byte_rate`](crate::Limits::byte_rate) (the first of each run was answered
+    /// `error RATE_LIMITED`).
+    pub fn dropped_messages(&self) -> u64 {
+        self.dropped
     }
 
     /// Provider requests awaiting an answer.
@@ -302,8 +313,9 @@ impl LlmrtcServer {
         self.provider_failed(request, ProviderKind::Llm, error, now)
     }
 
-    /// One piece of TTS audio: sent as `tts-chunk` (base64 encoded straight into the frame).
-    /// Restarts the TTS timeout.
+    /// One piece of TTS audio: sent as `tts-chunk` (base64 encoded straight into the frame),
+    /// or, with [`ServerConfig::streaming_tts`] off, gathered for one whole `tts` at
+    /// [`tts_done`](Self::tts_done). Restarts the TTS timeout.
     pub fn tts_chunk(
         &mut self,
         request: RequestId,
@@ -313,6 +325,13 @@ impl LlmrtcServer {
         now: Instant,
     ) -> Result<(), CommandError> {
         let sid = self.progress(request, ProviderKind::Tts, now)?;
+        if !self.config.streaming_tts {
+            let now = self.clock.observe(now);
+            if let Some((s, mut ctx)) = self.session_ctx(&sid) {
+                s.gather_tts(&mut ctx, format, sample_rate, audio, now);
+            }
+            return Ok(());
+        }
         let frame = self
             .wire
             .frame_with(|out| encode_tts_chunk(out, format, sample_rate, audio));
@@ -334,7 +353,9 @@ impl LlmrtcServer {
         Ok(())
     }
 
-    /// TTS finished: `tts-complete`, the turn ends, and the next queued utterance starts.
+    /// TTS finished: `tts-complete` (after the gathered audio as one `tts` when
+    /// [`ServerConfig::streaming_tts`] is off), the turn ends, and the next queued utterance
+    /// starts.
     pub fn tts_done(&mut self, request: RequestId, now: Instant) -> Result<(), CommandError> {
         let (sid, now) = self.answered(request, ProviderKind::Tts, now)?;
         if let Some((s, mut ctx)) = self.session_ctx(&sid) {
@@ -596,8 +617,8 @@ impl LlmrtcServer {
     }
 
     /// Refuses a connection over a limit: error, then close 1013.
-    fn refuse(&mut self, conn: ConnId) {
-        self.conns.open(conn, None);
+    fn refuse(&mut self, conn: ConnId, now: Instant) {
+        self.conns.open(conn, None, now);
         let to = Link {
             conn,
             dc_open: false,
@@ -686,7 +707,7 @@ impl Machine for LlmrtcServer {
             return;
         }
         if self.conns.len() >= self.config.limits.max_connections || !self.make_room() {
-            self.refuse(conn);
+            self.refuse(conn, now);
             return;
         }
         let sid = SessionId::from(self.ids.next_id().to_uuid_string());
@@ -697,7 +718,7 @@ impl Machine for LlmrtcServer {
             .map(|p| p.initial_stage.clone());
         let session = Session::new(sid.clone(), conn, stage, now);
         self.sessions.insert(session);
-        self.conns.open(conn, Some(sid.clone()));
+        self.conns.open(conn, Some(sid.clone()), now);
         let ice = (!self.config.ice_servers.is_empty()).then(|| self.config.ice_servers.clone());
         let ready = ServerMessage::Ready(Ready {
             id: sid.to_string(),
@@ -720,9 +741,26 @@ impl Machine for LlmrtcServer {
 
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         let now = self.clock.observe(now);
-        let Some(sid) = self.conns.get(conn).and_then(|c| c.session.clone()) else {
+        let limits = &self.config.limits;
+        let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
+        let Some(sid) = c.session.clone() else {
+            return;
+        };
+        match c.admit(frame.as_bytes().len(), limits, now) {
+            Admit::Read => {}
+            admit => {
+                self.dropped += 1;
+                if admit == Admit::DropAndTell {
+                    if let Some(to) = self.conns.link(conn) {
+                        let text = texts::RATE_LIMITED.into();
+                        self.wire.error(to, ErrorCode::RATE_LIMITED, text);
+                    }
+                }
+                return;
+            }
+        }
         if let Some(s) = self.sessions.get_mut(&sid) {
             s.last_activity = now;
         }

@@ -183,6 +183,7 @@ impl Requests {
 /// The error code and text for a provider failure.
 pub(crate) fn provider_error(kind: ProviderKind, e: ProviderError) -> (ErrorCode, String) {
     match (kind, e) {
+        (_, ProviderError::Internal(m)) => (ErrorCode::INTERNAL_ERROR, m),
         (ProviderKind::Stt, ProviderError::Failed(m)) => (ErrorCode::STT_ERROR, m),
         (ProviderKind::Stt, ProviderError::Timeout) => {
             (ErrorCode::STT_TIMEOUT, texts::STT_TIMEOUT.into())

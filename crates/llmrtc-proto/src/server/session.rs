@@ -8,7 +8,7 @@ use std::time::Instant;
 use agentwire_core::{ConnId, TimerSet};
 use serde_json::{Map, Value};
 
-use crate::codec::decode_base64;
+use crate::codec::{decode_base64, encode_tts};
 use crate::config::ServerConfig;
 use crate::error::CommandError;
 use crate::event::{ServerEvent, TurnOutcome};
@@ -108,7 +108,8 @@ impl Session {
 
     /// An `audio` message: its attachments queue; its WAV (base64) goes through the VAD
     /// ([`hear`](Self::hear)); bad base64 is `AUDIO_PROCESSING_ERROR`, a WAV this server
-    /// does not take `INVALID_AUDIO_FORMAT`.
+    /// does not take `INVALID_AUDIO_FORMAT`, a WAV at a rate the VAD does not run at
+    /// `VAD_ERROR`.
     pub(crate) fn on_audio(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -129,6 +130,11 @@ impl Session {
         }
         drop(audio.data);
         let (rate, samples) = match parse_wav(bytes) {
+            Ok(w) if !ctx.config.vad.supports_rate(w.format.sample_rate) => {
+                let text = texts::vad_rate(w.format.sample_rate, &ctx.config.vad);
+                ctx.error(ErrorCode::VAD_ERROR, text);
+                return;
+            }
             Ok(w) => (w.format.sample_rate, w.mono_samples().collect::<Vec<i16>>()),
             Err(e) => {
                 let text = format!("{}{e}", texts::UNSUPPORTED_AUDIO);
@@ -397,8 +403,29 @@ impl Session {
         Ok(())
     }
 
-    /// TTS finished: `tts-complete`, and the turn ends.
+    /// A TTS chunk while streaming TTS is off: gathered (or, beyond the limit, the turn
+    /// fails with `TTS_ERROR`).
+    pub(crate) fn gather_tts(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        format: &str,
+        sample_rate: u32,
+        audio: &[u8],
+        now: Instant,
+    ) {
+        if let Some(turn) = self.turn.as_mut() {
+            let step = turn.gather(ctx, format, sample_rate, audio);
+            self.advance(ctx, step, now);
+        }
+    }
+
+    /// TTS finished: the gathered audio as one `tts` (streaming TTS off), `tts-complete`,
+    /// and the turn ends.
     pub(crate) fn tts_done(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        if let Some(whole) = self.turn.as_mut().and_then(Turn::take_gathered) {
+            let (format, audio) = whole.into_message();
+            ctx.send_payload(|out| encode_tts(out, &format, &audio));
+        }
         ctx.send(&ServerMessage::TtsComplete);
         self.end_turn(ctx, TurnOutcome::Completed, now);
     }

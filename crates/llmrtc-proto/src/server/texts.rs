@@ -23,10 +23,20 @@ pub const BAD_BASE64: &str = "Audio data is not valid base64";
 /// The prefix of the text of audio that is not a supported WAV (INVALID_AUDIO_FORMAT); the
 /// parser's reason follows it.
 pub const UNSUPPORTED_AUDIO: &str = "Unsupported audio: ";
+/// The text of the `error` for audio at a sample rate the VAD does not run at (VAD_ERROR).
+pub fn vad_rate(rate: u32, vad: &crate::vad::VadConfig) -> String {
+    format!(
+        "Voice activity detection does not run at {rate} Hz (it takes {} to {} Hz)",
+        vad.min_sample_rate, vad.max_sample_rate
+    )
+}
 /// Too many turns waiting (RATE_LIMITED).
 pub const TOO_MANY_TURNS: &str = "Too many utterances waiting; this one was dropped";
 /// Too many attachments waiting (RATE_LIMITED).
 pub const TOO_MANY_ATTACHMENTS: &str = "Too many attachments waiting; the rest were dropped";
+/// The first message of a run over a connection's message or byte rate (RATE_LIMITED).
+pub const RATE_LIMITED: &str =
+    "Too many messages or bytes per second; this one was dropped, and more will be until the rate falls";
 /// Sent before closing a connection over a limit (RATE_LIMITED).
 pub const SERVER_FULL: &str = "The server has reached its connection or session limit";
 /// STT timed out (STT_TIMEOUT).
@@ -41,6 +51,11 @@ pub const TOOL_TIMEOUT: &str = "Tool timed out";
 pub const TRANSCRIPT_TOO_LONG: &str = "Transcript too long";
 /// The reply exceeded `max_reply_bytes` (LLM_ERROR).
 pub const REPLY_TOO_LONG: &str = "LLM reply too long";
+/// With streaming TTS off, the gathered audio passed `max_tts_bytes` (TTS_ERROR).
+pub const TTS_TOO_LONG: &str = "TTS audio too long for one tts message";
+/// With streaming TTS off, TTS chunks of one reply changed format or sample rate
+/// (TTS_ERROR).
+pub const TTS_MIXED: &str = "TTS chunks of one reply changed format or sample rate";
 /// More tool rounds than `max_tool_rounds` (PLAYBOOK_ERROR).
 pub const TOO_MANY_ROUNDS: &str = "Too many tool rounds in one turn";
 /// More tool calls in a round than `max_tool_calls_per_round` (PLAYBOOK_ERROR).

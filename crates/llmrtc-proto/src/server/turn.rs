@@ -22,6 +22,8 @@ use crate::provider::{
     ToolCallRequest, ToolRecord, TtsRequest,
 };
 
+use crate::wav::wav_from_pcm;
+
 use super::requests::{provider_error, ToolMeta};
 use super::texts;
 use super::wire::Ctx;
@@ -45,8 +47,36 @@ enum Phase {
         tools: BTreeSet<RequestId>,
         calls: usize,
     },
-    /// `tts-start` sent, audio streaming.
-    Tts { req: RequestId },
+    /// `tts-start` sent, audio streaming; or, with streaming TTS off, the audio gathered
+    /// for one whole `tts` message.
+    Tts {
+        req: RequestId,
+        whole: Option<Gathered>,
+    },
+}
+
+/// TTS chunks gathered for one whole `tts` message (streaming TTS off): the first chunk's
+/// format and rate, and the audio so far.
+#[derive(Debug, Default)]
+pub(crate) struct Gathered {
+    format: String,
+    sample_rate: u32,
+    audio: Vec<u8>,
+}
+
+impl Gathered {
+    /// The `tts` message's format and audio: PCM becomes a WAV file (a `tts` message has no
+    /// `sampleRate` to carry the rate), other formats go as they came.
+    pub(crate) fn into_message(self) -> (String, Vec<u8>) {
+        if self.format.eq_ignore_ascii_case("pcm") {
+            (
+                "wav".to_owned(),
+                wav_from_pcm(self.sample_rate, &self.audio),
+            )
+        } else {
+            (self.format, self.audio)
+        }
+    }
 }
 
 /// What the session does after the turn moved.
@@ -108,7 +138,7 @@ impl Turn {
     /// Every provider request this turn is waiting on.
     fn requests(&self) -> Vec<RequestId> {
         match &self.phase {
-            Phase::Stt { req } | Phase::Tts { req } => vec![*req],
+            Phase::Stt { req } | Phase::Tts { req, .. } => vec![*req],
             Phase::Llm { req, tools, .. } => req.iter().chain(tools.iter()).copied().collect(),
         }
     }
@@ -116,7 +146,7 @@ impl Turn {
     /// The TTS request while the reply is being spoken (from `tts-start` on).
     pub(crate) fn speaking(&self) -> Option<RequestId> {
         match self.phase {
-            Phase::Tts { req } => Some(req),
+            Phase::Tts { req, .. } => Some(req),
             _ => None,
         }
     }
@@ -359,13 +389,55 @@ impl Turn {
         now: Instant,
     ) {
         let req = ctx.requests.open(session, ProviderKind::Tts, now);
-        self.phase = Phase::Tts { req };
+        let streaming = ctx.config.streaming_tts;
+        self.phase = Phase::Tts {
+            req,
+            whole: (!streaming).then(Gathered::default),
+        };
         ctx.send(&ServerMessage::TtsStart);
         ctx.event(ServerEvent::Tts(TtsRequest {
             request: req,
             session: session.clone(),
             text: reply,
+            streaming,
         }));
+    }
+
+    /// A TTS chunk while streaming TTS is off: gathered for the whole `tts` message. A
+    /// chunk that would pass [`Limits::max_tts_bytes`](crate::Limits::max_tts_bytes), or
+    /// whose format or rate differs from the first one's, fails the turn (`TTS_ERROR`).
+    pub(crate) fn gather(
+        &mut self,
+        ctx: &Ctx<'_>,
+        format: &str,
+        sample_rate: u32,
+        audio: &[u8],
+    ) -> Step {
+        let Phase::Tts {
+            whole: Some(whole), ..
+        } = &mut self.phase
+        else {
+            return Step::Wait;
+        };
+        if whole.audio.is_empty() && whole.format.is_empty() {
+            whole.format = format.to_owned();
+            whole.sample_rate = sample_rate;
+        } else if whole.format != format || whole.sample_rate != sample_rate {
+            return Step::Fail(ErrorCode::TTS_ERROR, texts::TTS_MIXED.into());
+        }
+        if whole.audio.len() + audio.len() > ctx.config.limits.max_tts_bytes {
+            return Step::Fail(ErrorCode::TTS_ERROR, texts::TTS_TOO_LONG.into());
+        }
+        whole.audio.extend_from_slice(audio);
+        Step::Wait
+    }
+
+    /// The audio gathered for a whole `tts` message, if any (taken).
+    pub(crate) fn take_gathered(&mut self) -> Option<Gathered> {
+        match &mut self.phase {
+            Phase::Tts { whole, .. } => whole.take().filter(|g| !g.format.is_empty()),
+            _ => None,
+        }
     }
 
     /// Sends the held LLM chunk with `done`; whether there was one.

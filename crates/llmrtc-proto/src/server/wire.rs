@@ -111,6 +111,15 @@ impl Ctx<'_> {
         }
     }
 
+    /// Sends a payload `frame` (built by a fast-path encoder) to the session's connection,
+    /// if it has one.
+    pub(crate) fn send_payload(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        if let Some(to) = self.link {
+            let frame = self.wire.frame_with(write);
+            self.wire.send_frame(to, frame, Channel::Both);
+        }
+    }
+
     /// Sends `error` to the session's connection, if it has one.
     pub(crate) fn error(&mut self, code: ErrorCode, message: String) {
         if let Some(to) = self.link {
