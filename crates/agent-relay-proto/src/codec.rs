@@ -256,22 +256,25 @@ pub(crate) struct ErrorRef<'a> {
     pub(crate) message: &'a str,
 }
 
-/// Writes `{"v":"mvp-0.2","type":T,"id":I,"payload":P}` to `out`: a request (the host sends
-/// one, `relay.join`).
+/// Writes `{"v":"mvp-0.2","type":T,"id":I,"payload":P}` to `out` (the host's `relay.join`,
+/// and an agent request the relay gives an id) and returns where the payload sits in it.
 pub(crate) fn write_request<P: Serialize + ?Sized>(
     out: &mut Vec<u8>,
     msg_type: &str,
     id: &str,
     payload: &P,
-) {
+) -> Range<usize> {
     out.extend_from_slice(b"{\"v\":\"mvp-0.2\",\"type\":");
     // Strings and the crate's payload types always serialize.
     let _ = serde_json::to_writer(&mut *out, msg_type);
     out.extend_from_slice(b",\"id\":");
     let _ = serde_json::to_writer(&mut *out, id);
     out.extend_from_slice(b",\"payload\":");
+    let start = out.len();
     let _ = serde_json::to_writer(&mut *out, payload);
+    let end = out.len();
     out.push(b'}');
+    start..end
 }
 
 /// Writes `{"v":"mvp-0.2","type":T,"replyTo"?:R,"payload":P}` to `out` and returns where the

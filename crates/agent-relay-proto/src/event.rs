@@ -40,6 +40,11 @@ pub enum Undelivered {
         /// The `replyTo` (at most [`Limits::max_id_bytes`](crate::Limits::max_id_bytes) of it).
         reply_to: RequestId,
     },
+    /// A host message without `replyTo` that is no push ([`types::PUSHES`]): it answers a
+    /// request but names none, so it is dropped rather than sent to every agent.
+    ///
+    /// [`types::PUSHES`]: crate::message::types::PUSHES
+    NoReplyTo,
 }
 
 /// An event of the [`Relay`](crate::Relay).

@@ -178,16 +178,22 @@
 //!    "Host connection replaced by a newer host." then close 1000. The old host's outstanding
 //!    requests fail (decision 11). (`a_newer_host_replaces_the_old_one_which_gets_the_exact_error_then_close_1000`,
 //!    `requests_outstanding_when_the_host_is_replaced_fail_with_reply_to`)
-//! 9. **Routing is by `replyTo`, not by type**: a host message with `replyTo` goes only to the
-//!    agent whose request it answers; one without goes to every agent of the session (the
-//!    reference sends everything to every agent). A `replyTo` matching no outstanding request
-//!    (answered, expired, asker gone) is dropped and reported as
-//!    [`Undelivered::UnknownReplyTo`]. (`a_reply_reaches_only_the_agent_that_asked`,
+//! 9. **Routing is by `replyTo`**: a host message with `replyTo` goes only to the agent whose
+//!    request it answers. Without `replyTo` only the pushes ([`message::types::PUSHES`]:
+//!    `state.updated`, `user.message`, and `session.ended` when the host ends a session)
+//!    go to every agent of the session (the reference sends everything to every agent); any
+//!    other (`snapshot.state`, `tool.result`, `session.started`, `error`) answers a request,
+//!    so it is dropped and reported as [`Undelivered::NoReplyTo`], never broadcast. A
+//!    `replyTo` matching no outstanding request (answered, expired, asker gone) is dropped and
+//!    reported as [`Undelivered::UnknownReplyTo`].
+//!    (`a_reply_reaches_only_the_agent_that_asked`,
+//!    `a_host_answer_without_reply_to_is_never_sent_to_every_agent`,
 //!    `pushes_reach_every_agent_of_the_session_and_no_other`,
 //!    `an_agent_leaving_drops_its_requests_and_the_late_reply`)
 //! 10. **Request ids are the agents'**, so two agents may both send `req-001`: replies to a
-//!     shared id go to the askers in the order they asked. Frames are forwarded unchanged, so
-//!     the relay does not rewrite ids. (`colliding_request_ids_are_answered_first_come_first_served`)
+//!     shared id go to the askers in the order they asked. Frames with an `id` are forwarded
+//!     unchanged; the relay never rewrites an agent's id.
+//!     (`colliding_request_ids_are_answered_first_come_first_served`)
 //! 11. **When the host leaves** (or is replaced), every outstanding request is answered at once
 //!     with SESSION_NOT_ACTIVE "Host disconnected before replying." and its `replyTo` (the
 //!     reference leaves agents to time out). Agents stay joined and a new host takes over the
@@ -386,6 +392,22 @@
 //!     continues from the last good record (the reference, and our writer before, refused
 //!     every later record). (`resume_after_any_damage_to_the_last_line_loses_no_record`,
 //!     `a_torn_last_line_is_a_warning_and_is_moved_aside_when_the_relay_reopens_the_file`)
+//!
+//! The relay again:
+//!
+//! 42. **A request without `id` is answered to its sender only.** The spec makes `id`
+//!     optional, and the host answers such a request without `replyTo`, which would reach
+//!     every agent. So the relay forwards every agent message as a request: one without `id`
+//!     is re-encoded (`v`, `type`, `id`, `payload`; other envelope fields are not kept) with
+//!     an id of the relay's, `relay-N` (never one outstanding in the session), and the
+//!     host's answer reaches that agent alone with the relay's `replyTo` taken out. Such
+//!     requests count against `max_pending_per_agent` and expire like the others; when the
+//!     host leaves, their agent gets SESSION_NOT_ACTIVE without `replyTo`. The study log
+//!     records the payloads, which are unchanged.
+//!     (`a_request_without_id_is_answered_to_its_sender_only`,
+//!     `requests_without_id_are_answered_to_their_sender_only`,
+//!     `an_agent_may_have_only_so_many_requests_pending`,
+//!     `the_host_leaving_fails_every_outstanding_request_with_reply_to`)
 //!
 //! # Feature flags
 //!

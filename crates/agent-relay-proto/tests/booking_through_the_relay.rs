@@ -258,3 +258,70 @@ fn an_agent_polling_snapshots_from_its_join_gets_them_before_session_start() {
     let got = ask(&mut sim, agent, "snapshot.get", "poll-3", json!({}));
     assert_eq!(got[0]["payload"]["sessionId"], "s-20260213-001");
 }
+
+/// Connects and joins one more raw agent to `sim`'s default session.
+fn add_agent(sim: &mut RelaySim) -> usize {
+    let agent = sim.connect_raw(PeerInfo::new(None).with_path(ENDPOINT_PATH));
+    agent_send(
+        sim,
+        agent,
+        json!({"v":"mvp-0.2","type":"relay.join","id":"join-b","payload":{"role":"agent"}}),
+    );
+    sim.settle();
+    let got = agent_take(sim, agent);
+    assert_eq!(got.last().unwrap()["type"], "relay.joined");
+    agent
+}
+
+#[test]
+fn requests_without_id_are_answered_to_their_sender_only() {
+    let (mut sim, _host, a) = relay_sim(Duration::from_millis(5));
+    let b = add_agent(&mut sim);
+    let no_id = |t: &str, payload: Value| json!({"v":"mvp-0.2","type":t,"payload":payload});
+
+    agent_send(&mut sim, a, no_id("snapshot.get", json!({})));
+    sim.settle();
+    let got = agent_take(&mut sim, a);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["type"], "snapshot.state");
+    assert!(got[0].get("replyTo").is_none(), "{}", got[0]);
+    assert!(
+        agent_take(&mut sim, b).is_empty(),
+        "b never gets a's snapshot"
+    );
+
+    // The host's refusal of a's id-less tool call reaches a only.
+    let call = json!({"toolName":"next","params":{},"reason":"r"});
+    agent_send(&mut sim, a, no_id("tool.call", call.clone()));
+    sim.settle();
+    let got = agent_take(&mut sim, a);
+    assert_eq!(error_of(&got[0]).0, "SESSION_NOT_ACTIVE");
+    assert_eq!(error_of(&got[0]).2, None);
+    assert!(agent_take(&mut sim, b).is_empty());
+
+    // In a session: b's id-less session.start and tool call are answered to b; the state
+    // change that follows is a push, and reaches both.
+    agent_send(
+        &mut sim,
+        b,
+        no_id(
+            "session.start",
+            json!({"studyId":"pilot-01","participantId":"P07"}),
+        ),
+    );
+    sim.settle();
+    assert_eq!(agent_take(&mut sim, b)[0]["type"], "session.started");
+    assert!(agent_take(&mut sim, a).is_empty());
+    agent_send(&mut sim, b, no_id("tool.call", call));
+    sim.settle();
+    let types = |v: Vec<Value>| -> Vec<String> {
+        v.iter()
+            .map(|m| m["type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        types(agent_take(&mut sim, b)),
+        ["tool.result", "state.updated"]
+    );
+    assert_eq!(types(agent_take(&mut sim, a)), ["state.updated"]);
+}

@@ -126,7 +126,9 @@ fn every_host_type_is_forwarded_and_any_other_is_invalid_message() {
         "session.ended",
         "user.message",
     ] {
-        h.msg(host, t, None, json!({}));
+        h.msg(a, "snapshot.get", Some("q"), json!({}));
+        h.clear();
+        h.reply(host, t, "q", json!({}));
         assert_eq!(h.one(a)["type"], t);
     }
     for t in [
@@ -188,6 +190,96 @@ fn a_reply_reaches_only_the_agent_that_asked() {
         .iter()
         .any(|e| matches!(e, RelayEvent::Undelivered {
         reason: Undelivered::UnknownReplyTo { reply_to }, .. } if reply_to == "a-1")));
+}
+
+#[test]
+fn a_request_without_id_is_answered_to_its_sender_only() {
+    let mut h = Harness::quiet();
+    let host = h.host();
+    let (a, b) = (h.agent(), h.agent());
+    // Agent a asks without an id: the host gets the request with an id of the relay's.
+    h.msg(a, "snapshot.get", None, json!({}));
+    let forwarded = h.one(host);
+    assert_eq!(forwarded["type"], "snapshot.get");
+    assert_eq!(forwarded["payload"], json!({}));
+    let minted = forwarded["id"].as_str().expect("an id").to_owned();
+    assert!(minted.starts_with("relay-"), "{minted}");
+    // Agent b uses the same text as its own id: the two never mix.
+    h.msg(b, "snapshot.get", Some(&minted), json!({}));
+    let second = h.one(host)["id"].clone();
+    assert_eq!(second, minted.as_str());
+    h.clear();
+
+    // The answer reaches a only, without the relay's replyTo, its bytes otherwise the host's.
+    let state = json!({"sessionId":"default","uiSpec":{},"messageHistory":[],"toolSchema":[]});
+    h.reply(host, "snapshot.state", &minted, state.clone());
+    let got = h.one(a);
+    assert_eq!(
+        got,
+        json!({"v":"mvp-0.2","type":"snapshot.state","payload":state})
+    );
+    assert!(h.take(b).is_empty(), "b never sees a's answer");
+    // The next answer with that replyTo is b's own.
+    h.reply(host, "snapshot.state", &minted, state.clone());
+    assert_eq!(h.one(b)["replyTo"], minted.as_str());
+    assert!(h.take(a).is_empty());
+
+    // The log records the agent's request and the answer as each side sees it.
+    let lines = h.log_lines();
+    let out: Vec<&Value> = lines
+        .iter()
+        .filter(|(d, t, _)| *d == Direction::Out && *t == "snapshot.state")
+        .map(|(_, _, p)| p)
+        .collect();
+    assert_eq!(out, [&state, &state]);
+
+    // A tool call without id: its error, too, reaches a only.
+    h.clear();
+    h.msg(
+        a,
+        "tool.call",
+        None,
+        json!({"toolName":"next","params":{},"reason":"r"}),
+    );
+    let id = h.one(host)["id"].as_str().unwrap().to_owned();
+    h.reply(
+        host,
+        "error",
+        &id,
+        json!({"code":"SESSION_NOT_ACTIVE","message":"No session."}),
+    );
+    assert_eq!(
+        error_of(&h.one(a)),
+        ("SESSION_NOT_ACTIVE".into(), "No session.".into(), None)
+    );
+    assert!(h.take(b).is_empty());
+    assert_eq!(h.relay.pending_total(), 0);
+}
+
+#[test]
+fn a_host_answer_without_reply_to_is_never_sent_to_every_agent() {
+    let mut h = Harness::quiet();
+    let host = h.host();
+    let (a, b) = (h.agent(), h.agent());
+    for t in ["session.started", "snapshot.state", "tool.result", "error"] {
+        h.clear();
+        h.msg(host, t, None, json!({}));
+        assert!(h.take(a).is_empty() && h.take(b).is_empty(), "{t}");
+        assert!(
+            h.events()
+                .iter()
+                .any(|e| matches!(e, RelayEvent::Undelivered {
+                reason: Undelivered::NoReplyTo, msg_type, .. } if *msg_type == t)),
+            "{t}"
+        );
+    }
+    // The pushes go to every agent.
+    for t in ["state.updated", "user.message", "session.ended"] {
+        h.clear();
+        h.msg(host, t, None, json!({}));
+        assert_eq!(h.one(a)["type"], t);
+        assert_eq!(h.one(b)["type"], t);
+    }
 }
 
 #[test]
@@ -280,7 +372,7 @@ fn the_host_leaving_fails_every_outstanding_request_with_reply_to() {
         a,
         "agent.message",
         None,
-        json!({"text":"no id, not a request"}),
+        json!({"text":"no id: answered without replyTo"}),
     );
     h.clear();
     h.disconnect(host);
@@ -298,6 +390,7 @@ fn the_host_leaving_fails_every_outstanding_request_with_reply_to() {
                 texts::HOST_GONE.into(),
                 Some("a-2".into())
             ),
+            ("SESSION_NOT_ACTIVE".into(), texts::HOST_GONE.into(), None),
         ]
     );
     assert_eq!(error_of(&h.one(b)).2.as_deref(), Some("b-1"));
@@ -306,7 +399,7 @@ fn the_host_leaving_fails_every_outstanding_request_with_reply_to() {
         e,
         RelayEvent::Left {
             role: Role::Host,
-            failed_requests: 3,
+            failed_requests: 4,
             ..
         }
     )));

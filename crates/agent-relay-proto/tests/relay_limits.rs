@@ -57,9 +57,18 @@ fn an_agent_may_have_only_so_many_requests_pending() {
             Some("3".into())
         )
     );
-    // Messages without an id are not requests and still pass; an answer frees a slot.
+    // A message without an id is a request too (its answer must find it): refused as well.
     h.msg(a, "agent.message", None, json!({"text":"hi"}));
-    assert_eq!(h.take(host).len(), 1);
+    assert!(h.take(host).is_empty());
+    assert_eq!(
+        error_of(&h.one(a)),
+        (
+            "LIMIT_EXCEEDED".into(),
+            texts::TOO_MANY_PENDING.into(),
+            None
+        )
+    );
+    // An answer frees a slot.
     h.reply(host, "snapshot.state", "1", json!({}));
     h.msg(a, "snapshot.get", Some("4"), json!({}));
     assert_eq!(h.take(host).len(), 1);

@@ -55,6 +55,17 @@ pub const HOST_TO_AGENT: [&str; 7] = [
     USER_MESSAGE,
 ];
 
+/// The host → agent types that may go to every agent of a session without `replyTo`: the
+/// spec's pushes (`state.updated`, `user.message`) and a `session.ended` the host makes when
+/// the application ends the session. Any other host message without `replyTo` answers a
+/// request, so the relay never sends it to every agent.
+pub const PUSHES: [&str; 3] = [STATE_UPDATED, USER_MESSAGE, SESSION_ENDED];
+
+/// Whether the host may push `t` to every agent (see [`PUSHES`]).
+pub fn is_push(t: &str) -> bool {
+    PUSHES.contains(&t)
+}
+
 /// The `'static` name of `t` if an agent may send it to the host.
 pub fn agent_to_host(t: &str) -> Option<&'static str> {
     AGENT_TO_HOST.iter().copied().find(|k| *k == t)

@@ -11,7 +11,7 @@ use super::inbound::Inbound;
 use super::members::Members;
 use super::pending::Pending;
 use super::study_log::{Recorded, StudyLog};
-use crate::codec::{write_envelope, ErrorRef, Route};
+use crate::codec::{write_envelope, write_request, ErrorRef, Route};
 use crate::error::ProtocolError;
 use crate::event::RelayEvent;
 use crate::id::SessionId;
@@ -257,7 +257,7 @@ impl Emitter {
     ) -> usize {
         for p in failed {
             let code = &ErrorCode::SESSION_NOT_ACTIVE;
-            self.send_error(members, p.agent, code, texts::HOST_GONE, Some(&p.id), now);
+            self.send_error(members, p.agent, code, texts::HOST_GONE, p.reply_to(), now);
         }
         failed.len()
     }
@@ -274,5 +274,28 @@ fn json_bytes<P: Serialize>(payload: &P) -> Utf8Bytes {
 pub(super) fn copy_frame(route: &Route<'_>) -> (FrameBuf, Utf8Bytes) {
     let bytes = Bytes::copy_from_slice(route.text.as_bytes());
     let payload = Utf8Bytes::from_encoder(bytes.slice(route.payload_range()));
+    (FrameBuf::Text(Utf8Bytes::from_encoder(bytes)), payload)
+}
+
+/// An agent request sent without `id`, as the relay forwards it: re-encoded with `id` (the
+/// relay's) as `{"v","type","id","payload"}` (other envelope fields are not kept), and its
+/// payload as a slice of the new bytes (for the log).
+pub(super) fn frame_with_id(route: &Route<'_>, id: &str) -> (FrameBuf, Utf8Bytes) {
+    let mut buf = Vec::with_capacity(route.text.len() + id.len() + 8);
+    let range = write_request(&mut buf, &route.msg_type, id, route.payload);
+    split_frame(buf, range)
+}
+
+/// The host's answer to a request the agent sent without `id`, as the agent gets it: the
+/// relay's `replyTo` taken out, `{"v","type","payload"}`.
+pub(super) fn frame_without_reply_to(route: &Route<'_>) -> (FrameBuf, Utf8Bytes) {
+    let mut buf = Vec::with_capacity(route.text.len());
+    let range = write_envelope(&mut buf, &route.msg_type, None, route.payload);
+    split_frame(buf, range)
+}
+
+fn split_frame(buf: Vec<u8>, payload: std::ops::Range<usize>) -> (FrameBuf, Utf8Bytes) {
+    let bytes = Bytes::from(buf);
+    let payload = Utf8Bytes::from_encoder(bytes.slice(payload));
     (FrameBuf::Text(Utf8Bytes::from_encoder(bytes)), payload)
 }

@@ -34,7 +34,7 @@ use crate::texts;
 
 pub use emit::RelayStats;
 
-use emit::{copy_frame, Emitter};
+use emit::{copy_frame, frame_with_id, frame_without_reply_to, Emitter};
 use inbound::{Inbound, MAX_ECHOED_TYPE};
 use join::{read_join, JoinRequest};
 use members::{Admitted, Members};
@@ -61,12 +61,15 @@ pub enum TimerKind {
 ///   `"default"`) and gets `relay.joined`; one host per session (a newer host replaces the
 ///   old one), any number of agents.
 /// - Agent messages (`session.start`, `snapshot.get`, `tool.call`, `agent.message`,
-///   `session.end`) go to the session's host; those with an `id` are remembered as requests
-///   of that agent.
-/// - Host messages with a `replyTo` go only to the agent that asked; the others
-///   (`state.updated`, `user.message`, ...) go to every agent of the session.
+///   `session.end`) go to the session's host and are remembered as requests of that agent;
+///   one without `id` is given one of the relay's (`relay-N`).
+/// - Host messages with a `replyTo` go only to the agent that asked (without the relay's
+///   `replyTo` if the agent sent no `id`); pushes (`state.updated`, `user.message`, a
+///   `session.ended` without `replyTo`) go to every agent of the session; any other host
+///   message without `replyTo` is dropped.
 /// - Frames are forwarded as received (the bytes are copied once from the driver's buffer and
-///   shared between recipients); only the envelope is parsed, never the payload.
+///   shared between recipients), but for the `id` added to a request that had none; only the
+///   envelope is parsed, never the payload.
 /// - Every accepted message, forward and relay-made message of a session produces a
 ///   [`LogRecord`](crate::LogRecord) event *before* the output that sends it.
 ///
@@ -433,9 +436,7 @@ impl Relay {
         now: Instant,
     ) {
         let reply_to = route.id.as_deref();
-        if route.id.is_some()
-            && self.pending.of_agent(conn) >= self.config.limits.max_pending_per_agent
-        {
+        if self.pending.of_agent(conn) >= self.config.limits.max_pending_per_agent {
             return self.over_limit(
                 conn,
                 "max_pending_per_agent",
@@ -465,13 +466,21 @@ impl Relay {
         if !self.fits_log(&session, msg_type, route) {
             return self.log_full(conn, reply_to, now);
         }
-        let (frame, payload) = copy_frame(route);
+        // Every request is remembered, so its answer reaches only this agent; one sent
+        // without `id` is forwarded with one of the relay's.
+        let (id, minted) = match route.id.as_deref() {
+            Some(id) => (id.to_owned(), false),
+            None => (self.pending.mint(&session), true),
+        };
+        let (frame, payload) = if minted {
+            frame_with_id(route, &id)
+        } else {
+            copy_frame(route)
+        };
         self.emit
             .log(&session, Direction::In, msg_type, payload.clone(), now);
-        if let Some(id) = &route.id {
-            let expires = self.config.pending_timeout.map(|d| now + d);
-            self.pending.insert(&session, conn, id, expires);
-        }
+        let expires = self.config.pending_timeout.map(|d| now + d);
+        self.pending.insert(&session, conn, &id, minted, expires);
         self.emit
             .log(&session, Direction::Out, msg_type, payload, now);
         self.emit.out.send(host, frame);
@@ -504,7 +513,7 @@ impl Relay {
                     p.agent,
                     &ErrorCode::LIMIT_EXCEEDED,
                     texts::LOG_FULL,
-                    Some(&p.id),
+                    p.reply_to(),
                     now,
                 );
             }
@@ -534,10 +543,25 @@ impl Relay {
                 });
                 return;
             };
+            // The answer to a request sent without `id` loses the relay's `replyTo`.
+            let (frame, payload) = if p.minted {
+                frame_without_reply_to(route)
+            } else {
+                (frame, payload)
+            };
             self.emit
                 .log(&session, Direction::Out, msg_type, payload, now);
             self.emit.out.send(p.agent, frame);
             1
+        } else if !types::is_push(msg_type) {
+            // An answer naming no request: never sent to every agent.
+            self.emit.out.event(RelayEvent::Undelivered {
+                from: conn,
+                session,
+                msg_type,
+                reason: Undelivered::NoReplyTo,
+            });
+            return;
         } else {
             // A push goes to every agent of the session.
             let n = self.members.agents_of(session.as_str()).len();

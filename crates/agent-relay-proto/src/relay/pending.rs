@@ -19,7 +19,20 @@ pub(super) struct Pending {
     pub(super) id: Box<str>,
     /// When the relay forgets it ([`RelayConfig::pending_timeout`](crate::RelayConfig)).
     pub(super) expires: Option<Instant>,
+    /// The agent sent no `id`: `id` is the relay's, and the answer reaches the agent
+    /// without `replyTo`.
+    pub(super) minted: bool,
 }
+
+impl Pending {
+    /// The `replyTo` an answer to the agent carries: its own `id`, none for a minted one.
+    pub(super) fn reply_to(&self) -> Option<&str> {
+        (!self.minted).then_some(&*self.id)
+    }
+}
+
+/// The prefix of the ids the relay gives agent requests sent without one.
+pub(super) const MINTED_PREFIX: &str = "relay-";
 
 /// Every outstanding request, indexed three ways: by sequence number (creation order, which
 /// is also expiry order), by session and `id` (ids may repeat across agents: oldest first),
@@ -43,12 +56,27 @@ impl PendingRequests {
         self.by_agent.get(&agent).map_or(0, Vec::len)
     }
 
-    /// Remembers a request of `agent` in `session`.
+    /// An id for a request sent without one, unused by any outstanding request of
+    /// `session`: [`MINTED_PREFIX`] and a number.
+    pub(super) fn mint(&self, session: &SessionId) -> String {
+        let ids = self.by_id.get(session);
+        let mut n = self.next_seq;
+        loop {
+            let id = format!("{MINTED_PREFIX}{n}");
+            if !ids.is_some_and(|m| m.contains_key(id.as_str())) {
+                return id;
+            }
+            n += 1;
+        }
+    }
+
+    /// Remembers a request of `agent` in `session`; `minted` when `id` is the relay's.
     pub(super) fn insert(
         &mut self,
         session: &SessionId,
         agent: ConnId,
         id: &str,
+        minted: bool,
         expires: Option<Instant>,
     ) {
         let seq = self.next_seq;
@@ -68,6 +96,7 @@ impl PendingRequests {
                 agent,
                 id,
                 expires,
+                minted,
             },
         );
     }
