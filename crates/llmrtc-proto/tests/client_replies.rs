@@ -112,6 +112,17 @@ fn tts_chunks_are_decoded_and_joined_at_tts_complete() {
             audio: b"ID3".to_vec()
         })
     );
+    // A whole `tts` holding a WAV file: its rate is read from the header.
+    let wav = llmrtc_proto::wav::wav_from_samples(16000, &[1, 2, 3]);
+    h.recv(c, json!({"type":"tts","format":"wav","data":b64(&wav)}));
+    assert_eq!(
+        h.events.last(),
+        Some(&ClientEvent::TtsAudio {
+            format: "wav".into(),
+            sample_rate: Some(16000),
+            audio: wav
+        })
+    );
     // Not base64: reported, the connection stays.
     h.recv(
         c,

@@ -120,7 +120,8 @@ pub enum ClientEvent {
     TtsAudio {
         /// Audio format.
         format: String,
-        /// Sample rate (from the chunks; `None` for a `tts` message, which has none).
+        /// Sample rate: from the chunks, or from the WAV header of a `tts` message whose
+        /// format is `wav`; `None` for other `tts` messages, which carry none.
         sample_rate: Option<u32>,
         /// The decoded audio.
         audio: Vec<u8>,

@@ -7,6 +7,7 @@ use crate::codec::decode_base64;
 use crate::config::ClientConfig;
 use crate::error::ProtocolError;
 use crate::message::ServerMessage;
+use crate::wav::parse_wav;
 
 use super::event::ClientEvent;
 
@@ -92,9 +93,15 @@ impl Reply {
                     violation(out, ProtocolError::BadAudio("tts"));
                     return None;
                 }
+                // A WAV file carries its rate (what the server sends with streaming TTS off).
+                let sample_rate = if t.format.eq_ignore_ascii_case("wav") {
+                    parse_wav(&audio).ok().map(|w| w.format.sample_rate)
+                } else {
+                    None
+                };
                 out.event(ClientEvent::TtsAudio {
                     format: t.format,
-                    sample_rate: None,
+                    sample_rate,
                     audio,
                 });
             }
