@@ -97,7 +97,13 @@ where
         })?;
         let (events_tx, events_rx) = mpsc::channel(config.event_capacity.max(1));
         let (handle, control) = handle_pair();
-        let core = Core::new(machine, config.limits, events_tx, control.stop.clone());
+        let core = Core::new(
+            machine,
+            config.limits,
+            events_tx,
+            control.stop.clone(),
+            config.wall_clock,
+        );
         let span = tracing::info_span!("client", url = %target.url);
         let policy = Policy::Backoff {
             reconnect: config.reconnect,
@@ -135,7 +141,13 @@ where
         })?;
         let (events_tx, events_rx) = mpsc::channel(config.event_capacity.max(1));
         let (handle, control) = handle_pair();
-        let core = Core::new(machine, config.limits, events_tx, control.stop.clone());
+        let core = Core::new(
+            machine,
+            config.limits,
+            events_tx,
+            control.stop.clone(),
+            config.wall_clock,
+        );
         let span = tracing::info_span!("client", url = %target.url);
         let policy = Policy::Machine {
             poll_dial: M::poll_dial,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use agentwire_core::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::{Backoff, Refusal, UpgradeHook};
+use crate::{Backoff, Refusal, UpgradeHook, WallClockSync};
 
 /// Per-connection limits and timers, shared by [`ServerConfig`] and [`ClientConfig`].
 ///
@@ -244,6 +244,10 @@ pub struct ServerConfig {
     /// Capacity of the machine-event channel ([`Events`](crate::Events)); when it is full
     /// the driver waits (backpressure). Default: 1024.
     pub event_capacity: usize,
+    /// When the driver re-anchors the machine's wall clock, and where it reads it.
+    /// Default: from the system clock, every 60 s and on jumps over 100 ms
+    /// ([`WallClockSync`]).
+    pub wall_clock: WallClockSync,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) hook: Option<Arc<dyn UpgradeHook>>,
 }
@@ -260,6 +264,7 @@ impl Default for ServerConfig {
             plain_http_body:
                 "This is a WebSocket endpoint; connect to it with a WebSocket client.\n".to_owned(),
             event_capacity: 1024,
+            wall_clock: WallClockSync::default(),
             tls: None,
             hook: None,
         }
@@ -283,6 +288,7 @@ impl fmt::Debug for ServerConfig {
             .field("address_refusal", &self.address_refusal)
             .field("plain_http_body", &self.plain_http_body)
             .field("event_capacity", &self.event_capacity)
+            .field("wall_clock", &self.wall_clock)
             .field("tls", &self.tls.is_some())
             .field("hook", &self.hook.is_some())
             .finish()
@@ -341,6 +347,12 @@ impl ServerConfig {
         self
     }
 
+    /// Sets [`wall_clock`](Self::wall_clock).
+    pub fn with_wall_clock(mut self, sync: WallClockSync) -> Self {
+        self.wall_clock = sync;
+        self
+    }
+
     /// Serves `wss://`: every accepted socket does a TLS handshake first.
     ///
     /// See [`tls::server_config`](crate::tls::server_config) to build one from PEM.
@@ -380,6 +392,10 @@ pub struct ClientConfig {
     pub stable_after: Duration,
     /// Capacity of the machine-event channel. Default: 1024.
     pub event_capacity: usize,
+    /// When the driver re-anchors the machine's wall clock, and where it reads it.
+    /// Default: from the system clock, every 60 s and on jumps over 100 ms
+    /// ([`WallClockSync`]).
+    pub wall_clock: WallClockSync,
     pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) subprotocols: Vec<String>,
@@ -393,6 +409,7 @@ impl Default for ClientConfig {
             reconnect: true,
             stable_after: Duration::from_secs(30),
             event_capacity: 1024,
+            wall_clock: WallClockSync::default(),
             tls: None,
             headers: Vec::new(),
             subprotocols: Vec::new(),
@@ -408,6 +425,7 @@ impl fmt::Debug for ClientConfig {
             .field("reconnect", &self.reconnect)
             .field("stable_after", &self.stable_after)
             .field("event_capacity", &self.event_capacity)
+            .field("wall_clock", &self.wall_clock)
             .field("tls", &self.tls.is_some())
             .field("headers", &self.headers.len())
             .field("subprotocols", &self.subprotocols)
@@ -443,6 +461,12 @@ impl ClientConfig {
     /// Sets [`event_capacity`](Self::event_capacity) (at least 1).
     pub fn with_event_capacity(mut self, n: usize) -> Self {
         self.event_capacity = n.max(1);
+        self
+    }
+
+    /// Sets [`wall_clock`](Self::wall_clock).
+    pub fn with_wall_clock(mut self, sync: WallClockSync) -> Self {
+        self.wall_clock = sync;
         self
     }
 
@@ -491,6 +515,10 @@ mod tests {
         );
         let s = ServerConfig::default();
         assert_eq!(s.max_connections_per_address, 256);
+        for sync in [&s.wall_clock, &ClientConfig::default().wall_clock] {
+            assert_eq!(sync.period, Some(Duration::from_secs(60)));
+            assert_eq!(sync.max_jump, Duration::from_millis(100));
+        }
         assert_eq!(s.max_pending_handshakes_per_address, 64);
         assert_eq!(
             s.address_refusal,

@@ -15,6 +15,7 @@ use crate::clock;
 use crate::config::Limits;
 use crate::conn::{self, close_frame, ConnSlot, ConnTx, Inbound, SendError};
 use crate::handle::Command;
+use crate::wall::{WallAnchor, WallClockSync};
 
 /// Capacity of the channel from all reader tasks to the owner task.
 const INBOUND_CAPACITY: usize = 256;
@@ -40,6 +41,8 @@ pub(crate) struct Core<M: Machine> {
     ended: Vec<(ConnId, Option<JoinHandle<()>>)>,
     /// Connections resumed (rule 8 of the `Machine` contract) that may hold frames.
     resumed: Vec<ConnId>,
+    /// The machine's last wall-clock anchor (rule 9 of the `Machine` contract).
+    wall: WallAnchor,
 }
 
 impl<M: Machine> Core<M> {
@@ -48,6 +51,7 @@ impl<M: Machine> Core<M> {
         limits: Limits,
         events: mpsc::Sender<M::Event>,
         stop: watch::Receiver<bool>,
+        wall: WallClockSync,
     ) -> Self {
         let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
         Self {
@@ -61,7 +65,19 @@ impl<M: Machine> Core<M> {
             stop,
             ended: Vec::new(),
             resumed: Vec::new(),
+            wall: WallAnchor::new(wall),
         }
+    }
+
+    /// The current time, after re-anchoring the machine's wall clock if that is due (rule 9
+    /// of the `Machine` contract): every wake-up that hands the machine input goes through
+    /// here first.
+    fn wake(&mut self) -> Instant {
+        let now = clock::now();
+        if let Some(unix_ms) = self.wall.due(now) {
+            self.machine.handle_wall_clock(now, unix_ms);
+        }
+        now
     }
 
     /// Number of open connections.
@@ -88,7 +104,8 @@ impl<M: Machine> Core<M> {
         span.in_scope(|| tracing::debug!(path = %peer.path, "connected"));
         let tx = conn::spawn(conn, ws, &self.limits, self.inbound_tx.clone(), slot, span);
         self.conns.insert(conn, tx);
-        self.machine.handle_connect(conn, &peer, clock::now());
+        let now = self.wake();
+        self.machine.handle_connect(conn, &peer, now);
         conn
     }
 
@@ -96,7 +113,7 @@ impl<M: Machine> Core<M> {
     /// [`INBOUND_FRAME_BUDGET`] frames. Returns whether input is left over (the caller
     /// drains outputs and yields before taking more).
     pub(crate) fn inbound(&mut self, first: Inbound) -> bool {
-        let now = clock::now();
+        let now = self.wake();
         let mut budget = INBOUND_FRAME_BUDGET;
         let mut next = Some(first);
         while let Some(input) = next.take() {
@@ -199,12 +216,14 @@ impl<M: Machine> Core<M> {
 
     /// Runs a command with the machine.
     pub(crate) fn command(&mut self, cmd: Command<M>) {
-        cmd(&mut self.machine, clock::now());
+        let now = self.wake();
+        cmd(&mut self.machine, now);
     }
 
     /// Calls `handle_timeout` with the current time.
     pub(crate) fn timeout(&mut self) {
-        self.machine.handle_timeout(clock::now());
+        let now = self.wake();
+        self.machine.handle_timeout(now);
     }
 
     /// Connections that ended since the last call, with their writer tasks.

@@ -36,7 +36,9 @@
 //! path, [`Handle::call`], which runs a closure with `&mut M` in the owner task.
 //!
 //! The transport reads the clock in one function (tokio's clock), so tests can run
-//! with `#[tokio::test(start_paused = true)]` and the machines' time follows it.
+//! with `#[tokio::test(start_paused = true)]` and the machines' time follows it; it reads
+//! the wall clock through one [`WallSource`] to keep the machines' wall clocks right
+//! (decision 7).
 //!
 //! # A server
 //!
@@ -161,6 +163,7 @@
 //! | [`ServerConfig::plain_http_body`] | "This is a WebSocket endpoint; ..." | the body of the `426 Upgrade Required` a plain HTTP request gets |
 //! | [`Backoff`] | 1 s doubling to 30 s, + 0..500 ms | reconnect storms spread out |
 //! | [`ClientConfig::stable_after`] | 30 s | only a connection that stayed open this long resets the backoff |
+//! | [`WallClockSync::period`] / [`max_jump`](WallClockSync::max_jump) | 60 s / 100 ms | the machine's wall clock is re-anchored this often, and at once after a suspend or a clock step |
 //!
 //! A client machine with its own reconnect rules (the llmrtc client's at most 5 tries with
 //! jittered backoff, ending in a `failed` state) implements
@@ -199,6 +202,18 @@
 //!    machine's own delay (`a_dialer_machine_is_held_to_the_backoff_after_early_closes`).
 //! 6. **A failed connect is logged at `warn` at once**, with the OS error and the delay before
 //!    the next attempt (`a_refused_connect_is_logged_with_the_os_error_at_once`).
+//! 7. **The machine's wall clock is re-anchored lazily, at wake-ups.** Machines turn monotonic
+//!    time into wall time from an anchor (rule 9 of the `Machine` contract), which goes wrong
+//!    after a suspend (the monotonic clock stops) or a clock step. At every wake-up that
+//!    hands the machine input (a frame, a connect, a command, a timer), before the input,
+//!    the driver reads the wall clock ([`WallSource`], the system clock by default) and
+//!    calls `handle_wall_clock` if [`WallClockSync::period`] (60 s) has passed since the
+//!    last anchor or the wall clock is more than [`WallClockSync::max_jump`] (100 ms) away
+//!    from where monotonic time puts it; a jump is logged at `info`. No timer of its own:
+//!    an idle machine writes no wall time, and the first thing it does after a resume is
+//!    timed by a correct anchor (`tests/wall_clock.rs`:
+//!    `a_jump_of_the_wall_clock_reaches_the_machine_before_its_next_input`,
+//!    `a_drift_under_max_jump_is_corrected_at_the_period`).
 //!
 //! What the transport does **not** own: protocol heartbeats (`hello`, JSON `ping`),
 //! request timeouts and version checks. Those are machine timers.
@@ -224,6 +239,7 @@ mod per_address;
 mod server;
 mod stream;
 pub mod tls;
+mod wall;
 
 pub use agentwire_core;
 pub use backoff::Backoff;
@@ -233,3 +249,4 @@ pub use error::{ConfigError, TlsError};
 pub use handle::{Closed, Events, Handle};
 pub use hook::{Accept, Refusal, Reject, UpgradeHook, UpgradeRequest};
 pub use server::Server;
+pub use wall::{WallClockSync, WallSource};

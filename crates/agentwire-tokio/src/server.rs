@@ -117,7 +117,13 @@ where
             plain: config.tls.is_none(),
         };
         let accept_task = tokio::spawn(accept_loop(listener, shared, caps));
-        let core = Core::new(machine, config.limits, events_tx, control.stop.clone());
+        let core = Core::new(
+            machine,
+            config.limits,
+            events_tx,
+            control.stop.clone(),
+            config.wall_clock,
+        );
         tokio::spawn(
             run(core, control, accepted_rx, accept_task)
                 .instrument(tracing::info_span!("server", addr = %local_addr)),
