@@ -1,14 +1,18 @@
 //! Publishes in flight: each one's chain of subscribers, every subscriber's inbox and
 //! in-flight window, the requests sent to subscribers, and the hop timers.
+//!
+//! The deliveries live in a slab (a vector of slots and a list of the free ones), named by
+//! a [`Key`]: the slot and the delivery's id, so a key outliving its delivery (a hop timer,
+//! a late reply) finds nothing once the slot is reused. An ended delivery's params and hop
+//! buffers are kept for the next publish, at most [`SPARE_BUFFERS`] of each and only while
+//! small ([`SPARE_PARAMS_BYTES`], [`SPARE_HOPS`]), so a busy bus allocates neither per publish
+//! and an idle one holds little.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use agentwire_core::{
-    ConnId, ConnMap, DeadlineQueue, FrameBuf, Id128, Id128Hasher, Id128Map, IdGen, Outbox,
-};
+use agentwire_core::{ConnId, ConnMap, DeadlineQueue, FrameBuf, Id128, Id128Map, IdGen, Outbox};
 
 use super::flow::Flow;
 use super::stats::BusStats;
@@ -17,8 +21,24 @@ use crate::error::ProtocolError;
 use crate::event::{BusEvent, DeliveryId, HopOutcome};
 use crate::message::{Id, SendMessageResult};
 
+/// Ended deliveries' buffers kept for reuse, of each kind.
+const SPARE_BUFFERS: usize = 64;
+/// Params buffers larger than this are freed, not kept.
+const SPARE_PARAMS_BYTES: usize = 4096;
+/// Hop lists longer than this are freed, not kept.
+const SPARE_HOPS: usize = 256;
+
+/// A delivery in flight as the bus names it internally: its slot and its id. Slots are
+/// reused, ids never, so a key whose delivery ended finds nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Key {
+    slot: usize,
+    /// The delivery's id, as its events report it.
+    pub(super) id: DeliveryId,
+}
+
 /// A hop's timeout: live while delivery `.0` is still at hop `.1`.
-type HopTimer = (DeliveryId, usize);
+type HopTimer = (Key, usize);
 
 /// Who gets the aggregated result.
 #[derive(Debug, Clone)]
@@ -53,6 +73,7 @@ struct Hop {
 /// One publish in flight: the explicit record of its chain (STYLE.md 5.8).
 #[derive(Debug)]
 pub(super) struct Delivery {
+    id: DeliveryId,
     pub(super) publisher: Option<ConnId>,
     pub(super) origin: Origin,
     /// `{"topic":..,"payload":..}`, encoded once and reused for every subscriber.
@@ -76,14 +97,14 @@ impl Delivery {
 #[derive(Debug, Default)]
 struct Inbox {
     /// Deliveries reserved for this subscriber, in publish order (in flight or waiting).
-    queue: VecDeque<DeliveryId>,
+    queue: VecDeque<Key>,
     /// Requests sent to it and not yet answered.
     in_flight: usize,
 }
 
 impl Inbox {
-    fn remove(&mut self, id: DeliveryId) -> bool {
-        match self.queue.iter().position(|x| *x == id) {
+    fn remove(&mut self, key: Key) -> bool {
+        match self.queue.iter().position(|x| *x == key) {
             Some(i) => {
                 self.queue.remove(i);
                 true
@@ -103,17 +124,64 @@ pub(super) enum Step {
     Gone,
 }
 
-/// Deliveries in flight by id (ids are the bus's own counter: no SipHash needed).
-type ById = HashMap<DeliveryId, Delivery, BuildHasherDefault<Id128Hasher>>;
+/// Deliveries in flight, by slot; a free slot is `None` and listed in `free`.
+#[derive(Debug, Default)]
+struct Slab {
+    slots: Vec<Option<Delivery>>,
+    free: Vec<usize>,
+    live: usize,
+}
+
+impl Slab {
+    fn get(&self, key: Key) -> Option<&Delivery> {
+        self.slots
+            .get(key.slot)?
+            .as_ref()
+            .filter(|d| d.id == key.id)
+    }
+
+    fn get_mut(&mut self, key: Key) -> Option<&mut Delivery> {
+        self.slots
+            .get_mut(key.slot)?
+            .as_mut()
+            .filter(|d| d.id == key.id)
+    }
+
+    fn insert(&mut self, d: Delivery) -> Key {
+        let id = d.id;
+        self.live += 1;
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = Some(d);
+                slot
+            }
+            None => {
+                self.slots.push(Some(d));
+                self.slots.len() - 1
+            }
+        };
+        Key { slot, id }
+    }
+
+    fn remove(&mut self, key: Key) -> Option<Delivery> {
+        let entry = self.slots.get_mut(key.slot)?;
+        if entry.as_ref().is_none_or(|d| d.id != key.id) {
+            return None;
+        }
+        self.live -= 1;
+        self.free.push(key.slot);
+        entry.take()
+    }
+}
 
 /// Every publish in flight, every subscriber's inbox, the requests sent to subscribers and
 /// their timers.
 #[derive(Debug)]
 pub(super) struct Deliveries {
-    by_id: ById,
+    by_key: Slab,
     next: u64,
     /// Requests sent to subscribers: id → (subscriber, delivery).
-    requests: Id128Map<(ConnId, DeliveryId)>,
+    requests: Id128Map<(ConnId, Key)>,
     /// Per open connection.
     inboxes: ConnMap<Inbox>,
     /// Hop deadlines: one timeout length from a monotonic clock, so they come in order.
@@ -124,12 +192,16 @@ pub(super) struct Deliveries {
     /// Deliveries reserved per subscriber.
     max_inbox: usize,
     scratch_blocked: Vec<Option<ConnId>>,
+    /// Ended deliveries' params buffers, cleared, for the next publishes.
+    spare_params: Vec<Vec<u8>>,
+    /// Ended deliveries' hop lists, cleared, for the next publishes.
+    spare_hops: Vec<Vec<Hop>>,
 }
 
 impl Deliveries {
     pub(super) fn new(config: &BusConfig) -> Self {
         Self {
-            by_id: HashMap::default(),
+            by_key: Slab::default(),
             next: 0,
             requests: Id128Map::default(),
             inboxes: ConnMap::default(),
@@ -138,12 +210,36 @@ impl Deliveries {
             window: config.max_in_flight_per_subscriber.max(1),
             max_inbox: config.limits.max_pending_per_subscriber,
             scratch_blocked: Vec::new(),
+            spare_params: Vec::new(),
+            spare_hops: Vec::new(),
         }
     }
 
     /// Deliveries whose chain has not ended.
     pub(super) fn len(&self) -> usize {
-        self.by_id.len()
+        self.by_key.live
+    }
+
+    /// An empty buffer for a publish's params (an ended delivery's, when one is kept).
+    pub(super) fn params_buffer(&mut self) -> Vec<u8> {
+        self.spare_params.pop().unwrap_or_default()
+    }
+
+    /// Keeps the buffers of an ended delivery for the next publishes, while few and small.
+    pub(super) fn recycle(&mut self, d: Delivery) {
+        let Delivery {
+            mut params,
+            mut hops,
+            ..
+        } = d;
+        if self.spare_params.len() < SPARE_BUFFERS && params.capacity() <= SPARE_PARAMS_BYTES {
+            params.clear();
+            self.spare_params.push(params);
+        }
+        if self.spare_hops.len() < SPARE_BUFFERS && hops.capacity() <= SPARE_HOPS {
+            hops.clear();
+            self.spare_hops.push(hops);
+        }
     }
 
     /// A new connection, with an empty inbox.
@@ -152,14 +248,14 @@ impl Deliveries {
     }
 
     /// The connection is gone: the deliveries whose current hop is its own, to be skipped.
-    pub(super) fn close(&mut self, conn: ConnId) -> Vec<DeliveryId> {
+    pub(super) fn close(&mut self, conn: ConnId) -> Vec<Key> {
         let Some(inbox) = self.inboxes.remove(&conn) else {
             return Vec::new();
         };
         inbox
             .queue
             .into_iter()
-            .filter(|id| self.by_id.get(id).is_some_and(|d| d.at(conn)))
+            .filter(|key| self.by_key.get(*key).is_some_and(|d| d.at(conn)))
             .collect()
     }
 
@@ -169,7 +265,7 @@ impl Deliveries {
     }
 
     /// Records a publish whose chain is `chain` and reserves its place in every
-    /// subscriber's inbox; returns its id and how many subscribers were skipped because
+    /// subscriber's inbox; returns its key and how many subscribers were skipped because
     /// their inbox was full. [`Deliveries::step`] starts it.
     pub(super) fn start(
         &mut self,
@@ -177,15 +273,24 @@ impl Deliveries {
         origin: Origin,
         params: Vec<u8>,
         chain: &[ConnId],
-    ) -> (DeliveryId, usize) {
+    ) -> (Key, usize) {
         let id = DeliveryId(self.next);
         self.next += 1;
-        let mut hops = Vec::with_capacity(chain.len());
+        // The slot it will take: the last free one, else a new one at the end.
+        let slot = self
+            .by_key
+            .free
+            .last()
+            .copied()
+            .unwrap_or(self.by_key.slots.len());
+        let key = Key { slot, id };
+        let mut hops = self.spare_hops.pop().unwrap_or_default();
+        hops.reserve_exact(chain.len());
         let mut overloaded = 0;
         for &conn in chain {
             let state = match self.inboxes.get_mut(&conn) {
                 Some(inbox) if inbox.queue.len() < self.max_inbox => {
-                    inbox.queue.push_back(id);
+                    inbox.queue.push_back(key);
                     HopState::Reserved
                 }
                 _ => {
@@ -195,38 +300,32 @@ impl Deliveries {
             };
             hops.push(Hop { conn, state });
         }
-        self.by_id.insert(
+        let inserted = self.by_key.insert(Delivery {
             id,
-            Delivery {
-                publisher,
-                origin,
-                params,
-                hops,
-                pos: 0,
-                sent: None,
-                result: SendMessageResult {
-                    success: true,
-                    stop_propagation: false,
-                    delivered: Some(0),
-                    errors: Some(0),
-                    timeouts: Some(0),
-                    disconnected: Some(0),
-                    overloaded: Some(0),
-                },
+            publisher,
+            origin,
+            params,
+            hops,
+            pos: 0,
+            sent: None,
+            result: SendMessageResult {
+                success: true,
+                stop_propagation: false,
+                delivered: Some(0),
+                errors: Some(0),
+                timeouts: Some(0),
+                disconnected: Some(0),
+                overloaded: Some(0),
             },
-        );
-        (id, overloaded)
+        });
+        debug_assert_eq!(inserted, key);
+        (key, overloaded)
     }
 
-    /// Moves delivery `id` to its first live hop at or after its current one (starting that
+    /// Moves delivery `key` to its first live hop at or after its current one (starting that
     /// hop's timer), skipping overloaded and disconnected subscribers, or ends its chain.
-    pub(super) fn step(
-        &mut self,
-        id: DeliveryId,
-        now: Instant,
-        out: &mut Outbox<BusEvent>,
-    ) -> Step {
-        let Some(d) = self.by_id.get_mut(&id) else {
+    pub(super) fn step(&mut self, key: Key, now: Instant, out: &mut Outbox<BusEvent>) -> Step {
+        let Some(d) = self.by_key.get_mut(key) else {
             return Step::Gone;
         };
         while d.pos < d.hops.len() && !d.result.stop_propagation {
@@ -238,7 +337,7 @@ impl Deliveries {
                 }
                 HopState::Reserved => {
                     let conn = hop.conn;
-                    self.hop_timers.push(now + self.timeout, (id, d.pos));
+                    self.hop_timers.push(now + self.timeout, (key, d.pos));
                     self.compact_hop_timers();
                     return Step::Waiting(conn);
                 }
@@ -247,12 +346,12 @@ impl Deliveries {
             let subscriber = hop.conn;
             d.pos += 1;
             out.event(BusEvent::Hop {
-                delivery: id,
+                delivery: key.id,
                 subscriber,
                 outcome,
             });
         }
-        match self.by_id.remove(&id) {
+        match self.by_key.remove(key) {
             Some(d) => Step::Done(d),
             None => Step::Gone,
         }
@@ -278,11 +377,11 @@ impl Deliveries {
         let mut room = self.window - inbox.in_flight;
         let mut blocked = std::mem::take(&mut self.scratch_blocked);
         blocked.clear();
-        for id in &inbox.queue {
+        for key in &inbox.queue {
             if room == 0 {
                 break;
             }
-            let Some(d) = self.by_id.get_mut(id) else {
+            let Some(d) = self.by_key.get_mut(*key) else {
                 continue;
             };
             let current = d.at(conn);
@@ -293,7 +392,7 @@ impl Deliveries {
                 let request = ids.next_id();
                 let frame = hop_request(&d.params, request);
                 d.sent = Some(request);
-                self.requests.insert(request, (conn, *id));
+                self.requests.insert(request, (conn, *key));
                 inbox.in_flight += 1;
                 flow.awaited(conn, out);
                 stats.hops_sent += 1;
@@ -306,17 +405,17 @@ impl Deliveries {
         self.scratch_blocked = blocked;
     }
 
-    /// Ends the current hop of `id` with `outcome` (its request, inbox place and window
+    /// Ends the current hop of `key` with `outcome` (its request, inbox place and window
     /// slot are freed; `answered`: [`Deliveries::answered`] already freed the request);
     /// returns the subscriber. [`Deliveries::step`] moves the chain on.
     pub(super) fn end_hop(
         &mut self,
-        id: DeliveryId,
+        key: Key,
         outcome: HopOutcome,
         answered: bool,
         out: &mut Outbox<BusEvent>,
     ) -> Option<ConnId> {
-        let d = self.by_id.get_mut(&id)?;
+        let d = self.by_key.get_mut(key)?;
         let subscriber = d.hops.get(d.pos)?.conn;
         let sent = d.sent.take();
         if let Some(request) = sent.filter(|_| !answered) {
@@ -326,7 +425,7 @@ impl Deliveries {
             if sent.is_some() {
                 inbox.in_flight = inbox.in_flight.saturating_sub(1);
             }
-            inbox.remove(id);
+            inbox.remove(key);
         }
         count(&mut d.result, &outcome);
         if outcome == HopOutcome::Stopped {
@@ -334,7 +433,7 @@ impl Deliveries {
         }
         d.pos += 1;
         out.event(BusEvent::Hop {
-            delivery: id,
+            delivery: key.id,
             subscriber,
             outcome,
         });
@@ -343,11 +442,11 @@ impl Deliveries {
 
     /// Frees the inbox places a finished delivery still holds (a stopped chain's later
     /// subscribers); returns the subscribers whose inbox moved.
-    pub(super) fn release(&mut self, id: DeliveryId, d: &Delivery) -> Vec<ConnId> {
+    pub(super) fn release(&mut self, key: Key, d: &Delivery) -> Vec<ConnId> {
         let mut unblocked = Vec::new();
         for hop in d.hops.iter().skip(d.pos) {
             if let Some(inbox) = self.inboxes.get_mut(&hop.conn) {
-                if inbox.remove(id) {
+                if inbox.remove(key) {
                     unblocked.push(hop.conn);
                 }
             }
@@ -361,7 +460,7 @@ impl Deliveries {
         &mut self,
         conn: ConnId,
         request: Option<Id128>,
-    ) -> Result<DeliveryId, ProtocolError> {
+    ) -> Result<Key, ProtocolError> {
         let Some(request) = request else {
             return Err(ProtocolError::UnknownResponse);
         };
@@ -373,9 +472,9 @@ impl Deliveries {
     }
 
     /// The next delivery whose current hop timed out by `now`.
-    pub(super) fn pop_expired(&mut self, now: Instant) -> Option<DeliveryId> {
+    pub(super) fn pop_expired(&mut self, now: Instant) -> Option<Key> {
         while let Some(timer) = self.hop_timers.pop_expired(now) {
-            if hop_timer_live(&self.by_id, &timer) {
+            if hop_timer_live(&self.by_key, &timer) {
                 return Some(timer.0);
             }
         }
@@ -389,18 +488,18 @@ impl Deliveries {
 
     /// Drops timers of finished hops from the front, so the next deadline is exact.
     pub(super) fn drop_stale_hop_timers(&mut self) {
-        let by_id = &self.by_id;
+        let by_key = &self.by_key;
         self.hop_timers
-            .drop_stale_front(|t| !hop_timer_live(by_id, t));
+            .drop_stale_front(|t| !hop_timer_live(by_key, t));
     }
 
     /// Removes timers of finished hops stuck behind a live one once they outnumber the
     /// deliveries (each has at most one live hop timer) twice over: memory stays
     /// proportional to the deliveries in flight, at amortized O(1) per hop.
     fn compact_hop_timers(&mut self) {
-        if self.hop_timers.len() > 2 * self.by_id.len() + 64 {
-            let by_id = &self.by_id;
-            self.hop_timers.retain(|t| hop_timer_live(by_id, t));
+        if self.hop_timers.len() > 2 * self.by_key.live + 64 {
+            let by_key = &self.by_key;
+            self.hop_timers.retain(|t| hop_timer_live(by_key, t));
         }
     }
 
@@ -427,8 +526,8 @@ fn hop_request(params: &[u8], request: Id128) -> Vec<u8> {
 }
 
 /// Whether a hop timer still times a hop: its delivery is at that hop.
-fn hop_timer_live(by_id: &ById, (id, pos): &HopTimer) -> bool {
-    by_id.get(id).is_some_and(|d| d.pos == *pos)
+fn hop_timer_live(by_key: &Slab, (key, pos): &HopTimer) -> bool {
+    by_key.get(*key).is_some_and(|d| d.pos == *pos)
 }
 
 fn count(result: &mut SendMessageResult, outcome: &HopOutcome) {

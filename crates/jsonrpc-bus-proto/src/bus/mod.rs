@@ -38,7 +38,7 @@ mod stats;
 mod subscriptions;
 
 use batch::{Batches, Handled};
-use deliveries::{Deliveries, Delivery, Origin, Step};
+use deliveries::{Deliveries, Delivery, Key, Origin, Step};
 use flow::Flow;
 use params::{
     check_payload, check_topic, initialize_params, method_not_found, respond, send_message_params,
@@ -209,7 +209,9 @@ impl Bus {
         if !self.flow.app_may_publish() {
             return Err(CommandError::Limit(texts::MAX_PENDING_PER_PUBLISHER));
         }
-        Ok(self.start_delivery(None, Origin::Silent, topic, Some(payload), now))
+        Ok(self
+            .start_delivery(None, Origin::Silent, topic, Some(payload), now)
+            .id)
     }
 
     /// Closes `conn` with `code` and `reason`; its subscriptions and deliveries are cleaned
@@ -513,7 +515,7 @@ impl Bus {
         topic: &str,
         payload: Option<&RawValue>,
         now: Instant,
-    ) -> DeliveryId {
+    ) -> Key {
         self.stats.publishes += 1;
         let mut chain = std::mem::take(&mut self.scratch_chain);
         self.subscriptions.chain(
@@ -523,11 +525,12 @@ impl Bus {
             &mut chain,
         );
 
-        let params = send_message_params(topic, payload);
+        let mut params = self.deliveries.params_buffer();
+        send_message_params(&mut params, topic, payload);
         self.stats.params_encoded += 1;
         let len = params.len();
 
-        let (id, overloaded) = self.deliveries.start(publisher, origin, params, &chain);
+        let (key, overloaded) = self.deliveries.start(publisher, origin, params, &chain);
         let subscribers = chain.len();
         self.scratch_chain = chain;
         for _ in 0..overloaded {
@@ -537,22 +540,22 @@ impl Bus {
         self.stats.peak_queued_bytes = self.stats.peak_queued_bytes.max(self.stats.queued_bytes);
         self.flow.started(publisher);
         self.out.event(BusEvent::Published {
-            delivery: id,
+            delivery: key.id,
             publisher,
             topic: topic.to_owned(),
             subscribers,
         });
         self.stats.peak_deliveries = self.stats.peak_deliveries.max(self.deliveries.len());
-        self.activate(id, now);
-        id
+        self.activate(key, now);
+        key
     }
 
-    /// Moves delivery `id` to its next live hop (and sends it if it is that subscriber's
+    /// Moves delivery `key` to its next live hop (and sends it if it is that subscriber's
     /// turn), or completes it.
-    fn activate(&mut self, id: DeliveryId, now: Instant) {
-        match self.deliveries.step(id, now, &mut self.out) {
+    fn activate(&mut self, key: Key, now: Instant) {
+        match self.deliveries.step(key, now, &mut self.out) {
             Step::Waiting(conn) => self.pump(conn),
-            Step::Done(d) => self.complete(id, d),
+            Step::Done(d) => self.complete(key, d),
             Step::Gone => {}
         }
     }
@@ -568,29 +571,29 @@ impl Bus {
         );
     }
 
-    /// Ends the current hop of `id` with `outcome` and moves the chain on.
+    /// Ends the current hop of `key` with `outcome` and moves the chain on.
     /// `answered`: the hop's request was answered (and freed by [`Bus::hop_answered`]).
-    fn finish_hop(&mut self, id: DeliveryId, outcome: HopOutcome, answered: bool, now: Instant) {
+    fn finish_hop(&mut self, key: Key, outcome: HopOutcome, answered: bool, now: Instant) {
         let Some(subscriber) = self
             .deliveries
-            .end_hop(id, outcome, answered, &mut self.out)
+            .end_hop(key, outcome, answered, &mut self.out)
         else {
             return;
         };
-        self.activate(id, now);
+        self.activate(key, now);
         self.pump(subscriber);
         // A subscriber that publishes too may be paused now that no reply is awaited from it.
         self.update_flow(subscriber);
         self.deliveries.drop_stale_hop_timers();
     }
 
-    /// Answers the publisher of the ended delivery `d` (`id`).
-    fn complete(&mut self, id: DeliveryId, d: Delivery) {
+    /// Answers the publisher of the ended delivery `d` (`key`).
+    fn complete(&mut self, key: Key, mut d: Delivery) {
         self.deliveries.drop_stale_hop_timers();
         self.stats.completed += 1;
         self.stats.queued_bytes = self.stats.queued_bytes.saturating_sub(d.params.len());
         // A stopped chain still holds reservations further on; release them.
-        let unblocked = self.deliveries.release(id, &d);
+        let unblocked = self.deliveries.release(key, &d);
         let deliveries = &self.deliveries;
         let in_flight = || d.publisher.map_or(0, |p| deliveries.in_flight(p));
         self.flow
@@ -614,10 +617,11 @@ impl Bus {
             _ => {}
         }
         self.out.event(BusEvent::Completed {
-            delivery: id,
+            delivery: key.id,
             publisher: d.publisher,
-            result: d.result,
+            result: std::mem::take(&mut d.result),
         });
+        self.deliveries.recycle(d);
         for conn in unblocked {
             self.pump(conn);
         }
@@ -625,7 +629,7 @@ impl Bus {
 
     /// The delivery whose hop request `request` answers, if `conn` may answer it (the request
     /// is freed: the caller ends the hop); otherwise the violation is reported.
-    fn hop_answered(&mut self, conn: ConnId, request: Option<Id128>) -> Option<DeliveryId> {
+    fn hop_answered(&mut self, conn: ConnId, request: Option<Id128>) -> Option<Key> {
         match self.deliveries.answered(conn, request) {
             Ok(delivery) => Some(delivery),
             Err(e) => {
@@ -754,8 +758,8 @@ impl Machine for Bus {
             conn,
             subscriptions,
         });
-        for id in self.deliveries.close(conn) {
-            self.finish_hop(id, HopOutcome::Disconnected, false, now);
+        for key in self.deliveries.close(conn) {
+            self.finish_hop(key, HopOutcome::Disconnected, false, now);
         }
     }
 

@@ -153,15 +153,14 @@ pub(super) fn check_topic(topic: &str, max: usize) -> Result<(), ErrorObject> {
 }
 
 /// `{"topic":..,"payload":..}`: a publish's params, encoded once for every subscriber (a
-/// missing payload is `null`, the payload's bytes as they came).
-pub(super) fn send_message_params(topic: &str, payload: Option<&RawValue>) -> Vec<u8> {
-    let mut params = Vec::with_capacity(topic.len() + payload.map_or(4, |p| p.get().len()) + 24);
+/// missing payload is `null`, the payload's bytes as they came), appended to `params`.
+pub(super) fn send_message_params(params: &mut Vec<u8>, topic: &str, payload: Option<&RawValue>) {
+    params.reserve(topic.len() + payload.map_or(4, |p| p.get().len()) + 24);
     params.extend_from_slice(b"{\"topic\":");
-    write_json_str(&mut params, topic);
+    write_json_str(params, topic);
     params.extend_from_slice(b",\"payload\":");
     params.extend_from_slice(payload.map_or("null", RawValue::get).as_bytes());
     params.push(b'}');
-    params
 }
 
 /// The payload rules: an object unless [`PayloadRule::Any`] (-32602), nested at most

@@ -88,6 +88,76 @@ fn hop_timers_stay_bounded_behind_a_stuck_hop() {
     assert_eq!(bus.stats().completed, 5_001);
 }
 
+/// A delivery's slot is reused once it ends, but a hop timer of the delivery that held it
+/// before stays that delivery's: the later delivery in the same slot times out one timeout
+/// after its own hop began, not at the earlier delivery's deadline (which stays queued
+/// behind a stuck hop's).
+#[test]
+fn a_reused_slot_does_not_inherit_the_earlier_deliverys_hop_timer() {
+    #[allow(clippy::disallowed_methods)] // the one base time of a test
+    let t0 = Instant::now();
+    let s = Duration::from_secs;
+    let timeout = s(30);
+    let config = BusConfig {
+        delivery_timeout: timeout,
+        initialize_timeout: None,
+        ..BusConfig::default()
+    };
+    let mut bus = Bus::new(config, SequentialIds::new(1), t0, 0);
+    let peer = PeerInfo::new(None);
+    let (publisher, silent, quick) = (ConnId::new(1), ConnId::new(2), ConnId::new(3));
+    for (conn, topic) in [
+        (publisher, None),
+        (silent, Some("stuck")),
+        (quick, Some("t")),
+    ] {
+        bus.handle_connect(conn, &peer, t0);
+        let init = call("initialize", r#"{"clientId":"c"}"#, 1);
+        bus.handle_frame(conn, Frame::Text(&init), t0);
+        if let Some(topic) = topic {
+            let sub = call("subscribe", &format!(r#"{{"topic":"{topic}"}}"#), 2);
+            bus.handle_frame(conn, Frame::Text(&sub), t0);
+        }
+    }
+    while bus.poll_output().is_some() {}
+
+    // A hop that is never answered holds the front of the timer queue until t0 + 30 s.
+    let stuck = call("sendMessage", r#"{"topic":"stuck","payload":{}}"#, 3);
+    bus.handle_frame(publisher, Frame::Text(&stuck), t0);
+    assert_eq!(hop_ids(&mut bus, silent).len(), 1);
+
+    // A delivery answered at once leaves its timer (due t0 + 31 s) queued behind it.
+    let first = call("sendMessage", r#"{"topic":"t","payload":{}}"#, 4);
+    bus.handle_frame(publisher, Frame::Text(&first), t0 + s(1));
+    let ids = hop_ids(&mut bus, quick);
+    let [id] = &ids[..] else {
+        panic!("one hop request, got {ids:?}");
+    };
+    let reply = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"success":true,"stopPropagation":false}},"id":"{id}"}}"#
+    );
+    bus.handle_frame(quick, Frame::Text(&reply), t0 + s(1));
+    assert_eq!(bus.deliveries_in_flight(), 1);
+
+    // The next delivery takes the freed slot at t0 + 10 s and is never answered.
+    let second = call("sendMessage", r#"{"topic":"t","payload":{}}"#, 5);
+    bus.handle_frame(publisher, Frame::Text(&second), t0 + s(10));
+    assert_eq!(hop_ids(&mut bus, quick).len(), 1);
+
+    bus.handle_timeout(t0 + timeout);
+    assert_eq!(bus.deliveries_in_flight(), 1, "the stuck hop timed out");
+    assert_eq!(bus.poll_timeout(), Some(t0 + s(10) + timeout));
+    bus.handle_timeout(t0 + s(31));
+    assert_eq!(
+        bus.deliveries_in_flight(),
+        1,
+        "not at the earlier delivery's deadline"
+    );
+    bus.handle_timeout(t0 + s(10) + timeout);
+    assert_eq!(bus.deliveries_in_flight(), 0);
+    assert_eq!(bus.stats().completed, 3);
+}
+
 /// The one-pass read of a call's params and the general way (the raw params, then each
 /// method's reader) give the same answer for every params shape; what the one pass does
 /// not read (arrays, duplicates of the members it reads, non-objects) it leaves to the
