@@ -182,6 +182,18 @@ pub struct OrchestratorLimits {
     /// refuses them deeper than this minus 2 ([`CommandError::TooDeep`](crate::orchestrator::CommandError::TooDeep)).
     /// Default 128 ([`agentwire_core::DEFAULT_MAX_JSON_DEPTH`]).
     pub max_json_depth: usize,
+    /// Cancelled tasks remembered for their
+    /// [`cancel_grace`](OrchestratorConfig::cancel_grace) (so that messages about them
+    /// already in flight are not answered 4008). Default 1,024; beyond it the oldest is
+    /// forgotten early.
+    pub max_cancelled_tasks: usize,
+    /// Idempotency keys remembered with their answers (see
+    /// [`idempotency_ttl`](OrchestratorConfig::idempotency_ttl)). Default 4,096; beyond it
+    /// the oldest is forgotten early.
+    pub max_idempotency_keys: usize,
+    /// Bytes of answers kept under idempotency keys, all keys together. Default 4 MiB;
+    /// beyond it the oldest keys are forgotten early (an answer larger than this is not kept).
+    pub max_idempotency_bytes: usize,
 }
 
 impl Default for OrchestratorLimits {
@@ -197,6 +209,9 @@ impl Default for OrchestratorLimits {
             max_id_bytes: 256,
             max_metric_series: 256,
             max_json_depth: agentwire_core::DEFAULT_MAX_JSON_DEPTH,
+            max_cancelled_tasks: 1024,
+            max_idempotency_keys: 4096,
+            max_idempotency_bytes: 4 << 20,
         }
     }
 }
@@ -226,6 +241,17 @@ pub struct OrchestratorConfig {
     pub max_task_attempts: u32,
     /// Longest `graceful_timeout_ms` honoured in `agent.shutdown`. Default 5 min.
     pub max_shutdown_grace: std::time::Duration,
+    /// How long after a task is cancelled (deadline, [`cancel_task`], handed over by
+    /// `agent.shutdown`) the messages its agent had already sent about it are taken without
+    /// a 4008: `task.progress` is dropped, a `task.complete` request is answered 4006 naming
+    /// the task. After it, they are unknown tasks (4008). Default 30 s.
+    ///
+    /// [`cancel_task`]: crate::orchestrator::Orchestrator::cancel_task
+    pub cancel_grace: std::time::Duration,
+    /// How long the answer to a message with an `idempotency_key` is kept: the same key
+    /// (same agent, same method, same params) within it gets that answer again and is not
+    /// applied twice. Default 5 min.
+    pub idempotency_ttl: std::time::Duration,
     /// Timeout of a collaboration whose request gives none, and the longest honoured.
     /// Default 30 s and 5 min.
     pub default_collaboration_timeout: std::time::Duration,
@@ -250,6 +276,8 @@ impl Default for OrchestratorConfig {
             default_task_deadline: std::time::Duration::from_secs(300),
             max_task_attempts: 3,
             max_shutdown_grace: std::time::Duration::from_secs(300),
+            cancel_grace: std::time::Duration::from_secs(30),
+            idempotency_ttl: std::time::Duration::from_secs(300),
             default_collaboration_timeout: std::time::Duration::from_secs(30),
             max_collaboration_timeout: std::time::Duration::from_secs(300),
             routing: RoutingWeights::default(),
@@ -295,6 +323,18 @@ impl OrchestratorConfig {
     /// Sets [`max_task_attempts`](Self::max_task_attempts) (at least 1).
     pub fn with_max_task_attempts(mut self, n: u32) -> Self {
         self.max_task_attempts = n.max(1);
+        self
+    }
+
+    /// Sets [`cancel_grace`](Self::cancel_grace).
+    pub fn with_cancel_grace(mut self, d: std::time::Duration) -> Self {
+        self.cancel_grace = d;
+        self
+    }
+
+    /// Sets [`idempotency_ttl`](Self::idempotency_ttl).
+    pub fn with_idempotency_ttl(mut self, d: std::time::Duration) -> Self {
+        self.idempotency_ttl = d;
         self
     }
 
@@ -394,6 +434,61 @@ impl Reconnect {
     }
 }
 
+/// How an [`Agent`](crate::Agent) sends a request again after a retryable error (4002 Rate
+/// Limited, 4003 Server Error): at most `max_attempts` sends in all, waiting `initial`
+/// doubled after each refusal up to `max`, or the error's `data.retry_after_ms` when that is
+/// longer (at most 10 min). A retry is a new message (new id or sequence id) with the same
+/// params, idempotency key included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Sends of one request at most, the first included; 1 turns retries off. Default 4.
+    pub max_attempts: u32,
+    /// The wait after the first refusal. Default 500 ms.
+    pub initial: std::time::Duration,
+    /// The longest backoff wait (a longer `retry_after_ms` is honoured). Default 10 s.
+    pub max: std::time::Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 4,
+            initial: std::time::Duration::from_millis(500),
+            max: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The longest `retry_after_ms` honoured.
+    pub const MAX_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
+    /// Sends at most `max_attempts` times (at least 1), waiting `initial` doubling to `max`.
+    pub fn new(max_attempts: u32, initial: std::time::Duration, max: std::time::Duration) -> Self {
+        Self {
+            max_attempts: max_attempts.max(1),
+            initial,
+            max,
+        }
+    }
+
+    /// The wait after the `refusals`-th refusal in a row (1: `initial`), or `retry_after`
+    /// when that is longer (capped at [`MAX_RETRY_AFTER`](Self::MAX_RETRY_AFTER)); at
+    /// least 1 ms.
+    pub fn delay(
+        &self,
+        refusals: u32,
+        retry_after: Option<std::time::Duration>,
+    ) -> std::time::Duration {
+        let doublings = refusals.saturating_sub(1).min(20);
+        let backoff = self.initial.saturating_mul(1 << doublings).min(self.max);
+        retry_after
+            .map_or(backoff, |r| r.min(Self::MAX_RETRY_AFTER).max(backoff))
+            .max(std::time::Duration::from_millis(1))
+    }
+}
+
 /// Everything an [`Agent`](crate::Agent) is configured with.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -416,9 +511,17 @@ pub struct AgentConfig {
     /// Collaboration requests awaiting the application's answer; one more is answered
     /// with a 4003 error. Default 64.
     pub max_collaborations: usize,
-    /// How long [`Agent::shutdown`](crate::Agent::shutdown) waits for the server's
-    /// answer before it closes the connection anyway. Default 5 s.
+    /// How long [`Agent::shutdown`](crate::Agent::shutdown) lasts at most: it is sent as
+    /// `agent.shutdown`'s `graceful_timeout_ms`, and the agent closes the connection when
+    /// it ends, answered or not, finished or not. Default 5 s.
     pub shutdown_timeout: std::time::Duration,
+    /// How requests refused with a retryable error (4002 Rate Limited, 4003 Server Error)
+    /// are sent again. Default [`RetryPolicy::default`].
+    pub retry: RetryPolicy,
+    /// `agent.capability.update` and `collaboration.request` requests awaiting an answer;
+    /// one more is [`AgentCommandError::TooManyPending`](crate::AgentCommandError::TooManyPending).
+    /// Default 64.
+    pub max_pending: usize,
     /// The codec: decode limits and compression. Default [`CodecConfig::default`].
     pub codec: CodecConfig,
 }
@@ -434,6 +537,8 @@ impl AgentConfig {
             max_tasks: 64,
             max_collaborations: 64,
             shutdown_timeout: std::time::Duration::from_secs(5),
+            retry: RetryPolicy::default(),
+            max_pending: 64,
             codec: CodecConfig::default(),
         }
     }
@@ -463,6 +568,20 @@ impl AgentConfig {
     #[must_use]
     pub fn with_max_tasks(mut self, max: usize) -> Self {
         self.max_tasks = max;
+        self
+    }
+
+    /// Sets [`shutdown_timeout`](Self::shutdown_timeout).
+    #[must_use]
+    pub fn with_shutdown_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Sets [`retry`](Self::retry).
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
         self
     }
 }

@@ -173,6 +173,26 @@ pub enum ProtocolError {
         /// The deepest nesting allowed for it.
         limit: usize,
     },
+    /// `task.progress` or `task.complete` about a task cancelled within the last
+    /// [`cancel_grace`](crate::OrchestratorConfig::cancel_grace) (sent before the agent
+    /// learnt of it). 4006, naming the task in `data.task_id`.
+    #[error("task {task_id:?} was cancelled")]
+    Cancelled {
+        /// The task.
+        task_id: String,
+    },
+    /// `agent.register` names another agent than the connection's `X-Agent-ID` upgrade
+    /// header. 4001.
+    #[error("agent_id {agent_id:?} does not match the X-Agent-ID header {header:?}")]
+    AgentIdMismatch {
+        /// The header's agent id.
+        header: String,
+        /// The `agent_id` of `agent.register`.
+        agent_id: String,
+    },
+    /// An `idempotency_key` seen before, within its TTL, with other params. 4008.
+    #[error("idempotency key {0:?} was used with other params")]
+    IdempotencyConflict(String),
     /// The connection's message rate was exceeded. 4002.
     #[error("rate limit exceeded")]
     RateLimited {
@@ -196,7 +216,10 @@ impl ProtocolError {
             Self::UnknownMethodCode(_) | Self::MethodNotFound(_) => ErrorCode::METHOD_NOT_FOUND,
             Self::RegisterFirst => ErrorCode::AUTHENTICATION_FAILED,
             Self::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
+            Self::Cancelled { .. } => ErrorCode::OPERATION_CANCELLED,
+            Self::AgentIdMismatch { .. } => ErrorCode::AUTHENTICATION_FAILED,
             Self::RegisteredAs(_)
+            | Self::IdempotencyConflict(_)
             | Self::NoSuchCapability(_)
             | Self::NotAssigned { .. }
             | Self::UnknownTask(_) => ErrorCode::CONFLICT,
@@ -212,20 +235,109 @@ impl ProtocolError {
         }
     }
 
-    /// The error's `data`, if it has one.
+    /// The error's `data`: the spec's `{field, reason, expected, received}` where they
+    /// apply (the field the error is about, what was wanted, what came), a `reason` alone
+    /// for the server's own limits, plus what a peer acts on (`retry_after_ms` of 4002,
+    /// `task_id` of 4006, `limit` of 4007).
     pub fn data(&self) -> Option<Value> {
-        match self {
-            Self::Undecodable { data, .. } => data.clone(),
-            Self::InvalidParams(e) => Some(e.to_data()),
-            Self::Store(e) => {
-                Some(serde_json::json!({"field": e.field(), "reason": e.to_string()}))
+        use serde_json::json;
+        let at = |field: &str, reason: &str, expected: &str, received: &str| json!({"field": field, "reason": reason, "expected": expected, "received": received});
+        Some(match self {
+            Self::Undecodable { data, .. } => return data.clone(),
+            Self::UnsupportedType => at("type", "Unsupported message type", "0-7", "another type"),
+            Self::MethodRequired => at("method", "Required field missing", "string", "null"),
+            Self::UnknownMethodCode(code) => at(
+                "method",
+                "Unknown method code",
+                "a method code this server knows",
+                &code.to_string(),
+            ),
+            Self::MethodNotFound(m) => at(
+                "method",
+                "Method not found",
+                "a method this server handles",
+                m,
+            ),
+            Self::RegisterFirst => at(
+                "method",
+                "agent.register required first",
+                "agent.register",
+                "another method",
+            ),
+            Self::InvalidParams(e) => e.to_data(),
+            Self::RegisteredAs(current) => at(
+                "agent_id",
+                "Connection registered as another agent",
+                current,
+                "another agent_id",
+            ),
+            Self::AgentIdMismatch { header, agent_id } => at(
+                "agent_id",
+                "Does not match the X-Agent-ID header",
+                header,
+                agent_id,
+            ),
+            Self::TooManyAgents => json!({"reason": "Too many agents registered"}),
+            Self::AgentVanished => json!({"reason": "Agent no longer registered"}),
+            Self::TooManyCollaborations => json!({"reason": "Too many collaborations in flight"}),
+            Self::NoSuchCapability(name) => at(
+                "capability.name",
+                "No such capability",
+                "a capability of this agent",
+                name,
+            ),
+            Self::NotAssigned { task_id, .. } => at(
+                "task_id",
+                "Task assigned to another agent",
+                "a task assigned to this agent",
+                task_id,
+            ),
+            Self::UnknownTask(task_id) => at(
+                "task_id",
+                "Unknown task",
+                "a task assigned to this agent",
+                task_id,
+            ),
+            Self::Cancelled { task_id } => {
+                let mut d = at(
+                    "task_id",
+                    "Task cancelled",
+                    "a task assigned to this agent",
+                    task_id,
+                );
+                d["task_id"] = json!(task_id);
+                d
             }
-            Self::RateLimited {
-                retry_after_ms: Some(ms),
-            } => Some(serde_json::json!({ "retry_after_ms": ms })),
-            Self::TooLarge { limit } => Some(serde_json::json!({ "limit": limit })),
-            _ => None,
-        }
+            Self::IdempotencyConflict(_) => at(
+                "idempotency_key",
+                "Key reused with other params",
+                "the params first sent with this key",
+                "other params",
+            ),
+            Self::Store(e) => json!({"field": e.field(), "reason": e.to_string()}),
+            Self::AnswerTooDeep { limit } => at(
+                "result",
+                "Nested too deep",
+                &format!("at most {limit} levels"),
+                "deeper",
+            ),
+            Self::RateLimited { retry_after_ms } => match retry_after_ms {
+                Some(ms) => json!({"reason": "Rate limit exceeded", "retry_after_ms": ms}),
+                None => json!({"reason": "Rate limit exceeded"}),
+            },
+            Self::TooLarge { limit } => {
+                let mut d = at(
+                    "message",
+                    "Message too large",
+                    &format!("at most {limit} bytes"),
+                    "more bytes",
+                );
+                d["limit"] = json!(limit);
+                d
+            }
+            #[allow(unreachable_patterns)] // variants added later answer without data
+            _ => return None,
+        })
     }
 
     /// The type-3 error body that answers it.
@@ -260,6 +372,9 @@ pub enum CommandError {
     /// A task with this id is held already.
     #[error("duplicate task id {0:?}")]
     DuplicateTask(String),
+    /// No task with this id is held (never submitted, finished, or failed).
+    #[error("unknown task {0:?}")]
+    UnknownTask(String),
     /// The task's `context` or `requirements` nests deeper than
     /// [`OrchestratorLimits::max_json_depth`](crate::OrchestratorLimits::max_json_depth)
     /// allows in `task.assigned`.
@@ -382,17 +497,40 @@ impl DecodeError {
 
     /// An [`ErrorBody`] reporting this error with its [`code`](Self::code).
     /// For [`InvalidParams`](Self::InvalidParams), `data` is
-    /// `{"field": ..., "reason": ...}` as in the spec's example.
+    /// `{"field", "reason", "expected", "received"}` as in the spec's example (`expected`
+    /// and `received` as serde names them: `a string`, `null`; a missing field received
+    /// `null`).
     pub fn to_error_body(&self) -> ErrorBody {
         let body = ErrorBody::new(self.code(), self.to_string());
         match self {
-            Self::InvalidParams { field, error, .. } => body.with_data(serde_json::json!({
-                "field": field,
-                "reason": error.to_string(),
-            })),
+            Self::InvalidParams { field, error, .. } => {
+                let reason = error.to_string();
+                let mut data = serde_json::json!({"field": field, "reason": reason});
+                if let Some((expected, received)) = serde_expected_received(&reason) {
+                    data["expected"] = expected.into();
+                    data["received"] = received.into();
+                }
+                body.with_data(data)
+            }
             _ => body,
         }
     }
+}
+
+/// What serde's message says was expected and received: `invalid type: null, expected a
+/// string at line 1 column 9` gives (`a string`, `null`), `missing field `x`` gives
+/// (`a value`, `null`).
+fn serde_expected_received(message: &str) -> Option<(String, String)> {
+    let message = message.split(" at line ").next().unwrap_or(message);
+    if message.starts_with("missing field") {
+        return Some(("a value".to_owned(), "null".to_owned()));
+    }
+    let rest = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        .or_else(|| message.strip_prefix("unknown variant "))?;
+    let (received, expected) = rest.split_once(", expected ")?;
+    Some((expected.to_owned(), received.to_owned()))
 }
 
 /// Why a message could not be encoded.
@@ -448,6 +586,14 @@ pub enum AgentCommandError {
     /// No collaboration request awaits an answer under this id.
     #[error("unknown collaboration request")]
     UnknownCollaboration,
+    /// The task was cancelled (the server's 4006 naming it) or handed over to other agents
+    /// by [`Agent::shutdown`](crate::Agent::shutdown): nothing more is sent about it.
+    #[error("task {0:?} was cancelled or handed over")]
+    Cancelled(String),
+    /// [`AgentConfig::max_pending`](crate::AgentConfig::max_pending) requests await an
+    /// answer already.
+    #[error("too many requests awaiting an answer")]
+    TooManyPending,
     /// The agent stopped ([`Agent::shutdown`](crate::Agent::shutdown) or
     /// [`Agent::close`](crate::Agent::close)).
     #[error("the agent stopped")]

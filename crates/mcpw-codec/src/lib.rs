@@ -375,7 +375,7 @@ pub mod tokio_codec;
 pub use agent::{Agent, AgentEvent};
 pub use codec::{Codec, Form, RawFrame};
 pub use compact::{CompactHeader, CompactHeaderError};
-pub use config::{AgentConfig, Reconnect};
+pub use config::{AgentConfig, Reconnect, RetryPolicy};
 pub use config::{
     Backend, BatchForm, CodecConfig, CompressPolicy, Compression, Limits, OrchestratorConfig,
     OrchestratorLimits, ReservedPolicy,

@@ -344,24 +344,37 @@ fn shutdown_announces_itself_and_stops_dialing() {
 
 #[test]
 fn an_error_answer_names_the_request_it_refuses() {
-    let mut sim = registered(false);
-    // The orchestrator gives up on the task (its deadline passes) before the agent is done.
+    // 50 ms each way: the agent's completion leaves before the task's deadline and reaches
+    // the orchestrator after it, which answers it 4006 (cancelled), naming the request.
+    let start = t0();
+    let server = Orchestrator::new(
+        OrchestratorConfig::default(),
+        SequentialIds::new(1),
+        start,
+        1_735_140_600_000,
+    );
+    let latency = SimConfig::default().with_latency(Duration::from_millis(50));
+    let mut sim = Sim::new(server, start, latency);
+    sim.add_client(Agent::new(config("agent-1", false)));
+    sim.run_dialing_for(Duration::from_millis(500), |_| true);
+    assert!(sim.client(0).is_registered());
     let spec = TaskSpec::new("code_review")
         .with_id("t-late")
         .with_deadline(Duration::from_secs(1));
     sim.call_server(|o, now| o.submit_task(spec, now))
         .expect("submitted");
-    sim.run_dialing_for(Duration::from_secs(2), |_| true);
+    sim.run_dialing_for(Duration::from_millis(980), |_| true);
+    assert_eq!(sim.client(0).tasks().collect::<Vec<_>>(), ["t-late"]);
     sim.take_client_events(0);
     sim.call_client(0, |a, _| a.complete_task(completion("t-late")))
         .expect("the agent still holds it");
-    sim.run_dialing_for(Duration::from_millis(10), |_| true);
+    sim.run_dialing_for(Duration::from_millis(500), |_| true);
     let events = sim.take_client_events(0);
     assert!(
         events.iter().any(|e| matches!(
             e,
             AgentEvent::ErrorReceived { error, about: Some(Request::Complete { task_id }) }
-                if task_id == "t-late" && error.code.0 == 4008
+                if task_id == "t-late" && error.code.0 == 4006
         )),
         "{events:?}"
     );

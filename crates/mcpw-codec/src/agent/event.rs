@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::ErrorBody;
 use crate::message::TaskId;
-use crate::params::{CollaborationRequest, RegistrationConfirmed, TaskAssigned};
+use crate::params::{CapabilitiesNow, CollaborationRequest, RegistrationConfirmed, TaskAssigned};
 
 /// A `collaboration.request` the server forwarded and the agent has not answered yet; pass
 /// it to [`Agent::answer_collaboration`](super::Agent::answer_collaboration).
@@ -27,6 +27,33 @@ pub enum Request {
     },
     /// `agent.shutdown`.
     Shutdown,
+    /// `task.progress` of this task (answered only when refused).
+    Progress {
+        /// The task's id.
+        task_id: TaskId,
+    },
+    /// `agent.capability.update` of this capability.
+    CapabilityUpdate {
+        /// The capability's name.
+        capability: String,
+    },
+    /// `collaboration.request` about this task.
+    Collaboration {
+        /// The task's id.
+        task_id: TaskId,
+    },
+}
+
+impl Request {
+    /// The task the request is about, if any.
+    pub fn task_id(&self) -> Option<&str> {
+        match self {
+            Self::Complete { task_id }
+            | Self::Progress { task_id }
+            | Self::Collaboration { task_id } => Some(task_id.as_str()),
+            _ => None,
+        }
+    }
 }
 
 /// What happened, for the application.
@@ -47,6 +74,40 @@ pub enum AgentEvent {
         /// The task's id.
         task_id: TaskId,
     },
+    /// The server cancelled a held task (a 4006 error naming it in `data.task_id`): the
+    /// agent let go of it and sends nothing more about it (reports on it are refused with
+    /// [`AgentCommandError::Cancelled`](crate::AgentCommandError::Cancelled)).
+    TaskCancelled {
+        /// The task's id.
+        task_id: TaskId,
+        /// The server's error.
+        error: ErrorBody,
+    },
+    /// The server refused a request with a retryable error (4002, 4003); it is sent again
+    /// (a new message, the same params and idempotency key) after `retry_in`.
+    Retrying {
+        /// The request.
+        about: Request,
+        /// The server's error.
+        error: ErrorBody,
+        /// Sends so far.
+        attempts: u32,
+        /// The wait before the next send: the backoff, or the error's
+        /// `data.retry_after_ms` when that is longer.
+        retry_in: Duration,
+    },
+    /// The server applied an `agent.capability.update`
+    /// ([`update_capability`](super::Agent::update_capability)): the capabilities now.
+    CapabilitiesUpdated(CapabilitiesNow),
+    /// The server answered a `collaboration.request`
+    /// ([`request_collaboration`](super::Agent::request_collaboration)) once every asked
+    /// agent answered or its timeout passed.
+    CollaborationAnswered {
+        /// The task it is about.
+        task_id: TaskId,
+        /// The server's result (this crate's orchestrator: `CollaborationResult`).
+        result: serde_json::Value,
+    },
     /// The server accepted a `task.complete`.
     CompletionAccepted {
         /// The task's id.
@@ -62,7 +123,7 @@ pub enum AgentEvent {
         /// The request's params.
         request: CollaborationRequest,
     },
-    /// The server answered with a type-3 error.
+    /// The server answered with a type-3 error (after the retries a retryable one gets).
     ErrorReceived {
         /// The error.
         error: ErrorBody,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use agentwire_core::ConnId;
 
 use super::event::Request;
+use super::retry::Retries;
 use crate::message::Message;
 
 /// How a reply names the message it answers: its id (JSON and 12-byte forms) and its
@@ -32,10 +33,14 @@ pub(super) struct Link {
     /// off).
     pub(super) set_binary: Option<Option<Option<usize>>>,
     /// This agent's requests awaiting an answer, by reply key. Bounded: one register, one
-    /// `protocol.set_binary`, one shutdown and one `task.complete` per held task.
+    /// `protocol.set_binary`, one shutdown, one `task.complete` per held task, and at most
+    /// [`AgentConfig::max_pending`](crate::AgentConfig::max_pending) capability updates and
+    /// collaboration requests.
     pub(super) pending: BTreeMap<ReplyKey, Request>,
     /// The next `agent.heartbeat` (once registered) and the period.
     pub(super) heartbeat: Option<(Instant, Duration)>,
+    /// What was sent that may be sent again after a retryable error.
+    pub(super) retries: Retries,
 }
 
 impl Link {
@@ -48,6 +53,7 @@ impl Link {
             set_binary: None,
             pending: BTreeMap::new(),
             heartbeat: None,
+            retries: Retries::default(),
         }
     }
 
@@ -74,8 +80,14 @@ impl Link {
         }
     }
 
-    /// The next heartbeat.
+    /// The next heartbeat or retry.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.heartbeat.map(|(at, _)| at)
+        [
+            self.heartbeat.map(|(at, _)| at),
+            self.retries.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }

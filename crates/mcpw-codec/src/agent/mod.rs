@@ -3,13 +3,15 @@
 mod event;
 mod link;
 mod redial;
+mod reliability;
+mod retry;
 mod tasks;
 
 use std::time::{Duration, Instant};
 
 use agentwire_core::{
-    CloseCode, ConnId, Dial, Dialer, Frame, FrameBuf, Machine, Monotonic, Outbox, Output, PeerInfo,
-    WallClock,
+    CloseCode, ConnId, Dial, Dialer, Frame, FrameBuf, IdGen, Machine, Monotonic, Outbox, Output,
+    PeerInfo, SequentialIds, WallClock,
 };
 use serde::Serialize;
 
@@ -19,7 +21,7 @@ use crate::error::{AgentCommandError, ErrorBody, ErrorCode};
 use crate::header::MessageType;
 use crate::message::{Body, Message, OtherCall, TaskId};
 use crate::params::{
-    AgentHeartbeat, AgentShutdown, FinalState, HeartbeatMetrics, Pong, SetBinary,
+    AgentHeartbeat, AgentShutdown, CapabilitiesNow, FinalState, HeartbeatMetrics, Pong, SetBinary,
     SetBinaryCompression, SetBinaryResult, TaskAck, TaskComplete, TaskProgress, Workload,
 };
 
@@ -33,8 +35,9 @@ pub const CLOSE_SHUTDOWN: &str = "shutdown";
 /// Close reason when [`Agent::close`] ends the connection.
 pub const CLOSE_CLOSED: &str = "agent-closed";
 
-/// The shortest heartbeat period a server's `heartbeat_interval_ms` can ask for.
-const MIN_HEARTBEAT: Duration = Duration::from_secs(1);
+/// The shortest heartbeat period a server's `heartbeat_interval_ms` can ask for (a hostile
+/// or broken server asking for 0 cannot make the agent flood it).
+const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 
 /// A collaboration answer: `{"agent_id", "vote"}`.
 #[derive(Serialize)]
@@ -104,8 +107,12 @@ pub struct Agent {
     status: String,
     /// A shutdown is under way: no reconnect; the connection closes by this deadline.
     stopping: Option<Instant>,
+    /// The server answered the shutdown: the connection closes once no task is held.
+    shutdown_answered: bool,
     /// Stopped for good.
     stopped: bool,
+    /// Where idempotency keys come from.
+    ids: Box<dyn IdGen>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -135,8 +142,20 @@ impl Agent {
             load: None,
             status: "healthy".to_owned(),
             stopping: None,
+            shutdown_answered: false,
             stopped: false,
+            ids: Box::new(SequentialIds::new(0)),
         }
+    }
+
+    /// This agent with idempotency keys from `ids` (default: [`SequentialIds`] with seed 0,
+    /// deterministic). A process that may restart within the server's idempotency TTL
+    /// should give random ids (`agentwire_core::UuidV4Ids`), so that a new message never
+    /// reuses a key of its previous life.
+    #[must_use]
+    pub fn with_ids(mut self, ids: impl IdGen + 'static) -> Self {
+        self.ids = Box::new(ids);
+        self
     }
 
     // ----- getters -----
@@ -178,27 +197,40 @@ impl Agent {
 
     // ----- commands -----
 
-    /// Sends `task.progress` (type 7) for a held task. `agent_id` is set to this agent's.
+    /// Sends `task.progress` (type 7) for a held task. `agent_id` is set to this agent's,
+    /// and an idempotency key unless one is given; a retryable refusal sends it again.
     pub fn report_progress(&mut self, mut report: TaskProgress) -> Result<(), AgentCommandError> {
         self.check_task(&report.task_id)?;
         report.agent_id.clone_from(&self.config.register.agent_id);
-        let msg = self.message(MessageType::PROGRESS, Body::TaskProgress(report));
-        self.send(&msg)
+        if report.idempotency_key.is_none() {
+            report.idempotency_key = Some(self.idempotency_key());
+        }
+        let about = Request::Progress {
+            task_id: TaskId::from(report.task_id.as_str()),
+        };
+        let body = Body::TaskProgress(report);
+        self.send_tracked(MessageType::PROGRESS, body, about, false)
     }
 
     /// Sends `task.complete` for a held task, which the agent then lets go of; the answer
     /// arrives as [`AgentEvent::CompletionAccepted`] or [`AgentEvent::ErrorReceived`].
-    /// `agent_id` is set to this agent's.
+    /// `agent_id` is set to this agent's, and an idempotency key unless one is given; a
+    /// retryable refusal sends it again.
     pub fn complete_task(&mut self, mut done: TaskComplete) -> Result<(), AgentCommandError> {
         self.check_task(&done.task_id)?;
         done.agent_id.clone_from(&self.config.register.agent_id);
+        if done.idempotency_key.is_none() {
+            done.idempotency_key = Some(self.idempotency_key());
+        }
         let task_id = TaskId::from(done.task_id.as_str());
-        let msg = self.message(MessageType::REQUEST, Body::TaskComplete(done));
-        self.send(&msg)?;
+        let about = Request::Complete {
+            task_id: task_id.clone(),
+        };
+        self.send_tracked(MessageType::REQUEST, Body::TaskComplete(done), about, true)?;
         self.tasks.complete(&task_id);
         if let Some(link) = &mut self.link {
-            link.pending
-                .insert(key_of(&msg), Request::Complete { task_id });
+            // Earlier progress reports are settled by the completion.
+            link.retries.forget_progress(&task_id);
         }
         Ok(())
     }
@@ -275,9 +307,14 @@ impl Agent {
         self.wall = Some(WallClock::new(now, unix_ms));
     }
 
-    /// Announces `agent.shutdown` (with `reason`, and `transfer_tasks` to have the server
-    /// hand the held tasks to other agents) and stops once the server answers, or after
-    /// [`AgentConfig::shutdown_timeout`]. Without a connection the agent stops at once.
+    /// Announces `agent.shutdown` (with `reason`, `graceful_timeout_ms` =
+    /// [`AgentConfig::shutdown_timeout`], and `transfer_tasks` to have the server hand the
+    /// held tasks to other agents at once, listed in `final_state.pending_transfers`) and
+    /// stops once the server answered and no task is held any more, or when
+    /// [`AgentConfig::shutdown_timeout`] ends. Transferred tasks are let go of at once
+    /// (reports on them are refused with [`AgentCommandError::Cancelled`]); without a
+    /// transfer the held tasks may still be completed meanwhile. Without a connection the
+    /// agent stops at once.
     pub fn shutdown(
         &mut self,
         reason: &str,
@@ -293,15 +330,16 @@ impl Agent {
             return Ok(());
         }
         let active: Vec<String> = self.tasks.held().map(str::to_owned).collect();
+        let grace = u64::try_from(self.config.shutdown_timeout.as_millis()).unwrap_or(u64::MAX);
         let params = AgentShutdown {
             agent_id: self.config.register.agent_id.clone(),
             reason: Some(reason.to_owned()),
-            graceful_timeout_ms: None,
+            graceful_timeout_ms: Some(grace),
             transfer_tasks: Some(transfer_tasks),
             final_state: Some(FinalState {
                 completed_tasks: Some(self.tasks.completed()),
                 pending_transfers: transfer_tasks.then(|| active.clone()),
-                active_tasks: Some(active),
+                active_tasks: Some(active.clone()),
             }),
         };
         let msg = self.message(MessageType::REQUEST, Body::AgentShutdown(params));
@@ -309,7 +347,13 @@ impl Agent {
         if let Some(link) = &mut self.link {
             link.pending.insert(key_of(&msg), Request::Shutdown);
         }
+        if transfer_tasks {
+            for task_id in &active {
+                self.cancel_task(task_id);
+            }
+        }
         self.stopping = Some(now + self.config.shutdown_timeout);
+        self.shutdown_answered = false;
         Ok(())
     }
 
@@ -335,6 +379,8 @@ impl Agent {
         self.check_open()?;
         if self.tasks.holds(task_id) {
             Ok(())
+        } else if self.tasks.was_dropped(task_id) {
+            Err(AgentCommandError::Cancelled(task_id.to_owned()))
         } else {
             Err(AgentCommandError::UnknownTask(task_id.to_owned()))
         }
@@ -458,12 +504,14 @@ impl Agent {
             Body::RegistrationConfirmed(c) => {
                 let Some(link) = &mut self.link else { return };
                 link.pending.remove(&key);
-                let asked = c
+                link.retries.answered(&key);
+                // The server's period wins, so that a mismatch never gets the agent dropped;
+                // the agent's own setting is the fallback when the server names none.
+                let period = c
                     .heartbeat_interval_ms
-                    .map(|ms| Duration::from_millis(ms).max(MIN_HEARTBEAT));
-                let period = asked.map_or(self.config.heartbeat_interval, |a| {
-                    a.min(self.config.heartbeat_interval)
-                });
+                    .map_or(self.config.heartbeat_interval, |ms| {
+                        Duration::from_millis(ms).max(MIN_HEARTBEAT)
+                    });
                 link.start_heartbeats(now, period);
                 self.out.event(AgentEvent::Registered(c));
             }
@@ -494,6 +542,9 @@ impl Agent {
                 }
             }
             Body::Error(error) => {
+                let Some(error) = self.intercept_error(&key, error, now) else {
+                    return;
+                };
                 let about = self.take_pending(&key);
                 match about {
                     Some(Request::SetBinary) => {
@@ -532,6 +583,9 @@ impl Agent {
     }
 
     fn on_response(&mut self, key: &ReplyKey, params: serde_json::Value) {
+        if let Some(link) = &mut self.link {
+            link.retries.answered(key);
+        }
         match self.take_pending(key) {
             Some(Request::SetBinary) => {
                 let on = serde_json::from_value::<SetBinaryResult>(params)
@@ -552,6 +606,22 @@ impl Agent {
                     .map(|r| r.status);
                 self.out
                     .event(AgentEvent::CompletionAccepted { task_id, status });
+                self.maybe_finish_shutdown();
+            }
+            Some(Request::CapabilityUpdate { .. }) => {
+                match serde_json::from_value::<CapabilitiesNow>(params) {
+                    Ok(now) => self.out.event(AgentEvent::CapabilitiesUpdated(now)),
+                    Err(e) => self.out.event(AgentEvent::ProtocolViolation(ErrorBody::new(
+                        ErrorCode::INVALID_PARAMS,
+                        format!("agent.capability.update answer: {e}"),
+                    ))),
+                }
+            }
+            Some(Request::Collaboration { task_id }) => {
+                self.out.event(AgentEvent::CollaborationAnswered {
+                    task_id,
+                    result: params,
+                });
             }
             Some(Request::Shutdown) => {
                 self.out.event(AgentEvent::ShutdownAccepted);
@@ -559,7 +629,7 @@ impl Agent {
             }
             // `registration.confirmed` is read as such; anything else is not an answer
             // the agent waits for.
-            Some(Request::Register) | None => {}
+            Some(Request::Register | Request::Progress { .. }) | None => {}
         }
     }
 
@@ -575,9 +645,20 @@ impl Agent {
         }
     }
 
-    /// The shutdown was answered (or timed out): close and stop.
+    /// The shutdown was answered: close and stop once no task is held.
     fn finish_shutdown(&mut self) {
-        if self.stopping.is_some() {
+        self.shutdown_answered = true;
+        self.maybe_finish_shutdown();
+    }
+
+    /// Closes and stops if a shutdown was answered and no held task or completion is left.
+    fn maybe_finish_shutdown(&mut self) {
+        let done = self.tasks.len() == 0
+            && !self
+                .link
+                .as_ref()
+                .is_some_and(|l| l.retries.has_completion());
+        if self.stopping.is_some() && self.shutdown_answered && done {
             self.close_link(CLOSE_SHUTDOWN);
             self.stop();
         }
@@ -597,13 +678,11 @@ impl Machine for Agent {
         self.redial.clear();
         self.wall.get_or_insert(WallClock::new(now, 0));
         self.link = Some(Link::new(conn, now));
-        let msg = self.message(
-            MessageType::REQUEST,
-            Body::AgentRegister(self.config.register.clone()),
-        );
-        self.send_own(&msg);
-        if let Some(link) = &mut self.link {
-            link.pending.insert(key_of(&msg), Request::Register);
+        let body = Body::AgentRegister(self.config.register.clone());
+        if let Err(AgentCommandError::Encode(e)) =
+            self.send_tracked(MessageType::REQUEST, body, Request::Register, true)
+        {
+            self.out.event(AgentEvent::EncodeFailed(e));
         }
     }
 
@@ -638,13 +717,14 @@ impl Machine for Agent {
         self.out.event(AgentEvent::Disconnected { retry_in });
     }
 
-    /// Heartbeats, the end of a reconnect wait, the shutdown deadline. Idempotent.
+    /// Heartbeats, retries, the end of a reconnect wait, the shutdown deadline. Idempotent.
     fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
         self.redial.handle_timeout(now);
         if self.link.as_mut().is_some_and(|l| l.heartbeat_due(now)) {
             self.heartbeat();
         }
+        self.resend_due(now);
         if self.stopping.is_some_and(|at| at <= now) {
             self.close_link(CLOSE_SHUTDOWN);
             self.stop();

@@ -1,16 +1,21 @@
-//! [`Tasks`]: the tasks the agent holds and the collaboration requests awaiting its answer.
+//! [`Tasks`]: the tasks the agent holds, those it let go of without finishing them, and the
+//! collaboration requests awaiting its answer.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::event::CollaborationId;
 use super::link::ReplyKey;
 
 /// Held tasks and unanswered collaboration requests; both bounded, both forgotten when the
-/// connection ends (the server reassigns the tasks and gives up on the answers).
+/// connection ends (the server reassigns the tasks and gives up on the answers). Tasks
+/// cancelled or handed over are remembered (at most `max` of them, the oldest forgotten
+/// first) so that a late report on one is refused as such.
 #[derive(Debug, Default)]
 pub(super) struct Tasks {
     /// Assigned and not completed.
     held: BTreeSet<String>,
+    /// Cancelled by the server or handed over, newest last.
+    dropped: VecDeque<String>,
     /// Completed over the agent's life (for `agent.shutdown`'s `final_state`).
     completed: u64,
     /// Forwarded collaboration requests: how to answer each.
@@ -29,6 +34,7 @@ impl Tasks {
         if self.held.len() >= max {
             return false;
         }
+        self.dropped.retain(|t| t != task_id);
         self.held.insert(task_id.to_owned());
         true
     }
@@ -38,6 +44,11 @@ impl Tasks {
         self.held.contains(task_id)
     }
 
+    /// Whether `task_id` was cancelled or handed over (and not assigned again since).
+    pub(super) fn was_dropped(&self, task_id: &str) -> bool {
+        self.dropped.iter().any(|t| t == task_id)
+    }
+
     /// Lets go of `task_id` as completed; `false` if it was not held.
     pub(super) fn complete(&mut self, task_id: &str) -> bool {
         let held = self.held.remove(task_id);
@@ -45,6 +56,19 @@ impl Tasks {
             self.completed += 1;
         }
         held
+    }
+
+    /// Lets go of `task_id` unfinished (cancelled, or handed over), remembering it among at
+    /// most `max` such tasks; `false` if it was not held.
+    pub(super) fn drop_task(&mut self, task_id: &str, max: usize) -> bool {
+        if !self.held.remove(task_id) {
+            return false;
+        }
+        if self.dropped.len() >= max.max(1) {
+            self.dropped.pop_front();
+        }
+        self.dropped.push_back(task_id.to_owned());
+        true
     }
 
     /// Held task ids, in order.

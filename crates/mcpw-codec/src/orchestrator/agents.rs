@@ -97,6 +97,8 @@ pub(crate) struct Agents {
     heartbeats: TimerSet<AgentId>,
     /// When each shutting-down agent's grace period ends.
     shutdowns: TimerSet<AgentId>,
+    /// The `X-Agent-ID` upgrade header of each open connection that sent one.
+    claims: BTreeMap<ConnId, AgentId>,
 }
 
 impl Agents {
@@ -172,20 +174,48 @@ impl Agents {
         Some(recovered)
     }
 
+    /// Records the `X-Agent-ID` header `conn` was opened with.
+    pub(crate) fn claim(&mut self, conn: ConnId, agent_id: AgentId) {
+        self.claims.insert(conn, agent_id);
+    }
+
+    /// Forgets `conn`'s `X-Agent-ID` header (it closed).
+    pub(crate) fn unclaim(&mut self, conn: ConnId) {
+        self.claims.remove(&conn);
+    }
+
+    /// The `X-Agent-ID` header `conn` was opened with, if any.
+    pub(crate) fn claim_of(&self, conn: ConnId) -> Option<&AgentId> {
+        self.claims.get(&conn)
+    }
+
     /// `agent_id` announced its shutdown: no heartbeat checks any more, removal at `until`.
-    /// Returns its tasks if `transfer` (they leave it), else none.
+    /// Returns the tasks that leave it: with `transfer`, those of `only` it holds (all of
+    /// them when `only` is `None`); without, none.
     pub(crate) fn shut_down(
         &mut self,
         agent_id: &str,
         until: Instant,
         transfer: bool,
+        only: Option<&[String]>,
     ) -> Option<Vec<TaskId>> {
         let a = self.map.get_mut(agent_id)?;
         a.health = Health::ShuttingDown;
-        let tasks = if transfer {
-            std::mem::take(&mut a.tasks).into_iter().collect()
-        } else {
-            Vec::new()
+        let tasks: Vec<TaskId> = match (transfer, only) {
+            (false, _) => Vec::new(),
+            (true, None) => std::mem::take(&mut a.tasks).into_iter().collect(),
+            (true, Some(only)) => {
+                let picked: Vec<TaskId> = a
+                    .tasks
+                    .iter()
+                    .filter(|t| only.iter().any(|o| o == t.as_str()))
+                    .cloned()
+                    .collect();
+                for t in &picked {
+                    a.tasks.remove(t);
+                }
+                picked
+            }
         };
         let agent_id = AgentId::from(agent_id);
         self.heartbeats.cancel(&agent_id);

@@ -31,6 +31,9 @@ pub enum TaskFailure {
     /// It was tried on [`max_task_attempts`](super::OrchestratorConfig::max_task_attempts)
     /// agents, each of which disappeared.
     AttemptsExhausted,
+    /// The application cancelled it
+    /// ([`cancel_task`](super::Orchestrator::cancel_task)).
+    Cancelled,
 }
 
 /// An event of the [`Orchestrator`](super::Orchestrator).

@@ -106,13 +106,27 @@ impl Orchestrator {
             return;
         };
         if let TaskState::Assigned(agent_id) = &task.state {
+            // What its agent had already sent about it is not a conflict (cancel grace).
+            if let Some(now) = self.clock.latest() {
+                let until = now + self.config.cancel_grace;
+                let max = self.config.limits.max_cancelled_tasks;
+                self.tasks.cancelled(task_id, agent_id, until, max);
+            }
             if let Some(agent) = self.agents.get_mut(agent_id) {
                 agent.tasks.remove(task_id);
                 let conn = agent.conn;
                 let form = self.form_of(conn);
                 let key = self.new_key(form);
-                let error = ErrorBody::new(ErrorCode::OPERATION_CANCELLED, texts::TASK_CANCELLED)
-                    .with_data(json!({ "task_id": task_id }));
+                let text = if reason == TaskFailure::Cancelled {
+                    texts::TASK_CANCELLED_BY_SERVER
+                } else {
+                    texts::TASK_CANCELLED
+                };
+                let cancelled = ProtocolError::Cancelled {
+                    task_id: task_id.to_owned(),
+                };
+                let error = ErrorBody::new(ErrorCode::OPERATION_CANCELLED, text)
+                    .with_data(cancelled.data().unwrap_or_default());
                 self.send(conn, form, MessageType::ERROR, &key, Body::Error(error));
             }
         }
@@ -163,6 +177,7 @@ impl Orchestrator {
         };
         let (origin, origin_form, origin_reply) = (c.origin, c.origin_form, c.origin_reply.clone());
         let (result, responded, missing) = c.finish();
+        self.collaboration_answered(id, &result);
         if self.conns.contains(origin) {
             self.respond(origin, origin_form, &origin_reply, &result);
         }

@@ -10,6 +10,7 @@ use super::agents::AgentInfo;
 use super::checks;
 use super::collabs::Collab;
 use super::event::{OrchestratorEvent, RemovalReason};
+use super::idempotency::Seen;
 use super::tasks::TaskState;
 use super::texts;
 use super::wire::{self, ReplyKey};
@@ -51,6 +52,12 @@ impl Orchestrator {
     ) -> Handled {
         let l = &self.config.limits;
         checks::register(p, l).map_err(ProtocolError::InvalidParams)?;
+        if let Some(header) = self.agents.claim_of(conn).filter(|h| **h != p.agent_id) {
+            return Err(ProtocolError::AgentIdMismatch {
+                header: header.to_string(),
+                agent_id: p.agent_id.clone(),
+            });
+        }
         let current = self.conns.agent(conn).cloned();
         if let Some(cur) = current.as_ref().filter(|cur| **cur != p.agent_id) {
             return Err(ProtocolError::RegisteredAs(cur.to_string()));
@@ -140,9 +147,18 @@ impl Orchestrator {
         Ok(Some(wire::result_body(None, &ack)))
     }
 
-    pub(super) fn on_capability(&mut self, conn: ConnId, p: &CapabilityUpdate) -> Handled {
+    pub(super) fn on_capability(
+        &mut self,
+        conn: ConnId,
+        p: &CapabilityUpdate,
+        now: Instant,
+    ) -> Handled {
         checks::capability_update(p, &self.config.limits).map_err(ProtocolError::InvalidParams)?;
         let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
+        let key = p.idempotency_key.as_deref();
+        if let Some(answer) = self.replay((&agent_id, "agent.capability.update", key), p, now)? {
+            return Ok(answer);
+        }
         let max = self.config.limits.max_capabilities;
         let a = self
             .agents
@@ -168,17 +184,18 @@ impl Orchestrator {
             }
             (_, None) => a.capabilities.push(checks::profile(&p.capability)),
         }
-        let now = CapabilitiesNow {
+        let caps = CapabilitiesNow {
             agent_id: agent_id.to_string(),
             capabilities: a.capabilities.iter().map(|c| c.name.clone()).collect(),
         };
         self.out.event(OrchestratorEvent::CapabilityChanged {
-            agent_id,
+            agent_id: agent_id.clone(),
             operation: p.operation,
             capability: name,
         });
         self.queue_dirty = true;
-        Ok(Some(wire::result_body(None, &now)))
+        let scope = (&agent_id, "agent.capability.update", key);
+        Ok(Some(self.remember(scope, p, &caps, now)))
     }
 
     pub(super) fn on_shutdown(&mut self, conn: ConnId, p: &AgentShutdown, now: Instant) -> Handled {
@@ -187,12 +204,21 @@ impl Orchestrator {
         let grace = Duration::from_millis(p.graceful_timeout_ms.unwrap_or(0))
             .min(self.config.max_shutdown_grace);
         let transfer = p.transfer_tasks.unwrap_or(false);
+        // The tasks it asks to hand over, when it names them; else all it holds.
+        let only = p
+            .final_state
+            .as_ref()
+            .and_then(|f| f.pending_transfers.as_deref());
         let tasks = self
             .agents
-            .shut_down(&agent_id, now + grace, transfer)
+            .shut_down(&agent_id, now + grace, transfer, only)
             .ok_or(ProtocolError::AgentVanished)?;
         let mut moved = Vec::new();
+        let until = now + self.config.cancel_grace;
         for task_id in &tasks {
+            // What it had already sent about the task is not a conflict.
+            let max = self.config.limits.max_cancelled_tasks;
+            self.tasks.cancelled(task_id, &agent_id, until, max);
             // A transfer is not a failure of the task: the attempt is given back.
             if let Some(t) = self.tasks.get_mut(task_id) {
                 t.attempts = t.attempts.saturating_sub(1);
@@ -221,17 +247,21 @@ impl Orchestrator {
         Ok(Some(wire::result_body(None, &ack)))
     }
 
-    pub(super) fn on_progress(&mut self, conn: ConnId, p: &TaskProgress) -> Handled {
+    pub(super) fn on_progress(&mut self, conn: ConnId, p: &TaskProgress, now: Instant) -> Handled {
         let progress =
             checks::progress(p, &self.config.limits).map_err(ProtocolError::InvalidParams)?;
         let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
-        self.tasks.check_assigned(&p.task_id, &agent_id)?;
+        let key = p.idempotency_key.as_deref();
+        if let Some(answer) = self.replay((&agent_id, "task.progress", key), p, now)? {
+            return Ok(answer);
+        }
+        self.check_current(&p.task_id, &agent_id, now)?;
         if let Some(t) = self.tasks.get_mut(&p.task_id) {
             t.progress = progress;
         }
         self.out.event(OrchestratorEvent::TaskProgress {
             task_id: p.task_id.as_str().into(),
-            agent_id,
+            agent_id: agent_id.clone(),
             progress,
             status: p.status.clone(),
         });
@@ -239,21 +269,30 @@ impl Orchestrator {
             task_id: p.task_id.clone(),
             status: texts::STATUS_OK.to_owned(),
         };
-        Ok(Some(wire::result_body(None, &ack)))
+        Ok(Some(self.remember(
+            (&agent_id, "task.progress", key),
+            p,
+            &ack,
+            now,
+        )))
     }
 
-    pub(super) fn on_complete(&mut self, conn: ConnId, p: &TaskComplete) -> Handled {
+    pub(super) fn on_complete(&mut self, conn: ConnId, p: &TaskComplete, now: Instant) -> Handled {
         let status =
             checks::complete(p, &self.config.limits).map_err(ProtocolError::InvalidParams)?;
         let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
-        self.tasks.check_assigned(&p.task_id, &agent_id)?;
+        let key = p.idempotency_key.as_deref();
+        if let Some(answer) = self.replay((&agent_id, "task.complete", key), p, now)? {
+            return Ok(answer);
+        }
+        self.check_current(&p.task_id, &agent_id, now)?;
         self.tasks.remove(&p.task_id);
         if let Some(a) = self.agents.get_mut(&agent_id) {
             a.tasks.remove(p.task_id.as_str());
         }
         self.out.event(OrchestratorEvent::TaskCompleted {
             task_id: p.task_id.as_str().into(),
-            agent_id,
+            agent_id: agent_id.clone(),
             status: status.to_owned(),
             result: checks::result_value(p),
         });
@@ -263,7 +302,46 @@ impl Orchestrator {
             task_id: p.task_id.clone(),
             status: texts::STATUS_ACCEPTED.to_owned(),
         };
-        Ok(Some(wire::result_body(None, &ack)))
+        Ok(Some(self.remember(
+            (&agent_id, "task.complete", key),
+            p,
+            &ack,
+            now,
+        )))
+    }
+
+    /// `Ok` if `task_id` is assigned to `agent_id`; a task taken from it less than the
+    /// cancel grace ago is [`ProtocolError::Cancelled`] (4006: the message was on its way
+    /// when the task went), else the assignment's error (4008).
+    fn check_current(
+        &mut self,
+        task_id: &str,
+        agent_id: &str,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        match self.tasks.check_assigned(task_id, agent_id) {
+            Err(_) if self.tasks.was_cancelled(task_id, agent_id, now) => {
+                Err(ProtocolError::Cancelled {
+                    task_id: task_id.to_owned(),
+                })
+            }
+            checked => checked,
+        }
+    }
+
+    /// The answer to a message whose idempotency key was seen: its first answer again, or
+    /// `None` inside while it still runs; `Ok(None)`: a new key (or none), handle it.
+    fn replay(
+        &mut self,
+        scope: (&AgentId, &'static str, Option<&str>),
+        params: &impl serde::Serialize,
+        now: Instant,
+    ) -> Result<Option<Option<Body>>, ProtocolError> {
+        Ok(match self.seen(scope, params, now)? {
+            Seen::New => None,
+            Seen::Answered(v) => Some(Some(wire::result_body(None, &v))),
+            Seen::Running => Some(None),
+        })
     }
 
     pub(super) fn on_collaboration(
@@ -277,6 +355,10 @@ impl Orchestrator {
         let collaboration_type =
             checks::collaboration(p, l).map_err(ProtocolError::InvalidParams)?;
         let requester = self.agent_of(conn, &p.requesting_agent, "requesting_agent")?;
+        let key = p.idempotency_key.as_deref();
+        if let Some(answer) = self.replay((&requester, "collaboration.request", key), p, now)? {
+            return Ok(answer);
+        }
         if self.collabs.len() >= self.config.limits.max_collaborations {
             return Err(ProtocolError::TooManyCollaborations);
         }
@@ -289,6 +371,7 @@ impl Orchestrator {
             .min(self.config.max_collaboration_timeout);
         let id = self.next_seq;
         self.next_seq += 1;
+        self.remember_running((&requester, key), p, id, now);
         let mut asked = Vec::new();
         let mut waiting = BTreeSet::new();
         for agent in &p.required_agents {

@@ -19,6 +19,7 @@ mod conns;
 mod event;
 mod flows;
 mod frames;
+mod idempotency;
 mod methods;
 pub mod metrics;
 pub mod routing;
@@ -100,6 +101,8 @@ pub struct Orchestrator {
     agents: Agents,
     tasks: Tasks,
     collabs: Collabs,
+    /// Answers kept under idempotency keys.
+    replays: idempotency::Replays,
     /// The next sequence id of a server-side message in the 24-byte form (and the next
     /// collaboration's id).
     next_seq: u64,
@@ -165,6 +168,7 @@ impl Orchestrator {
             agents: Agents::default(),
             tasks: Tasks::default(),
             collabs: Collabs::default(),
+            replays: idempotency::Replays::default(),
             next_seq: 1,
             store,
             metrics,
@@ -262,6 +266,20 @@ impl Orchestrator {
             });
         }
         Ok(task_id)
+    }
+
+    /// Cancels task `task_id`: its agent, if it holds it, is told with a 4006 naming it
+    /// (and messages it had already sent about it are answered 4006 for
+    /// [`cancel_grace`](OrchestratorConfig::cancel_grace), not 4008); a queued task leaves
+    /// the queue. [`OrchestratorEvent::TaskFailed`] with [`TaskFailure::Cancelled`]
+    /// follows.
+    pub fn cancel_task(&mut self, task_id: &str, now: Instant) -> Result<(), CommandError> {
+        self.clock.observe(now);
+        if !self.tasks.contains(task_id) {
+            return Err(CommandError::UnknownTask(task_id.to_owned()));
+        }
+        self.fail_task(task_id, TaskFailure::Cancelled);
+        Ok(())
     }
 
     // ---- output -------------------------------------------------------------------------------
@@ -414,10 +432,10 @@ impl Orchestrator {
             }
             Body::AgentRegister(p) => self.on_register(conn, p, at, now),
             Body::AgentHeartbeat(p) => self.on_heartbeat(conn, p, now),
-            Body::CapabilityUpdate(p) => self.on_capability(conn, p),
+            Body::CapabilityUpdate(p) => self.on_capability(conn, p, now),
             Body::AgentShutdown(p) => self.on_shutdown(conn, p, now),
-            Body::TaskProgress(p) => self.on_progress(conn, p),
-            Body::TaskComplete(p) => self.on_complete(conn, p),
+            Body::TaskProgress(p) => self.on_progress(conn, p, now),
+            Body::TaskComplete(p) => self.on_complete(conn, p, now),
             Body::CollaborationRequest(p) => self.on_collaboration(conn, p, at, now),
             Body::StateSync(p) => self.on_state_sync(conn, p),
             _ => Err(ProtocolError::MethodNotFound(method.clone())),
@@ -525,6 +543,10 @@ impl Machine for Orchestrator {
         }
         let agent_type = peer.header("x-agent-type").map(str::to_owned);
         let agent_id = peer.header("x-agent-id").map(AgentId::from);
+        if let Some(claimed) = &agent_id {
+            // `agent.register` must name the same agent.
+            self.agents.claim(conn, claimed.clone());
+        }
         // `X-Protocol: mcpw-binary-v1` announces the binary form before the first frame.
         let form = peer
             .header("x-protocol")
@@ -565,6 +587,7 @@ impl Machine for Orchestrator {
             return;
         };
         self.out.forget_conn(conn);
+        self.agents.unclaim(conn);
         self.metrics.add_connection(
             &c.agent_type_label,
             c.counted_as.map_or("none", Form::label),

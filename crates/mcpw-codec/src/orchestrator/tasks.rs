@@ -1,7 +1,7 @@
 //! Tasks: what was submitted, where each task is (queued or assigned), the queue in
 //! submission order, and the deadline timers this table owns.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use agentwire_core::TimerSet;
@@ -112,13 +112,18 @@ pub struct TaskInfo {
     pub(crate) deadline: Instant,
 }
 
-/// Tasks held, by id, with the queue of those waiting for an agent and their deadlines.
+/// Tasks held, by id, with the queue of those waiting for an agent and their deadlines, and
+/// the tasks recently taken from an agent (cancelled or handed over) with when their grace
+/// ends.
 #[derive(Debug, Default)]
 pub(crate) struct Tasks {
     map: BTreeMap<TaskId, TaskInfo>,
     /// Queued task ids in submission order.
     queue: Vec<TaskId>,
     deadlines: TimerSet<TaskId>,
+    /// (task, the agent it was taken from, end of the grace), oldest first: the grace is
+    /// one constant, so this is also the order in which they end.
+    cancelled: VecDeque<(TaskId, AgentId, Instant)>,
 }
 
 impl Tasks {
@@ -196,6 +201,34 @@ impl Tasks {
             }),
             None => Err(ProtocolError::UnknownTask(task_id.to_owned())),
         }
+    }
+
+    /// Remembers that `task_id` was taken from `agent_id` until `until` (at most `max`
+    /// such tasks, the oldest forgotten first).
+    pub(crate) fn cancelled(&mut self, task_id: &str, agent_id: &str, until: Instant, max: usize) {
+        if max == 0 {
+            return;
+        }
+        while self.cancelled.len() >= max {
+            self.cancelled.pop_front();
+        }
+        self.cancelled
+            .push_back((task_id.into(), agent_id.into(), until));
+    }
+
+    /// Whether `task_id` was taken from `agent_id` less than its grace ago at `now` (ended
+    /// graces are forgotten).
+    pub(crate) fn was_cancelled(&mut self, task_id: &str, agent_id: &str, now: Instant) -> bool {
+        while self
+            .cancelled
+            .front()
+            .is_some_and(|(_, _, until)| *until <= now)
+        {
+            self.cancelled.pop_front();
+        }
+        self.cancelled
+            .iter()
+            .any(|(t, a, _)| t.as_str() == task_id && a.as_str() == agent_id)
     }
 
     /// The next task deadline.

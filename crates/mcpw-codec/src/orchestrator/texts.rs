@@ -26,3 +26,6 @@ pub(crate) const STATUS_PROTOCOL_UPDATED: &str = "protocol_updated";
 pub(crate) const ASSIGNED_BY: &str = "capability-router";
 /// The 4006 a task's agent gets when the task fails for good.
 pub(crate) const TASK_CANCELLED: &str = "task cancelled: deadline exceeded";
+/// The 4006 a task's agent gets when the application cancels the task
+/// ([`cancel_task`](super::Orchestrator::cancel_task)).
+pub(crate) const TASK_CANCELLED_BY_SERVER: &str = "task cancelled";
