@@ -317,9 +317,9 @@
 //!     unanswered collaboration requests are forgotten (the orchestrator reassigns the
 //!     tasks) and the 12-byte form is off again.
 //!     (`the_agent_registers_again_after_a_reconnect_and_starts_over_in_its_form`)
-//! 32. **Heartbeats start at `registration.confirmed`**, every
-//!     [`AgentConfig::heartbeat_interval`], or the server's shorter
-//!     `heartbeat_interval_ms` (at least 1 s).
+//! 32. **Heartbeats start at `registration.confirmed`**, every `heartbeat_interval_ms`
+//!     the server names there (decision 42), else every
+//!     [`AgentConfig::heartbeat_interval`].
 //!     (`heartbeats_keep_the_agent_registered_past_the_servers_removal_time`)
 //! 33. **Ids**: in the JSON and 12-byte forms every message carries the id
 //!     `<agent_id>-<n>`, in the 24-byte form the sequence id `n` (one counter); answers
@@ -336,10 +336,94 @@
 //!     ([`AgentEvent::ProtocolViolation`]) and skipped, the connection stays.
 //!     (`pings_are_answered_and_unknown_requests_get_4004`)
 //! 36. **Shutdown** sends `agent.shutdown` with `final_state` (completed and active tasks)
-//!     and closes the connection (1000) after the answer, or after
-//!     [`AgentConfig::shutdown_timeout`] without one; then the driver stops
+//!     and closes the connection (1000) once answered with no task left (decision 44), or
+//!     after [`AgentConfig::shutdown_timeout`]; then the driver stops
 //!     ([`Dial::Stop`](agentwire_core::Dial::Stop)).
 //!     (`shutdown_announces_itself_and_stops_dialing`)
+//!
+//! Reliability of both roles (`tests/agent_reliability.rs`,
+//! `tests/orchestrator_reliability.rs`):
+//!
+//! 42. **The server's heartbeat period wins**: the agent beats every
+//!     `heartbeat_interval_ms` of `registration.confirmed` (at least 100 ms, so a broken
+//!     server cannot make it flood), shorter or longer than its own
+//!     [`AgentConfig::heartbeat_interval`], which is only the fallback when the server
+//!     names none: a mismatch never gets it dropped.
+//!     (`the_servers_heartbeat_interval_wins_over_the_agents_setting`)
+//! 43. **Cancellation**: the orchestrator cancels a task when its deadline passes and when
+//!     the application calls [`cancel_task`](orchestrator::Orchestrator::cancel_task)
+//!     ([`TaskFailure::Cancelled`](orchestrator::TaskFailure::Cancelled)); its agent gets a
+//!     type-3 4006 whose `data.task_id` names it. The [`Agent`] then lets go of the task
+//!     ([`AgentEvent::TaskCancelled`]) and sends nothing more about it: its retries are
+//!     dropped and reports are refused with [`AgentCommandError::Cancelled`] (it remembers
+//!     up to `max_tasks` such ids). What the agent had already sent about the task (and
+//!     about tasks a shutdown handed over) reaches the orchestrator within
+//!     [`OrchestratorConfig::cancel_grace`] (default 30 s, at most
+//!     [`OrchestratorLimits::max_cancelled_tasks`] remembered) and is answered 4006 naming
+//!     the task, never 4008; after it, such a message is an unknown task (4008).
+//!     (`a_cancelled_task_is_dropped_and_nothing_more_is_sent_about_it`,
+//!     `messages_in_flight_about_a_cancelled_task_get_4006_within_the_grace_then_4008`,
+//!     `an_error_answer_names_the_request_it_refuses`)
+//! 44. **Graceful shutdown**: [`Agent::shutdown`] sends `reason`, `graceful_timeout_ms`
+//!     ([`AgentConfig::shutdown_timeout`], default 5 s), `transfer_tasks` and `final_state`
+//!     (`completed_tasks`, `active_tasks`, and with a transfer `pending_transfers`: the held
+//!     tasks, which it lets go of at once). The orchestrator marks the agent shutting down
+//!     (no new task, no heartbeat check), hands the tasks named in `pending_transfers` that
+//!     the agent holds (all of them when the list is absent) to other capable agents at once
+//!     (queued if none can; not a failed attempt), answers with `transferred_tasks`, and
+//!     treats the agent as gone only when it closes or its grace
+//!     (`graceful_timeout_ms`, at most [`OrchestratorConfig::max_shutdown_grace`]) ends; what
+//!     it still holds then is reassigned. The agent closes once answered and no task or
+//!     completion is left (without a transfer it may finish its tasks meanwhile), or when
+//!     `graceful_timeout_ms` ends. The reference agent shuts down so, with a transfer, on
+//!     Ctrl-C and SIGTERM. (`shutdown_with_transfer_hands_the_tasks_over_and_stops`,
+//!     `shutdown_without_transfer_waits_for_the_held_tasks_then_stops`,
+//!     `shutdown_ends_at_graceful_timeout_ms_when_the_tasks_are_not_done`,
+//!     `a_shutdown_hands_over_only_its_pending_transfers`, end to end
+//!     `sigterm_makes_the_reference_agent_hand_its_task_over_and_exit`)
+//! 45. **Idempotency keys** (the spec's "idempotency keys for critical operations"): an
+//!     optional `idempotency_key` string in the params of `task.progress`, `task.complete`,
+//!     `agent.capability.update` and `collaboration.request` (at most `max_id_bytes`, else
+//!     4005). The orchestrator scopes a key by its sender and method and ties it to the
+//!     params: the same key with the same params within
+//!     [`OrchestratorConfig::idempotency_ttl`] (default 5 min) gets the first answer again
+//!     and changes nothing; with other params it is 4008 (`data.field`:
+//!     `idempotency_key`). Only answers that applied something are kept (a refused message
+//!     changed nothing, so its retry is handled anew); a `collaboration.request` retried
+//!     while it runs is absorbed and answered once, to the first message, when it ends.
+//!     Memory: at most [`OrchestratorLimits::max_idempotency_keys`] (4,096) keys and
+//!     [`OrchestratorLimits::max_idempotency_bytes`] (4 MiB), the oldest forgotten first.
+//!     The [`Agent`] puts a fresh key on each of these messages (from
+//!     [`Agent::with_ids`]; the reference agent uses random UUIDs so a restarted process
+//!     never reuses one) and keeps it on retries.
+//!     (`a_retried_message_with_the_same_key_gets_the_same_answer_once_applied`,
+//!     `capability_updates_and_progress_are_applied_once_per_key`,
+//!     `a_retried_collaboration_request_is_absorbed_while_it_runs_and_answered_after`,
+//!     `idempotency_keys_are_bounded_and_expire`,
+//!     `capability_updates_and_collaboration_requests_carry_idempotency_keys`)
+//! 46. **Retries**: 4002 (Rate Limited) and 4003 (Server Error) say "later"; every other
+//!     code is final. The [`Agent`] sends a register, progress report, completion,
+//!     capability update or collaboration request refused with one of them again, as a new
+//!     message (new id and sequence id: a repeated sequence id would be a duplicate) with
+//!     the same params and key, after [`RetryPolicy`]'s backoff (500 ms doubling to 10 s)
+//!     or the error's `data.retry_after_ms` when that is longer (at most 10 min), at most
+//!     `max_attempts` (4) sends in all ([`AgentEvent::Retrying`]); then it reports the
+//!     error. A newer progress report replaces an older one waiting for its retry.
+//!     (`refusals_for_the_rate_limit_are_sent_again_after_retry_after_ms`)
+//! 47. **`X-Agent-ID`**: a connection upgraded with that header must register as that
+//!     agent: `agent.register` naming another `agent_id` is refused with 4001 (`data`:
+//!     `field` `agent_id`, `expected` the header, `received` the params'); the connection
+//!     stays unregistered (the register timeout applies). Without the header there is no
+//!     check. (`an_x_agent_id_header_that_disagrees_with_register_is_refused`,
+//!     `register_must_match_the_x_agent_id_header`, end to end
+//!     `an_x_agent_id_header_that_disagrees_with_register_is_refused_over_a_socket`)
+//! 48. **Error data**: every error the orchestrator sends carries the spec's
+//!     `{field, reason, expected, received}` when it is about a field (the method, the
+//!     type, `agent_id`, `task_id`, a param; a param of the wrong type names what serde
+//!     expected and received), a `reason` alone for the server's own limits (too many
+//!     agents or collaborations), and what a peer acts on: `retry_after_ms` of 4002,
+//!     `task_id` of 4006, `limit` of 4007 ([`ProtocolError::data`]).
+//!     (`every_error_names_field_reason_expected_and_received_where_they_apply`)
 //!
 //! # Features
 //!

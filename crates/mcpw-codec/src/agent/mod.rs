@@ -73,13 +73,17 @@ struct Vote<'a> {
 ///   [`Dialer::handle_dial_failed`];
 /// - output: [`Machine::poll_output`], [`Machine::poll_timeout`], [`Dialer::poll_dial`];
 /// - commands: [`Agent::report_progress`], [`Agent::complete_task`],
+///   [`Agent::update_capability`], [`Agent::request_collaboration`],
 ///   [`Agent::answer_collaboration`], [`Agent::set_binary`], [`Agent::set_load`],
 ///   [`Agent::set_status`], [`Agent::set_wall_clock`], [`Agent::shutdown`],
 ///   [`Agent::close`];
 /// - getters: [`Agent::agent_id`], [`Agent::conn`], [`Agent::is_registered`],
 ///   [`Agent::is_compact`], [`Agent::tasks`], [`Agent::failures`], [`Agent::is_stopped`].
 ///
-/// Its spec decisions are 31-36 of the [crate docs](crate#spec-decisions).
+/// Requests refused with a retryable error are sent again ([`AgentConfig::retry`]); a
+/// task the server cancels (4006) is let go of ([`AgentEvent::TaskCancelled`]).
+///
+/// Its spec decisions are 31-36 and 42-47 of the [crate docs](crate#spec-decisions).
 ///
 /// # Limits
 ///

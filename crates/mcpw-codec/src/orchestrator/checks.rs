@@ -71,6 +71,14 @@ fn range(path: &str, x: Option<f64>, lo: f64, hi: f64) -> Result<(), ParamError>
     }
 }
 
+/// An optional `idempotency_key`: non-empty, at most `max` bytes.
+fn key(k: Option<&str>, max: usize) -> Result<(), ParamError> {
+    match k {
+        None => Ok(()),
+        Some(k) => id("idempotency_key", Some(k), max),
+    }
+}
+
 /// A list of at most `max` items.
 fn count(path: &str, len: usize, max: usize) -> Result<(), ParamError> {
     if len > max {
@@ -152,7 +160,8 @@ pub(crate) fn capability_update(
     l: &OrchestratorLimits,
 ) -> Result<(), ParamError> {
     id("agent_id", Some(&p.agent_id), l.max_id_bytes)?;
-    capability("capability", &p.capability, l.max_id_bytes)
+    capability("capability", &p.capability, l.max_id_bytes)?;
+    key(p.idempotency_key.as_deref(), l.max_id_bytes)
 }
 
 /// `task.progress`: `progress` is required here (the server records it).
@@ -160,6 +169,7 @@ pub(crate) fn progress(p: &TaskProgress, l: &OrchestratorLimits) -> Result<f64, 
     id("task_id", Some(&p.task_id), l.max_id_bytes)?;
     id("agent_id", Some(&p.agent_id), l.max_id_bytes)?;
     range("progress", p.progress, 0.0, 1.0)?;
+    key(p.idempotency_key.as_deref(), l.max_id_bytes)?;
     p.progress.ok_or_else(|| missing("progress", "number"))
 }
 
@@ -171,6 +181,7 @@ pub(crate) fn complete<'a>(
     id("task_id", Some(&p.task_id), l.max_id_bytes)?;
     id("agent_id", Some(&p.agent_id), l.max_id_bytes)?;
     id("status", p.status.as_deref(), l.max_id_bytes)?;
+    key(p.idempotency_key.as_deref(), l.max_id_bytes)?;
     Ok(p.status.as_deref().unwrap_or_default())
 }
 
@@ -204,6 +215,7 @@ pub(crate) fn collaboration<'a>(
         l.max_collaborators,
         l.max_id_bytes,
     )?;
+    key(p.idempotency_key.as_deref(), l.max_id_bytes)?;
     if p.required_agents.is_empty() {
         return Err(ParamError::new(
             "required_agents",
