@@ -1,15 +1,21 @@
 //! The `Agent`: the client role, one connection at a time, surviving reconnects.
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
-use agentwire_core::{ConnId, Frame, Machine, Monotonic, Outbox, Output, PeerInfo};
+use agentwire_core::{CloseCode, ConnId, Frame, Machine, Monotonic, Outbox, Output, PeerInfo};
 
 use crate::config::AgentConfig;
 use crate::error::CommandError;
 use crate::event::AgentEvent;
 use crate::message::{
     Add, AgentMessage, ControllerMessage, Event, Guilds, Hello, RawJson, Released, Resp,
+    SessionKind,
 };
+use crate::texts;
+
+/// A voice session the agent is in: (kind, guild, voice channel).
+type SessionRef = (SessionKind, String, String);
 
 /// A Chopsticks agent (client role): says `hello` and `guilds` on every connect and every
 /// heartbeat interval (30 s), surfaces `req` and `error` from the controller, and sends
@@ -18,10 +24,16 @@ use crate::message::{
 /// The driver gives each connection attempt a new [`ConnId`]; the agent keeps its
 /// configuration (guilds, ready flag) across reconnects and re-announces itself each time.
 ///
+/// The agent remembers the voice sessions it reported joining ([`send_add`](Self::send_add)
+/// with `ok: true`, until [`send_released`](Self::send_released) for it), so that
+/// [`leave`](Self::leave) can release each before it closes: the spec's graceful
+/// disconnect, which frees the controller's bindings at once.
+///
 /// Method kinds: `handle_*` (input), `poll_*` (output), commands ([`respond`](Self::respond),
 /// [`send_add`](Self::send_add), [`send_released`](Self::send_released),
-/// [`set_guilds`](Self::set_guilds), [`set_ready`](Self::set_ready)), getters
-/// ([`is_connected`](Self::is_connected), [`config`](Self::config)).
+/// [`leave`](Self::leave), [`set_guilds`](Self::set_guilds), [`set_ready`](Self::set_ready)),
+/// getters ([`is_connected`](Self::is_connected), [`config`](Self::config),
+/// [`sessions`](Self::sessions)).
 #[derive(Debug)]
 pub struct Agent {
     cfg: AgentConfig,
@@ -30,6 +42,10 @@ pub struct Agent {
     scratch: Vec<u8>,
     conn: Option<ConnId>,
     next_heartbeat: Option<Instant>,
+    /// Voice sessions joined and not released, in key order.
+    sessions: BTreeSet<SessionRef>,
+    /// The connection [`leave`](Self::leave) closed: nothing more is sent or handled on it.
+    leaving: Option<ConnId>,
 }
 
 impl Agent {
@@ -42,6 +58,8 @@ impl Agent {
             scratch: Vec::with_capacity(256),
             conn: None,
             next_heartbeat: None,
+            sessions: BTreeSet::new(),
+            leaving: None,
         }
     }
 
@@ -50,9 +68,22 @@ impl Agent {
         &self.cfg
     }
 
-    /// Whether a connection is open.
+    /// Whether a connection is open (and not closing after [`leave`](Self::leave)).
     pub fn is_connected(&self) -> bool {
-        self.conn.is_some()
+        self.live_conn().is_some()
+    }
+
+    /// The voice sessions this agent is in, as (kind, guild, voice channel), in that order:
+    /// joined with [`send_add`](Self::send_add) (`ok: true`) and not yet released.
+    pub fn sessions(&self) -> impl Iterator<Item = (SessionKind, &str, &str)> {
+        self.sessions
+            .iter()
+            .map(|(k, g, v)| (*k, g.as_str(), v.as_str()))
+    }
+
+    /// The open connection, unless `leave` is closing it.
+    fn live_conn(&self) -> Option<ConnId> {
+        self.conn.filter(|c| self.leaving != Some(*c))
     }
 
     /// The `hello` this agent sends now.
@@ -71,7 +102,7 @@ impl Agent {
     }
 
     fn send(&mut self, msg: &AgentMessage) -> Result<(), CommandError> {
-        let conn = self.conn.ok_or(CommandError::NotConnected)?;
+        let conn = self.live_conn().ok_or(CommandError::NotConnected)?;
         let frame = msg.to_frame(&mut self.scratch);
         self.out.send(conn, frame);
         Ok(())
@@ -120,19 +151,72 @@ impl Agent {
         self.respond(Resp::err(id, error), now)
     }
 
-    /// Sends an `add` event (joined, or failed to join, a voice channel).
+    /// Sends an `add` event (joined, or failed to join, a voice channel). With `ok: true`
+    /// the agent counts itself in that session (see [`sessions`](Self::sessions)); with
+    /// `ok: false`, out of it.
     pub fn send_add(&mut self, mut add: Add, now: Instant) -> Result<(), CommandError> {
         self.clock.observe(now);
         if add.channel_id.is_empty() {
             add.channel_id.clone_from(&add.voice_channel_id);
         }
-        self.send(&AgentMessage::Event(Event::Add(add)))
+        let key = (add.kind, add.guild_id.clone(), add.voice_channel_id.clone());
+        let joined = add.ok;
+        self.send(&AgentMessage::Event(Event::Add(add)))?;
+        if joined {
+            self.sessions.insert(key);
+        } else {
+            self.sessions.remove(&key);
+        }
+        Ok(())
     }
 
-    /// Sends a `released` event (left a voice channel).
+    /// Sends a `released` event (left a voice channel); the agent no longer counts itself in
+    /// that session.
     pub fn send_released(&mut self, rel: Released, now: Instant) -> Result<(), CommandError> {
         self.clock.observe(now);
-        self.send(&AgentMessage::Event(Event::Released(rel)))
+        let key = (rel.kind, rel.guild_id.clone(), rel.voice_channel_id.clone());
+        self.send(&AgentMessage::Event(Event::Released(rel)))?;
+        self.sessions.remove(&key);
+        Ok(())
+    }
+
+    /// The spec's graceful disconnect: sends `released` (with `reason`) for every session
+    /// in [`sessions`](Self::sessions), in that order, then closes the connection with 1000
+    /// [`texts::CLOSE_AGENT_LEAVING`]. The controller frees each session as the `released`
+    /// arrives, so the agent's guilds are free for other agents (or this agent, restarted)
+    /// at once. Returns how many sessions were released.
+    ///
+    /// From then on nothing more is sent on that connection (commands fail with
+    /// [`CommandError::NotConnected`], no heartbeat, controller frames ignored) until it
+    /// ends; a later connection is announced as usual. Fails with
+    /// [`CommandError::NotConnected`] when no connection is open (the controller frees a
+    /// disconnected agent's sessions itself); the sessions are then kept.
+    pub fn leave(
+        &mut self,
+        reason: impl Into<String>,
+        now: Instant,
+    ) -> Result<usize, CommandError> {
+        self.clock.observe(now);
+        let conn = self.live_conn().ok_or(CommandError::NotConnected)?;
+        let reason = reason.into();
+        let sessions = std::mem::take(&mut self.sessions);
+        let n = sessions.len();
+        for (kind, guild_id, voice_channel_id) in sessions {
+            let rel = Released {
+                agent_id: self.cfg.agent_id.clone(),
+                guild_id,
+                voice_channel_id,
+                reason: reason.clone(),
+                kind,
+                runner_id: self.cfg.runner_id.clone(),
+            };
+            self.send(&AgentMessage::Event(Event::Released(rel)))?;
+        }
+        self.out
+            .close(conn, CloseCode::NORMAL, texts::CLOSE_AGENT_LEAVING);
+        self.leaving = Some(conn);
+        self.next_heartbeat = None;
+        Ok(n)
     }
 
     /// Replaces the guild list and, if connected, sends `guilds` now.
@@ -172,7 +256,7 @@ impl Machine for Agent {
     /// malformed and ignored.
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         self.clock.observe(now);
-        if self.conn != Some(conn) {
+        if self.live_conn() != Some(conn) {
             return;
         }
         match ControllerMessage::decode(frame, self.cfg.max_frame_bytes) {
@@ -191,6 +275,7 @@ impl Machine for Agent {
             return;
         }
         self.conn = None;
+        self.leaving = None;
         self.next_heartbeat = None;
         self.out.event(AgentEvent::Disconnected { conn });
     }

@@ -100,7 +100,7 @@
 //! `poll_timeout` give output and must be drained after every mutation; commands are verbs
 //! ([`Controller::request`], [`Controller::request_for_session`],
 //! [`Controller::select_agent`], [`Agent::respond`],
-//! [`Agent::send_add`], ...) that return at once, with outcomes arriving later as events
+//! [`Agent::send_add`], [`Agent::leave`], ...) that return at once, with outcomes arriving later as events
 //! ([`ControllerEvent`], [`AgentEvent`]); getters are nouns ([`Controller::agents`],
 //! [`Controller::sessions`]).
 //!
@@ -230,6 +230,19 @@
 //!     `handshake::a_wrongly_typed_hello_is_rejected_at_once_not_by_the_hello_deadline`,
 //!     `handshake::wrongly_typed_hellos_keep_the_check_order`,
 //!     `handshake::a_registered_agent_whose_heartbeat_hello_is_wrongly_typed_is_dropped`)
+//! 23. **Graceful disconnect** (the spec's lifecycle 5) is [`Agent::leave`]: `released` for
+//!     every session the agent is in, in (kind, guild, channel) order, with the caller's
+//!     `reason`, then close 1000 [`texts::CLOSE_AGENT_LEAVING`]; nothing is sent or
+//!     handled on that connection afterwards. The agent knows its sessions from its own
+//!     reports: [`Agent::send_add`] with `ok: true` enters one, `ok: false` or
+//!     [`Agent::send_released`] leaves it (real agents never send `add`; their sessions are
+//!     what they join). The controller frees each session on its `released`, before the
+//!     close drops the agent, so the guild is free for another agent, or the same one
+//!     restarted, at once. The reference agent leaves on Ctrl-C and SIGTERM.
+//!     (`agent_leave::leave_releases_every_session_before_it_closes_and_the_controller_frees_them_on_released`,
+//!     `agent_leave::after_leave_a_restarted_agent_and_a_new_agent_get_the_guilds_next_requests`,
+//!     `agent_leave::the_leave_close_is_1000_and_nothing_follows_it_on_that_connection`,
+//!     root `tests/chopsticks_e2e.rs`)
 //!
 //! # Feature flags
 //!

@@ -1,5 +1,6 @@
 //! The strings the controller writes on the wire: `error` message texts, close reasons and
-//! the error strings of failed requests, as the real controller spells them (INTEROP.md).
+//! the error strings of failed requests, as the real controller spells them (INTEROP.md);
+//! and the agent's close reason when it leaves.
 
 /// `error` text for a `hello` without a version.
 pub const ERR_VERSION_REQUIRED: &str = "Protocol version required. Please upgrade agent.";
@@ -63,6 +64,10 @@ pub const CLOSE_SERVER_FULL: &str = "server-full";
 pub const CLOSE_PROTOCOL_ERROR: &str = "protocol-error";
 /// Close reason for the older socket of an agent that connected again (1000).
 pub const CLOSE_REPLACED: &str = "replaced by a newer connection";
+
+/// Close reason the agent sends after releasing its sessions in a graceful disconnect
+/// ([`Agent::leave`](crate::Agent::leave), 1000).
+pub const CLOSE_AGENT_LEAVING: &str = "agent shutting down";
 
 /// Error string for a request whose agent went away.
 pub const AGENT_OFFLINE: &str = "agent-offline";

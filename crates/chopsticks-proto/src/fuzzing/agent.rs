@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::bodies::{controller_body, guild_list, AGENT_IDS, CHANNELS, GUILDS, MAX_OPS};
 use crate::config::AgentConfig;
 use crate::event::AgentEvent;
-use crate::message::{Add, AgentMessage, ControllerMessage, RawJson, Released, Resp, SessionKind};
+use crate::message::{
+    Add, AgentMessage, ControllerMessage, Event, RawJson, Released, Resp, SessionKind,
+};
 use crate::Agent;
 
 /// Drives an [`Agent`] through arbitrary connects (one connection at a time, a new
@@ -21,7 +23,17 @@ use crate::Agent;
 /// to the current connection; every connect is announced with `hello` then `guilds`;
 /// input on a stale connection is a no-op; every `req` fed in surfaces as one
 /// `Request` event; the timer rules as for [`controller`](super::controller()).
+///
+/// Each input runs twice: as the thirteen steps it always meant (so committed seeds keep
+/// their meaning), then with a fourteenth step, [`Agent::leave`], which must send one
+/// `released` per session the agent is in and then close.
 pub fn agent(data: &[u8]) {
+    run(data, 12);
+    run(data, 13);
+}
+
+/// One run over `data` with steps `0..=last_step`.
+fn run(data: &[u8], last_step: u8) {
     let mut u = Unstructured::new(data);
     let cfg = AgentConfig::new(AGENT_IDS[0]).with_guilds(GUILDS);
     let mut a = Agent::new(cfg);
@@ -30,9 +42,10 @@ pub fn agent(data: &[u8]) {
         next_conn: 1,
         current: None,
         sent: Vec::new(),
+        closed: None,
     };
     for _ in 0..MAX_OPS {
-        if u.is_empty() || h.step(&mut a, &mut u).is_err() {
+        if u.is_empty() || h.step(&mut a, &mut u, last_step).is_err() {
             break;
         }
     }
@@ -45,11 +58,18 @@ struct AgentHarness {
     current: Option<ConnId>,
     /// What the agent sent since the last drain check.
     sent: Vec<AgentMessage>,
+    /// The connection the agent closed in the last drain, if any.
+    closed: Option<ConnId>,
 }
 
 impl AgentHarness {
-    fn step(&mut self, a: &mut Agent, u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
-        match u.int_in_range(0..=12)? {
+    fn step(
+        &mut self,
+        a: &mut Agent,
+        u: &mut Unstructured<'_>,
+        last_step: u8,
+    ) -> arbitrary::Result<()> {
+        match u.int_in_range(0..=last_step)? {
             0 => {
                 if let Some(old) = self.current.take() {
                     a.handle_disconnect(old, self.clock.t());
@@ -154,6 +174,37 @@ impl AgentHarness {
                 let r = a.send_released(rel, self.clock.t());
                 self.expect_sent(a, r.is_ok(), "event");
             }
+            13 => {
+                let sessions = a.sessions().count();
+                let r = a.leave("shutdown", self.clock.t());
+                assert_eq!(
+                    r.is_ok(),
+                    self.current.is_some(),
+                    "leave succeeds iff connected"
+                );
+                self.drain(a);
+                let Some(conn) = self.current.take().filter(|_| r.is_ok()) else {
+                    assert!(
+                        self.sent.is_empty() && self.closed.is_none(),
+                        "nothing sent"
+                    );
+                    return Ok(());
+                };
+                assert_eq!(r, Ok(sessions));
+                assert_eq!(a.sessions().count(), 0);
+                assert!(
+                    self.sent
+                        .iter()
+                        .all(|m| matches!(m, AgentMessage::Event(Event::Released(_)))),
+                    "only released"
+                );
+                assert_eq!(self.sent.len(), sessions, "one released per session");
+                assert_eq!(self.closed, Some(conn), "then the close");
+                assert_eq!(a.poll_timeout(), None, "no heartbeat while closing");
+                // The driver reports the end of the connection it closed.
+                a.handle_disconnect(conn, self.clock.t());
+                self.drain(a);
+            }
             _ => {
                 if u.arbitrary()? {
                     let mut guilds = Vec::new();
@@ -200,6 +251,7 @@ impl AgentHarness {
     /// Drains every output into `sent` (clearing it first); returns (outputs, requests).
     fn drain(&mut self, a: &mut Agent) -> (usize, usize) {
         self.sent.clear();
+        self.closed = None;
         let mut n = 0;
         let mut requests = 0;
         while let Some(out) = a.poll_output() {
@@ -214,6 +266,7 @@ impl AgentHarness {
                 }
                 Output::Close { conn, .. } => {
                     assert_eq!(Some(conn), self.current, "close of a stale connection");
+                    self.closed = Some(conn);
                 }
                 Output::Event(AgentEvent::Request(_)) => requests += 1,
                 Output::Event(_) => {}
