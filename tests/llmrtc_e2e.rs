@@ -1,6 +1,7 @@
 //! End to end over 127.0.0.1: the llmrtc reference server and client (the examples' library
-//! code) with real sockets; a raw tokio-tungstenite peer speaking the spec's messages
-//! verbatim; the client's try limit and session fallback against a server that goes away;
+//! code) with real sockets (streamed and whole `tts` replies, partial transcripts,
+//! attachments, `VAD_ERROR` and `INTERNAL_ERROR`); a raw tokio-tungstenite peer speaking the
+//! spec's messages verbatim and flooding the server into `RATE_LIMITED`; the client's try limit and session fallback against a server that goes away;
 //! and a Node `ws` client (tests/interop/llmrtc_client.js).
 
 #[path = "support/interop.rs"]
@@ -17,8 +18,10 @@ use agentwire_apps::llmrtc;
 use clap::Parser as _;
 use futures_util::{SinkExt, StreamExt};
 use llmrtc::audio::utterance_wav;
-use llmrtc::client_app::{LlmrtcClientApp, Transcript};
-use llmrtc::providers::{example_playbook, load_playbook, Providers, ScriptedStt};
+use llmrtc::client_app::{attachment_from_arg, LlmrtcClientApp, Transcript};
+use llmrtc::providers::{
+    example_playbook, load_playbook, Providers, ScriptedStt, SpeechToText, Transcription,
+};
 use llmrtc::server_app::{self, LlmrtcApp, Pacing};
 use llmrtc::server_cli::ServerArgs;
 use llmrtc::server_log;
@@ -53,16 +56,20 @@ async fn server_on(
         config = config.with_playbook(load_playbook(&data("playbook.json")).expect("playbook"));
     }
     let stt = ScriptedStt::from_file(&data("transcript.txt")).expect("transcript");
+    server_with(addr, config, Providers::stand_ins(stt)).await
+}
+
+/// The reference server on `addr` with `config` and `providers`; every machine event is
+/// copied to the receiver.
+async fn server_with(
+    addr: &str,
+    config: ServerConfig,
+    providers: Providers,
+) -> (LlmrtcApp, mpsc::UnboundedReceiver<ServerEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let app = server_app::start(
-        addr,
-        config,
-        Providers::stand_ins(stt),
-        Pacing::fast(),
-        move |e| {
-            let _ = tx.send(e.clone());
-        },
-    )
+    let app = server_app::start(addr, config, providers, Pacing::fast(), move |e| {
+        let _ = tx.send(e.clone());
+    })
     .await
     .expect("bind");
     (app, rx)
@@ -144,9 +151,32 @@ async fn a_turn_a_barge_in_a_tool_call_and_a_reconnect_with_the_examples_code() 
         .iter()
         .position(|t| *t == "llm-chunk")
         .expect("chunks");
+    assert_eq!(&types[..2], ["speech-start", "speech-end"]);
+    assert!(
+        types[2..first_chunk].iter().all(|t| *t == "transcript"),
+        "{types:?}"
+    );
+    // The stand-in STT reports what it heard word by word, then the final text.
+    let transcripts: Vec<(String, bool)> = seen
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Message(ServerMessage::Transcript(t)) => {
+                Some((t.text.clone(), t.is_final))
+            }
+            _ => None,
+        })
+        .collect();
     assert_eq!(
-        &types[..first_chunk],
-        ["speech-start", "speech-end", "transcript"]
+        transcripts,
+        [
+            ("Hello".to_owned(), false),
+            ("Hello there".to_owned(), false),
+            ("Hello there, who".to_owned(), false),
+            ("Hello there, who am".to_owned(), false),
+            ("Hello there, who am I".to_owned(), false),
+            ("Hello there, who am I talking".to_owned(), false),
+            ("Hello there, who am I talking to?".to_owned(), true),
+        ]
     );
     assert_eq!(
         &types[types.len() - 3..],
@@ -317,6 +347,10 @@ async fn a_turn_a_barge_in_a_tool_call_and_a_reconnect_with_the_examples_code() 
     assert!(!printed.contains("tts-chunk"), "{printed}");
     assert!(
         printed.contains("[llm] \"I'll take care of that. Done! bookTable confirmed"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("[transcript] \"Hello there\" (partial)\n"),
         "{printed}"
     );
     assert!(
@@ -560,5 +594,313 @@ async fn node_ws_client_interop() {
         "node interop ok",
     )
     .await;
+    within("shutdown", app.shutdown()).await;
+}
+
+/// Raw frames until one of type `ty` (included).
+async fn frames_until(ws: &mut RawWs, ty: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let v = next_json(ws).await;
+        let done = v["type"] == ty;
+        seen.push(v);
+        if done {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test]
+async fn whole_tts_replies_partial_transcripts_and_attachments_with_the_examples_code() {
+    // `llmrtc_server --no-streaming-tts`: each reply's audio in one `tts` message.
+    let args = ServerArgs::try_parse_from(["llmrtc_server", "--no-streaming-tts"]).expect("flags");
+    let config = args.config().expect("config");
+    assert!(!config.streaming_tts);
+    let stt = ScriptedStt::from_file(&data("transcript.txt")).expect("transcript");
+    let (app, mut events) = server_with("127.0.0.1:0", config, Providers::stand_ins(stt)).await;
+    let mut c = LlmrtcClientApp::start(&app.url(), fast_client(), 5)
+        .await
+        .expect("client");
+    connected(&mut c).await;
+
+    // Two images for the first turn, as `llmrtc_client --attach` sends them: a file and a
+    // data URI.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("llmrtc_e2e");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let png = dir.join(format!("menu-{}.png", std::process::id()));
+    std::fs::write(&png, b"\x89PNG\r\n\x1a\nfake").expect("png");
+    let attachments = vec![
+        attachment_from_arg(png.to_str().expect("utf8 path")).expect("file"),
+        attachment_from_arg("data:image/jpeg;base64,/9j/4AAQ").expect("data uri"),
+    ];
+    c.send_attachments(attachments).await.expect("attachments");
+    c.send_audio(utterance_wav(600)).await.expect("send");
+    let mut seen = Vec::new();
+    c.wait_for(
+        "tts-complete",
+        PATIENCE,
+        |e| seen.push(e.clone()),
+        |e| is_message(e, "tts-complete"),
+    )
+    .await
+    .expect("reply");
+
+    // The whole audio arrives between tts-start and tts-complete, in no tts-chunk.
+    let types = message_types(&seen);
+    assert_eq!(
+        &types[types.len() - 3..],
+        ["llm", "tts-start", "tts-complete"],
+        "{types:?}"
+    );
+    let start = seen
+        .iter()
+        .position(|e| is_message(e, "tts-start"))
+        .expect("tts-start");
+    let audio_at = seen
+        .iter()
+        .position(|e| matches!(e, ClientEvent::TtsAudio { .. }))
+        .expect("audio");
+    assert!(start < audio_at && audio_at < seen.len() - 1, "{seen:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, ClientEvent::TtsChunk { .. })),
+        "{types:?}"
+    );
+    assert!(!types.contains(&"tts-chunk"), "{types:?}");
+    assert!(
+        seen.iter().any(|e| matches!(
+            e,
+            ClientEvent::Message(ServerMessage::Transcript(t)) if !t.is_final
+        )),
+        "partial transcripts: {types:?}"
+    );
+    let (format, rate, wav) = seen
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::TtsAudio {
+                format,
+                sample_rate,
+                audio,
+            } => Some((format.clone(), *sample_rate, audio.clone())),
+            _ => None,
+        })
+        .expect("audio");
+    assert_eq!((format.as_str(), rate), ("wav", Some(24_000)));
+    let parsed = agentwire::llmrtc::parse_wav(&wav).expect("a WAV file");
+    assert!(
+        parsed.pcm.len() > 24_000,
+        "at least half a second of speech"
+    );
+    let reply = seen
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::LlmReply { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .expect("reply");
+    assert!(
+        reply.ends_with("That was turn 1. I see 2 images."),
+        "{reply}"
+    );
+    let mut t = Transcript::new("");
+    let printed: String = seen.iter().map(|e| t.render(e)).collect();
+    assert!(
+        printed.contains(&format!(
+            "[speech] {} bytes of wav audio in one tts message",
+            wav.len()
+        )),
+        "{printed}"
+    );
+    // The LLM got both images, the file as a data URI of its type.
+    within("client close", c.close()).await;
+    within("shutdown", app.shutdown()).await;
+    let mut llm_attachments = None;
+    while let Ok(e) = events.try_recv() {
+        if let ServerEvent::Llm(r) = e {
+            llm_attachments = Some(r.attachments);
+        }
+    }
+    let got = llm_attachments.expect("an llm request");
+    assert_eq!(got.len(), 2);
+    assert!(got[0]
+        .data
+        .starts_with("data:image/png;base64,iVBORw0KGgpmYWtl"));
+    assert_eq!(got[0].mime_type.as_deref(), Some("image/png"));
+    assert_eq!(got[1].mime_type.as_deref(), Some("image/jpeg"));
+    let _ = std::fs::remove_file(png);
+}
+
+#[test]
+fn attach_arguments_are_files_data_uris_or_urls() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("llmrtc_e2e");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let jpg = dir.join(format!("photo-{}.JPG", std::process::id()));
+    std::fs::write(&jpg, [0xff, 0xd8, 0xff]).expect("jpg");
+    let a = attachment_from_arg(jpg.to_str().expect("utf8")).expect("file");
+    assert_eq!(a.data, "data:image/jpeg;base64,/9j/");
+    assert_eq!(a.mime_type.as_deref(), Some("image/jpeg"));
+    assert_eq!(a.alt.as_deref(), jpg.file_name().and_then(|n| n.to_str()));
+    let url = attachment_from_arg("https://example.org/menu.webp").expect("url");
+    assert_eq!(
+        (url.data.as_str(), url.mime_type),
+        ("https://example.org/menu.webp", None)
+    );
+    let uri = attachment_from_arg("data:image/gif;base64,R0lG").expect("uri");
+    assert_eq!(uri.mime_type.as_deref(), Some("image/gif"));
+    for bad in [
+        "notes.txt",
+        "data:image/png;base64",
+        "/nonexistent/picture.png",
+    ] {
+        assert!(attachment_from_arg(bad).is_err(), "{bad}");
+    }
+    let _ = std::fs::remove_file(jpg);
+}
+
+#[tokio::test]
+async fn floods_of_messages_or_bytes_get_rate_limited_over_a_real_socket() {
+    // Messages: 150 pings at once against the default 50/s with bursts of 100.
+    let (app, _events) = server_on("127.0.0.1:0", false).await;
+    let (mut ws, _) = within("connect", tokio_tungstenite::connect_async(app.url()))
+        .await
+        .expect("connect");
+    assert_eq!(next_json(&mut ws).await["type"], "ready");
+    for n in 0..150 {
+        ws.feed(Message::text(format!(
+            r#"{{"type":"ping","timestamp":{n}}}"#
+        )))
+        .await
+        .expect("feed");
+    }
+    ws.flush().await.expect("flush");
+    let frames = frames_until(&mut ws, "error").await;
+    let (error, pongs) = frames.split_last().expect("frames");
+    assert_eq!(error["code"], "RATE_LIMITED", "{error}");
+    assert!(pongs.iter().all(|v| v["type"] == "pong"));
+    // The burst, and at most what refilled (one per 20 ms) while the flood was read.
+    assert!((100..150).contains(&pongs.len()), "{} pongs", pongs.len());
+    // Another connection has its own budget.
+    let (mut other, _) = within("connect", tokio_tungstenite::connect_async(app.url()))
+        .await
+        .expect("connect");
+    assert_eq!(next_json(&mut other).await["type"], "ready");
+    other
+        .send(Message::text(r#"{"type":"ping","timestamp":1}"#))
+        .await
+        .expect("send");
+    assert_eq!(next_json(&mut other).await["type"], "pong");
+    let dropped = app
+        .handle
+        .call(|m, _| m.dropped_messages())
+        .await
+        .expect("call");
+    assert!(dropped >= 1, "{dropped}");
+    within("shutdown", app.shutdown()).await;
+
+    // Bytes: about 100 KiB audio messages against 64 KiB/s with bursts of 128 KiB.
+    let mut limits = agentwire::llmrtc::Limits::default();
+    limits.byte_rate = agentwire::core::Rate::per_second(64, 128);
+    let stt = ScriptedStt::example();
+    let config = ServerConfig::default().with_limits(limits);
+    let (app, _events) = server_with("127.0.0.1:0", config, Providers::stand_ins(stt)).await;
+    let (mut ws, _) = within("connect", tokio_tungstenite::connect_async(app.url()))
+        .await
+        .expect("connect");
+    assert_eq!(next_json(&mut ws).await["type"], "ready");
+    let silence = agentwire::llmrtc::wav::wav_from_samples(16_000, &vec![0i16; 38_000]);
+    let mut body = Vec::new();
+    agentwire::llmrtc::encode_audio(&mut body, &silence, &[]);
+    let body = String::from_utf8(body).expect("utf8");
+    assert!(
+        (95 << 10..110 << 10).contains(&body.len()),
+        "{}",
+        body.len()
+    );
+    // The first is read (silence: no reply), the next two find too little left and are
+    // dropped, one error for the run; a small ping fits what is left and is answered.
+    for _ in 0..3 {
+        ws.feed(Message::text(body.clone())).await.expect("feed");
+    }
+    ws.feed(Message::text(r#"{"type":"ping","timestamp":7}"#))
+        .await
+        .expect("feed");
+    ws.flush().await.expect("flush");
+    let error = next_json(&mut ws).await;
+    assert_eq!(error["code"], "RATE_LIMITED", "{error}");
+    assert_eq!(
+        next_json(&mut ws).await,
+        json!({"type":"pong","timestamp":7})
+    );
+    let dropped = app
+        .handle
+        .call(|m, _| m.dropped_messages())
+        .await
+        .expect("call");
+    assert_eq!(dropped, 2);
+    within("shutdown", app.shutdown()).await;
+}
+
+/// Stand-in STT whose first call panics (a provider with a bug), then the example script.
+struct PanicsOnce {
+    panicked: bool,
+    then: ScriptedStt,
+}
+
+impl SpeechToText for PanicsOnce {
+    fn transcribe(
+        &mut self,
+        segment: &agentwire::llmrtc::SpeechSegment,
+    ) -> Result<Transcription, String> {
+        if !std::mem::replace(&mut self.panicked, true) {
+            panic!("index out of bounds in the recognizer");
+        }
+        self.then.transcribe(segment)
+    }
+}
+
+#[tokio::test]
+async fn vad_error_and_internal_error_reach_the_client_and_the_session_goes_on() {
+    let mut providers = Providers::stand_ins(ScriptedStt::example());
+    providers.stt = Box::new(PanicsOnce {
+        panicked: false,
+        then: ScriptedStt::example(),
+    });
+    let (app, _events) = server_with("127.0.0.1:0", ServerConfig::default(), providers).await;
+    let mut c = LlmrtcClientApp::start(&app.url(), fast_client(), 6)
+        .await
+        .expect("client");
+    connected(&mut c).await;
+    let error = |e: &ClientEvent| match e {
+        ClientEvent::Message(ServerMessage::Error(err)) => {
+            Some((err.code.as_str().to_owned(), err.message.clone()))
+        }
+        _ => None,
+    };
+    // 4 kHz audio: a well-formed WAV the VAD does not run at.
+    let low = agentwire::llmrtc::wav::wav_from_samples(4_000, &vec![3000i16; 4_000]);
+    c.send_audio(low).await.expect("send");
+    let e = c
+        .wait_for("VAD_ERROR", PATIENCE, |_| {}, |e| error(e).is_some())
+        .await
+        .expect("error");
+    let (code, message) = error(&e).expect("error");
+    assert_eq!(code, "VAD_ERROR");
+    assert!(message.contains("4000 Hz"), "{message}");
+    // The STT provider panics: INTERNAL_ERROR, and the server keeps serving.
+    c.send_audio(utterance_wav(600)).await.expect("send");
+    let e = c
+        .wait_for("INTERNAL_ERROR", PATIENCE, |_| {}, |e| error(e).is_some())
+        .await
+        .expect("error");
+    let (code, message) = error(&e).expect("error");
+    assert_eq!(code, "INTERNAL_ERROR");
+    assert!(
+        message.contains("speech-to-text") && message.contains("index out of bounds"),
+        "{message}"
+    );
+    let seen = turn(&mut c).await;
+    assert!(message_types(&seen).contains(&"tts-complete"));
+    within("client close", c.close()).await;
     within("shutdown", app.shutdown()).await;
 }

@@ -8,7 +8,7 @@ use crate::llmrtc;
 use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, ServerMessage};
 use clap::Parser;
 use llmrtc::audio::{utterance_wav, write_wav_file};
-use llmrtc::client_app::{LlmrtcClientApp, Transcript};
+use llmrtc::client_app::{attachment_from_arg, LlmrtcClientApp, Transcript};
 
 /// Reference llmrtc client.
 #[derive(Parser, Debug)]
@@ -32,6 +32,11 @@ struct Args {
     /// Seconds to wait for each turn.
     #[arg(long, default_value_t = 60)]
     turn_timeout: u64,
+    /// An image for the first turn (repeatable): a `data:` URI or an `http(s)://` URL as it
+    /// is, or the path of a .png/.jpg/.jpeg/.gif/.webp file (sent as a base64 data URI,
+    /// at most 4 MiB). They go in one `attachments` message before the first `audio`.
+    #[arg(long = "attach", value_name = "FILE|DATA_URI|URL")]
+    attach: Vec<String>,
 }
 
 /// Runs the `llmrtc_client` command, as `cargo run --example llmrtc_client` does.
@@ -45,6 +50,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
         None => utterance_wav(700),
     };
+    let attachments = args
+        .attach
+        .iter()
+        .map(|a| attachment_from_arg(a))
+        .collect::<Result<Vec<_>, _>>()?;
     let (_, seed) = crate::common::clocks();
     let mut client = LlmrtcClientApp::start(&args.url, ClientConfig::default(), seed).await?;
     let patience = Duration::from_secs(args.turn_timeout);
@@ -71,6 +81,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if !matches!(first, ClientEvent::Ready { .. }) {
         return Err(format!("could not connect to {}; gave up after every try", args.url).into());
     }
+    if !attachments.is_empty() {
+        println!(
+            "--- sending {} attachment(s) for the first turn",
+            attachments.len()
+        );
+        client.send_attachments(attachments).await?;
+    }
     for turn in 1..=args.turns {
         println!("--- turn {turn}: sending {} bytes of WAV", wav.len());
         client.send_audio(wav.clone()).await?;
@@ -89,11 +106,25 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             )
             .await?;
         if let ClientEvent::TtsAudio {
-            sample_rate, audio, ..
+            format,
+            sample_rate,
+            audio,
         } = audio
         {
-            let path = args.out.join(format!("reply-{turn}.wav"));
-            write_wav_file(&path, sample_rate.unwrap_or(24_000), &audio)?;
+            // PCM gets a WAV header; a whole file (wav, mp3, ...) is written as it came.
+            let path = if format == "pcm" {
+                let path = args.out.join(format!("reply-{turn}.wav"));
+                write_wav_file(&path, sample_rate.unwrap_or(24_000), &audio)?;
+                path
+            } else {
+                let mut ext: String = format.chars().filter(char::is_ascii_alphanumeric).collect();
+                if ext.is_empty() {
+                    ext = "bin".into();
+                }
+                let path = args.out.join(format!("reply-{turn}.{ext}"));
+                std::fs::write(&path, &audio).map_err(|e| format!("{}: {e}", path.display()))?;
+                path
+            };
             println!("wrote {}", path.display());
         }
         if args.drop_after == Some(turn) {

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use agentwire::llmrtc::{
     ClientCommandError, ClientConfig, ClientEvent, ConnectionState, IgnoreReason, LlmrtcClient,
-    LossReason, ServerMessage, SessionMode, SplitMix64, DEFAULT_MAX_MESSAGE_BYTES,
+    LossReason, ServerMessage, SessionMode, SplitMix64, VisionAttachment,
+    DEFAULT_MAX_MESSAGE_BYTES,
 };
 use agentwire::tokio::{Client, ClientConfig as TransportConfig, Closed, Events, Handle, Limits};
 
@@ -76,6 +77,17 @@ impl LlmrtcClientApp {
         Ok(())
     }
 
+    /// Sends `attachments` as one `attachments` message: they go with the next turn.
+    pub async fn send_attachments(
+        &self,
+        attachments: Vec<VisionAttachment>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        self.handle
+            .call(move |c, now| c.send_attachments(attachments, now))
+            .await??;
+        Ok(())
+    }
+
     /// Drops the connection; the client reconnects and resumes its session.
     pub async fn drop_connection(&self) -> Result<bool, Closed> {
         self.handle.call(|c, now| c.drop_connection(now)).await
@@ -126,6 +138,65 @@ impl From<ClientCommandError> for WaitError {
     fn from(_: ClientCommandError) -> Self {
         Self::Ended("a command")
     }
+}
+
+/// The attachment a command-line argument names: a `data:` URI or an `http(s)://` URL as
+/// given (the spec's `VisionAttachment.data` is "Base64 data URI or URL"), or else the path
+/// of an image file, read and sent as a base64 data URI whose type comes from the file's
+/// extension (png, jpg/jpeg, gif, webp; anything else is refused, so a typo is not sent as
+/// an image). Files are capped at 4 MiB, so the message stays within the 8 MiB limit.
+pub fn attachment_from_arg(arg: &str) -> Result<VisionAttachment, String> {
+    const MAX_FILE: u64 = 4 << 20;
+    if let Some(rest) = arg.strip_prefix("data:") {
+        let (meta, _) = rest
+            .split_once(',')
+            .ok_or_else(|| format!("{arg:.40}: a data URI needs a comma before its data"))?;
+        let mime = meta.split(';').next().unwrap_or_default();
+        let attachment = VisionAttachment::new(arg);
+        return Ok(if mime.is_empty() {
+            attachment
+        } else {
+            attachment.with_mime_type(mime)
+        });
+    }
+    if arg.starts_with("http://") || arg.starts_with("https://") {
+        return Ok(VisionAttachment::new(arg));
+    }
+    let path = std::path::Path::new(arg);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let mime = match ext.as_deref() {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        _ => {
+            return Err(format!(
+                "{arg}: not a data URI, an http(s) URL or a .png/.jpg/.jpeg/.gif/.webp file"
+            ))
+        }
+    };
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("{arg}: {e}"))?
+        .len();
+    if size > MAX_FILE {
+        return Err(format!(
+            "{arg}: {size} bytes, more than the 4 MiB an attachment may be"
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("{arg}: {e}"))?;
+    let mut uri = format!("data:{mime};base64,").into_bytes();
+    agentwire::llmrtc::write_base64(&mut uri, &bytes);
+    let uri = String::from_utf8(uri).map_err(|e| e.to_string())?;
+    let alt = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(VisionAttachment::new(uri)
+        .with_mime_type(mime)
+        .with_alt(alt))
 }
 
 /// Renders client events as a readable transcript for a person: one sentence per event,

@@ -3,7 +3,8 @@
 //! The stand-ins are not speech recognition, a language model or speech synthesis: they
 //! let the protocol run end to end without network access or API keys.
 //!
-//! - [`ScriptedStt`] (stand-in STT) returns the next line of a transcript file per utterance.
+//! - [`ScriptedStt`] (stand-in STT) returns the next line of a transcript file per utterance,
+//!   after interim results word by word (partial transcripts).
 //! - [`EchoLlm`] (stand-in LLM) answers from the transcript, token by token, and in playbook
 //!   mode calls a stage tool when the user's words name it.
 //! - [`ToneTts`] (stand-in TTS) "speaks" a reply as PCM tones, one per word.
@@ -18,10 +19,30 @@ use serde_json::{json, Map, Value};
 
 use super::audio::{tone_pcm, TTS_RATE};
 
+/// What a speech recognizer heard in one utterance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transcription {
+    /// The interim results a streaming recognizer reported on the way, in order (sent as
+    /// `transcript` with `isFinal: false`); empty for one that only gives the final text.
+    pub partials: Vec<String>,
+    /// The final text (`transcript` with `isFinal: true`).
+    pub text: String,
+}
+
+impl Transcription {
+    /// Only a final text, no interim results.
+    pub fn final_only(text: impl Into<String>) -> Self {
+        Self {
+            partials: Vec::new(),
+            text: text.into(),
+        }
+    }
+}
+
 /// Speech to text.
 pub trait SpeechToText: Send {
-    /// The text of one utterance.
-    fn transcribe(&mut self, segment: &SpeechSegment) -> Result<String, String>;
+    /// What was said in one utterance: interim results and the final text.
+    fn transcribe(&mut self, segment: &SpeechSegment) -> Result<Transcription, String>;
 }
 
 /// What the language model does in one round.
@@ -105,14 +126,34 @@ pub const EXAMPLE_TRANSCRIPT: &str = include_str!("data/transcript.txt");
 pub const EXAMPLE_PLAYBOOK: &str = include_str!("data/playbook.json");
 
 impl SpeechToText for ScriptedStt {
-    fn transcribe(&mut self, _segment: &SpeechSegment) -> Result<String, String> {
+    /// The next line, with the interim results a streaming recognizer would report before
+    /// it: the line's first word, its first two words, and so on ([`partials`]).
+    fn transcribe(&mut self, _segment: &SpeechSegment) -> Result<Transcription, String> {
         if self.lines.is_empty() {
-            return Ok("(no transcript)".to_owned());
+            return Ok(Transcription::final_only("(no transcript)"));
         }
         let line = self.lines[self.next % self.lines.len()].clone();
         self.next += 1;
-        Ok(line)
+        Ok(Transcription {
+            partials: partials(&line),
+            text: line,
+        })
     }
+}
+
+/// The interim results of `text` word by word: every prefix that ends at a word's end and
+/// is shorter than the text, without trailing punctuation (`"Hello there."` gives
+/// `["Hello"]`).
+pub fn partials(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    (1..words.len())
+        .map(|n| {
+            words[..n]
+                .join(" ")
+                .trim_end_matches(|c: char| c.is_ascii_punctuation())
+                .to_owned()
+        })
+        .collect()
 }
 
 /// Splits `text` into the tokens an LLM would stream (words with their leading space).
@@ -141,7 +182,7 @@ fn tool_word(name: &str) -> String {
 }
 
 /// Stand-in LLM: replies "You said: ...", remembers how many turns the conversation has had,
-/// and in playbook mode calls the first stage tool whose first name word (`book` for
+/// counts the turn's images ("I see 1 image."), and in playbook mode calls the first stage tool whose first name word (`book` for
 /// `bookTable`) appears in the user's words, then confirms with the tool's result.
 #[derive(Debug, Clone, Default)]
 pub struct EchoLlm;
@@ -190,13 +231,18 @@ impl LanguageModel for EchoLlm {
                 });
             }
         }
+        let seen = match req.attachments.len() {
+            0 => String::new(),
+            1 => " I see 1 image.".to_owned(),
+            n => format!(" I see {n} images."),
+        };
         let text = if lower_has(user, "story") {
             "Once upon a time a packet left its socket and travelled through many routers, \
              and every router passed it on, until at last it reached the speaker."
                 .to_owned()
         } else {
             let said = user.trim_end_matches(['.', '?', '!']);
-            format!("You said: {said}. That was turn {turn}.")
+            format!("You said: {said}. That was turn {turn}.{seen}")
         };
         Ok(LlmStep::Tokens(tokens(&text)))
     }

@@ -9,7 +9,7 @@ use agentwire::core::UuidV4Ids;
 use agentwire::llmrtc::{LlmrtcServer, ProviderError, RequestId, ServerConfig, ServerEvent};
 use agentwire::tokio::{Handle, Server, ServerConfig as TransportConfig};
 
-use super::providers::{LlmStep, Providers};
+use super::providers::{LlmStep, Providers, Transcription};
 
 /// How fast the stand-ins stream (a real LLM or TTS streams at its own pace).
 #[derive(Debug, Clone, Copy)]
@@ -136,22 +136,38 @@ fn failed(e: String) -> ProviderError {
     ProviderError::Failed(e)
 }
 
+/// Runs one provider call; a panic in it becomes [`ProviderError::Internal`] (sent as
+/// `INTERNAL_ERROR`), so a buggy provider fails its turn instead of the server's event task.
+fn guarded<T>(
+    what: &str,
+    call: impl FnOnce() -> Result<T, String>,
+) -> Result<Result<T, String>, ProviderError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).map_err(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        ProviderError::Internal(format!("the {what} provider failed unexpectedly: {why}"))
+    })
+}
+
 /// Answers one provider request (streams run in their own tasks).
 async fn answer(h: &Handle<LlmrtcServer>, p: &mut Providers, pacing: Pacing, ev: ServerEvent) {
     match ev {
         ServerEvent::Stt(r) => {
-            let text = p.stt.transcribe(&r.segment).map_err(failed);
-            let _ = h
-                .call(move |m, now| m.stt_result(r.request, text, now))
-                .await;
+            let heard = guarded("speech-to-text", || p.stt.transcribe(&r.segment));
+            tokio::spawn(stream_stt(h.clone(), r.request, heard, pacing.token));
         }
         ServerEvent::Llm(r) => {
-            let step = p.llm.reply(&r);
+            let step = guarded("language model", || p.llm.reply(&r));
             tokio::spawn(stream_llm(h.clone(), r.request, step, pacing.token));
         }
         ServerEvent::Tts(r) => {
+            // With streaming TTS off (`r.streaming` false) the machine gathers the pieces
+            // into one whole `tts` message; they are paced the same, as synthesis time.
             let rate = p.tts.sample_rate();
-            let pieces = p.tts.synthesize(&r.text);
+            let pieces = guarded("text-to-speech", || p.tts.synthesize(&r.text));
             tokio::spawn(stream_tts(
                 h.clone(),
                 r.request,
@@ -161,7 +177,12 @@ async fn answer(h: &Handle<LlmrtcServer>, p: &mut Providers, pacing: Pacing, ev:
             ));
         }
         ServerEvent::ToolCall(r) => {
-            let outcome = p.tools.call(&r.name, &r.arguments);
+            let outcome = guarded("tool", || p.tools.call(&r.name, &r.arguments)).unwrap_or_else(
+                |e| match e {
+                    ProviderError::Internal(m) | ProviderError::Failed(m) => Err(m),
+                    _ => Err("the tool failed".to_owned()),
+                },
+            );
             let _ = h
                 .call(move |m, now| m.tool_result(r.request, outcome, now))
                 .await;
@@ -172,17 +193,54 @@ async fn answer(h: &Handle<LlmrtcServer>, p: &mut Providers, pacing: Pacing, ev:
     }
 }
 
+/// Sends the interim transcripts (paced like tokens), then the final one.
+async fn stream_stt(
+    h: Handle<LlmrtcServer>,
+    request: RequestId,
+    heard: Result<Result<Transcription, String>, ProviderError>,
+    pace: Duration,
+) {
+    let heard = match heard {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            let _ = h
+                .call(move |m, now| m.stt_result(request, Err(failed(e)), now))
+                .await;
+            return;
+        }
+        Err(e) => {
+            let _ = h
+                .call(move |m, now| m.stt_result(request, Err(e), now))
+                .await;
+            return;
+        }
+    };
+    for partial in heard.partials {
+        tokio::time::sleep(pace).await;
+        match h
+            .call(move |m, now| m.stt_partial(request, &partial, now))
+            .await
+        {
+            Ok(Ok(())) => {}
+            _ => return, // cancelled (disconnect, timeout) or the server stopped
+        }
+    }
+    let text = heard.text;
+    let _ = h
+        .call(move |m, now| m.stt_result(request, Ok(text), now))
+        .await;
+}
+
 async fn stream_llm(
     h: Handle<LlmrtcServer>,
     request: RequestId,
-    step: Result<LlmStep, String>,
+    step: Result<Result<LlmStep, String>, ProviderError>,
     pace: Duration,
 ) {
+    let step = step.and_then(|s| s.map_err(failed));
     let (tokens, tool) = match step {
         Err(e) => {
-            let _ = h
-                .call(move |m, now| m.llm_failed(request, failed(e), now))
-                .await;
+            let _ = h.call(move |m, now| m.llm_failed(request, e, now)).await;
             return;
         }
         Ok(LlmStep::Tokens(t)) => (t, None),
@@ -211,15 +269,13 @@ async fn stream_tts(
     h: Handle<LlmrtcServer>,
     request: RequestId,
     rate: u32,
-    pieces: Result<Vec<Vec<u8>>, String>,
+    pieces: Result<Result<Vec<Vec<u8>>, String>, ProviderError>,
     pace: Duration,
 ) {
-    let pieces = match pieces {
+    let pieces = match pieces.and_then(|p| p.map_err(failed)) {
         Ok(p) => p,
         Err(e) => {
-            let _ = h
-                .call(move |m, now| m.tts_failed(request, failed(e), now))
-                .await;
+            let _ = h.call(move |m, now| m.tts_failed(request, e, now)).await;
             return;
         }
     };

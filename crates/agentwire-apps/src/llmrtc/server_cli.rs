@@ -35,6 +35,11 @@ pub struct ServerArgs {
     /// Stream LLM tokens and TTS audio fast instead of at about real time.
     #[arg(long)]
     pub fast: bool,
+    /// Send each reply's audio whole, in one `tts` message (WAV for PCM), instead of
+    /// streaming `tts-chunk`s: the spec's non-streaming fallback, as the real backend's
+    /// `STREAMING_TTS=false`.
+    #[arg(long)]
+    pub no_streaming_tts: bool,
     /// Minutes a disconnected session waits for a `reconnect`.
     #[arg(long, default_value_t = 30)]
     pub session_ttl_minutes: u64,
@@ -44,10 +49,12 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
-    /// The machine's configuration: session TTL and playbook (read from `--playbook`).
+    /// The machine's configuration: session TTL, streaming TTS and playbook (read from
+    /// `--playbook`).
     pub fn config(&self) -> Result<ServerConfig, String> {
         let mut config = ServerConfig::default()
-            .with_session_ttl(Duration::from_secs(self.session_ttl_minutes * 60));
+            .with_session_ttl(Duration::from_secs(self.session_ttl_minutes * 60))
+            .with_streaming_tts(!self.no_streaming_tts);
         if let Some(path) = &self.playbook {
             config = config.with_playbook(load_playbook(path)?);
         } else if self.example_playbook {
