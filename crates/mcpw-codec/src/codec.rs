@@ -50,6 +50,38 @@ pub struct RawFrame<'a> {
     pub payload: &'a [u8],
 }
 
+/// Bytes through gzip since a [`Codec`] was made, each way: the protocol analytics'
+/// compression ratio ([`ratio_out`](Self::ratio_out), [`ratio_in`](Self::ratio_in)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompressionStats {
+    /// Outgoing payload bytes that were compressed, before gzip.
+    pub out_raw: u64,
+    /// What they took on the wire (their gzip members).
+    pub out_wire: u64,
+    /// Incoming gzip bytes inflated.
+    pub in_wire: u64,
+    /// What they inflated to.
+    pub in_raw: u64,
+}
+
+impl CompressionStats {
+    /// Outgoing bytes before gzip over bytes after (`None` before anything was compressed).
+    pub fn ratio_out(&self) -> Option<f64> {
+        ratio(self.out_raw, self.out_wire)
+    }
+
+    /// Incoming bytes after inflating over bytes on the wire (`None` before any).
+    pub fn ratio_in(&self) -> Option<f64> {
+        ratio(self.in_raw, self.in_wire)
+    }
+}
+
+/// `raw / wire`, when anything went through.
+fn ratio(raw: u64, wire: u64) -> Option<f64> {
+    (wire > 0).then(|| raw as f64 / wire as f64)
+}
+
 /// The MCPW codec: encodes and decodes binary frames and JSON text, owning the gzip
 /// compressor and decompressor state and the buffers it reuses across frames.
 ///
@@ -64,6 +96,8 @@ pub struct Codec {
     inflated: Vec<u8>,
     /// Reused compress output.
     deflated: Vec<u8>,
+    /// Outgoing bytes before and after gzip.
+    deflate_totals: (u64, u64),
 }
 
 impl Default for Codec {
@@ -89,6 +123,7 @@ impl Codec {
             decoder: GzipDecoder::new(c.backend),
             inflated: Vec::new(),
             deflated: Vec::new(),
+            deflate_totals: (0, 0),
             config,
         }
     }
@@ -101,6 +136,17 @@ impl Codec {
     /// The decode limits.
     pub fn limits(&self) -> &Limits {
         &self.config.limits
+    }
+
+    /// Bytes through gzip since this codec was made, each way.
+    pub fn compression_stats(&self) -> CompressionStats {
+        let (in_wire, in_raw) = self.decoder.totals();
+        CompressionStats {
+            out_raw: self.deflate_totals.0,
+            out_wire: self.deflate_totals.1,
+            in_wire,
+            in_raw,
+        }
     }
 
     // -----------------------------------------------------------------------------------
@@ -195,6 +241,11 @@ impl Codec {
             .encoder
             .compress_within(&out[body..], &mut self.deflated, len - 1);
         if done {
+            self.deflate_totals.0 = self.deflate_totals.0.saturating_add(len as u64);
+            self.deflate_totals.1 = self
+                .deflate_totals
+                .1
+                .saturating_add(self.deflated.len() as u64);
             out.truncate(body);
             out.extend_from_slice(&self.deflated);
         }

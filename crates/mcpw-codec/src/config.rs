@@ -263,6 +263,16 @@ pub struct OrchestratorConfig {
     pub crdt: crate::crdt::CrdtLimits,
     /// What peers can make the orchestrator hold.
     pub limits: OrchestratorLimits,
+    /// HMAC-SHA256 message authentication with a shared secret: when set, every frame must
+    /// carry its tag where [`signing`](crate::signing) puts it, else it is refused with
+    /// 4001 and not handled; every frame the orchestrator sends carries one. Default `None`
+    /// (off).
+    pub hmac: Option<crate::signing::Signer>,
+    /// When outgoing payloads are gzipped (above 1 KiB, and only if smaller). Default
+    /// [`CompressPolicy::IfSmaller`], the reference server's rule;
+    /// [`CompressPolicy::SPEC_ENTROPY`] is the spec's adaptive `ShouldCompress`, which skips
+    /// payloads whose first 1 KiB looks incompressible.
+    pub compression: CompressPolicy,
 }
 
 impl Default for OrchestratorConfig {
@@ -283,6 +293,8 @@ impl Default for OrchestratorConfig {
             routing: RoutingWeights::default(),
             crdt: crate::crdt::CrdtLimits::default(),
             limits: OrchestratorLimits::default(),
+            hmac: None,
+            compression: CompressPolicy::IfSmaller,
         }
     }
 }
@@ -341,6 +353,19 @@ impl OrchestratorConfig {
     /// Sets [`limits`](Self::limits).
     pub fn with_limits(mut self, limits: OrchestratorLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Turns HMAC message authentication on with the shared `secret` (see
+    /// [`hmac`](Self::hmac)).
+    pub fn with_hmac_secret(mut self, secret: &[u8]) -> Self {
+        self.hmac = Some(crate::signing::Signer::new(secret));
+        self
+    }
+
+    /// Sets [`compression`](Self::compression).
+    pub fn with_compression(mut self, policy: CompressPolicy) -> Self {
+        self.compression = policy;
         self
     }
 
@@ -522,8 +547,17 @@ pub struct AgentConfig {
     /// one more is [`AgentCommandError::TooManyPending`](crate::AgentCommandError::TooManyPending).
     /// Default 64.
     pub max_pending: usize,
-    /// The codec: decode limits and compression. Default [`CodecConfig::default`].
+    /// The codec: decode limits and compression (its
+    /// [`policy`](Compression::policy) is the adaptive-compression setting:
+    /// [`CompressPolicy::SPEC_ENTROPY`] for the spec's rule). Default
+    /// [`CodecConfig::default`].
     pub codec: CodecConfig,
+    /// HMAC-SHA256 message authentication with a shared secret: when set, every frame the
+    /// agent sends carries its tag where [`signing`](crate::signing) puts it, and frames
+    /// from the server without a good one are reported
+    /// ([`AgentEvent::ProtocolViolation`](crate::AgentEvent::ProtocolViolation), 4001) and
+    /// not handled. Default `None` (off).
+    pub hmac: Option<crate::signing::Signer>,
 }
 
 impl AgentConfig {
@@ -540,7 +574,23 @@ impl AgentConfig {
             retry: RetryPolicy::default(),
             max_pending: 64,
             codec: CodecConfig::default(),
+            hmac: None,
         }
+    }
+
+    /// Signs every frame with the shared `secret` and checks the server's (see
+    /// [`hmac`](Self::hmac)).
+    #[must_use]
+    pub fn with_hmac_secret(mut self, secret: &[u8]) -> Self {
+        self.hmac = Some(crate::signing::Signer::new(secret));
+        self
+    }
+
+    /// Sets the adaptive-compression policy of outgoing payloads.
+    #[must_use]
+    pub fn with_compression(mut self, policy: CompressPolicy) -> Self {
+        self.codec.compression.policy = policy;
+        self
     }
 
     /// Speaks 24-byte binary frames (`true`) or JSON text.

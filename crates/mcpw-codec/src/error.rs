@@ -205,6 +205,9 @@ pub enum ProtocolError {
         /// The limit.
         limit: usize,
     },
+    /// HMAC authentication is on and the frame carries no tag or a wrong one. 4001.
+    #[error("{0}")]
+    BadSignature(SignatureError),
 }
 
 impl ProtocolError {
@@ -214,7 +217,7 @@ impl ProtocolError {
             Self::Undecodable { code, .. } => *code,
             Self::UnsupportedType | Self::MethodRequired => ErrorCode::INVALID_MESSAGE,
             Self::UnknownMethodCode(_) | Self::MethodNotFound(_) => ErrorCode::METHOD_NOT_FOUND,
-            Self::RegisterFirst => ErrorCode::AUTHENTICATION_FAILED,
+            Self::RegisterFirst | Self::BadSignature(_) => ErrorCode::AUTHENTICATION_FAILED,
             Self::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
             Self::Cancelled { .. } => ErrorCode::OPERATION_CANCELLED,
             Self::AgentIdMismatch { .. } => ErrorCode::AUTHENTICATION_FAILED,
@@ -674,6 +677,19 @@ pub enum HeaderError {
     /// Fewer than 24 bytes (only from [`Header::parse_slice`](crate::Header::parse_slice)).
     #[error("header truncated: {0} of 24 bytes")]
     Truncated(usize),
+}
+
+/// Why a frame's HMAC tag was refused (see [`signing`](crate::signing)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SignatureError {
+    /// The frame carries no tag: a binary frame shorter than one, a text frame that does
+    /// not start with the `"hmac"` member.
+    #[error("message signature missing")]
+    Missing,
+    /// The tag is not the HMAC-SHA256 of the frame under the shared secret.
+    #[error("message signature invalid")]
+    Invalid,
 }
 
 /// Why a 12-byte header was refused.

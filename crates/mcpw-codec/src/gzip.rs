@@ -76,6 +76,8 @@ impl GzipEncoder {
 /// Inflates single gzip members with a hard cap on output, reusing one inflate state.
 pub struct GzipDecoder {
     inflater: Inflater,
+    /// Gzip bytes inflated so far, and what they inflated to.
+    totals: (u64, u64),
 }
 
 impl GzipDecoder {
@@ -83,7 +85,14 @@ impl GzipDecoder {
     pub fn new(backend: Backend) -> Self {
         Self {
             inflater: Inflater::new(backend),
+            totals: (0, 0),
         }
+    }
+
+    /// Gzip bytes inflated by this decoder so far (members that decoded), and the bytes
+    /// they inflated to: the incoming side of a compression ratio.
+    pub fn totals(&self) -> (u64, u64) {
+        self.totals
     }
 
     /// Inflates the one gzip member that is `input` and appends its data to `out`.
@@ -101,6 +110,9 @@ impl GzipDecoder {
         let r = self.decompress_inner(input, out, start, cap);
         if r.is_err() {
             out.truncate(start);
+        } else {
+            self.totals.0 = self.totals.0.saturating_add(input.len() as u64);
+            self.totals.1 = self.totals.1.saturating_add((out.len() - start) as u64);
         }
         r
     }

@@ -155,8 +155,8 @@
 //!    JSON are 4000; JSON of the wrong shape is 4005 with the field's path
 //!    ([`DecodeError::field`], e.g. `capabilities[1].name`).
 //!    (`tests/fixtures.rs`, `garbage_payloads_are_4000_and_bad_params_4005_naming_the_field`)
-//! 10. **Signing** covers exactly the bytes given; where the tag travels is left to the
-//!     application (the spec does not say).
+//! 10. **Signing** covers exactly the bytes given ([`signing::Signer::sign`]); where the
+//!     orchestrator and the agent carry the tag is decision 37.
 //! 11. **The stream decoder** consumes nothing on a bad header (the stream cannot be
 //!     resynchronised: close it) and consumes the frame on a bad payload (answer and go on).
 //!     (`a_stream_with_a_bad_frame_recovers_and_a_bad_header_stops`)
@@ -341,6 +341,58 @@
 //!     ([`Dial::Stop`](agentwire_core::Dial::Stop)).
 //!     (`shutdown_announces_itself_and_stops_dialing`)
 //!
+//! Wire-level features of both roles (`tests/wire_orchestrator.rs`,
+//! `tests/wire_agent.rs`):
+//!
+//! 37. **HMAC message authentication** ([`OrchestratorConfig::hmac`],
+//!     [`AgentConfig::hmac`], a shared secret; off by default). The spec's `SignMessage`
+//!     names neither the bytes nor where the tag travels: a binary frame (either header
+//!     form) is followed by the 32-byte HMAC-SHA256 of every byte before it (the header's
+//!     size still names the payload alone); a text frame starts with the member
+//!     `"hmac":"<64 hex digits>",` and the tag covers every byte after that comma, so it
+//!     stays one JSON object and is checked without a copy ([`signing`]). With it on, the
+//!     orchestrator checks the tag first (after the rate limit) and answers a frame without
+//!     one or with a wrong one with 4001 ([`ProtocolError::BadSignature`]) and handles
+//!     nothing of it; it signs everything it sends. The agent signs everything it sends
+//!     and reports a server frame with a bad tag ([`AgentEvent::ProtocolViolation`], 4001)
+//!     without handling it.
+//!     (`unsigned_or_badly_signed_frames_are_refused_with_4001_and_good_ones_are_answered_signed`)
+//! 38. **Sequence ids** are per connection and count what a side *starts*: requests,
+//!     notifications, progress and pings in the 24-byte form carry 1, 2, 3, ... on each
+//!     connection (the orchestrator's counter is per connection; the agent's one counter
+//!     rises across its connections). Responses, errors, pongs and batches echo the id of
+//!     what they answer (decision 15) or carry 0, and are neither numbered nor checked;
+//!     the JSON and 12-byte forms have no sequence id. The first numbered id received on a
+//!     connection is taken as it comes; after it, a skipped id is a gap (counted in
+//!     `mcpw_sequence_gaps_total`, reported as `SequenceGap`, the message handled) and an
+//!     id not above the last one is a duplicate (counted, reported as
+//!     `SequenceDuplicate`, not handled again).
+//!     (`sequence_gaps_are_counted_and_reported_and_duplicates_are_dropped`,
+//!     `what_the_orchestrator_starts_is_numbered_per_connection_from_1`,
+//!     `the_agent_drops_duplicates_and_reports_gaps_of_the_servers_ids`)
+//! 39. **Priority** ([`Flags::PRIORITY`]): the orchestrator sets it on every error it
+//!     sends (4006 task cancellations included), the messages a peer must act on first;
+//!     it travels in the 24-byte header only (the other forms have no flags). A frame is
+//!     handled when it arrives (a sans-IO machine holds no inbound queue to reorder).
+//!     (`errors_carry_the_priority_flag_and_answers_do_not`)
+//! 40. **Adaptive compression** is a setting of both roles
+//!     ([`OrchestratorConfig::compression`], [`AgentConfig::codec`]'s
+//!     [`Compression::policy`]): default [`CompressPolicy::IfSmaller`] (the reference
+//!     server's rule: above 1 KiB, keep gzip only if smaller);
+//!     [`CompressPolicy::SPEC_ENTROPY`] is the spec's `ShouldCompress` (skip when the first
+//!     KiB has 6.5 bits per byte or more). JSON text seldom gets there (printable ASCII
+//!     tops out near 6.6), so the cut-off matters mostly for payloads that are not JSON;
+//!     a lower one is a setting too.
+//!     (`adaptive_compression_skips_payloads_that_look_incompressible`)
+//! 41. **Protocol analytics**: the spec's `ProtocolAnalytics` fields are rendered beside
+//!     its three Prometheus families under names of ours ([`orchestrator::Metrics`]):
+//!     `mcpw_compression_ratio{direction}`, `mcpw_errors_total{code}` and
+//!     `mcpw_error_rate{code}` (per message received), `mcpw_message_size_bytes_avg
+//!     {direction}` (with the frame and byte counters behind it), `mcpw_connections_peak`,
+//!     and the sequence counters of decision 38. The reference server serves them on
+//!     `/metrics`. (`protocol_analytics_sit_beside_the_spec_families`, end to end
+//!     `metrics_show_the_protocol_analytics`)
+//!
 //! Reliability of both roles (`tests/agent_reliability.rs`,
 //! `tests/orchestrator_reliability.rs`):
 //!
@@ -452,12 +504,13 @@ pub mod json;
 mod message;
 pub mod orchestrator;
 pub mod params;
+mod sequence;
 pub mod signing;
 #[cfg(feature = "tokio-util")]
 pub mod tokio_codec;
 
 pub use agent::{Agent, AgentEvent};
-pub use codec::{Codec, Form, RawFrame};
+pub use codec::{Codec, CompressionStats, Form, RawFrame};
 pub use compact::{CompactHeader, CompactHeaderError};
 pub use config::{AgentConfig, Reconnect, RetryPolicy};
 pub use config::{
@@ -466,7 +519,7 @@ pub use config::{
 };
 pub use error::{
     AgentCommandError, CommandError, DecodeError, EncodeError, ErrorBody, ErrorCode, ParamError,
-    ProtocolError,
+    ProtocolError, SignatureError,
 };
 pub use gzip::GzipError;
 pub use header::{Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC, VERSION};

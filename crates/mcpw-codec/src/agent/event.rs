@@ -138,8 +138,24 @@ pub enum AgentEvent {
     },
     /// The server answered `agent.shutdown`; the agent closes the connection and stops.
     ShutdownAccepted,
-    /// A frame from the server could not be decoded; it is skipped, the connection stays.
+    /// A frame from the server could not be decoded (or, with
+    /// [`AgentConfig::hmac`](crate::AgentConfig::hmac), carried no good tag: code 4001); it
+    /// is skipped, the connection stays.
     ProtocolViolation(ErrorBody),
+    /// The server skipped sequence ids on this connection (messages lost; the crate's spec
+    /// decision 38). The message is handled.
+    SequenceGap {
+        /// The id that was due.
+        expected: u64,
+        /// The id that came.
+        received: u64,
+    },
+    /// A numbered message whose sequence id was seen already on this connection: dropped,
+    /// not handled twice (decision 38).
+    SequenceDuplicate {
+        /// The id that came again.
+        seq: u64,
+    },
     /// A message the agent starts itself (register, heartbeat, an answer) could not be
     /// encoded, e.g. registration params over the codec's payload limit; it was not sent.
     EncodeFailed(String),

@@ -1,13 +1,16 @@
-//! [`Link`]: what the agent knows about its open connection, forgotten when it ends.
+//! [`Link`]: what the agent knows about its open connection (its sequence ids included),
+//! forgotten when it ends.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use agentwire_core::ConnId;
+use agentwire_core::{ConnId, Outbox};
 
-use super::event::Request;
+use super::event::{AgentEvent, Request};
 use super::retry::Retries;
+use crate::codec::Form;
 use crate::message::Message;
+use crate::sequence::{is_numbered, SeqCheck, Sequence};
 
 /// How a reply names the message it answers: its id (JSON and 12-byte forms) and its
 /// sequence id (24-byte form).
@@ -41,6 +44,8 @@ pub(super) struct Link {
     pub(super) heartbeat: Option<(Instant, Duration)>,
     /// What was sent that may be sent again after a retryable error.
     pub(super) retries: Retries,
+    /// The check of the server's sequence ids on this connection.
+    pub(super) seq: Sequence,
 }
 
 impl Link {
@@ -54,6 +59,34 @@ impl Link {
             pending: BTreeMap::new(),
             heartbeat: None,
             retries: Retries::default(),
+            seq: Sequence::default(),
+        }
+    }
+
+    /// Checks the sequence id of `msg`, received in `form` (decision 38): a gap is
+    /// reported and the message handled; a duplicate is reported and dropped (`false`).
+    pub(super) fn is_fresh(
+        &mut self,
+        msg: &Message,
+        form: Form,
+        out: &mut Outbox<AgentEvent>,
+    ) -> bool {
+        if form != Form::Binary || !is_numbered(msg.kind, msg.seq) {
+            return true;
+        }
+        match self.seq.receive(msg.seq) {
+            SeqCheck::InOrder => true,
+            SeqCheck::Gap { expected, .. } => {
+                out.event(AgentEvent::SequenceGap {
+                    expected,
+                    received: msg.seq,
+                });
+                true
+            }
+            SeqCheck::Duplicate { .. } => {
+                out.event(AgentEvent::SequenceDuplicate { seq: msg.seq });
+                false
+            }
         }
     }
 

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::codec::{Codec, Form};
 use crate::config::AgentConfig;
-use crate::error::{AgentCommandError, ErrorBody, ErrorCode};
+use crate::error::{AgentCommandError, ErrorBody, ErrorCode, ProtocolError};
 use crate::header::MessageType;
 use crate::message::{Body, Message, OtherCall, TaskId};
 use crate::params::{
@@ -424,6 +424,10 @@ impl Agent {
             None => self.codec.encode_ws(msg, Form::Json),
         }
         .map_err(|e| AgentCommandError::Encode(e.to_string()))?;
+        let frame = match &self.config.hmac {
+            Some(signer) => signer.seal(frame),
+            None => frame,
+        };
         self.out.send(conn, frame);
         Ok(())
     }
@@ -696,8 +700,25 @@ impl Machine for Agent {
         if self.conn() != Some(conn) {
             return;
         }
+        let frame = match self.config.hmac.as_ref().map(|s| s.open(frame)) {
+            None => frame,
+            Some(Ok(opened)) => opened,
+            Some(Err(e)) => {
+                let error = ProtocolError::BadSignature(e).to_error_body();
+                self.out.event(AgentEvent::ProtocolViolation(error));
+                return;
+            }
+        };
         match self.codec.decode_ws(frame) {
-            Ok((msg, _)) => self.on_message(msg, now),
+            Ok((msg, form)) => {
+                if self
+                    .link
+                    .as_mut()
+                    .is_some_and(|l| l.is_fresh(&msg, form, &mut self.out))
+                {
+                    self.on_message(msg, now);
+                }
+            }
             Err(e) => self
                 .out
                 .event(AgentEvent::ProtocolViolation(e.to_error_body())),

@@ -1,11 +1,12 @@
 //! Open connections: the form each peer speaks, its binary mode, its rate limit, the agent
-//! registered on it, and the register-first timers this table owns.
+//! registered on it, its sequence ids, and the register-first timers this table owns.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use agentwire_core::{ConnId, TimerSet, TokenBucket};
 
+use crate::sequence::Sequence;
 use crate::{AgentId, Form};
 
 /// One connection.
@@ -24,6 +25,9 @@ pub(crate) struct Conn {
     pub(crate) agent_type_label: String,
     /// The form the connection gauge counts it under.
     pub(crate) counted_as: Option<Form>,
+    /// Sequence ids: those the orchestrator gives what it starts here, and the check of
+    /// the peer's.
+    pub(crate) seq: Sequence,
 }
 
 /// Connections by id, with the time each has left to register.

@@ -40,6 +40,24 @@ pub enum TaskFailure {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum OrchestratorEvent {
+    /// A peer skipped sequence ids (messages lost on its side; the crate's spec decision
+    /// 38). The message is handled; `mcpw_sequence_gaps_total` counts the missing ids.
+    SequenceGap {
+        /// The connection.
+        conn: ConnId,
+        /// The id that was due.
+        expected: u64,
+        /// The id that came.
+        received: u64,
+    },
+    /// A numbered message whose sequence id was seen already on its connection: dropped,
+    /// not handled twice (decision 38), counted in `mcpw_sequence_duplicates_total`.
+    SequenceDuplicate {
+        /// The connection.
+        conn: ConnId,
+        /// The id that came again.
+        seq: u64,
+    },
     /// A connection opened; the upgrade's `X-Agent-ID`/`X-Agent-Type` headers, if any.
     Connected {
         /// The connection.

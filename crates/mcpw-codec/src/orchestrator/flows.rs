@@ -53,7 +53,7 @@ impl Orchestrator {
         agent.tasks.insert(task_id.into());
         let conn = agent.conn;
         let form = self.form_of(conn);
-        let key = self.new_key(form);
+        let key = self.new_key(conn, form);
         let body = Body::TaskAssigned(assigned);
         self.send(conn, form, MessageType::NOTIFICATION, &key, body);
         self.metrics
@@ -116,7 +116,7 @@ impl Orchestrator {
                 agent.tasks.remove(task_id);
                 let conn = agent.conn;
                 let form = self.form_of(conn);
-                let key = self.new_key(form);
+                let key = self.unnumbered_key(form);
                 let text = if reason == TaskFailure::Cancelled {
                     texts::TASK_CANCELLED_BY_SERVER
                 } else {

@@ -8,10 +8,11 @@ use agentwire_core::{ConnId, Frame};
 
 use super::checks;
 use super::texts;
-use super::wire::{self, BadFrame, Decoded, Inbound, InboundBatch};
-use super::Orchestrator;
+use super::wire::{self, BadFrame, Decoded, Inbound, InboundBatch, ReplyKey};
+use super::{Orchestrator, OrchestratorEvent};
 use crate::error::ProtocolError;
 use crate::params::SetBinaryResult;
+use crate::sequence::{is_numbered, SeqCheck};
 use crate::{Body, Form, Message, MessageType};
 
 impl Orchestrator {
@@ -24,6 +25,10 @@ impl Orchestrator {
         };
         // Replies follow the form the peer uses.
         c.form = Some(frame_form);
+        self.metrics.count_frame(true, frame.len());
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
         if c.counted_as != Some(frame_form) {
             let old = c.counted_as.map_or("none", Form::label);
             let label = c.agent_type_label.clone();
@@ -52,6 +57,21 @@ impl Orchestrator {
                 return;
             }
         }
+        // With HMAC on, the tag is checked before anything else is read.
+        let frame = match self.config.hmac.as_ref().map(|s| s.open(frame)) {
+            None => frame,
+            Some(Ok(opened)) => opened,
+            Some(Err(e)) => {
+                let reply = wire::key_of_bad(frame);
+                self.refuse(
+                    conn,
+                    (frame_form, &reply),
+                    (MessageType::REQUEST, None),
+                    ProtocolError::BadSignature(e),
+                );
+                return;
+            }
+        };
         let max = self.config.limits.max_message_bytes;
         if frame.len() > max.saturating_add(24) || (frame.is_text() && frame.len() > max) {
             let reply = wire::key_of_bad(frame);
@@ -65,9 +85,45 @@ impl Orchestrator {
         }
         let registered = self.conns.agent(conn).is_some();
         match wire::decode(&mut self.codec, frame) {
-            Ok(Decoded::One(msg)) => self.on_message(conn, msg, now),
+            Ok(Decoded::One(msg)) => {
+                if self.is_fresh(conn, &msg) {
+                    self.on_message(conn, *msg, now);
+                }
+            }
             Ok(Decoded::Batch(batch)) => self.on_batch(conn, batch, now),
             Err(e) => self.on_bad_frame(conn, e, registered),
+        }
+    }
+
+    /// Checks a numbered message's sequence id (decision 38): a gap is counted and
+    /// reported and the message handled; a duplicate is counted, reported and dropped.
+    fn is_fresh(&mut self, conn: ConnId, msg: &Inbound) -> bool {
+        let ReplyKey::Seq(seq) = msg.reply else {
+            return true;
+        };
+        if msg.form != Form::Binary || !is_numbered(msg.kind, seq) {
+            return true;
+        }
+        let Some(c) = self.conns.get_mut(conn) else {
+            return false;
+        };
+        match c.seq.receive(seq) {
+            SeqCheck::InOrder => true,
+            SeqCheck::Gap { expected, missing } => {
+                self.metrics.count_sequence_gap(missing);
+                self.out.event(OrchestratorEvent::SequenceGap {
+                    conn,
+                    expected,
+                    received: seq,
+                });
+                true
+            }
+            SeqCheck::Duplicate { .. } => {
+                self.metrics.count_sequence_duplicate();
+                self.out
+                    .event(OrchestratorEvent::SequenceDuplicate { conn, seq });
+                false
+            }
         }
     }
 

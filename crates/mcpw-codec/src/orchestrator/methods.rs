@@ -386,7 +386,7 @@ impl Orchestrator {
                 continue;
             }
             let target_form = self.form_of(target);
-            let key = self.new_key(target_form);
+            let key = self.new_key(target, target_form);
             let body = Body::CollaborationRequest(p.clone());
             self.send(target, target_form, MessageType::REQUEST, &key, body);
             self.collabs.forwarded(target, key, id, agent.clone());

@@ -155,6 +155,7 @@ impl Orchestrator {
         let codec = wire::codec_for(
             config.limits.max_message_bytes,
             config.limits.max_json_depth,
+            config.compression,
         );
         let mut clock = Monotonic::new();
         clock.observe(now);
@@ -310,6 +311,10 @@ impl Orchestrator {
     fn send(&mut self, conn: ConnId, form: Form, kind: MessageType, reply: &ReplyKey, body: Body) {
         let mut m = Message::new(kind, body);
         reply.stamp(&mut m);
+        if kind == MessageType::ERROR {
+            // Errors (4006 cancellations included) go first (decision 39).
+            m.flags = m.flags.with(crate::Flags::PRIORITY);
+        }
         if let Some((c, held)) = &mut self.batching {
             if *c == conn {
                 held.push(m);
@@ -333,7 +338,11 @@ impl Orchestrator {
             (Form::Json, Some(t)) | (Form::Compact, Some(t)) => (Form::Compact, t),
             (f, _) => (f, Some(self.codec.config().compression.threshold)),
         };
-        let frame = wire::encode_message(&mut self.codec, form, m, threshold, batch);
+        let mut frame = wire::encode_message(&mut self.codec, form, m, threshold, batch);
+        if let Some(signer) = &self.config.hmac {
+            frame = signer.seal(frame);
+        }
+        self.metrics.count_frame(false, frame.len());
         self.out.send(conn, frame);
     }
 
@@ -348,6 +357,7 @@ impl Orchestrator {
     ) {
         let body = Body::Error(error.to_error_body());
         self.send(conn, form, MessageType::ERROR, reply, body);
+        self.metrics.count_error(error.code());
         self.metrics.count_message(
             metrics::type_label(kind),
             method_label(method),
@@ -357,15 +367,25 @@ impl Orchestrator {
             .event(OrchestratorEvent::ProtocolViolation { conn, error });
     }
 
-    /// A new server-side message key for a message in `form` (a JSON id or a sequence id).
-    fn new_key(&mut self, form: Form) -> ReplyKey {
-        let seq = self.next_seq;
-        self.next_seq += 1;
+    /// A new server-side message key for a request or notification to `conn` in `form`: a
+    /// JSON id, or the connection's next sequence id (decision 38).
+    fn new_key(&mut self, conn: ConnId, form: Form) -> ReplyKey {
         match form {
             Form::Json | Form::Compact => {
                 ReplyKey::Id(self.ids.next_id().hyphenated().as_str().to_owned())
             }
-            Form::Binary => ReplyKey::Seq(seq),
+            Form::Binary => ReplyKey::Seq(self.conns.get_mut(conn).map_or(0, |c| c.seq.next())),
+        }
+    }
+
+    /// The key of an error the server starts (not an answer): a JSON id, or sequence id 0
+    /// (errors are not numbered, decision 38).
+    fn unnumbered_key(&mut self, form: Form) -> ReplyKey {
+        match form {
+            Form::Json | Form::Compact => {
+                ReplyKey::Id(self.ids.next_id().hyphenated().as_str().to_owned())
+            }
+            Form::Binary => ReplyKey::Seq(0),
         }
     }
 
@@ -561,6 +581,7 @@ impl Machine for Orchestrator {
             agent: None,
             agent_type_label: label,
             counted_as: None,
+            seq: Default::default(),
         };
         let register_by = self.config.register_timeout.map(|t| now + t);
         self.conns.open(conn, c, register_by);
@@ -641,6 +662,7 @@ impl Machine for Orchestrator {
     }
 
     fn poll_output(&mut self) -> Option<Output<OrchestratorEvent>> {
+        self.metrics.set_compression(self.codec.compression_stats());
         self.out.pop()
     }
 }

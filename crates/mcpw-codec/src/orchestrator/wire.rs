@@ -5,7 +5,7 @@ use agentwire_core::{Frame, FrameBuf};
 use serde::Serialize;
 
 use crate::compact::{is_compact, COMPACT_COMPRESSED};
-use crate::config::{BatchForm, CodecConfig};
+use crate::config::{BatchForm, CodecConfig, CompressPolicy};
 use crate::error::{ErrorBody, ErrorCode, ProtocolError};
 use crate::json::{self, Shallow};
 use crate::{Body, Codec, Form, Message, MessageType, OtherCall, MAGIC};
@@ -96,8 +96,8 @@ pub(crate) struct InboundBatch {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Decoded {
-    /// One message.
-    One(Inbound),
+    /// One message (boxed: a batch is small beside it).
+    One(Box<Inbound>),
     /// A batch (type 6) in any form.
     Batch(InboundBatch),
 }
@@ -113,9 +113,10 @@ pub(crate) fn form_of(frame: Frame<'_>) -> Form {
 
 /// A connection's codec, sized by the orchestrator's limits: `max_bytes` bounds a text
 /// frame, a binary payload on the wire, and (times ten) an inflated payload; `max_depth`
-/// the nesting of a message.
-pub(crate) fn codec_for(max_bytes: usize, max_depth: usize) -> Codec {
+/// the nesting of a message; `policy` when outgoing payloads are gzipped.
+pub(crate) fn codec_for(max_bytes: usize, max_depth: usize, policy: CompressPolicy) -> Codec {
     let mut config = CodecConfig::default();
+    config.compression.policy = policy;
     config.limits.max_json_depth = max_depth;
     config.limits.max_payload = u32::try_from(max_bytes).unwrap_or(u32::MAX);
     config.limits.max_text = max_bytes;
@@ -131,12 +132,12 @@ pub(crate) fn decode(codec: &mut Codec, frame: Frame<'_>) -> Result<Decoded, Bad
         .decode_ws_shallow(frame)
         .map_err(|e| bad_frame(&e, form_of(frame), key_of_bad(frame)))?;
     match shallow {
-        Shallow::One(msg) => Ok(Decoded::One(Inbound {
+        Shallow::One(msg) => Ok(Decoded::One(Box::new(Inbound {
             form,
             reply: ReplyKey::of(&msg, form),
             kind: msg.kind,
             body: msg.body,
-        })),
+        }))),
         Shallow::Batch {
             id,
             seq,
