@@ -58,6 +58,10 @@ pub(super) struct Flow {
     app_publishing: usize,
     /// Connections paused now (most often none: then nothing needs resuming).
     paused: usize,
+    /// Connections with `backlog` publishes or more in their chains. With none paused and
+    /// none full, no connection needs a flow-control change ([`Flow::update`] looks nothing
+    /// up).
+    full: usize,
     /// Publishes in their chains at which a connection is no longer read (at least 1).
     backlog: usize,
     /// Publishes awaiting their result per publisher.
@@ -73,6 +77,7 @@ impl Flow {
             backlogs: ConnMap::default(),
             app_publishing: 0,
             paused: 0,
+            full: 0,
             backlog: limits.max_backlog_per_publisher.max(1),
             max_pending: limits.max_pending_per_publisher,
             report_interval,
@@ -85,36 +90,40 @@ impl Flow {
     }
 
     pub(super) fn close(&mut self, conn: ConnId) {
-        if self.backlogs.remove(&conn).is_some_and(|b| b.paused) {
-            self.paused -= 1;
+        if let Some(b) = self.backlogs.remove(&conn) {
+            if b.paused {
+                self.paused -= 1;
+            }
+            if b.publishing >= self.backlog {
+                self.full -= 1;
+            }
         }
     }
 
-    /// Whether `conn` may start one more publish (`max_pending_per_publisher`).
-    pub(super) fn may_publish(&self, conn: ConnId) -> Result<(), ErrorObject> {
-        let Some(b) = self.backlogs.get(&conn) else {
+    /// Counts one more publish of `publisher` (`None`: the application) in its chain, if
+    /// its limit (`max_pending_per_publisher`) allows: -32005 otherwise, -32603 for a
+    /// connection it does not know. One lookup for the check and the count.
+    pub(super) fn start(&mut self, publisher: Option<ConnId>) -> Result<(), ErrorObject> {
+        let full =
+            || ErrorObject::with_data(ErrorCode::LIMIT_EXCEEDED, texts::MAX_PENDING_PER_PUBLISHER);
+        let Some(conn) = publisher else {
+            if self.app_publishing >= self.max_pending {
+                return Err(full());
+            }
+            self.app_publishing += 1;
+            return Ok(());
+        };
+        let Some(b) = self.backlogs.get_mut(&conn) else {
             return Err(ErrorObject::new(ErrorCode::INTERNAL_ERROR));
         };
         if b.publishing >= self.max_pending {
-            return Err(ErrorObject::with_data(
-                ErrorCode::LIMIT_EXCEEDED,
-                texts::MAX_PENDING_PER_PUBLISHER,
-            ));
+            return Err(full());
+        }
+        b.publishing += 1;
+        if b.publishing == self.backlog {
+            self.full += 1;
         }
         Ok(())
-    }
-
-    /// Whether the application may start one more publish of its own.
-    pub(super) fn app_may_publish(&self) -> bool {
-        self.app_publishing < self.max_pending
-    }
-
-    /// A publish of `publisher` (`None`: the application) entered its chain.
-    pub(super) fn started(&mut self, publisher: Option<ConnId>) {
-        match publisher.and_then(|p| self.backlogs.get_mut(&p)) {
-            Some(b) => b.publishing += 1,
-            None => self.app_publishing += 1,
-        }
     }
 
     /// A publish of `publisher` ended; `in_flight` gives the requests awaited from it.
@@ -128,6 +137,9 @@ impl Flow {
         match publisher {
             Some(p) => {
                 if let Some(b) = self.backlogs.get_mut(&p) {
+                    if b.publishing == self.backlog {
+                        self.full -= 1;
+                    }
                     b.publishing = b.publishing.saturating_sub(1);
                     if let Some(pause) = b.flow(in_flight, self.backlog) {
                         self.paused = apply(p, pause, self.paused, out, stats);
@@ -147,6 +159,10 @@ impl Flow {
         out: &mut Outbox<BusEvent>,
         stats: &mut BusStats,
     ) {
+        // Neither paused nor full, no connection needs a change.
+        if self.paused == 0 && self.full == 0 {
+            return;
+        }
         if let Some(pause) = self
             .backlogs
             .get_mut(&conn)

@@ -206,7 +206,7 @@ impl Bus {
         if let Err(e) = self.check_payload(Some(payload)) {
             return Err(CommandError::Payload(e.to_string()));
         }
-        if !self.flow.app_may_publish() {
+        if self.flow.start(None).is_err() {
             return Err(CommandError::Limit(texts::MAX_PENDING_PER_PUBLISHER));
         }
         Ok(self
@@ -465,7 +465,7 @@ impl Bus {
             }
             return respond(id.as_ref(), Err(e));
         }
-        if let Err(e) = self.flow.may_publish(conn) {
+        if let Err(e) = self.flow.start(Some(conn)) {
             self.dropped(DropReason::PublisherOverloaded, now);
             return respond(id.as_ref(), Err(e));
         }
@@ -508,6 +508,7 @@ impl Bus {
 
     // ---- deliveries ------------------------------------------------------------------------
 
+    /// Starts the chain of a publish that [`Flow::start`] has counted.
     fn start_delivery(
         &mut self,
         publisher: Option<ConnId>,
@@ -538,7 +539,6 @@ impl Bus {
         }
         self.stats.queued_bytes += len;
         self.stats.peak_queued_bytes = self.stats.peak_queued_bytes.max(self.stats.queued_bytes);
-        self.flow.started(publisher);
         self.out.event(BusEvent::Published {
             delivery: key.id,
             publisher,
