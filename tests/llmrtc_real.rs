@@ -8,7 +8,8 @@
 //!   reconnect after a backend restart;
 //! - the real web client in Node (`tests/interop/llmrtc_web_client.mjs`) against our server
 //!   over the WebSocket path: `ready` on 20 of 20 connections, an audio turn through the
-//!   fallback, and a reconnect that resumes the session.
+//!   fallback (partial transcripts, then the final one), a reconnect that resumes the
+//!   session, and a whole `tts` reply from a server with streaming TTS off.
 //!
 //! The packages are pinned in `tests/interop/package.json`/`package-lock.json` and installed
 //! with `npm ci --ignore-scripts --prefix tests/interop` (`.ci/run` does it). Without them
@@ -150,7 +151,15 @@ fn data(file: &str) -> PathBuf {
 
 /// Our reference server (the example's code) on 127.0.0.1, port 0.
 async fn our_server(playbook: bool) -> (LlmrtcApp, mpsc::UnboundedReceiver<ServerEvent>) {
-    let mut config = ServerConfig::default();
+    our_server_with(playbook, true).await
+}
+
+/// [`our_server`], with streaming TTS on or off (whole `tts` replies).
+async fn our_server_with(
+    playbook: bool,
+    streaming_tts: bool,
+) -> (LlmrtcApp, mpsc::UnboundedReceiver<ServerEvent>) {
+    let mut config = ServerConfig::default().with_streaming_tts(streaming_tts);
     if playbook {
         config = config.with_playbook(load_playbook(&data("playbook.json")).expect("playbook"));
     }
@@ -245,10 +254,10 @@ fn types(frames: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// Drives our server through every message it can send in one kind of session and returns
-/// the frames, verbatim, in the order they came.
-async fn scripted_session(playbook: bool) -> Vec<String> {
-    let (app, _events) = our_server(playbook).await;
+/// Drives our server through every message it can send in one kind of session (playbook or
+/// not; streamed or whole TTS) and returns the frames, verbatim, in the order they came.
+async fn scripted_session(playbook: bool, streaming_tts: bool) -> Vec<String> {
+    let (app, _events) = our_server_with(playbook, streaming_tts).await;
     let url = app.url();
     let mut a = Recorder::connect(&url).await;
     let ready = a.next().await;
@@ -311,6 +320,7 @@ async fn scripted_session(playbook: bool) -> Vec<String> {
     seen.extend(b.until("tts-complete").await);
 
     let covered = types(&seen);
+    let audio = if streaming_tts { "tts-chunk" } else { "tts" };
     for ty in [
         "speech-start",
         "speech-end",
@@ -318,12 +328,17 @@ async fn scripted_session(playbook: bool) -> Vec<String> {
         "llm-chunk",
         "llm",
         "tts-start",
-        "tts-chunk",
+        audio,
         "tts-complete",
         "tts-cancelled",
     ] {
         assert!(covered.iter().any(|t| t == ty), "no {ty} in {covered:?}");
     }
+    assert!(
+        seen.iter()
+            .any(|v| v["type"] == "transcript" && v["isFinal"] == false),
+        "partial transcripts"
+    );
     if playbook {
         for ty in ["tool-call-start", "tool-call-end", "stage-change"] {
             assert!(covered.iter().any(|t| t == ty), "no {ty} in {covered:?}");
@@ -358,9 +373,13 @@ async fn every_frame_of_our_server_passes_core_checks_and_tsc() {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
-    for playbook in [false, true] {
-        let frames = scripted_session(playbook).await;
-        let name = if playbook { "playbook" } else { "plain" };
+    for (playbook, streaming_tts) in [(false, true), (true, true), (false, false)] {
+        let frames = scripted_session(playbook, streaming_tts).await;
+        let name = match (playbook, streaming_tts) {
+            (true, _) => "playbook",
+            (false, true) => "plain",
+            (false, false) => "whole-tts",
+        };
         let (ok, report) = check_frames(&node, name, &frames).await;
         assert!(ok, "{name} session:\n{report}");
         assert!(
@@ -662,6 +681,26 @@ async fn the_real_web_client_catches_ready_on_20_of_20_connections() {
         out.contains("ready caught on 20 of 20 connections"),
         "{out}"
     );
+    eprintln!("{}", out.trim());
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_real_web_client_plays_a_whole_tts_reply() {
+    let Some(node) = node_peers("the_real_web_client_plays_a_whole_tts_reply") else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let (app, _events) = our_server_with(false, false).await;
+    let out = run_script(
+        &node,
+        "llmrtc_web_client.mjs",
+        vec!["whole-tts".into(), app.url()],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert!(out.contains("whole tts ok: "), "{out}");
+    assert!(out.contains("web client interop ok"), "{out}");
     eprintln!("{}", out.trim());
     app.shutdown().await;
 }

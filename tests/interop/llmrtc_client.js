@@ -114,10 +114,20 @@ async function main() {
   m = await a.next('speech-end');
   check(m.type === 'speech-end', 'then speech-end, got ' + m.type);
   exactKeys(m, ['type']);
-  m = await a.next('transcript');
-  check(m.type === 'transcript', 'then transcript, got ' + m.type);
-  exactKeys(m, ['type', 'text', 'isFinal']);
-  check(typeof m.text === 'string' && m.text.length > 0 && m.isFinal === true, 'final transcript');
+  // Partial transcripts (isFinal: false), each a longer prefix, then the final one.
+  let partials = 0;
+  let previous = '';
+  for (;;) {
+    m = await a.next('transcript');
+    check(m.type === 'transcript', 'then transcript, got ' + m.type);
+    exactKeys(m, ['type', 'text', 'isFinal']);
+    check(typeof m.text === 'string' && m.text.length > previous.length, 'a longer transcript: ' + m.text);
+    previous = m.text;
+    if (m.isFinal === true) break;
+    check(m.isFinal === false, 'isFinal is a boolean');
+    partials++;
+  }
+  check(partials > 0, 'partial transcripts before the final one');
   let streamed = '';
   for (;;) {
     m = await a.next('llm-chunk');

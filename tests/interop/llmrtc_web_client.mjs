@@ -14,12 +14,15 @@
 //     delivers a frame that shares a TCP read with the HTTP 101 before the client has
 //     attached its `ready` listener; our server holds its first frame to avoid that.
 //  `session`: an audio turn through the fallback (`sendAudio(wav)` over the WebSocket; the
-//     client emits transcript, llmChunk..., llm, ttsStart, ttsChunk..., ttsComplete), then a
+//     client emits transcript..., llmChunk..., llm, ttsStart, ttsChunk..., ttsComplete), then a
 //     reconnect: with no peer the client gives up after its 30 s peer-connection timeout and
 //     reconnects, resumes the session (`reconnected(true)`, same session id), and a second
-//     turn runs in it.
+//     turn runs in it. Transcripts: partial ones (isFinal false), then one final one.
+//  `whole-tts`: against a server with streaming TTS off, one turn whose reply comes as the
+//     client's `tts` event (one WAV file at 24 kHz) between ttsStart and ttsComplete, with
+//     no ttsChunk.
 //
-// usage: node llmrtc_web_client.mjs ready|session ws://127.0.0.1:PORT/
+// usage: node llmrtc_web_client.mjs ready|session|whole-tts ws://127.0.0.1:PORT/
 // `session` prints `session <id>` (for the caller to check the server's history); both end
 // with `web client interop ok`.
 
@@ -29,8 +32,8 @@ import { LLMRTCWebClient } from '@llmrtc/llmrtc-web-client';
 import { check, fail, once, utteranceWav, within } from './llmrtc_common.mjs';
 
 const [mode, url] = process.argv.slice(2);
-if (!['ready', 'session'].includes(mode) || !url) {
-  fail('usage: node llmrtc_web_client.mjs ready|session ws://127.0.0.1:PORT/');
+if (!['ready', 'session', 'whole-tts'].includes(mode) || !url) {
+  fail('usage: node llmrtc_web_client.mjs ready|session|whole-tts ws://127.0.0.1:PORT/');
 }
 
 // Peer connections the client builds, in order; `nextPeer()` resolves with the next one.
@@ -111,8 +114,7 @@ async function fallbackTurn(client, label) {
   client.sendAudio(wav.buffer.slice(wav.byteOffset, wav.byteOffset + wav.byteLength));
   await within(`${label}: ttsComplete`, 20000, done);
   for (const [k, f] of Object.entries(on)) client.off(k, f);
-  check(seen.transcripts.length === 1 && seen.transcripts[0].isFinal === true && seen.transcripts[0].text.length > 0,
-    `${label}: one final transcript, got ${JSON.stringify(seen.transcripts)}`);
+  checkTranscripts(seen.transcripts, label);
   check(seen.chunks.length > 0, `${label}: streamed llm chunks`);
   check(seen.llm === seen.chunks.join(''), `${label}: llm text equals the chunks: ${JSON.stringify(seen.llm)} vs ${JSON.stringify(seen.chunks)}`);
   check(seen.ttsStart === 1, `${label}: one ttsStart, got ${seen.ttsStart}`);
@@ -120,6 +122,43 @@ async function fallbackTurn(client, label) {
   check(seen.formats.size === 1 && seen.formats.has('pcm'), `${label}: tts format pcm, got ${[...seen.formats]}`);
   check(seen.rates.size === 1 && seen.rates.has(24000), `${label}: tts sample rate 24000, got ${[...seen.rates]}`);
   return seen;
+}
+
+/** Partial transcripts (isFinal false) first, then exactly one final one, last. */
+function checkTranscripts(transcripts, label) {
+  const last = transcripts[transcripts.length - 1];
+  check(transcripts.length >= 2 && last.isFinal === true && last.text.length > 0
+    && transcripts.slice(0, -1).every((t) => t.isFinal === false),
+    `${label}: partial transcripts, then one final one, got ${JSON.stringify(transcripts)}`);
+}
+
+/** One turn against a server with streaming TTS off: the whole reply in one `tts` event. */
+async function wholeTtsTurn() {
+  const client = newClient({ enabled: false });
+  const outcome = await within('ready', 20000, readyOrFailure(client));
+  check(outcome === 'ready', 'the client caught ready: ' + outcome);
+  const seen = { transcripts: [], chunks: 0, ttsStart: 0, tts: [] };
+  const order = [];
+  client.on('transcript', (text, isFinal) => seen.transcripts.push({ text, isFinal }));
+  client.on('ttsChunk', () => { seen.chunks++; });
+  client.on('ttsStart', () => { seen.ttsStart++; order.push('ttsStart'); });
+  client.on('tts', (audio, format) => { seen.tts.push({ audio, format }); order.push('tts'); });
+  const done = once(client, 'ttsComplete');
+  const wav = utteranceWav(600);
+  client.sendAudio(wav.buffer.slice(wav.byteOffset, wav.byteOffset + wav.byteLength));
+  await within('ttsComplete', 20000, done);
+  order.push('ttsComplete');
+  checkTranscripts(seen.transcripts, 'whole tts');
+  check(seen.chunks === 0, `no ttsChunk with streaming TTS off, got ${seen.chunks}`);
+  check(order.join(',') === 'ttsStart,tts,ttsComplete', `ttsStart, tts, ttsComplete, got ${order}`);
+  const [{ audio, format }] = seen.tts;
+  const head = Buffer.from(audio.slice(0, 44));
+  check(format === 'wav', `tts format wav, got ${format}`);
+  check(head.toString('ascii', 0, 4) === 'RIFF' && head.toString('ascii', 8, 12) === 'WAVE',
+    'the tts audio is a WAV file');
+  check(head.readUInt32LE(24) === 24000, `a 24 kHz WAV, got ${head.readUInt32LE(24)} Hz`);
+  log(`whole tts ok: ${audio.byteLength} bytes of wav in one tts message`);
+  client.close();
 }
 
 async function turnAndReconnect() {
@@ -153,6 +192,7 @@ async function turnAndReconnect() {
 
 async function main() {
   if (mode === 'ready') await readyOnEveryConnection(20);
+  else if (mode === 'whole-tts') await wholeTtsTurn();
   else await turnAndReconnect();
   log('web client interop ok');
   process.exit(0);
