@@ -373,8 +373,12 @@
 //! 39. **Priority** ([`Flags::PRIORITY`]): the orchestrator sets it on every error it
 //!     sends (4006 task cancellations included), the messages a peer must act on first;
 //!     it travels in the 24-byte header only (the other forms have no flags). A frame is
-//!     handled when it arrives (a sans-IO machine holds no inbound queue to reorder).
-//!     (`errors_carry_the_priority_flag_and_answers_do_not`)
+//!     handled when it arrives (a sans-IO machine holds no inbound queue to reorder). A
+//!     task's `priority` orders the orchestrator's queue of tasks waiting for an agent: a
+//!     larger value first (the spec gives no scale; `2` in its example), equal ones in
+//!     submission order.
+//!     (`errors_carry_the_priority_flag_and_answers_do_not`,
+//!     `queued_tasks_go_out_by_priority_then_in_submission_order`)
 //! 40. **Adaptive compression** is a setting of both roles
 //!     ([`OrchestratorConfig::compression`], [`AgentConfig::codec`]'s
 //!     [`Compression::policy`]): default [`CompressPolicy::IfSmaller`] (the reference

@@ -376,3 +376,36 @@ fn protocol_analytics_sit_beside_the_spec_families() {
         "{text}"
     );
 }
+
+#[test]
+fn queued_tasks_go_out_by_priority_then_in_submission_order() {
+    let mut e = common::Env::new(OrchestratorConfig::default());
+    for (id, priority) in [
+        ("low", 1),
+        ("high", 5),
+        ("mid", 3),
+        ("high-2", 5),
+        ("low-2", 1),
+    ] {
+        let spec = TaskSpec::new("code_review")
+            .with_id(id)
+            .with_priority(priority);
+        e.o.submit_task(spec, e.now).unwrap();
+    }
+    e.drain();
+    // One agent with room for all of them: they are assigned in queue order.
+    let c = e.connect(1);
+    e.send(
+        c,
+        json!({"id": "r", "type": 0, "method": "agent.register", "params": {
+            "agent_id": "a", "capabilities": [{"name": "code_review", "confidence": 0.9}],
+            "resources": {"max_concurrent_tasks": 8}}}),
+    );
+    let order: Vec<String> = e
+        .take(c)
+        .iter()
+        .filter(|m| m["method"] == "task.assigned")
+        .map(|m| m["params"]["task_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(order, ["high", "high-2", "mid", "low", "low-2"]);
+}

@@ -34,6 +34,16 @@ struct Args {
     /// Messages per minute per connection (0: no limit); burst 100.
     #[arg(long, default_value_t = 1000)]
     rate_per_minute: u32,
+    /// Shared secret for HMAC-SHA256 message authentication: every frame must carry its
+    /// tag (else error 4001) and every frame sent carries one. Also read from the
+    /// `MCPW_HMAC_SECRET` environment variable; unset: off.
+    #[arg(long)]
+    hmac_secret: Option<String>,
+    /// When outgoing payloads over 1 KiB are gzipped: `if-smaller` (the reference server's
+    /// rule), `entropy` (the spec's adaptive rule: skip payloads that look incompressible)
+    /// or `never`.
+    #[arg(long, default_value = "if-smaller")]
+    compression: String,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
     address: crate::common::AddressLimits,
@@ -50,9 +60,23 @@ pub async fn main() -> std::io::Result<()> {
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let rate = (args.rate_per_minute > 0)
         .then(|| agentwire::core::Rate::per_minute(args.rate_per_minute, 100));
-    let config = OrchestratorConfig::default()
+    let Some(compression) = mcpw::server_app::compress_policy(&args.compression) else {
+        eprintln!("--compression must be if-smaller, entropy or never");
+        std::process::exit(2);
+    };
+    let mut config = OrchestratorConfig::default()
         .with_heartbeat_interval(Duration::from_secs(args.heartbeat_secs.max(1)))
-        .with_rate(rate);
+        .with_rate(rate)
+        .with_compression(compression);
+    let secret = args
+        .hmac_secret
+        .clone()
+        .or_else(|| std::env::var(mcpw::server_app::HMAC_SECRET_ENV).ok())
+        .filter(|s| !s.is_empty());
+    if let Some(secret) = secret {
+        config = config.with_hmac_secret(secret.as_bytes());
+        tracing::info!("HMAC message authentication on");
+    }
     let upgrade = UpgradeConfig::default()
         .with_api_keys(args.api_keys.clone())
         .with_required_subprotocol(!args.allow_no_subprotocol)

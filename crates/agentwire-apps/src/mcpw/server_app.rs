@@ -12,6 +12,7 @@ use agentwire::mcpw::orchestrator::{
     Form, Orchestrator, OrchestratorConfig, OrchestratorEvent, Refusal, RemovalReason, TaskFailure,
     UpgradeConfig, UpgradePolicy,
 };
+use agentwire::mcpw::CompressPolicy;
 use agentwire::tokio::{Accept, Handle, Reject, Server, ServerConfig, UpgradeRequest};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -288,11 +289,39 @@ pub fn describe(ev: &OrchestratorEvent) -> String {
             conn.get(),
             error.code()
         ),
+        OrchestratorEvent::SequenceGap {
+            conn,
+            expected,
+            received,
+        } => format!(
+            "connection {} skipped sequence ids {expected} to {}: messages were lost",
+            conn.get(),
+            received - 1
+        ),
+        OrchestratorEvent::SequenceDuplicate { conn, seq } => format!(
+            "connection {} sent sequence id {seq} again: dropped as a duplicate",
+            conn.get()
+        ),
         OrchestratorEvent::Disconnected { conn, agent_id } => match agent_id {
             Some(a) => format!("connection {} (agent {a}) closed", conn.get()),
             None => format!("connection {} closed", conn.get()),
         },
         _ => "an orchestrator event".to_owned(),
+    }
+}
+
+/// The environment variable the reference server and agent read their HMAC secret from
+/// when no flag gives one.
+pub const HMAC_SECRET_ENV: &str = "MCPW_HMAC_SECRET";
+
+/// The compression policy a `--compression` value names: `if-smaller`, `entropy` (the
+/// spec's adaptive rule) or `never`.
+pub fn compress_policy(name: &str) -> Option<CompressPolicy> {
+    match name {
+        "if-smaller" => Some(CompressPolicy::IfSmaller),
+        "entropy" => Some(CompressPolicy::SPEC_ENTROPY),
+        "never" => Some(CompressPolicy::Never),
+        _ => None,
     }
 }
 

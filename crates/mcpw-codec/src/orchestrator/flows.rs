@@ -71,7 +71,7 @@ impl Orchestrator {
         true
     }
 
-    /// Tries every queued task, in submission order.
+    /// Tries every queued task, most urgent first (decision 39).
     pub(super) fn drain_queue(&mut self) {
         for task_id in self.tasks.take_queue() {
             if self.tasks.contains(&task_id) && !self.try_assign(&task_id) {

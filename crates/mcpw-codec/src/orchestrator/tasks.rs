@@ -118,7 +118,8 @@ pub struct TaskInfo {
 #[derive(Debug, Default)]
 pub(crate) struct Tasks {
     map: BTreeMap<TaskId, TaskInfo>,
-    /// Queued task ids in submission order.
+    /// Queued task ids, the most urgent first: by `priority` (larger first), then in
+    /// submission order.
     queue: Vec<TaskId>,
     deadlines: TimerSet<TaskId>,
     /// (task, the agent it was taken from, end of the grace), oldest first: the grace is
@@ -176,13 +177,21 @@ impl Tasks {
         Some(task.attempts)
     }
 
-    /// Puts `task_id` at the end of the queue.
+    /// Puts `task_id` in the queue behind every task of its priority or a larger one (the
+    /// crate's spec decision 39).
     pub(crate) fn enqueue(&mut self, task_id: TaskId) {
-        self.queue.push(task_id);
+        let priority = |t: &TaskId| self.map.get(t).map_or(0, |t| t.spec.priority);
+        let p = priority(&task_id);
+        let at = self
+            .queue
+            .iter()
+            .position(|t| priority(t) < p)
+            .unwrap_or(self.queue.len());
+        self.queue.insert(at, task_id);
     }
 
-    /// Empties the queue, returning it in submission order (what stays queued is put back
-    /// with [`enqueue`](Self::enqueue)).
+    /// Empties the queue, returning it most urgent first (what stays queued is put back
+    /// with [`enqueue`](Self::enqueue), which keeps that order).
     pub(crate) fn take_queue(&mut self) -> Vec<TaskId> {
         std::mem::take(&mut self.queue)
     }
