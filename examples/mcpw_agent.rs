@@ -1,7 +1,9 @@
 //! Reference MCPW agent: registers with its capabilities, heartbeats, accepts tasks, reports
 //! progress and completion, approves collaboration requests. Prints one sentence per event;
 //! a refused connection (e.g. `HTTP error: 401 Unauthorized` for a wrong `--api-key`) is
-//! printed with the wait before the next attempt, which doubles up to 30 s.
+//! printed with the wait before the next attempt, which doubles up to 30 s. Ctrl-C or
+//! SIGTERM shuts it down gracefully: `agent.shutdown` hands its tasks over to other agents,
+//! and it exits once the server answered (at most 5 s later).
 //!
 //! ```text
 //! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent-1 --capability code_review:0.9 --binary

@@ -7,7 +7,8 @@
 //! Prometheus metrics over plain HTTP on `--metrics ADDR`. Logs registrations, tasks,
 //! protocol violations and refused upgrades (with the reason) to stderr, one sentence each
 //! (`RUST_LOG`, default `info`). Reads one task per line on stdin (`TYPE [JSON_CONTEXT]`)
-//! and routes it. Ctrl-C stops it at once.
+//! and routes it; `cancel TASK_ID` cancels one (its agent gets error 4006). Ctrl-C stops it
+//! at once.
 //!
 //! ```text
 //! cargo run --example mcpw_server -- --listen 127.0.0.1:8080 --metrics 127.0.0.1:9090 --api-key secret

@@ -523,3 +523,151 @@ fn the_agents_reconnect_waits_double_and_reset_only_after_a_connection_stayed_up
     m.handle_disconnect(ConnId::new(2), now + STABLE_AFTER);
     assert_eq!(waits(&mut m), [second]);
 }
+
+/// SIGTERM, as a service manager stops the reference agent: it announces `agent.shutdown`
+/// with its task handed over, the server gives the task to the other agent, which finishes
+/// it, and the agent process exits cleanly.
+#[cfg(unix)]
+#[tokio::test]
+async fn sigterm_makes_the_reference_agent_hand_its_task_over_and_exit() {
+    use std::process::{Command, Stdio};
+    let (app, mut ev) = server(&[]).await;
+    let (other, _o) = connect(&app.url(), settings("agent-b", false, 0.5), None).expect("agent");
+    let bin = tokio::task::spawn_blocking(|| example("mcpw_agent"))
+        .await
+        .expect("build");
+    // A slow worker: one step a minute, so the task is still in its hands.
+    let mut child = Command::new(bin)
+        .args(["--url", &app.url(), "--agent-id", "agent-a"])
+        .args([
+            "--capability",
+            "code_review:0.95",
+            "--steps",
+            "5",
+            "--step-ms",
+            "60000",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mcpw_agent");
+    let mut out = lines_of(child.stdout.take().expect("stdout"));
+    let mut registered = Vec::new();
+    while registered.len() < 2 {
+        if let OrchestratorEvent::Registered { agent_id, .. } = next(&mut ev, |e| {
+            matches!(e, OrchestratorEvent::Registered { .. })
+        })
+        .await
+        {
+            registered.push(agent_id);
+        }
+    }
+    let spec = TaskSpec::new("code_review").with_id("t-1");
+    app.handle
+        .call(move |m, now| m.inner.submit_task(spec, now))
+        .await
+        .expect("call")
+        .expect("submitted");
+    next(&mut out, |l| l == "task t-1 (code_review) assigned to me").await;
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+
+    let shutdown = next(&mut ev, |e| {
+        matches!(e, OrchestratorEvent::ShutdownRequested { .. })
+    })
+    .await;
+    assert!(
+        matches!(&shutdown, OrchestratorEvent::ShutdownRequested { agent_id, transferred: 1 } if agent_id == "agent-a"),
+        "{shutdown:?}"
+    );
+    let done = next(&mut ev, |e| {
+        matches!(e, OrchestratorEvent::TaskCompleted { .. })
+    })
+    .await;
+    assert!(
+        matches!(&done, OrchestratorEvent::TaskCompleted { task_id, agent_id, .. } if task_id == "t-1" && agent_id == "agent-b"),
+        "{done:?}"
+    );
+    let exit = within(
+        "mcpw_agent to exit after SIGTERM",
+        tokio::task::spawn_blocking(move || child.wait()),
+    )
+    .await
+    .expect("join")
+    .expect("wait");
+    assert!(
+        exit.success(),
+        "a clean exit, not death by the signal: {exit:?}"
+    );
+    let mut said = Vec::new();
+    while let Some(line) = out.recv().await {
+        said.push(line);
+    }
+    assert!(
+        said.iter().any(|l| l == "sigterm: shutting down"),
+        "{said:?}"
+    );
+    assert_eq!(said.last().map(String::as_str), Some("stopped"), "{said:?}");
+    other.shutdown().await;
+    app.shutdown().await;
+}
+
+/// The next text message of `ws`, as JSON.
+async fn text_reply<S>(ws: &mut tokio_tungstenite::WebSocketStream<S>) -> serde_json::Value
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    loop {
+        match within("reply", ws.next()).await {
+            Some(Ok(WsMessage::Text(t))) => return serde_json::from_str(&t).expect("json"),
+            Some(Ok(_)) => continue,
+            other => panic!("connection ended: {other:?}"),
+        }
+    }
+}
+
+/// A connection upgraded with `X-Agent-ID: agent-1` that registers as another agent gets
+/// 4001 naming both ids, and stays unregistered.
+#[tokio::test]
+async fn an_x_agent_id_header_that_disagrees_with_register_is_refused_over_a_socket() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let (app, _ev) = server(&[]).await;
+    let mut req = app.url().into_client_request().expect("request");
+    req.headers_mut()
+        .insert("Sec-WebSocket-Protocol", "mcp.v1".parse().expect("header"));
+    req.headers_mut()
+        .insert("X-Agent-ID", "agent-1".parse().expect("header"));
+    let (mut ws, _) = within("connect", tokio_tungstenite::connect_async(req))
+        .await
+        .expect("upgrade");
+    let register = |id: &str, agent: &str| {
+        json!({"id": id, "type": 0, "method": "agent.register",
+               "params": {"agent_id": agent, "capabilities": []}})
+        .to_string()
+    };
+    ws.send(WsMessage::text(register("r-1", "agent-2")))
+        .await
+        .expect("send");
+    let refused = text_reply(&mut ws).await;
+    assert_eq!(refused["id"], "r-1");
+    assert_eq!(refused["error"]["code"], 4001);
+    assert_eq!(
+        refused["error"]["data"],
+        json!({"field": "agent_id", "reason": "Does not match the X-Agent-ID header",
+               "expected": "agent-1", "received": "agent-2"})
+    );
+    ws.send(WsMessage::text(register("r-2", "agent-1")))
+        .await
+        .expect("send");
+    let confirmed = text_reply(&mut ws).await;
+    assert_eq!(confirmed["method"], "registration.confirmed", "{confirmed}");
+    app.shutdown().await;
+}

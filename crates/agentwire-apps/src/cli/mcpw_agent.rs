@@ -70,7 +70,9 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
         step: Duration::from_millis(args.step_ms),
     };
     let (handle, mut events) = connect(&args.url, settings, args.api_key.as_deref())?;
-    loop {
+    // Listening for Ctrl-C and SIGTERM from the start: a signal is never missed.
+    let mut stop = std::pin::pin!(stop_signal());
+    let signal = loop {
         tokio::select! {
             ev = events.recv() => match ev {
                 Some(ev) => {
@@ -79,11 +81,48 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         let _ = handle.call(|m, _| m.set_binary(true, Some(1024))).await;
                     }
                 }
-                None => break,
+                None => break None,
             },
-            _ = tokio::signal::ctrl_c() => break,
+            name = &mut stop => break Some(name),
+        }
+    };
+    if let Some(name) = signal {
+        // A graceful shutdown: `agent.shutdown`, the held tasks handed over to other
+        // agents, and the connection closed once the server answered (at most the
+        // agent's graceful timeout, 5 s).
+        println!("{name}: shutting down");
+        let started = handle
+            .call(move |m, now| m.shutdown(name, true, now))
+            .await
+            .unwrap_or(false);
+        if started {
+            let stopped = async {
+                while let Some(ev) = events.recv().await {
+                    println!("{}", mcpw::agent_app::describe(&ev));
+                    if matches!(ev, AgentEvent::Stopped) {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
         }
     }
     handle.shutdown().await;
     Ok(())
+}
+
+/// Waits for Ctrl-C or (on Unix) SIGTERM; returns which.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "ctrl-c",
+                _ = term.recv() => "sigterm",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "ctrl-c"
 }

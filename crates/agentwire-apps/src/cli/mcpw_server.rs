@@ -107,6 +107,20 @@ pub async fn main() -> std::io::Result<()> {
             if kind.is_empty() {
                 continue;
             }
+            if kind == "cancel" {
+                // `cancel TASK_ID`: its agent gets 4006 and stops working on it.
+                let task_id = ctx.trim().to_owned();
+                let id = task_id.clone();
+                match handle
+                    .call(move |m, now| m.inner.cancel_task(&id, now))
+                    .await
+                {
+                    Ok(Ok(())) => println!("cancelled {task_id}"),
+                    Ok(Err(e)) => println!("not cancelled: {e}"),
+                    Err(_) => break,
+                }
+                continue;
+            }
             let context = match serde_json::from_str(ctx) {
                 Ok(c) => c,
                 Err(e) => {

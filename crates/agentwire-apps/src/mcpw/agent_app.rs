@@ -2,10 +2,12 @@
 //! with its capabilities, heartbeats, works on each task it is assigned (progress reports,
 //! then completion, one step apart), and approves collaboration requests.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use agentwire::core::{ConnId, Dial, Dialer, Frame, Machine, Output, PeerInfo, TimerSet};
+use agentwire::core::{
+    ConnId, Dial, Dialer, Frame, Machine, Output, PeerInfo, TimerSet, UuidV4Ids,
+};
 use agentwire::mcpw::{
     self, Agent, AgentConfig, AgentRegister, Capability, CollaborationRequest, ErrorBody,
     ModelInfo, Reconnect, RegistrationConfirmed, Resources, TaskAssigned, TaskComplete, TaskId,
@@ -66,6 +68,19 @@ pub enum AgentEvent {
     CompletionAccepted(Accepted),
     /// A collaboration request arrived and was approved.
     Collaborated(CollaborationRequest),
+    /// The server cancelled a task (4006): the worker stopped working on it.
+    Cancelled {
+        /// The task.
+        task_id: TaskId,
+        /// The server's message.
+        reason: String,
+    },
+    /// The server refused a request with a retryable error: the agent's
+    /// [`mcpw::AgentEvent::Retrying`], which carries the wait before it is sent again.
+    Retrying(mcpw::AgentEvent),
+    /// The server answered `agent.shutdown`; the agent closes once its tasks are done or
+    /// handed over.
+    ShutdownAccepted,
     /// An error message from the server.
     Error(ErrorBody),
     /// A frame from the server could not be read, or a message of the agent's could not be
@@ -138,7 +153,8 @@ fn agent(settings: &AgentSettings, backoff: Backoff) -> Agent {
         .with_binary(settings.binary)
         .with_heartbeat_interval(settings.heartbeat)
         .with_reconnect(backoff.into());
-    let mut agent = Agent::new(config);
+    // Random idempotency keys: a restarted agent never reuses one of its previous life.
+    let mut agent = Agent::new(config).with_ids(UuidV4Ids);
     agent.set_load(Some(0.1));
     agent
 }
@@ -176,6 +192,28 @@ impl AgentMachine {
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {
         self.agent = agent(&self.settings, backoff);
         self
+    }
+
+    /// Announces `agent.shutdown` (`reason`; `transfer`: the server hands the held tasks to
+    /// other agents, and the worker stops working on them at once) and stops once the
+    /// server answered and no task is left, or after the agent's `graceful_timeout_ms`
+    /// (5 s): [`AgentEvent::Stopped`]. `false` if it is stopping or stopped already.
+    pub fn shutdown(&mut self, reason: &str, transfer: bool, now: Instant) -> bool {
+        let now = self.observe(now);
+        let started = self.agent.shutdown(reason, transfer, now).is_ok();
+        let held: BTreeSet<String> = self.agent.tasks().map(str::to_owned).collect();
+        let gone: Vec<String> = self
+            .done
+            .keys()
+            .filter(|t| !held.contains(*t))
+            .cloned()
+            .collect();
+        for task_id in gone {
+            self.work.cancel(&task_id);
+            self.done.remove(&task_id);
+        }
+        self.pump(now);
+        started
     }
 
     /// Anchors the pong timestamps: `unix_ms` is the wall-clock time at `now`.
@@ -284,6 +322,16 @@ impl AgentMachine {
                     }
                     AgentEvent::Collaborated(request)
                 }
+                mcpw::AgentEvent::TaskCancelled { task_id, error } => {
+                    self.work.cancel(&task_id.as_str().to_owned());
+                    self.done.remove(task_id.as_str());
+                    AgentEvent::Cancelled {
+                        task_id,
+                        reason: error.message,
+                    }
+                }
+                e @ mcpw::AgentEvent::Retrying { .. } => AgentEvent::Retrying(e),
+                mcpw::AgentEvent::ShutdownAccepted => AgentEvent::ShutdownAccepted,
                 mcpw::AgentEvent::ErrorReceived { error, .. } => AgentEvent::Error(error),
                 mcpw::AgentEvent::BinaryMode { enabled } => AgentEvent::BinaryMode { enabled },
                 mcpw::AgentEvent::ProtocolViolation(e) => AgentEvent::Failed(e.message),
@@ -412,6 +460,24 @@ fn wait(d: Duration) -> String {
     }
 }
 
+/// What a request is, in words: `task.complete of task t-1`.
+fn request_name(r: &mcpw::agent::Request) -> String {
+    use mcpw::agent::Request;
+    match r {
+        Request::Register => "agent.register".to_owned(),
+        Request::Complete { task_id } => format!("task.complete of task {task_id}"),
+        Request::Progress { task_id } => format!("task.progress of task {task_id}"),
+        Request::CapabilityUpdate { capability } => {
+            format!("agent.capability.update of {capability}")
+        }
+        Request::Collaboration { task_id } => {
+            format!("collaboration.request about task {task_id}")
+        }
+        Request::Shutdown => "agent.shutdown".to_owned(),
+        _ => "a request".to_owned(),
+    }
+}
+
 /// One line (a sentence, no Rust `Debug` dump) for an agent event.
 pub fn describe(ev: &AgentEvent) -> String {
     let or_q = |s: &Option<String>| s.clone().unwrap_or_else(|| "?".to_owned());
@@ -447,6 +513,26 @@ pub fn describe(ev: &AgentEvent) -> String {
         ),
         AgentEvent::Error(e) => {
             format!("the server answered with error {}: {}", e.code, e.message)
+        }
+        AgentEvent::Cancelled { task_id, reason } => {
+            format!("task {task_id}: cancelled by the server ({reason}); stopped working on it")
+        }
+        AgentEvent::Retrying(mcpw::AgentEvent::Retrying {
+            about,
+            error,
+            retry_in,
+            ..
+        }) => format!(
+            "the server refused {} with error {} ({}); sending it again in {}",
+            request_name(about),
+            error.code,
+            error.message,
+            wait(*retry_in)
+        ),
+        AgentEvent::Retrying(_) => "retrying".to_owned(),
+        AgentEvent::ShutdownAccepted => {
+            "the server accepted the shutdown; closing once my tasks are done or handed over"
+                .to_owned()
         }
         AgentEvent::Failed(why) => format!("skipped a message: {why}"),
         AgentEvent::BinaryMode { enabled: true } => {
