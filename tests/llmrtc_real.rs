@@ -5,7 +5,8 @@
 //!   deliberately wrong frame fails that check;
 //! - our client against the real backend (`tests/interop/llmrtc_backend.mjs`, offline
 //!   stand-in providers): ready, pings, a WAV turn, a reconnect that keeps the history, and a
-//!   reconnect after a backend restart;
+//!   reconnect after a backend restart; with its `streamingTTS` off, a whole `tts` between
+//!   `tts-start` and `tts-complete`, as our server sends it;
 //! - the real web client in Node (`tests/interop/llmrtc_web_client.mjs`) against our server
 //!   over the WebSocket path: `ready` on 20 of 20 connections, an audio turn through the
 //!   fallback (partial transcripts, then the final one), a reconnect that resumes the
@@ -447,9 +448,15 @@ struct Backend {
 
 impl Backend {
     async fn start(node: &Path, port: u16) -> Self {
+        Self::start_with(node, port, false).await
+    }
+
+    /// [`start`](Self::start), with the backend's `streamingTTS` off when `whole_tts`.
+    async fn start_with(node: &Path, port: u16, whole_tts: bool) -> Self {
         let mut child = Command::new(node)
             .arg(interop_dir().join("llmrtc_backend.mjs"))
             .arg(port.to_string())
+            .args(whole_tts.then_some("whole-tts"))
             .current_dir(interop_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -654,6 +661,71 @@ async fn our_client_against_the_real_backend() {
     assert_eq!(heard, "hello number 1");
     assert_eq!(reply, "You said: hello number 1. I remember 1 messages.");
 
+    tokio::time::timeout(PATIENCE, c.close())
+        .await
+        .expect("client close");
+    backend.stop().await;
+}
+
+#[tokio::test]
+async fn the_real_backend_without_streaming_tts_sends_tts_between_start_and_complete() {
+    let Some(node) =
+        node_peers("the_real_backend_without_streaming_tts_sends_tts_between_start_and_complete")
+    else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let backend = Backend::start_with(&node, 0, true).await;
+    let mut c = LlmrtcClientApp::start(&backend.url(), ClientConfig::default(), 8)
+        .await
+        .expect("client");
+    c.wait_for(
+        "ready",
+        PATIENCE,
+        |_| {},
+        |e| matches!(e, ClientEvent::Ready { .. }),
+    )
+    .await
+    .expect("ready");
+    c.send_audio(utterance_wav(600)).await.expect("send");
+    let mut seen = Vec::new();
+    c.wait_for(
+        "tts-complete",
+        PATIENCE,
+        |e| seen.push(e.clone()),
+        |e| matches!(e, ClientEvent::Message(ServerMessage::TtsComplete)),
+    )
+    .await
+    .expect("a turn");
+    // What our server sends with streaming TTS off (spec decision 24): the reply, then
+    // tts-start, the whole audio in one `tts`, tts-complete; no tts-chunk.
+    let order: Vec<&str> = seen
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Message(m) if m.type_name() != "llm-chunk" => Some(m.type_name()),
+            ClientEvent::TtsAudio { .. } => Some("tts"),
+            ClientEvent::TtsChunk { .. } => Some("tts-chunk"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        order,
+        ["transcript", "llm", "tts-start", "tts", "tts-complete"],
+        "{seen:?}"
+    );
+    let audio = seen
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::TtsAudio {
+                format,
+                sample_rate,
+                audio,
+            } => Some((format.clone(), *sample_rate, audio.len())),
+            _ => None,
+        })
+        .expect("audio");
+    assert_eq!((audio.0.as_str(), audio.1), ("pcm", None), "{audio:?}");
+    assert!(audio.2 > 0);
     tokio::time::timeout(PATIENCE, c.close())
         .await
         .expect("client close");

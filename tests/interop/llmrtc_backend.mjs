@@ -9,7 +9,8 @@
 //    whether a session's history survived a reconnect);
 //  - TTS: 24 kHz 16-bit PCM, 100 ms of tone per word, streamed.
 //
-// usage: node llmrtc_backend.mjs PORT   (0: any free port)
+// usage: node llmrtc_backend.mjs PORT [whole-tts]   (0: any free port; `whole-tts` turns
+// the backend's streamingTTS off, so each reply's audio comes in one `tts` message)
 // Prints `listening <port>` once it accepts connections, and stops (exit 0) when its stdin
 // closes or on SIGTERM.
 
@@ -17,7 +18,10 @@ import { LLMRTCServer } from '@llmrtc/llmrtc-backend';
 import { fail } from './llmrtc_common.mjs';
 
 const port = Number(process.argv[2] ?? '0');
-if (!Number.isInteger(port) || port < 0 || port > 65535) fail('usage: node llmrtc_backend.mjs PORT');
+const wholeTts = process.argv[3] === 'whole-tts';
+if (!Number.isInteger(port) || port < 0 || port > 65535 || (process.argv[3] && !wholeTts)) {
+  fail('usage: node llmrtc_backend.mjs PORT [whole-tts]');
+}
 
 // The backend logs every step; only our own lines go to stdout.
 const out = console.log.bind(console);
@@ -79,7 +83,7 @@ const server = new LLMRTCServer({
   host: '127.0.0.1',
   port,
   iceServers: [{ urls: 'stun:127.0.0.1:3478' }],
-  streamingTTS: true,
+  streamingTTS: !wholeTts,
   systemPrompt: 'You are a stand-in.',
 });
 
