@@ -117,11 +117,9 @@ async fn relay_and_host(dir: &Path) -> (relay::server_app::RelayApp, MovieHost) 
     .await
     .expect("bind");
     let config = HostConfig::default();
-    let path = demo::log_path(dir, &config.relay_session)
-        .display()
-        .to_string();
-    let mut host =
-        MovieHost::start(&app.url(), config, move |_| path.clone(), |_| {}).expect("host");
+    let dir = dir.to_owned();
+    let log_file = move |study: &str| demo::log_path(&dir, study).display().to_string();
+    let mut host = MovieHost::start(&app.url(), config, log_file, |_| {}).expect("host");
     assert!(
         host.wait_joined(Duration::from_secs(10)).await,
         "host joined"
@@ -180,16 +178,41 @@ async fn the_host_refuses_bad_calls_over_the_wire_and_the_session_goes_on() {
     assert_eq!(ui["booking"]["movie"]["id"], "m2");
     let ended = agent.end_session("done").await.expect("end");
     assert_eq!(ended["stateReset"], true);
+    let study = ended["sessionId"].as_str().expect("id").to_owned();
+    assert!(study.starts_with("s-"), "{study}");
     agent.close().await;
     host.shutdown().await;
     app.shutdown().await;
 
-    let report = log_check::check_file(&demo::log_path(&dir.0, "default")).expect("log");
+    // The study session's records are in the file session.ended names, under its id, from
+    // session.started to session.ended (spec §6); the refusals in it are logged.
+    let path = demo::log_path(&dir.0, &study);
+    assert_eq!(ended["logFile"], path.display().to_string());
+    let report = log_check::check_file(&path).expect("study log");
     assert!(report.is_consistent(), "{}", report.render());
+    assert_eq!(report.session_id.as_deref(), Some(study.as_str()));
     assert!(
-        report.by_type.get("error").copied().unwrap_or(0) >= 2 * 4,
+        report.by_type.get("error").copied().unwrap_or(0) >= 2 * 3,
         "refusals are logged"
     );
+    let log = records(&path);
+    assert_eq!(log[0]["type"], "session.started");
+    assert_eq!(log.last().unwrap()["type"], "session.ended");
+    // What came before it (the join, the early snapshot and refusal, session.start) is in
+    // the relay session's file.
+    let before = records(&demo::log_path(&dir.0, "default"));
+    assert!(before.iter().all(|r| r["sessionId"] == "default"));
+    let types: Vec<&str> = before.iter().filter_map(|r| r["type"].as_str()).collect();
+    for t in [
+        "relay.join",
+        "snapshot.get",
+        "snapshot.state",
+        "error",
+        "session.start",
+    ] {
+        assert!(types.contains(&t), "{t} in {types:?}");
+    }
+    assert!(!types.contains(&"session.started"), "{types:?}");
 }
 
 #[tokio::test]
@@ -212,7 +235,8 @@ async fn python_agent_interop() {
     host.shutdown().await;
     app.shutdown().await;
 
-    // The relay logged the Python agent's whole session, consistently.
+    // The relay logged the Python agent's join in the relay session's file and its study
+    // session in the study session's own, consistently.
     let path = demo::log_path(&dir.0, "default");
     let report = log_check::check_file(&path).expect("log");
     assert!(report.is_consistent(), "{}", report.render());
@@ -220,6 +244,16 @@ async fn python_agent_interop() {
     assert!(log
         .iter()
         .any(|r| r["type"] == "relay.join" && r["payload"]["agentName"] == "py-agent"));
+    let started = log
+        .iter()
+        .find(|r| r["type"] == "session.start")
+        .expect("session.start");
+    assert_eq!(started["direction"], "in");
+    let study = relay::host_app::newest_study_session(&dir.0).expect("a study log");
+    let path = demo::log_path(&dir.0, &study);
+    let report = log_check::check_file(&path).expect("study log");
+    assert!(report.is_consistent(), "{}", report.render());
+    let log = records(&path);
     assert!(log
         .iter()
         .any(|r| r["type"] == "session.ended" && r["direction"] == "out"));

@@ -253,10 +253,23 @@ async fn the_spec_examples_join_and_are_forwarded_both_ways_byte_for_byte() {
     }
     stop(app, vec![host, agent]).await;
 
-    let report = log_check::check_file(&dir.join("default.jsonl")).expect("log");
-    assert!(report.is_consistent(), "{}", report.render());
-    assert_eq!(report.by_type.get("tool.call"), Some(&2), "in and out");
-    assert_eq!(report.by_type.get("session.ended"), Some(&2));
+    // The study session's records, from session.started to session.ended, carry its id and
+    // are in the file session.ended names (spec §6); the rest are the relay session's.
+    let study = log_check::check_file(&dir.join("s-20260213-001.jsonl")).expect("study log");
+    assert!(study.is_consistent(), "{}", study.render());
+    assert_eq!(study.session_id.as_deref(), Some("s-20260213-001"));
+    assert_eq!(study.by_type.get("tool.call"), Some(&2), "in and out");
+    assert_eq!(study.by_type.get("session.started"), Some(&2));
+    assert_eq!(study.by_type.get("session.ended"), Some(&2));
+    let relay = log_check::check_file(&dir.join("default.jsonl")).expect("log");
+    assert!(relay.is_consistent(), "{}", relay.render());
+    assert_eq!(relay.by_type.get("session.start"), Some(&2));
+    assert_eq!(
+        relay.by_type.get("agent.message"),
+        Some(&2),
+        "after the end"
+    );
+    assert_eq!(relay.by_type.get("tool.call"), None);
 }
 
 #[tokio::test]
@@ -284,6 +297,34 @@ async fn a_reply_reaches_only_the_asking_agent_and_pushes_reach_every_agent() {
     let err = elsewhere.recv_type("error").await;
     assert_eq!(err["payload"]["code"], "SESSION_NOT_ACTIVE");
     stop(app, vec![host, asker, other, elsewhere]).await;
+}
+
+#[tokio::test]
+async fn a_request_without_id_is_answered_to_its_sender_only() {
+    let dir = temp_dir("no-id");
+    let (app, _events) = relay_in(&dir).await;
+    let url = app.url();
+    let (mut host, _) = Peer::join(&url, "host", "default").await;
+    let (mut asker, _) = Peer::join(&url, "agent", "default").await;
+    let (mut other, _) = Peer::join(&url, "agent", "default").await;
+
+    asker
+        .send(r#"{"v":"mvp-0.2","type":"snapshot.get","payload":{}}"#)
+        .await;
+    let got = host.recv_type("snapshot.get").await;
+    let id = got["id"].as_str().expect("the relay's id").to_owned();
+    host.send_value(
+        &json!({"v": "mvp-0.2", "type": "snapshot.state", "replyTo": id,
+        "payload": {"sessionId": "default", "uiSpec": {}, "messageHistory": [], "toolSchema": []}}),
+    )
+    .await;
+    let answer = asker.recv_type("snapshot.state").await;
+    assert!(answer.get("replyTo").is_none(), "{answer}");
+    // The next thing the other agent gets is the push, not the answer.
+    host.send(STATE_UPDATED).await;
+    assert_eq!(other.recv_raw().await, STATE_UPDATED);
+    assert_eq!(asker.recv_raw().await, STATE_UPDATED);
+    stop(app, vec![host, asker, other]).await;
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@ use temp_dir::temp_dir;
 fn record(session: &str, msg_type: &'static str, payload: &str) -> LogRecord {
     LogRecord {
         session_id: SessionId::new(session),
+        relay_session: SessionId::new(session),
         direction: Direction::In,
         msg_type,
         payload: Utf8Bytes::copy_from_str(payload),
@@ -920,4 +921,133 @@ fn a_log_with_no_good_record_near_its_end_goes_aside_whole() {
     assert_eq!(a.event_index, 0);
     let report = check(&std::fs::read(&path).expect("read"));
     assert!(report.is_consistent(), "{}", report.render());
+}
+
+// ---- one file per study session ------------------------------------------------------------
+
+#[test]
+fn a_study_sessions_records_carry_its_id_and_live_in_the_file_named_after_it() {
+    let dir = temp_dir("study-files");
+    let (mut m, now) = logging_relay(&dir);
+    let (host, agent) = (ConnId::new(1), ConnId::new(2));
+    let peer = PeerInfo::new(None).with_path("/agent/ws");
+    m.handle_connect(host, &peer, now);
+    m.handle_connect(agent, &peer, now);
+    const POLL: &str = r#"{"v":"mvp-0.2","type":"snapshot.get","id":"poll","payload":{}}"#;
+    const STATE: &str = r#"{"v":"mvp-0.2","type":"snapshot.state","replyTo":"poll","payload":{"sessionId":"m","uiSpec":null,"messageHistory":[],"toolSchema":[]}}"#;
+    const STARTED_1: &str = r#"{"v":"mvp-0.2","type":"session.started","replyTo":"req-001","payload":{"sessionId":"s-20260213-001"}}"#;
+    const ENDED_1: &str = r#"{"v":"mvp-0.2","type":"session.ended","replyTo":"req-999","payload":{"sessionId":"s-20260213-001","logFile":"s-20260213-001.jsonl","stateReset":true}}"#;
+    let steps = [
+        (host, HOST_JOIN),
+        (agent, AGENT_JOIN),
+        (agent, POLL),
+        (host, STATE),
+        (agent, SESSION_START),
+        (host, STARTED_1),
+        (agent, CALL),
+        (host, RESULT),
+        (agent, SESSION_END),
+        (host, ENDED_1),
+        (host, RESET),
+        (agent, POLL),
+        (host, STATE),
+    ];
+    let mut forwarded_ended = false;
+    for (conn, text) in steps {
+        m.handle_frame(conn, Frame::Text(text), now);
+        let outs = drain_all(&mut m);
+        if text == ENDED_1 {
+            forwarded_ended = sent_to(&outs, agent)
+                .iter()
+                .any(|v| v["type"] == "session.ended");
+        }
+    }
+    assert!(
+        forwarded_ended,
+        "the study log was saved and session.ended forwarded"
+    );
+    // The study session's file is closed once it ended; the relay session's stays open.
+    let open: Vec<String> = m
+        .log()
+        .open_sessions()
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    assert_eq!(open, ["m"]);
+
+    let lines = |name: &str| -> Vec<Value> {
+        std::fs::read_to_string(dir.join(name))
+            .expect(name)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("record"))
+            .collect()
+    };
+    let kinds = |log: &[Value]| -> Vec<String> {
+        log.iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["direction"].as_str().unwrap(),
+                    r["type"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let study = lines("s-20260213-001.jsonl");
+    assert!(study.iter().all(|r| r["sessionId"] == "s-20260213-001"));
+    assert_eq!(
+        kinds(&study),
+        [
+            "in session.started",
+            "out session.started",
+            "in tool.call",
+            "out tool.call",
+            "in tool.result",
+            "out tool.result",
+            "in session.end",
+            "out session.end",
+            "in session.ended",
+            "out session.ended",
+        ]
+    );
+    let report = check(&std::fs::read(dir.join("s-20260213-001.jsonl")).expect("read"));
+    assert!(report.is_consistent(), "{}", report.render());
+    // The rest (joins, polls before and after, the session.start request, the reset push
+    // after the end) is the relay session's, in its own file.
+    let relay = lines("m.jsonl");
+    assert!(relay.iter().all(|r| r["sessionId"] == "m"));
+    let relay_kinds = kinds(&relay);
+    for k in [
+        "internal relay.join",
+        "in snapshot.get",
+        "out snapshot.state",
+        "in session.start",
+        "out session.start",
+        "in state.updated",
+    ] {
+        assert!(relay_kinds.iter().any(|x| x == k), "{k}: {relay_kinds:?}");
+    }
+    assert!(!relay_kinds
+        .iter()
+        .any(|x| x.contains("tool.call") || x.contains("session.ended")));
+    assert_eq!(
+        indexes(&dir.join("m.jsonl")),
+        (0..relay.len() as u64).collect::<Vec<_>>()
+    );
+
+    // The next study session gets a file of its own.
+    m.handle_frame(agent, Frame::Text(SESSION_START), now);
+    m.handle_frame(host, Frame::Text(SESSION_STARTED), now);
+    m.handle_frame(agent, Frame::Text(CALL), now);
+    drain_all(&mut m);
+    let second = lines("s-20260213-002.jsonl");
+    assert_eq!(
+        kinds(&second)[..2],
+        ["in session.started", "out session.started"]
+    );
+    assert_eq!(indexes(&dir.join("s-20260213-002.jsonl")), [0, 1, 2, 3]);
+    assert_eq!(
+        lines("s-20260213-001.jsonl").len(),
+        study.len(),
+        "the first is untouched"
+    );
 }

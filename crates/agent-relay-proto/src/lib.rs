@@ -225,8 +225,9 @@
 //!     `error` answering it, whose logged payload adds `refusedType` (when known) and
 //!     `refusedBytes`, never the refused payload (the reference logs a message before it
 //!     knows a host is there). Every record precedes the send it records; `sessionId` is the
-//!     relay session, stable across host reconnects (the reference restarts its count when a
-//!     session empties); `eventIndex` is the writer's. Payloads are slices of the frame.
+//!     study session's or the relay session's (decision 43), stable across host reconnects
+//!     (the reference restarts its count when a session empties); `eventIndex` is the
+//!     writer's. Payloads are slices of the frame.
 //!     (`log_records_follow_the_reference_directions`,
 //!     `every_record_comes_before_the_send_it_records`,
 //!     `records_keep_their_session_across_host_reconnects_and_carry_wall_clock_time`,
@@ -330,9 +331,10 @@
 //!     `logFile`; the reference relay writes it. Here the relay emits the records and the
 //!     application's writer owns the files: the host reports exactly the path given to
 //!     [`Host::confirm_flush`] and never makes one up ([`study_log_path`] gives the spec's
-//!     `logs/study/<id>.jsonl`). Relay records carry the relay session id (decision 18); a
-//!     writer that wants one file per study session splits at [`HostEvent::SessionStarted`]
-//!     and [`HostEvent::SessionEnding`]. (`an_agent_books_through_the_relay_with_a_real_host`)
+//!     `logs/study/<id>.jsonl`). Relay records of a study session carry its id (decision
+//!     43), so a writer with one file per `sessionId` (the reference relay's) keeps one file
+//!     per study session, and the reference movie host reports that file.
+//!     (`an_agent_books_through_the_relay_with_a_real_host`)
 //! 35. **Reconnects** keep the session, the chat and a pending end. Replies go only on the
 //!     connection the request came on (the relay has failed the others, decision 11);
 //!     pushes made while not joined wait (bounded) and follow `relay.joined` in order, state
@@ -408,6 +410,29 @@
 //!     `requests_without_id_are_answered_to_their_sender_only`,
 //!     `an_agent_may_have_only_so_many_requests_pending`,
 //!     `the_host_leaving_fails_every_outstanding_request_with_reply_to`)
+//! 43. **Study-log records carry the study session's id** (spec §6's example record and
+//!     `session.ended`'s `logFile` `logs/study/s-….jsonl`). The relay reads one payload, the
+//!     `sessionId` of the host's `session.started` (a non-blank string of at most
+//!     `max_session_id_bytes`; anything else changes nothing), and from that record through
+//!     the `session.ended` records every record of the relay session (the agents', the
+//!     host's and the relay's own) carries it ([`Relay::study_session_of`];
+//!     [`LogRecord::relay_session`] still names the relay session). Records outside a study
+//!     session (joins and presence, snapshots polled before `session.start`, the
+//!     `session.start` request itself, the reset push after `session.ended`) carry the
+//!     relay session's id: they belong to no participant's session, and most are written
+//!     before the study session's id exists, so they go to the relay session's file (e.g.
+//!     `default.jsonl`) and a study file holds exactly its session, `session.started` to
+//!     `session.ended`. A study session survives host reconnects and its relay session
+//!     emptying (the host keeps it, decision 35) until its `session.ended`, a newer
+//!     `session.started`, or the relay forgetting the empty session. The real host's study
+//!     id is `"default"`, so with it everything stays in `default.jsonl`. Two relay
+//!     sessions whose hosts give out the same id would share its file (each line still
+//!     numbered in order); the reference movie host numbers after the newest `s-…` file in
+//!     the log directory, so a restart never reuses one.
+//!     (`records_of_a_study_session_carry_its_id_and_the_others_the_relay_session`,
+//!     `a_study_sessions_records_carry_its_id_and_live_in_the_file_named_after_it`,
+//!     `the_host_refuses_bad_calls_over_the_wire_and_the_session_goes_on`,
+//!     `the_spec_examples_join_and_are_forwarded_both_ways_byte_for_byte`)
 //!
 //! # Feature flags
 //!

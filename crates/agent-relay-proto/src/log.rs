@@ -35,12 +35,20 @@ impl Direction {
 /// The relay emits each as [`RelayEvent::Log`](crate::RelayEvent::Log) *before* the output that
 /// sends the message it records, so a driver that writes records as it drains outputs has
 /// every line on disk before the message it records is forwarded. `eventIndex` is the
-/// writer's to assign, one counter per `session_id`; the relay keeps `session_id` stable
-/// across host reconnects and replacements (it is the relay session, not a connection).
+/// writer's to assign, one counter per `session_id` (one file per `session_id`, as the
+/// spec's `logs/study/<sessionId>.jsonl`).
+///
+/// `session_id` is the study session's id (`s-YYYYMMDD-NNN`, the `sessionId` of the host's
+/// `session.started`) for every record from that `session.started` through its
+/// `session.ended`, and the relay session's id for records outside a study session (joins,
+/// snapshots polled before `session.start`, the `session.start` request itself). Both stay
+/// stable across host reconnects and replacements.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
-    /// The relay session the message belongs to.
+    /// The line's `sessionId`: the study session in progress, else the relay session.
     pub session_id: SessionId,
+    /// The relay session the message belongs to (not written to the line).
+    pub relay_session: SessionId,
     /// In, out or internal.
     pub direction: Direction,
     /// The message type, e.g. `"tool.call"`.
@@ -123,6 +131,7 @@ mod tests {
     fn jsonl_line_is_the_spec_shape() {
         let rec = LogRecord {
             session_id: SessionId::new("s-20260213-001"),
+            relay_session: SessionId::default_session(),
             direction: Direction::In,
             msg_type: "tool.call",
             payload: Utf8Bytes::from_static(r#"{"toolName":"select"}"#),
@@ -149,6 +158,7 @@ mod tests {
         for (session, payload) in [("default", "{}"), ("a\"b\\c\n\u{1}é", r#"{"x":"\u0000"}"#)] {
             let rec = LogRecord {
                 session_id: SessionId::new(session),
+                relay_session: SessionId::new(session),
                 direction: Direction::Internal,
                 msg_type: "relay.disconnect",
                 payload: Utf8Bytes::copy_from_str(payload),

@@ -191,6 +191,7 @@ fn the_log_line_example_is_what_a_record_writes() {
     let orig = value("log_line");
     let rec = LogRecord {
         session_id: SessionId::new("s-20260213-001"),
+        relay_session: SessionId::default_session(),
         direction: Direction::In,
         msg_type: "tool.call",
         payload: Utf8Bytes::copy_from_str(&orig["payload"].to_string()),

@@ -301,3 +301,132 @@ fn the_log_cap_refuses_what_would_pass_it_and_resets_at_session_ended() {
     h.msg(a, "agent.message", Some("m"), json!({ "text": text }));
     assert_eq!(h.one(host)["type"], "agent.message");
 }
+
+/// `(sessionId, relay session, direction, type)` of every record since the last `clear`.
+fn sessions_of(h: &Harness) -> Vec<(String, String, Direction, &'static str)> {
+    h.logs()
+        .into_iter()
+        .map(|r| {
+            (
+                r.session_id.as_str().to_owned(),
+                r.relay_session.as_str().to_owned(),
+                r.direction,
+                r.msg_type,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn records_of_a_study_session_carry_its_id_and_the_others_the_relay_session() {
+    let mut h = Harness::quiet();
+    let host = h.host();
+    let a = h.agent();
+    let study = |d, t| ("s-20260213-001".to_owned(), "default".to_owned(), d, t);
+    let relay = |d, t| ("default".to_owned(), "default".to_owned(), d, t);
+    use Direction::{In, Out};
+
+    // Before a study session: the relay session's id.
+    h.clear();
+    h.msg(a, "snapshot.get", Some("p-1"), json!({}));
+    h.reply(
+        host,
+        "snapshot.state",
+        "p-1",
+        json!({"sessionId":"default"}),
+    );
+    h.msg(
+        a,
+        "session.start",
+        Some("req-001"),
+        json!({"studyId":"x","participantId":"y"}),
+    );
+    assert_eq!(
+        sessions_of(&h),
+        [
+            relay(In, "snapshot.get"),
+            relay(Out, "snapshot.get"),
+            relay(In, "snapshot.state"),
+            relay(Out, "snapshot.state"),
+            relay(In, "session.start"),
+            relay(Out, "session.start"),
+        ]
+    );
+    assert_eq!(h.relay.study_session_of("default"), None);
+
+    // From session.started through session.ended: the study session's id (spec §6).
+    h.clear();
+    h.reply(
+        host,
+        "session.started",
+        "req-001",
+        json!({"sessionId":"s-20260213-001"}),
+    );
+    assert_eq!(
+        h.relay.study_session_of("default").map(|s| s.as_str()),
+        Some("s-20260213-001")
+    );
+    h.msg(
+        a,
+        "tool.call",
+        Some("t-1"),
+        json!({"toolName":"next","params":{},"reason":"r"}),
+    );
+    let mut got = sessions_of(&h);
+    h.clear();
+    // A host reconnect keeps the study session (the host keeps it too).
+    h.disconnect(host);
+    got.extend(sessions_of(&h));
+    let host = h.host();
+    h.msg(host, "state.updated", None, json!({"source":"user"}));
+    h.msg(a, "session.end", Some("req-999"), json!({}));
+    h.reply(
+        host,
+        "session.ended",
+        "req-999",
+        json!({"sessionId":"s-20260213-001","logFile":"x","stateReset":true}),
+    );
+    got.extend(sessions_of(&h));
+    let studied: Vec<_> = got
+        .iter()
+        .filter(|(_, _, d, _)| *d != Direction::Internal)
+        .cloned()
+        .collect();
+    assert_eq!(
+        studied,
+        [
+            study(In, "session.started"),
+            study(Out, "session.started"),
+            study(In, "tool.call"),
+            study(Out, "tool.call"),
+            study(In, "state.updated"),
+            study(Out, "state.updated"),
+            study(In, "session.end"),
+            study(Out, "session.end"),
+            study(In, "session.ended"),
+            study(Out, "session.ended"),
+        ]
+    );
+    // The relay's own records meanwhile (the failed request, the disconnect) belong to the
+    // study session too.
+    assert!(got.iter().all(|r| r.0 == "s-20260213-001"), "{got:?}");
+
+    // After session.ended: the relay session's id again.
+    h.clear();
+    assert_eq!(h.relay.study_session_of("default"), None);
+    h.msg(a, "snapshot.get", Some("p-2"), json!({}));
+    assert_eq!(sessions_of(&h)[0], relay(In, "snapshot.get"));
+
+    // A session.started whose sessionId is no usable id changes nothing.
+    for bad in [
+        json!({}),
+        json!({"sessionId": 7}),
+        json!({"sessionId": "  "}),
+        json!({"sessionId": "x".repeat(257)}),
+    ] {
+        h.msg(a, "session.start", Some("s"), json!({}));
+        h.clear();
+        h.reply(host, "session.started", "s", bad.clone());
+        assert_eq!(sessions_of(&h)[0], relay(In, "session.started"), "{bad}");
+    }
+}

@@ -81,6 +81,7 @@ pub enum TimerKind {
 /// - commands: [`Relay::close`], [`Relay::set_wall_clock`];
 /// - getters: [`Relay::config`], [`Relay::connection_count`], [`Relay::session_count`],
 ///   [`Relay::sessions`], [`Relay::host_of`], [`Relay::agents_of`], [`Relay::membership`],
+///   [`Relay::study_session_of`],
 ///   [`Relay::pending_requests`], [`Relay::pending_total`], [`Relay::next_timer`],
 ///   [`Relay::stats`].
 pub struct Relay {
@@ -173,6 +174,13 @@ impl Relay {
     /// The session and role `conn` has joined, if any.
     pub fn membership(&self, conn: ConnId) -> Option<(&SessionId, Role)> {
         self.members.membership(conn)
+    }
+
+    /// The study session in progress in relay session `session`: the `sessionId` of its
+    /// host's last `session.started`, until its `session.ended`. The relay's log records of
+    /// `session` carry it as their `sessionId` meanwhile.
+    pub fn study_session_of(&self, session: &str) -> Option<&SessionId> {
+        self.emit.study_log.study_of(session)
     }
 
     /// Requests of agent `conn` awaiting the host's reply.
@@ -519,6 +527,12 @@ impl Relay {
             }
             return self.log_full(conn, route.id.as_deref(), now);
         }
+        if msg_type == types::SESSION_STARTED {
+            // A study session: its records, this one first, carry its id (spec §6).
+            if let Some(study) = study_id(route, self.config.limits.max_session_id_bytes) {
+                self.emit.study_log.study_started(&session, study);
+            }
+        }
         let (frame, payload) = copy_frame(route);
         self.emit
             .log(&session, Direction::In, msg_type, payload.clone(), now);
@@ -526,42 +540,46 @@ impl Relay {
             // The study session's log is complete: the cap counts the next one afresh.
             self.emit.study_log.session_ended(&session);
         }
-        let recipients = if let Some(reply_to) = route.reply_to.as_deref() {
+        let delivered = if let Some(reply_to) = route.reply_to.as_deref() {
             // A reply goes to the agent that asked: the oldest outstanding request with
             // this id in the session.
-            let Some(p) = self.pending.take_answered(&session, reply_to) else {
-                self.emit.out.event(RelayEvent::Undelivered {
-                    from: conn,
-                    session,
-                    msg_type,
-                    reason: Undelivered::UnknownReplyTo {
-                        reply_to: RequestId::new(truncate(
-                            reply_to,
-                            self.config.limits.max_id_bytes,
-                        )),
-                    },
-                });
-                return;
-            };
-            // The answer to a request sent without `id` loses the relay's `replyTo`.
-            let (frame, payload) = if p.minted {
-                frame_without_reply_to(route)
-            } else {
-                (frame, payload)
-            };
-            self.emit
-                .log(&session, Direction::Out, msg_type, payload, now);
-            self.emit.out.send(p.agent, frame);
-            1
+            match self.pending.take_answered(&session, reply_to) {
+                None => {
+                    self.emit.out.event(RelayEvent::Undelivered {
+                        from: conn,
+                        session: session.clone(),
+                        msg_type,
+                        reason: Undelivered::UnknownReplyTo {
+                            reply_to: RequestId::new(truncate(
+                                reply_to,
+                                self.config.limits.max_id_bytes,
+                            )),
+                        },
+                    });
+                    None
+                }
+                Some(p) => {
+                    // The answer to a request sent without `id` loses the relay's `replyTo`.
+                    let (frame, payload) = if p.minted {
+                        frame_without_reply_to(route)
+                    } else {
+                        (frame, payload)
+                    };
+                    self.emit
+                        .log(&session, Direction::Out, msg_type, payload, now);
+                    self.emit.out.send(p.agent, frame);
+                    Some(1)
+                }
+            }
         } else if !types::is_push(msg_type) {
             // An answer naming no request: never sent to every agent.
             self.emit.out.event(RelayEvent::Undelivered {
                 from: conn,
-                session,
+                session: session.clone(),
                 msg_type,
                 reason: Undelivered::NoReplyTo,
             });
-            return;
+            None
         } else {
             // A push goes to every agent of the session.
             let n = self.members.agents_of(session.as_str()).len();
@@ -572,15 +590,21 @@ impl Relay {
                     self.emit.out.send(*a, frame.clone());
                 }
             }
-            n
+            Some(n)
         };
-        self.emit.stats.to_agents += recipients as u64;
-        self.emit.out.event(RelayEvent::Forwarded {
-            from: conn,
-            session,
-            msg_type,
-            recipients,
-        });
+        if let Some(recipients) = delivered {
+            self.emit.stats.to_agents += recipients as u64;
+            self.emit.out.event(RelayEvent::Forwarded {
+                from: conn,
+                session: session.clone(),
+                msg_type,
+                recipients,
+            });
+        }
+        if msg_type == types::SESSION_ENDED {
+            // Whether or not an agent got it, the host ended the study session.
+            self.emit.study_log.study_ended(&session);
+        }
     }
 
     /// Handles one message of a connection that may send (see [`Machine::handle_frame`]).
@@ -761,4 +785,18 @@ impl Machine for Relay {
     fn poll_output(&mut self) -> Option<Output<RelayEvent>> {
         self.emit.out.pop()
     }
+}
+
+/// The `sessionId` of a host's `session.started` payload, if it is a non-blank string of at
+/// most `max` bytes (else the study session is not tracked and records keep the relay
+/// session's id). The one payload the relay reads.
+fn study_id(route: &Route<'_>, max: usize) -> Option<SessionId> {
+    #[derive(serde::Deserialize)]
+    struct Started<'a> {
+        #[serde(borrow, rename = "sessionId")]
+        session_id: Option<std::borrow::Cow<'a, str>>,
+    }
+    let started: Started<'_> = serde_json::from_str(route.payload.get()).ok()?;
+    let id = started.session_id?;
+    (!id.trim().is_empty() && id.len() <= max).then(|| SessionId::new(&*id))
 }

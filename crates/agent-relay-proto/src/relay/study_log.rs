@@ -21,14 +21,25 @@ pub(super) enum Recorded {
     Record(LogRecord),
 }
 
-/// Dates records and counts each session's study-log bytes (line-length bounds) since its
-/// last forwarded `session.ended`.
+/// One relay session's study-log state.
+#[derive(Debug, Default)]
+struct SessionLog {
+    /// Bytes (line-length bounds) since the last forwarded `session.ended`.
+    usage: u64,
+    /// The study session in progress (the `sessionId` of the host's `session.started`), whose
+    /// id the records carry until its `session.ended` is forwarded.
+    study: Option<SessionId>,
+}
+
+/// Dates records, names the session they belong to (the study session in progress, else
+/// the relay session) and counts each relay session's study-log bytes since its last
+/// forwarded `session.ended`.
 #[derive(Debug)]
 pub(super) struct StudyLog {
     enabled: bool,
     cap: Option<u64>,
     wall: WallClock,
-    usage: BTreeMap<SessionId, u64>,
+    sessions: BTreeMap<SessionId, SessionLog>,
 }
 
 impl StudyLog {
@@ -38,7 +49,7 @@ impl StudyLog {
             enabled,
             cap,
             wall: WallClock::new(now, unix_ms),
-            usage: BTreeMap::new(),
+            sessions: BTreeMap::new(),
         }
     }
 
@@ -50,6 +61,31 @@ impl StudyLog {
     /// Re-anchors the wall clock: `unix_ms` is the wall-clock time at `now`.
     pub(super) fn set_wall_clock(&mut self, now: Instant, unix_ms: u64) {
         self.wall.set(now, unix_ms);
+    }
+
+    /// The `sessionId` the records of relay session `session` carry now: its study
+    /// session's while one is in progress, else its own.
+    pub(super) fn log_id<'a>(&'a self, session: &'a SessionId) -> &'a SessionId {
+        self.study_of(session).unwrap_or(session)
+    }
+
+    /// The study session in progress in relay session `session`, if any.
+    pub(super) fn study_of(&self, session: &str) -> Option<&SessionId> {
+        self.sessions.get(session).and_then(|s| s.study.as_ref())
+    }
+
+    /// The host of `session` started study session `study`: its records carry that id from
+    /// now on, the `session.started` record first.
+    pub(super) fn study_started(&mut self, session: &SessionId, study: SessionId) {
+        self.sessions.entry(session.clone()).or_default().study = Some(study);
+    }
+
+    /// `session`'s study session ended (its `session.ended` is recorded): later records
+    /// carry the relay session's id again.
+    pub(super) fn study_ended(&mut self, session: &SessionId) {
+        if let Some(s) = self.sessions.get_mut(session) {
+            s.study = None;
+        }
     }
 
     /// Makes a record of `session`. Messages (`in`, `out`) were checked against the cap
@@ -65,13 +101,15 @@ impl StudyLog {
         if !self.enabled {
             return Recorded::Off;
         }
-        let bytes = line_len_bound(session.as_str(), msg_type, payload.len());
+        let log_id = self.log_id(session).clone();
+        let bytes = line_len_bound(log_id.as_str(), msg_type, payload.len());
         if direction == Direction::Internal && !self.fits(session, bytes) {
             return Recorded::Dropped;
         }
-        *self.usage.entry(session.clone()).or_default() += bytes;
+        self.sessions.entry(session.clone()).or_default().usage += bytes;
         Recorded::Record(LogRecord {
-            session_id: session.clone(),
+            session_id: log_id,
+            relay_session: session.clone(),
             direction,
             msg_type,
             payload,
@@ -81,7 +119,7 @@ impl StudyLog {
 
     /// Whether `bytes` more of study log fit `session`'s cap.
     fn fits(&self, session: &SessionId, bytes: u64) -> bool {
-        let used = self.usage.get(session).copied().unwrap_or(0);
+        let used = self.sessions.get(session).map_or(0, |s| s.usage);
         self.cap.is_none_or(|cap| used.saturating_add(bytes) <= cap)
     }
 
@@ -97,19 +135,23 @@ impl StudyLog {
         if !self.enabled || msg_type == types::SESSION_END || msg_type == types::SESSION_ENDED {
             return true;
         }
-        let one = line_len_bound(session.as_str(), msg_type, payload_len);
+        let one = line_len_bound(self.log_id(session).as_str(), msg_type, payload_len);
         self.fits(session, one.saturating_mul(2))
     }
 
     /// `session`'s study session is complete: the cap counts the next one afresh.
     pub(super) fn session_ended(&mut self, session: &SessionId) {
-        self.usage.remove(session);
+        if let Some(s) = self.sessions.get_mut(session) {
+            s.usage = 0;
+        }
     }
 
-    /// Forgets the usage of sessions that are not `live` once there are more than `bound`.
+    /// Forgets the usage and the study session of sessions that are not `live` once there
+    /// are more than `bound`. (A study session survives its relay session emptying, as a
+    /// host keeps it across reconnects, until then.)
     pub(super) fn prune(&mut self, bound: usize, live: impl Fn(&SessionId) -> bool) {
-        if self.usage.len() > bound {
-            self.usage.retain(|s, _| live(s));
+        if self.sessions.len() > bound {
+            self.sessions.retain(|s, _| live(s));
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::relay;
 use agentwire::agent_relay::{HostConfig, DEFAULT_SESSION};
 use clap::Parser;
-use relay::host_app::{describe, MovieHost};
+use relay::host_app::{describe, newest_study_session, MovieHost};
 use relay::log_name::file_name;
 use relay::log_writer::DEFAULT_LOG_DIR;
 
@@ -20,7 +20,8 @@ struct Args {
     /// The relay session to serve.
     #[arg(long, default_value = DEFAULT_SESSION)]
     relay_session: String,
-    /// The relay's study-log directory (for the `logFile` of `session.ended`).
+    /// The relay's study-log directory (for the `logFile` of `session.ended`, and to number
+    /// study sessions after the newest log file in it).
     #[arg(long, default_value = DEFAULT_LOG_DIR)]
     log_dir: PathBuf,
 }
@@ -29,16 +30,16 @@ struct Args {
 pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     crate::common::init_tracing("info");
     let args = Args::parse();
-    let log_file = args
-        .log_dir
-        .join(file_name(&args.relay_session))
-        .display()
-        .to_string();
+    // The relay writes a study session's records to `<log dir>/<sessionId>.jsonl`; number
+    // after the newest such file, so a restart never reuses an id (and its file).
+    let last = newest_study_session(&args.log_dir);
+    let log_dir = args.log_dir.clone();
     let config = HostConfig::default().with_relay_session(args.relay_session.clone());
-    let host = MovieHost::start(
+    let host = MovieHost::start_resuming(
         &args.url,
         config,
-        move |_| log_file.clone(),
+        last.as_deref(),
+        move |study_session| log_dir.join(file_name(study_session)).display().to_string(),
         |ev| match describe(ev) {
             Some(line) => tracing::info!("{line}"),
             None => tracing::debug!("{ev:?}"),

@@ -22,7 +22,7 @@ pub type Printer = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct Outcome {
     /// The booking and `session.ended`.
     pub booked: Booked,
-    /// The relay's study log of the session.
+    /// The relay's study log of the study session (`<log dir>/<sessionId>.jsonl`).
     pub log_path: PathBuf,
     /// The log's check (`relay_log`'s).
     pub report: Report,
@@ -31,8 +31,9 @@ pub struct Outcome {
 /// Why a demo run failed.
 pub type DemoError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The path of the relay's log for relay session `session` in `log_dir`, as the host reports
-/// it in `session.ended`.
+/// The path of the relay's log for `session` in `log_dir`: a study session's (`s-...`, as the
+/// host reports it in `session.ended`) or, for the records outside a study session, a relay
+/// session's.
 pub fn log_path(log_dir: &Path, session: &str) -> PathBuf {
     log_dir.join(file_name(session))
 }
@@ -57,13 +58,12 @@ pub async fn run(log_dir: &Path, plan: &Plan, print: Printer) -> Result<Outcome,
     ));
 
     let config = HostConfig::default();
-    let path = log_path(log_dir, &config.relay_session);
-    let reported = path.display().to_string();
+    let dir = log_dir.to_owned();
     let host_print = Arc::clone(&print);
     let mut host = MovieHost::start(
         &url,
         config,
-        move |_study_session| reported.clone(),
+        move |study_session| log_path(&dir, study_session).display().to_string(),
         move |ev| {
             if let Some(line) = host_app::describe(ev) {
                 host_print(&format!("[host] {line}"));
@@ -86,6 +86,7 @@ pub async fn run(log_dir: &Path, plan: &Plan, print: Printer) -> Result<Outcome,
     relay.shutdown().await;
     let booked = booked?;
 
+    let path = log_path(log_dir, &booked.session_id);
     let report = log_check::check_file(&path)?;
     Ok(Outcome {
         booked,

@@ -7,6 +7,7 @@
 //! path of the relay's file for the session ([`MovieHost::start`]'s `log_file`); by the time
 //! an agent reads that path in `session.ended`, the file is on stable storage.
 
+use std::path::Path;
 use std::time::Duration;
 
 use agentwire::agent_relay::{Host, HostConfig, HostEvent};
@@ -47,11 +48,29 @@ impl MovieHost {
         url: &str,
         config: HostConfig,
         log_file: impl Fn(&str) -> String + Send + 'static,
+        on_event: impl FnMut(&HostEvent) + Send + 'static,
+    ) -> Result<Self, ConfigError> {
+        Self::start_resuming(url, config, None, log_file, on_event)
+    }
+
+    /// [`start`](Self::start), numbering the day's study sessions after `last_session` (the
+    /// newest id an earlier run gave out, e.g. from [`newest_study_session`]), so a restarted
+    /// host never gives out an id whose log file already exists.
+    pub fn start_resuming(
+        url: &str,
+        config: HostConfig,
+        last_session: Option<&str>,
+        log_file: impl Fn(&str) -> String + Send + 'static,
         mut on_event: impl FnMut(&HostEvent) + Send + 'static,
     ) -> Result<Self, ConfigError> {
         let transport = client_config(&config);
         let (now, unix_ms) = crate::common::clocks();
-        let machine = Host::new(config, MovieTools::new(), now, unix_ms);
+        let mut machine = Host::new(config, MovieTools::new(), now, unix_ms);
+        if let Some(last) = last_session {
+            if let Err(e) = machine.resume_numbering(last) {
+                tracing::warn!("not numbering after {last:?}: {e}");
+            }
+        }
         let (handle, mut events) = Client::connect(url, machine, transport)?;
         let (joined_tx, joined) = watch::channel(false);
         let confirmer = handle.clone();
@@ -135,4 +154,29 @@ pub fn describe(ev: &HostEvent) -> Option<String> {
         HostEvent::Presence(p) => format!("{} agent(s) present", p.agent_count),
         _ => return None,
     })
+}
+
+/// The newest study session id (`s-YYYYMMDD-NNN`) with a log file (`<id>.jsonl`) in
+/// `log_dir`, if any: what [`MovieHost::start_resuming`] numbers after.
+pub fn newest_study_session(log_dir: &Path) -> Option<String> {
+    let entries = std::fs::read_dir(log_dir).ok()?;
+    entries
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".jsonl")?;
+            let (date, n) = study_id_parts(id)?;
+            Some((date.to_owned(), n, id.to_owned()))
+        })
+        .max_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)))
+        .map(|(_, _, id)| id)
+}
+
+/// The date and number of `s-YYYYMMDD-NNN`.
+fn study_id_parts(id: &str) -> Option<(&str, u32)> {
+    let (date, n) = id.strip_prefix("s-")?.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if date.len() != 8 || !digits(date) || !digits(n) || n.len() > 9 {
+        return None;
+    }
+    Some((date, n.parse().ok()?))
 }

@@ -1,4 +1,9 @@
-//! The study-log writer: one JSONL file per relay session (spec §6), in a log directory.
+//! The study-log writer: one JSONL file per record `sessionId` (spec §6), in a log directory.
+//! The relay gives a study session's records its id, so each study session has its own file,
+//! `<dir>/s-YYYYMMDD-NNN.jsonl` (the spec's `logs/study/<sessionId>.jsonl` with `<dir>` for
+//! `logs/study`), the path the movie host reports as `logFile`; the records outside a study
+//! session (joins, polls before `session.start`, ...) go to the relay session's file,
+//! `<dir>/default.jsonl`.
 //!
 //! Guarantees, and how:
 //!
@@ -261,7 +266,8 @@ struct SessionFile {
     next_index: u64,
 }
 
-/// The study-log writer: session files in one directory, each with its own `eventIndex`.
+/// The study-log writer: session files (one per record `sessionId`) in one directory, each
+/// with its own `eventIndex`.
 pub struct StudyLog {
     dir: PathBuf,
     sync: SyncPolicy,

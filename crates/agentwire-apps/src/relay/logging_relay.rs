@@ -22,7 +22,7 @@ use std::time::Instant;
 use agentwire::agent_relay::message::types;
 use agentwire::agent_relay::{
     Direction, Envelope, ErrorCode, ErrorPayload, LogRecord, Relay, RelayEvent, RelayMessage,
-    Route, SessionId, VersionRule,
+    Route, SessionEnded, SessionId, VersionRule,
 };
 use agentwire::core::{CloseCode, ConnId, Frame, FrameBuf, Machine, Output, PeerInfo};
 
@@ -183,7 +183,11 @@ pub struct LoggingRelay {
     log: StudyLog,
     /// Outputs made by the wrapper, returned before the relay's next ones.
     ready: VecDeque<Output<ServerEvent>>,
+    /// This step's failures, per relay session (whose host is told).
     failures: BTreeMap<SessionId, Failures>,
+    /// The relay session of each log session (file) records were written to: a study
+    /// session's records carry its id, not the relay session's.
+    relay_of: BTreeMap<SessionId, SessionId>,
     /// Where sync jobs go; `None`: sync inline.
     worker: Option<tokio::sync::mpsc::Sender<SyncJob>>,
     next_ticket: u64,
@@ -224,6 +228,7 @@ impl LoggingRelay {
             log,
             ready: VecDeque::new(),
             failures: BTreeMap::new(),
+            relay_of: BTreeMap::new(),
             worker: None,
             next_ticket: 0,
             in_flight: BTreeMap::new(),
@@ -289,7 +294,8 @@ impl LoggingRelay {
             })),
             Err(e) => {
                 let path = self.log.path_of(session.as_str());
-                self.note_failure(&session, format!("sync {}: {e}", path.display()));
+                let relay = self.relay_session_of(&session);
+                self.note_failure(&relay, format!("sync {}: {e}", path.display()));
                 self.ready.push_back(Output::Event(ServerEvent::LogFailed {
                     session,
                     record: None,
@@ -312,8 +318,20 @@ impl LoggingRelay {
         f.last = text;
     }
 
+    /// The relay session whose records go to log session (file) `log_session`.
+    fn relay_session_of(&self, log_session: &SessionId) -> SessionId {
+        self.relay_of
+            .get(log_session)
+            .unwrap_or(log_session)
+            .clone()
+    }
+
     fn failed(&mut self, record: Option<&LogRecord>, e: LogError) -> Output<ServerEvent> {
-        self.note_failure(&e.session, e.to_string());
+        let relay = record.map_or_else(
+            || self.relay_session_of(&e.session),
+            |r| r.relay_session.clone(),
+        );
+        self.note_failure(&relay, e.to_string());
         if record.is_some() {
             *self.lost.entry(e.session.clone()).or_default() += 1;
         }
@@ -328,6 +346,12 @@ impl LoggingRelay {
 
     /// Writes `record`; the output that reports it.
     fn write(&mut self, record: LogRecord) -> Output<ServerEvent> {
+        if record.session_id != record.relay_session
+            && !self.relay_of.contains_key(&record.session_id)
+        {
+            self.relay_of
+                .insert(record.session_id.clone(), record.relay_session.clone());
+        }
         if record.msg_type == types::SESSION_ENDED && record.direction != Direction::Internal {
             self.ending = Some(record.session_id.clone());
         }
@@ -456,10 +480,17 @@ impl LoggingRelay {
     fn withheld(&mut self, conn: ConnId, frame: &FrameBuf, reason: &str) -> Output<ServerEvent> {
         let text = frame.as_text().unwrap_or_default();
         let route = Route::parse(text, VersionRule::MayBeMissing).ok();
-        let session = self
-            .relay
-            .membership(conn)
-            .map_or_else(SessionId::default_session, |(s, _)| s.clone());
+        // The study session the session.ended is of (its log), else the relay session.
+        let ended = route
+            .as_ref()
+            .and_then(|r| serde_json::from_str::<SessionEnded>(r.payload.get()).ok());
+        let session = match ended {
+            Some(e) => SessionId::new(e.session_id),
+            None => self
+                .relay
+                .membership(conn)
+                .map_or_else(SessionId::default_session, |(s, _)| s.clone()),
+        };
         let message = format!(
             "The study log of session {:?} was not saved ({reason}); session.ended was \
              withheld.",
@@ -516,16 +547,19 @@ impl LoggingRelay {
         self.done.retain(|t, _| named.contains(t));
     }
 
-    /// The relay has nothing more for this step: close the files of sessions that ended and
-    /// tell hosts about this step's failures.
+    /// The relay has nothing more for this step: close the files no record goes to any more
+    /// (their relay session emptied, or their study session ended) and tell hosts about this
+    /// step's failures.
     fn end_of_step(&mut self) {
         let ended: Vec<SessionId> = self
             .log
             .open_sessions()
-            .filter(|s| {
-                self.relay.host_of(s.as_str()).is_none()
-                    && self.relay.agents_of(s.as_str()).is_empty()
-                    && !self.in_flight.values().any(|f| f == *s)
+            .filter(|file| {
+                let relay = self.relay_session_of(file);
+                let r = relay.as_str();
+                let empty = self.relay.host_of(r).is_none() && self.relay.agents_of(r).is_empty();
+                let current = self.relay.study_session_of(r).unwrap_or(&relay) == *file;
+                (empty || !current) && !self.in_flight.values().any(|f| f == *file)
             })
             .cloned()
             .collect();
@@ -534,6 +568,7 @@ impl LoggingRelay {
                 let out = self.failed(None, e);
                 self.ready.push_back(out);
             }
+            self.relay_of.remove(&session);
         }
         for (session, f) in std::mem::take(&mut self.failures) {
             let Some(host) = self.relay.host_of(session.as_str()) else {
@@ -579,6 +614,11 @@ impl Machine for LoggingRelay {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.relay.handle_timeout(now);
+    }
+
+    /// Re-anchors the relay's study-log clock.
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.relay.handle_wall_clock(now, unix_ms);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -2,7 +2,8 @@
 //! `relay_log`, `movie_host`, `relay_agent`, `relay_demo`), the tests (`tests/relay_e2e.rs`,
 //! `tests/relay_log.rs`, `tests/relay_booking.rs`, `tests/relay_movie.rs`) and `benches/relay.rs`.
 //!
-//! - [`log_writer`]: the study-log writer, one JSONL file per relay session, with the
+//! - [`log_writer`]: the study-log writer, one JSONL file per study session (and one per
+//!   relay session for the records outside a study session), with the
 //!   guarantees the study needs (indexes never repeat or skip within a file, every line on
 //!   disk before the message it records is forwarded, `fsync` before `session.ended`, a bad
 //!   last line moved aside on reopen so no later record is refused), over a
