@@ -280,9 +280,10 @@
 //!     does not take stays `INVALID_AUDIO_FORMAT` and bad base64 `AUDIO_PROCESSING_ERROR`
 //!     (decision 9). (`audio_at_a_rate_the_vad_does_not_run_at_is_vad_error`)
 //! 28. **`INTERNAL_ERROR`** is a failure around a provider rather than of it
-//!     ([`ProviderError::Internal`]: a panic, a dead worker), whichever provider it was,
-//!     and the turn ends as for the provider's own failure; the reference server reports a
-//!     provider that panics this way. (`a_failure_around_a_provider_is_internal_error_whichever_provider`)
+//!     ([`ProviderError::Internal`]: a panic, a dead worker), for STT, the LLM and TTS
+//!     alike, and the turn ends as for the provider's own failure; the reference server
+//!     reports a provider that panics this way. A playbook tool's failures, a panic
+//!     included, stay `TOOL_ERROR` (its `tool-call-end.error` tells the LLM). (`a_failure_around_a_provider_is_internal_error_whichever_provider`)
 //!
 //! # Feature flags
 //!

@@ -40,9 +40,9 @@ pub enum ProviderError {
     /// The provider timed out on its own side (`STT_TIMEOUT`, `LLM_TIMEOUT`, `TTS_TIMEOUT`).
     Timeout,
     /// Not the provider's own failure but the application's around it (a provider that
-    /// panicked, a worker that died, a bug): `INTERNAL_ERROR` whichever provider it was,
-    /// because the provider's code (`STT_ERROR`, ...) would blame the wrong party. The text
-    /// is the `error` message's `message`.
+    /// panicked, a worker that died, a bug): `INTERNAL_ERROR` for STT, the LLM and TTS
+    /// alike, because the provider's code (`STT_ERROR`, ...) would blame the wrong party.
+    /// The text is the `error` message's `message`.
     Internal(String),
 }
 
