@@ -498,9 +498,15 @@ impl Deliveries {
     /// proportional to the deliveries in flight, at amortized O(1) per hop.
     fn compact_hop_timers(&mut self) {
         if self.hop_timers.len() > 2 * self.by_key.live + 64 {
-            let by_key = &self.by_key;
-            self.hop_timers.retain(|t| hop_timer_live(by_key, t));
+            self.retain_live_hop_timers();
         }
+    }
+
+    /// Keeps only the live hop timers (rarely needed: kept out of the hot path).
+    #[cold]
+    fn retain_live_hop_timers(&mut self) {
+        let by_key = &self.by_key;
+        self.hop_timers.retain(|t| hop_timer_live(by_key, t));
     }
 
     /// Hop timers held, live or stale.

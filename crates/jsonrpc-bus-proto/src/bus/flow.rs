@@ -243,6 +243,7 @@ impl Flow {
 }
 
 /// Asks the driver to pause or resume reading `conn`; returns the connections paused now.
+#[cold]
 fn apply(
     conn: ConnId,
     pause: bool,

@@ -267,6 +267,7 @@ impl Bus {
         }
     }
 
+    #[cold]
     fn reject(&mut self, conn: ConnId, e: DecodeError) {
         let mut out = Vec::with_capacity(128);
         write_error(&mut out, &e.id(), &e.to_error_object());
@@ -274,6 +275,7 @@ impl Bus {
         self.violation(conn, ProtocolError::Decode(e));
     }
 
+    #[cold]
     fn violation(&mut self, conn: ConnId, error: ProtocolError) {
         self.out.event(BusEvent::ProtocolViolation { conn, error });
     }
@@ -282,6 +284,7 @@ impl Bus {
         self.out.send(conn, FrameBuf::json_from_vec(bytes));
     }
 
+    #[cold]
     fn on_batch(&mut self, conn: ConnId, entries: &[&RawValue], now: Instant) {
         let batch = self.batches.open(conn);
         for raw in entries {
@@ -318,6 +321,7 @@ impl Bus {
     }
 
     /// Sends the answer to `batch` if every entry has one.
+    #[cold]
     fn flush_batch(&mut self, batch: u64) {
         if let Some((conn, out)) = self.batches.take_ready(batch) {
             self.send_bytes(conn, out);
@@ -372,6 +376,7 @@ impl Bus {
         respond(id.as_ref(), result)
     }
 
+    #[cold]
     fn initialize(
         &mut self,
         conn: ConnId,
@@ -419,6 +424,7 @@ impl Bus {
         Ok((topic, payload))
     }
 
+    #[cold]
     fn subscribe(&mut self, conn: ConnId, params: Params<'_>) -> Result<Encoded, ErrorObject> {
         let (topic, _) = self.topic_param(params)?;
         let max = self.config.limits.max_subscriptions_per_conn;
@@ -436,6 +442,7 @@ impl Bus {
         }))
     }
 
+    #[cold]
     fn unsubscribe(&mut self, conn: ConnId, params: Params<'_>) -> Result<Encoded, ErrorObject> {
         let (topic, _) = self.topic_param(params)?;
         let pattern = self.subscriptions.unsubscribe(conn, &topic)?;
@@ -501,6 +508,7 @@ impl Bus {
     }
 
     /// Counts one drop and reports it, rate-limited ([`BusConfig::drop_report_interval`]).
+    #[cold]
     fn dropped(&mut self, reason: DropReason, now: Instant) {
         self.flow
             .dropped(reason, now, &mut self.out, &mut self.stats);
