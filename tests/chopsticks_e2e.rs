@@ -669,3 +669,77 @@ fn the_command_reader_lets_the_program_end_while_a_read_is_blocked() {
         .expect("the runtime shut down although a line read is still blocked");
     drop(writer);
 }
+
+#[tokio::test]
+async fn a_gracefully_stopped_agent_releases_its_sessions_so_a_new_agent_gets_the_guilds_next_request(
+) {
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    let app = chopsticks::controller_app::start("127.0.0.1:0", ControllerConfig::default(), {
+        move |ev| {
+            let line = match ev {
+                ControllerEvent::AgentRegistered { agent_id, .. } => {
+                    format!("registered {agent_id}")
+                }
+                ControllerEvent::SessionReleased {
+                    agent_id,
+                    voice_channel_id,
+                    reason,
+                    ..
+                } => format!("released {agent_id} {voice_channel_id} {reason}"),
+                ControllerEvent::SessionFreed {
+                    agent_id, reason, ..
+                } => format!("freed {agent_id} {reason:?}"),
+                ControllerEvent::AgentDropped { agent_id, .. } => format!("dropped {agent_id}"),
+                _ => return,
+            };
+            let _ = tx.send(line);
+        }
+    })
+    .await
+    .expect("bind");
+    let url = format!("ws://{}", app.local_addr());
+    let mut next = async || {
+        within("controller event", seen.recv())
+            .await
+            .expect("event")
+    };
+
+    let alpha = chopsticks::agent_app::start(
+        &url,
+        AgentConfig::new("alpha").with_guilds(["g1"]),
+        true,
+        |_, _| {},
+    )
+    .expect("agent");
+    assert_eq!(next().await, "registered alpha");
+    let (who, out) = within("play", app.play("g1", "vc1", "africa")).await;
+    assert_eq!(who.as_deref(), Some("alpha"));
+    assert_eq!(out.to_json()["ok"], true);
+    // Alpha is busy in g1: no agent is free for another channel of the guild.
+    let (_, busy) = within("play", app.play("g1", "vc2", "take on me")).await;
+    assert_eq!(busy, Outcome::Failed("no-free-agents".into()));
+
+    // Ctrl-C / SIGTERM: released for its session, then the close.
+    assert_eq!(within("stop", alpha.stop("shutdown")).await, 1);
+    assert_eq!(next().await, "released alpha vc1 shutdown");
+    assert_eq!(
+        next().await,
+        "dropped alpha",
+        "no session left to free on the drop"
+    );
+
+    // A new agent gets the guild's next request, for the channel alpha had.
+    let bravo = chopsticks::agent_app::start(
+        &url,
+        AgentConfig::new("bravo").with_guilds(["g1"]),
+        true,
+        |_, _| {},
+    )
+    .expect("agent");
+    assert_eq!(next().await, "registered bravo");
+    let (who, out) = within("play", app.play("g1", "vc1", "never gonna give you up")).await;
+    assert_eq!(who.as_deref(), Some("bravo"));
+    assert_eq!(out.to_json()["data"]["action"], "playing");
+    within("stop", bravo.stop("shutdown")).await;
+    within("shutdown", app.server.shutdown()).await;
+}

@@ -16,6 +16,27 @@ pub struct RunningAgent {
     pub task: tokio::task::JoinHandle<()>,
 }
 
+impl RunningAgent {
+    /// Stops the agent gracefully, as the spec's lifecycle describes: `released` for every
+    /// voice session it is in (with `reason`), then close ([`Agent::leave`]), then the
+    /// driver stops without reconnecting. Returns how many sessions were released (0 when
+    /// it was not connected: the controller has freed them already).
+    pub async fn stop(self, reason: &str) -> usize {
+        let reason = reason.to_owned();
+        let released = self
+            .handle
+            .call(move |a, now| a.leave(reason, now))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(0);
+        // The releases and the close are queued before anything of the shutdown.
+        self.handle.shutdown().await;
+        let _ = self.task.await;
+        released
+    }
+}
+
 /// What the agent saw, for programs that print a log.
 #[derive(Debug, Clone)]
 pub enum AgentLog {

@@ -45,7 +45,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(s) = args.secret {
         cfg = cfg.with_runner_secret(s);
     }
-    let agent = chopsticks::agent_app::start(&args.url, cfg, true, |id, log| match log {
+    let mut agent = chopsticks::agent_app::start(&args.url, cfg, true, |id, log| match log {
         AgentLog::Connected => eprintln!("[{id}] connected, hello sent"),
         AgentLog::Disconnected => eprintln!("[{id}] disconnected; reconnecting with backoff"),
         AgentLog::ControllerError(e) => eprintln!("[{id}] controller error: {e}"),
@@ -60,9 +60,34 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ),
         },
     })?;
-    tokio::select! {
-        _ = agent.task => {}
-        _ = tokio::signal::ctrl_c() => agent.handle.shutdown().await,
+    let signal = tokio::select! {
+        _ = &mut agent.task => None,
+        name = stop_signal() => Some(name?),
+    };
+    if let Some(name) = signal {
+        // The spec's graceful disconnect: release every session, then close.
+        let released = agent.stop("shutdown").await;
+        eprintln!(
+            "[{}] {name}: released {released} session(s) and closed",
+            args.agent_id
+        );
     }
     Ok(())
+}
+
+/// Resolves on Ctrl-C (SIGINT) or, on Unix, SIGTERM, with the signal's name.
+async fn stop_signal() -> std::io::Result<&'static str> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.map(|()| "SIGINT"),
+            _ = term.recv() => Ok("SIGTERM"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
+    }
 }
