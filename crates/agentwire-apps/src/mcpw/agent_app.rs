@@ -388,6 +388,11 @@ impl Machine for AgentMachine {
         }
     }
 
+    /// Re-anchors the agent's pong timestamps ([`set_wall_clock`](Self::set_wall_clock)).
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.set_wall_clock(now, unix_ms);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         [self.agent.poll_timeout(), self.work.next_deadline()]
             .into_iter()

@@ -48,6 +48,9 @@ impl Machine for TimedOrchestrator {
     fn handle_timeout(&mut self, now: Instant) {
         self.inner.handle_timeout(now);
     }
+    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.inner.handle_wall_clock(now, unix_ms);
+    }
     fn poll_timeout(&self) -> Option<Instant> {
         self.inner.poll_timeout()
     }
