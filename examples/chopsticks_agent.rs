@@ -3,7 +3,8 @@
 //! Answers `play`, `pause`, `resume`, `skip`, `stop`, `queue`, `search`, `status`, `volume`,
 //! `remove`, `move`, `swap`, `shuffle`, `clear` (anything else: `unknown-op`), emits `add`
 //! when it first joins a voice channel and `released` on `stop`, and reconnects with
-//! backoff (1 s doubling to 30 s) when the controller goes away.
+//! backoff (1 s doubling to 30 s) when the controller goes away. On Ctrl-C or SIGTERM it
+//! sends `released` for every channel it is in, then closes (the spec's graceful disconnect).
 //!
 //! ```text
 //! cargo run --release --example chopsticks_agent -- --url ws://127.0.0.1:8787 --agent-id agent-1 --guild g1
