@@ -21,12 +21,19 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 async fn server(
     config: OrchestratorConfig,
 ) -> (ServerApp, mpsc::UnboundedReceiver<OrchestratorEvent>) {
+    server_with(config, UpgradeConfig::default()).await
+}
+
+async fn server_with(
+    config: OrchestratorConfig,
+    upgrade: UpgradeConfig,
+) -> (ServerApp, mpsc::UnboundedReceiver<OrchestratorEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let app = mcpw::server_app::start(
         "127.0.0.1:0",
         Some("127.0.0.1:0"),
         config,
-        UpgradeConfig::default(),
+        upgrade,
         move |ev| {
             let _ = tx.send(ev.clone());
         },
@@ -43,6 +50,17 @@ fn agent(
     binary: bool,
     secret: Option<&[u8]>,
 ) -> (Handle<Agent>, Events<AgentEvent>) {
+    agent_speaking(url, id, binary, secret, &[1])
+}
+
+/// [`agent`] speaking the protocol `versions`, offered as subprotocols.
+fn agent_speaking(
+    url: &str,
+    id: &str,
+    binary: bool,
+    secret: Option<&[u8]>,
+    versions: &[u8],
+) -> (Handle<Agent>, Events<AgentEvent>) {
     let register = AgentRegister {
         agent_id: id.into(),
         agent_type: Some("tester".into()),
@@ -51,11 +69,16 @@ fn agent(
         resources: None,
         metadata: Some(serde_json::json!({"notes": vec!["the same words again"; 200]})),
     };
-    let mut config = AgentConfig::new(register).with_binary(binary);
+    let mut config = AgentConfig::new(register)
+        .with_binary(binary)
+        .with_protocol_versions(versions.iter().copied());
     if let Some(s) = secret {
         config = config.with_hmac_secret(s);
     }
-    let cfg = ClientConfig::default().with_subprotocol("mcp.v1");
+    let cfg = config
+        .subprotocols()
+        .into_iter()
+        .fold(ClientConfig::default(), ClientConfig::with_subprotocol);
     Client::connect_dialer(url, Agent::new(config), cfg).expect("dial")
 }
 
@@ -171,5 +194,41 @@ async fn metrics_show_the_protocol_analytics() {
         .parse()
         .expect("a number");
     assert!(ratio > 5.0, "{text}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_highest_version_both_sides_speak_is_selected_at_the_upgrade() {
+    // A fake version 2 on both sides: it is selected.
+    let upgrade = UpgradeConfig::default().with_protocol_versions([1, 2]);
+    let (app, mut server_events) = server_with(OrchestratorConfig::default(), upgrade).await;
+    let (h, mut events) = agent_speaking(&app.url(), "v2", false, None, &[1, 2]);
+    first(&mut events, |e| matches!(e, AgentEvent::Registered(_))).await;
+    assert_eq!(h.call(|a, _| a.protocol_version()).await.unwrap(), Some(2));
+    let conn = within("registered", async {
+        loop {
+            if let OrchestratorEvent::Registered { conn, .. } = server_events.recv().await.unwrap()
+            {
+                return conn;
+            }
+        }
+    })
+    .await;
+    let v = app
+        .handle
+        .call(move |m, _| m.inner.protocol_version(conn))
+        .await;
+    assert_eq!(v.unwrap(), Some(2));
+    // An agent of version 1 only still gets in, on 1.
+    let (h, mut events) = agent_speaking(&app.url(), "v1", true, None, &[1]);
+    first(&mut events, |e| matches!(e, AgentEvent::Registered(_))).await;
+    assert_eq!(h.call(|a, _| a.protocol_version()).await.unwrap(), Some(1));
+    app.shutdown().await;
+
+    // A server of version 1 only: the agent that also speaks 2 gets 1.
+    let (app, _server_events) = server(OrchestratorConfig::default()).await;
+    let (h, mut events) = agent_speaking(&app.url(), "v2", false, None, &[2, 1]);
+    first(&mut events, |e| matches!(e, AgentEvent::Registered(_))).await;
+    assert_eq!(h.call(|a, _| a.protocol_version()).await.unwrap(), Some(1));
     app.shutdown().await;
 }

@@ -558,6 +558,11 @@ pub struct AgentConfig {
     /// ([`AgentEvent::ProtocolViolation`](crate::AgentEvent::ProtocolViolation), 4001) and
     /// not handled. Default `None` (off).
     pub hmac: Option<crate::signing::Signer>,
+    /// The protocol versions the agent speaks, offered at the upgrade as the subprotocols
+    /// [`subprotocols`](Self::subprotocols) lists; the server selects the highest it
+    /// speaks too ([`Agent::protocol_version`](crate::Agent::protocol_version), the crate's
+    /// spec decision 49). Default `[1]`, the only version there is.
+    pub protocol_versions: Vec<u8>,
 }
 
 impl AgentConfig {
@@ -575,6 +580,7 @@ impl AgentConfig {
             max_pending: 64,
             codec: CodecConfig::default(),
             hmac: None,
+            protocol_versions: vec![crate::VERSION],
         }
     }
 
@@ -584,6 +590,25 @@ impl AgentConfig {
     pub fn with_hmac_secret(mut self, secret: &[u8]) -> Self {
         self.hmac = Some(crate::signing::Signer::new(secret));
         self
+    }
+
+    /// Sets [`protocol_versions`](Self::protocol_versions).
+    #[must_use]
+    pub fn with_protocol_versions(mut self, versions: impl IntoIterator<Item = u8>) -> Self {
+        self.protocol_versions = versions.into_iter().collect();
+        self
+    }
+
+    /// The subprotocols the driver offers at the upgrade: `mcp.v<n>` for each of
+    /// [`protocol_versions`](Self::protocol_versions), the highest first.
+    pub fn subprotocols(&self) -> Vec<String> {
+        let mut versions = self.protocol_versions.clone();
+        versions.sort_unstable_by(|a, b| b.cmp(a));
+        versions.dedup();
+        versions
+            .into_iter()
+            .map(crate::header::subprotocol_of)
+            .collect()
     }
 
     /// Sets the adaptive-compression policy of outgoing payloads.

@@ -28,6 +28,21 @@ pub const MAGIC: [u8; 4] = *b"MCPW";
 /// The only protocol version there is.
 pub const VERSION: u8 = 1;
 
+/// The subprotocol that names protocol version `version`: `mcp.v<version>` (the crate's
+/// spec decision 49: versions are negotiated as subprotocols).
+pub fn subprotocol_of(version: u8) -> String {
+    format!("mcp.v{version}")
+}
+
+/// The protocol version a subprotocol names (`mcp.v2` is 2), if it names one.
+pub fn version_of(subprotocol: &str) -> Option<u8> {
+    let digits = subprotocol.strip_prefix("mcp.v")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|v| *v > 0)
+}
+
 /// The decoded 24-byte header of a binary frame.
 ///
 /// Every field is kept exactly as it was on the wire (the magic is implied), so

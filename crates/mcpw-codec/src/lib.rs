@@ -481,6 +481,25 @@
 //!     `task_id` of 4006, `limit` of 4007 ([`ProtocolError::data`]).
 //!     (`every_error_names_field_reason_expected_and_received_where_they_apply`)
 //!
+//! Protocol evolution (`tests/wire_orchestrator.rs`, `tests/wire_agent.rs`, the upgrade
+//! policy's unit tests, and end to end the root `tests/mcpw_wire_e2e.rs`):
+//!
+//! 49. **Version negotiation** ("Protocol Evolution": the client announces the versions it
+//!     supports, the server selects the highest mutual one) happens at the upgrade, where
+//!     the spec already requires the subprotocol `mcp.v1`: an agent offers `mcp.v<n>` for
+//!     each version it speaks ([`AgentConfig::protocol_versions`],
+//!     [`AgentConfig::subprotocols`]); the [`orchestrator::UpgradePolicy`] echoes the
+//!     highest of [`orchestrator::UpgradeConfig::protocol_versions`] among them (none in
+//!     common: 426, as for a missing `mcp.v1`); both machines keep it
+//!     ([`Orchestrator::protocol_version`](orchestrator::Orchestrator::protocol_version),
+//!     [`Agent::protocol_version`]). Only version 1 exists, so frames keep header version 1
+//!     whatever was selected (a second version would switch the codec there), and nothing
+//!     of `agent.register` changes: peers that offer only `mcp.v1` are unaffected.
+//!     (`the_highest_version_both_speak_is_selected`,
+//!     `each_connection_keeps_the_version_its_upgrade_selected`,
+//!     `the_agent_offers_its_versions_and_keeps_the_one_the_server_selected`, end to end
+//!     `the_highest_version_both_sides_speak_is_selected_at_the_upgrade`)
+//!
 //! # Features
 //!
 //! - `zlib-rs` (default): the zlib-rs deflate backend through flate2. miniz_oxide is always

@@ -128,3 +128,22 @@ fn the_agent_signs_what_it_sends_and_refuses_unsigned_server_frames() {
     let pong = key.open(sent[0].as_frame()).expect("signed pong");
     assert!(matches!(pong, Frame::Binary(_)));
 }
+
+#[test]
+fn the_agent_offers_its_versions_and_keeps_the_one_the_server_selected() {
+    let config = config().with_protocol_versions([1, 2]);
+    assert_eq!(config.subprotocols(), ["mcp.v2", "mcp.v1"]);
+    assert_eq!(
+        AgentConfig::new(config.register.clone()).subprotocols(),
+        ["mcp.v1"],
+        "by default only version 1"
+    );
+    let now = t0();
+    let mut a = Agent::new(config);
+    assert_eq!(a.protocol_version(), None);
+    let c = ConnId::new(1);
+    a.handle_connect(c, &PeerInfo::new(None).with_subprotocol("mcp.v2"), now);
+    assert_eq!(a.protocol_version(), Some(2));
+    a.handle_disconnect(c, now);
+    assert_eq!(a.protocol_version(), None);
+}

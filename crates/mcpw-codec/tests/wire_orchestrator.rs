@@ -409,3 +409,23 @@ fn queued_tasks_go_out_by_priority_then_in_submission_order() {
         .collect();
     assert_eq!(order, ["high", "high-2", "mid", "low", "low-2"]);
 }
+
+#[test]
+fn each_connection_keeps_the_version_its_upgrade_selected() {
+    let mut w = Wire::new(OrchestratorConfig::default());
+    let two = ConnId::new(1);
+    let peer = PeerInfo::new(None).with_subprotocol("mcp.v2");
+    w.o.handle_connect(two, &peer, w.now);
+    let one = ConnId::new(2);
+    let peer = PeerInfo::new(None).with_subprotocol("mcp.v1");
+    w.o.handle_connect(one, &peer, w.now);
+    let none = w.connect(3);
+    assert_eq!(w.o.protocol_version(two), Some(2));
+    assert_eq!(w.o.protocol_version(one), Some(1));
+    assert_eq!(
+        w.o.protocol_version(none),
+        Some(1),
+        "no subprotocol: the header's 1"
+    );
+    assert_eq!(w.o.protocol_version(ConnId::new(9)), None);
+}

@@ -44,6 +44,10 @@ struct Args {
     /// or `never`.
     #[arg(long, default_value = "if-smaller")]
     compression: String,
+    /// A protocol version the server speaks (repeatable): of those an agent offers as
+    /// subprotocols `mcp.v<n>`, the highest is selected. Only version 1 exists.
+    #[arg(long = "protocol-version", default_values_t = [1u8])]
+    protocol_versions: Vec<u8>,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
     address: crate::common::AddressLimits,
@@ -80,7 +84,8 @@ pub async fn main() -> std::io::Result<()> {
     let upgrade = UpgradeConfig::default()
         .with_api_keys(args.api_keys.clone())
         .with_required_subprotocol(!args.allow_no_subprotocol)
-        .with_max_connections(args.max_connections);
+        .with_max_connections(args.max_connections)
+        .with_protocol_versions(args.protocol_versions.clone());
     let app = mcpw::server_app::start(
         &args.listen,
         args.metrics.as_deref(),

@@ -46,6 +46,9 @@ pub(super) struct Link {
     pub(super) retries: Retries,
     /// The check of the server's sequence ids on this connection.
     pub(super) seq: Sequence,
+    /// The protocol version the upgrade selected (the subprotocol `mcp.v<n>` the server
+    /// echoed), if it named one.
+    pub(super) version: Option<u8>,
 }
 
 impl Link {
@@ -60,6 +63,7 @@ impl Link {
             heartbeat: None,
             retries: Retries::default(),
             seq: Sequence::default(),
+            version: None,
         }
     }
 

@@ -179,6 +179,14 @@ impl Agent {
         self.link.as_ref().is_some_and(Link::is_registered)
     }
 
+    /// The protocol version of the open connection: the highest of
+    /// [`AgentConfig::protocol_versions`] the server speaks too, as its upgrade answer
+    /// named it (the subprotocol `mcp.v<n>`; decision 49). `None` without a connection or
+    /// when the server named no version (then it is 1, the header's).
+    pub fn protocol_version(&self) -> Option<u8> {
+        self.link.as_ref().and_then(|l| l.version)
+    }
+
     /// Whether the connection speaks the server's 12-byte form.
     pub fn is_compact(&self) -> bool {
         self.link.as_ref().is_some_and(|l| l.compact.is_some())
@@ -677,7 +685,7 @@ impl Machine for Agent {
     type Event = AgentEvent;
 
     /// A connection opened: the agent registers on it. Ignored once stopped.
-    fn handle_connect(&mut self, conn: ConnId, _peer: &PeerInfo, now: Instant) {
+    fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant) {
         let now = self.clock.observe(now);
         if self.stopped {
             self.out.close(conn, CloseCode::NORMAL, CLOSE_CLOSED);
@@ -685,7 +693,12 @@ impl Machine for Agent {
         }
         self.redial.clear();
         self.wall.get_or_insert(WallClock::new(now, 0));
-        self.link = Some(Link::new(conn, now));
+        let mut link = Link::new(conn, now);
+        link.version = peer
+            .subprotocol
+            .as_deref()
+            .and_then(crate::header::version_of);
+        self.link = Some(link);
         let body = Body::AgentRegister(self.config.register.clone());
         if let Err(AgentCommandError::Encode(e)) =
             self.send_tracked(MessageType::REQUEST, body, Request::Register, true)

@@ -28,6 +28,9 @@ pub(crate) struct Conn {
     /// Sequence ids: those the orchestrator gives what it starts here, and the check of
     /// the peer's.
     pub(crate) seq: Sequence,
+    /// The protocol version selected at the upgrade (the subprotocol `mcp.v<n>`; 1 when
+    /// none was).
+    pub(crate) version: u8,
 }
 
 /// Connections by id, with the time each has left to register.

@@ -16,6 +16,12 @@ use crate::sequence::{is_numbered, SeqCheck};
 use crate::{Body, Form, Message, MessageType};
 
 impl Orchestrator {
+    /// The protocol version `conn` speaks: the one its upgrade selected (the subprotocol
+    /// `mcp.v<n>`, decision 49), 1 when none was; `None` for a connection not open.
+    pub fn protocol_version(&self, conn: ConnId) -> Option<u8> {
+        self.conns.get(conn).map(|c| c.version)
+    }
+
     /// One frame from `conn`: counted, rate-limited, size-checked, decoded and handled.
     pub(super) fn on_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         let frame_form = wire::form_of(frame);

@@ -582,6 +582,11 @@ impl Machine for Orchestrator {
             agent_type_label: label,
             counted_as: None,
             seq: Default::default(),
+            version: peer
+                .subprotocol
+                .as_deref()
+                .and_then(crate::header::version_of)
+                .unwrap_or(crate::VERSION),
         };
         let register_by = self.config.register_timeout.map(|t| now + t);
         self.conns.open(conn, c, register_by);

@@ -9,6 +9,8 @@ use subtle::ConstantTimeEq;
 /// The subprotocol the spec requires every client to offer, and the server echoes.
 pub const SUBPROTOCOL: &str = "mcp.v1";
 
+pub use crate::header::{subprotocol_of, version_of};
+
 /// Settings of the [`UpgradePolicy`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -26,6 +28,10 @@ pub struct UpgradeConfig {
     pub connect_rate: Option<Rate>,
     /// Connections at once; one more is refused with 503. Default 10,000.
     pub max_connections: usize,
+    /// The protocol versions the server speaks; of those a client offers as subprotocols
+    /// (`mcp.v<n>`), the highest is selected and echoed (decision 49). Default `[1]`, the
+    /// only version there is.
+    pub protocol_versions: Vec<u8>,
 }
 
 impl Default for UpgradeConfig {
@@ -35,11 +41,18 @@ impl Default for UpgradeConfig {
             api_keys: Vec::new(),
             connect_rate: Some(Rate::per_minute(60, 20)),
             max_connections: 10_000,
+            protocol_versions: vec![crate::VERSION],
         }
     }
 }
 
 impl UpgradeConfig {
+    /// Sets [`protocol_versions`](Self::protocol_versions).
+    pub fn with_protocol_versions(mut self, versions: impl IntoIterator<Item = u8>) -> Self {
+        self.protocol_versions = versions.into_iter().collect();
+        self
+    }
+
     /// Sets [`require_subprotocol`](Self::require_subprotocol).
     pub fn with_required_subprotocol(mut self, required: bool) -> Self {
         self.require_subprotocol = required;
@@ -69,8 +82,11 @@ impl UpgradeConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Admission {
-    /// The subprotocol to echo (`Some("mcp.v1")` when the client offered it).
-    pub subprotocol: Option<&'static str>,
+    /// The subprotocol to echo: `mcp.v<n>` for the highest version both sides speak
+    /// (`Some("mcp.v1")` when the client offered only that).
+    pub subprotocol: Option<String>,
+    /// The protocol version selected, the one the subprotocol names.
+    pub version: Option<u8>,
     /// Index into [`UpgradeConfig::api_keys`] of the key used, when keys are configured.
     pub key_index: Option<usize>,
     /// The `X-Agent-ID` header.
@@ -150,7 +166,9 @@ impl Refusal {
 /// subprotocols offered, the number of open connections and the time. Checks, in order
 /// (the first failing one answers):
 ///
-/// 1. subprotocol [`SUBPROTOCOL`] offered, if required → else **426**;
+/// 1. a subprotocol `mcp.v<n>` offered for a version of
+///    [`protocol_versions`](UpgradeConfig::protocol_versions) (the highest such is
+///    selected), if required → else **426**;
 /// 2. if keys are configured, a configured key in `Authorization: Bearer <key>`,
 ///    `Authorization: <key>` or `X-API-Key: <key>` (every candidate compared in constant
 ///    time against every key) → else **401** with an [`AuthFailure`] saying why;
@@ -197,8 +215,12 @@ impl UpgradePolicy {
                 .find(|(n, _)| n.eq_ignore_ascii_case(name))
                 .map(|(_, v)| v.as_str())
         };
-        let offers = offered.iter().any(|p| p == SUBPROTOCOL);
-        if self.config.require_subprotocol && !offers {
+        let version = offered
+            .iter()
+            .filter_map(|p| version_of(p))
+            .filter(|v| self.config.protocol_versions.contains(v))
+            .max();
+        if self.config.require_subprotocol && version.is_none() {
             return Err(Refusal::UpgradeRequired);
         }
         let key_index = if self.config.api_keys.is_empty() {
@@ -226,7 +248,8 @@ impl UpgradePolicy {
             }
         }
         Ok(Admission {
-            subprotocol: offers.then_some(SUBPROTOCOL),
+            subprotocol: version.map(subprotocol_of),
+            version,
             key_index,
             agent_id: header("x-agent-id").map(str::to_owned),
             agent_type: header("x-agent-type").map(str::to_owned),
@@ -320,10 +343,37 @@ mod tests {
         let other = vec!["graphql-ws".to_owned()];
         assert_eq!(p.check(&[], &other, 0, t), Err(Refusal::UpgradeRequired));
         let ok = p.check(&[], &mcp(), 0, t).unwrap();
-        assert_eq!(ok.subprotocol, Some("mcp.v1"));
+        assert_eq!(ok.subprotocol.as_deref(), Some("mcp.v1"));
+        assert_eq!(ok.version, Some(1));
 
         let mut lax = UpgradePolicy::new(UpgradeConfig::default().with_required_subprotocol(false));
         assert_eq!(lax.check(&[], &[], 0, t).unwrap().subprotocol, None);
+    }
+
+    #[test]
+    fn the_highest_version_both_speak_is_selected() {
+        let t = t0();
+        let offer = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mut two = UpgradePolicy::new(UpgradeConfig::default().with_protocol_versions([1, 2]));
+        let ok = two.check(&[], &offer(&["mcp.v1", "mcp.v2"]), 0, t).unwrap();
+        assert_eq!(
+            (ok.subprotocol.as_deref(), ok.version),
+            (Some("mcp.v2"), Some(2))
+        );
+        let ok = two.check(&[], &offer(&["mcp.v1", "mcp.v3"]), 0, t).unwrap();
+        assert_eq!(ok.version, Some(1));
+        let mut one = UpgradePolicy::new(UpgradeConfig::default());
+        let ok = one.check(&[], &offer(&["mcp.v2", "mcp.v1"]), 0, t).unwrap();
+        assert_eq!(ok.subprotocol.as_deref(), Some("mcp.v1"));
+        assert_eq!(
+            one.check(&[], &offer(&["mcp.v2"]), 0, t),
+            Err(Refusal::UpgradeRequired),
+            "no version in common"
+        );
+        for bad in ["mcp.v", "mcp.v0", "mcp.v+1", "mcp.v256", "mcp.v1x"] {
+            assert_eq!(version_of(bad), None, "{bad}");
+        }
+        assert_eq!(subprotocol_of(7), "mcp.v7");
     }
 
     #[test]
