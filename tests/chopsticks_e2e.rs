@@ -1,5 +1,10 @@
 //! End to end over 127.0.0.1: the reference controller and mock agents (the examples' library
-//! code) with real sockets, a raw tokio-tungstenite peer speaking 0.9.0, a slow reader, wss.
+//! code) with real sockets, a raw tokio-tungstenite peer speaking 0.9.0, a slow reader, wss,
+//! and the `chopsticks_agent` program stopped by SIGTERM.
+
+#[path = "support/example_bin.rs"]
+#[allow(dead_code)] // `interrupt` is for programs stopped by Ctrl-C; this file sends SIGTERM
+mod example_bin;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -670,10 +675,12 @@ fn the_command_reader_lets_the_program_end_while_a_read_is_blocked() {
     drop(writer);
 }
 
-#[tokio::test]
-async fn a_gracefully_stopped_agent_releases_its_sessions_so_a_new_agent_gets_the_guilds_next_request(
+/// The reference controller, reporting registrations, releases, frees and drops as lines.
+async fn controller_reporting_sessions() -> (
+    chopsticks::controller_app::ControllerApp,
+    mpsc::UnboundedReceiver<String>,
 ) {
-    let (tx, mut seen) = mpsc::unbounded_channel();
+    let (tx, seen) = mpsc::unbounded_channel();
     let app = chopsticks::controller_app::start("127.0.0.1:0", ControllerConfig::default(), {
         move |ev| {
             let line = match ev {
@@ -697,6 +704,13 @@ async fn a_gracefully_stopped_agent_releases_its_sessions_so_a_new_agent_gets_th
     })
     .await
     .expect("bind");
+    (app, seen)
+}
+
+#[tokio::test]
+async fn a_gracefully_stopped_agent_releases_its_sessions_so_a_new_agent_gets_the_guilds_next_request(
+) {
+    let (app, mut seen) = controller_reporting_sessions().await;
     let url = format!("ws://{}", app.local_addr());
     let mut next = async || {
         within("controller event", seen.recv())
@@ -741,5 +755,56 @@ async fn a_gracefully_stopped_agent_releases_its_sessions_so_a_new_agent_gets_th
     assert_eq!(who.as_deref(), Some("bravo"));
     assert_eq!(out.to_json()["data"]["action"], "playing");
     within("stop", bravo.stop("shutdown")).await;
+    within("shutdown", app.server.shutdown()).await;
+}
+
+/// SIGTERM, as a service manager stops it: the `chopsticks_agent` program releases the
+/// channel it plays in, closes, and exits cleanly.
+#[cfg(unix)]
+#[tokio::test]
+async fn sigterm_makes_the_reference_agent_release_its_channel_and_exit() {
+    use std::process::{Command, Stdio};
+    let (app, mut seen) = controller_reporting_sessions().await;
+    let url = format!("ws://{}", app.local_addr());
+    let bin = tokio::task::spawn_blocking(|| example_bin::example("chopsticks_agent"))
+        .await
+        .expect("build");
+    let mut child = Command::new(bin)
+        .args(["--url", &url, "--agent-id", "alpha", "--guild", "g1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn chopsticks_agent");
+    assert_eq!(
+        within("registration", seen.recv()).await.as_deref(),
+        Some("registered alpha")
+    );
+    let (who, _) = within("play", app.play("g1", "vc1", "africa")).await;
+    assert_eq!(who.as_deref(), Some("alpha"));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    assert_eq!(
+        within("release", seen.recv()).await.as_deref(),
+        Some("released alpha vc1 shutdown")
+    );
+    assert_eq!(
+        within("drop", seen.recv()).await.as_deref(),
+        Some("dropped alpha")
+    );
+    let exit = within(
+        "chopsticks_agent to exit after SIGTERM",
+        tokio::task::spawn_blocking(move || child.wait()),
+    )
+    .await
+    .expect("join")
+    .expect("wait");
+    assert!(
+        exit.success(),
+        "a clean exit, not death by the signal: {exit:?}"
+    );
     within("shutdown", app.server.shutdown()).await;
 }
