@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use crate::agent::CollaborationId;
 use crate::{
-    Agent, AgentConfig, AgentEvent, AgentRegister, AgentShutdown, Body, Capability, Codec,
-    CollaborationRequest, ErrorBody, ErrorCode, Form, Message, MessageType, OtherCall,
-    RegistrationConfirmed, TaskAssigned, TaskComplete, TaskProgress,
+    Agent, AgentConfig, AgentEvent, AgentRegister, AgentShutdown, Body, Capability,
+    CapabilityOperation, Codec, CollaborationRequest, ErrorBody, ErrorCode, Form, Message,
+    MessageType, OtherCall, RegistrationConfirmed, TaskAssigned, TaskComplete, TaskProgress,
 };
 
 /// Most steps one input drives.
@@ -56,6 +56,7 @@ pub fn agent(data: &[u8]) {
         codec: Codec::default(),
         collaborations: Vec::new(),
         stopped: false,
+        requests: 0,
     };
     for _ in 0..MAX_OPS {
         if u.is_empty() || step(&mut h, &mut a, &mut u).is_err() {
@@ -73,6 +74,9 @@ struct Harness {
     codec: Codec,
     collaborations: Vec<CollaborationId>,
     stopped: bool,
+    /// The agent's own requests made so far (capability updates and collaboration
+    /// requests take turns).
+    requests: u64,
 }
 
 impl Harness {
@@ -101,6 +105,12 @@ impl Harness {
                             self.collaborations.push(*id);
                         }
                         AgentEvent::Stopped => self.stopped = true,
+                        AgentEvent::TaskCancelled { task_id, .. } => {
+                            assert!(
+                                !a.tasks().any(|t| t == task_id.as_str()),
+                                "a cancelled task is still held"
+                            );
+                        }
                         _ => {}
                     }
                     events.push(e);
@@ -166,10 +176,12 @@ impl Harness {
                 context: None,
                 idempotency_key: None,
             }),
-            3 => Body::Error(ErrorBody::new(
-                ErrorCode(u.int_in_range(4000..=4008)?),
-                "refused",
-            )),
+            // Naming a task (a 4006 cancels it when held) and a wait (a 4002 or 4003 that
+            // refuses a request is retried after it); no more input is read for them.
+            3 => Body::Error(
+                ErrorBody::new(ErrorCode(u.int_in_range(4000..=4008)?), "refused")
+                    .with_data(serde_json::json!({"task_id": task_id, "retry_after_ms": 250})),
+            ),
             4 => Body::Other(OtherCall::new(
                 "",
                 serde_json::json!({"binary_enabled": u.arbitrary::<bool>()?, "status": "accepted", "task_id": task_id}),
@@ -348,6 +360,29 @@ fn step(h: &mut Harness, a: &mut Agent, u: &mut Unstructured<'_>) -> arbitrary::
         }
         12 => {
             if h.collaborations.is_empty() {
+                // No input read: the agent's own requests, in turn.
+                h.requests += 1;
+                let r = if h.requests % 2 == 0 {
+                    a.update_capability(
+                        CapabilityOperation::Add,
+                        Capability::new("bug_detection", 0.5),
+                        None,
+                    )
+                } else {
+                    a.request_collaboration(CollaborationRequest {
+                        task_id: "t-0".into(),
+                        requesting_agent: String::new(),
+                        collaboration_type: Some("review".into()),
+                        required_agents: vec!["agent-2".into()],
+                        coordination_pattern: None,
+                        timeout_ms: None,
+                        context: None,
+                        idempotency_key: None,
+                    })
+                };
+                assert!(r.is_err() || h.current.is_some(), "a request while closed");
+                let (sent, _) = h.drain(a);
+                assert_eq!(sent.len(), usize::from(r.is_ok()), "one frame per command");
                 return Ok(());
             }
             let i = u.choose_index(h.collaborations.len())?;

@@ -99,6 +99,11 @@ impl Harness {
                 if u.arbitrary()? {
                     peer = peer.with_header("x-agent-type", "fuzzer");
                 }
+                // Every third connection names an agent in `X-Agent-ID` (no input read).
+                if conn.get() % 3 == 0 {
+                    let named = AGENTS[conn.get() as usize % AGENTS.len()];
+                    peer = peer.with_header("x-agent-id", named);
+                }
                 self.conns.push(conn);
                 self.open.insert(conn);
                 o.handle_connect(conn, &peer, self.clock.t());
@@ -152,9 +157,16 @@ impl Harness {
                     spec = spec.with_requirements(json!({"focus_areas": [*u.choose(&CAPS)?]}));
                 }
                 let held = o.task_count();
+                let named = spec.task_id.clone();
                 match o.submit_task(spec, self.clock.t()) {
                     Ok(id) => assert!(o.task(&id).is_some(), "submitted task {id} is held"),
                     Err(_) => assert_eq!(o.task_count(), held, "a refused task is not held"),
+                }
+                // A task submitted twice is cancelled instead (no input read).
+                if let Some(id) = named.filter(|_| o.task_count() == held) {
+                    if o.cancel_task(&id, self.clock.t()).is_ok() {
+                        assert!(o.task(&id).is_none(), "cancelled task {id} is not held");
+                    }
                 }
                 self.drain(o);
             }
@@ -339,7 +351,8 @@ fn message(u: &mut Unstructured<'_>, asked: &[String]) -> arbitrary::Result<Valu
         ),
         3 => (
             "agent.capability.update",
-            json!({"agent_id": agent, "operation": *u.choose(&["add", "update", "remove"])?, "capability": {"name": cap}}),
+            json!({"agent_id": agent, "operation": *u.choose(&["add", "update", "remove"])?, "capability": {"name": cap},
+                   "idempotency_key": format!("k-{id}")}),
         ),
         4 => (
             "agent.shutdown",
@@ -347,11 +360,13 @@ fn message(u: &mut Unstructured<'_>, asked: &[String]) -> arbitrary::Result<Valu
         ),
         5 => (
             "task.progress",
-            json!({"task_id": task, "agent_id": agent, "progress": u.int_in_range(0..=12u8)? as f64 / 10.0}),
+            json!({"task_id": task, "agent_id": agent, "progress": u.int_in_range(0..=12u8)? as f64 / 10.0,
+                   "idempotency_key": format!("k-{id}")}),
         ),
         6 => (
             "task.complete",
-            json!({"task_id": task, "agent_id": agent, "status": "completed", "result": {"summary": "ok"}}),
+            json!({"task_id": task, "agent_id": agent, "status": "completed", "result": {"summary": "ok"},
+                   "idempotency_key": format!("k-{id}")}),
         ),
         7 => (
             "collaboration.request",
