@@ -25,8 +25,8 @@ use crate::error::{CommandError, DecodeError, ProtocolError};
 use crate::event::{BusEvent, DeliveryId, DropReason, HopOutcome};
 use crate::fast;
 use crate::message::{
-    method, Ack, Capabilities, ClientId, ErrorCode, ErrorObject, Id, InitializeResult, ServerInfo,
-    SubscribeResult, SubscriptionId, UnsubscribeResult,
+    method, Ack, Capabilities, ClientId, ErrorCode, ErrorObject, Id, InitializeResult,
+    SendMessageResult, ServerInfo, SubscribeResult, SubscriptionId, UnsubscribeResult,
 };
 use crate::texts;
 
@@ -617,10 +617,7 @@ impl Bus {
                 self.scratch_answer = out;
             }
             (Origin::Batch { batch, slot, id }, _) => {
-                let mut out = Vec::with_capacity(160);
-                write_result_with(&mut out, id, |out| d.result.write_json(out));
-                self.batches.fill(*batch, *slot, out);
-                self.flush_batch(*batch);
+                self.answer_in_batch(*batch, *slot, id, &d.result);
             }
             _ => {}
         }
@@ -635,6 +632,16 @@ impl Bus {
         }
     }
 
+    /// Fills entry `slot` of `batch` with the result of its publish, and sends the batch's
+    /// answer if it was the last entry awaited.
+    #[cold]
+    fn answer_in_batch(&mut self, batch: u64, slot: usize, id: &Id, result: &SendMessageResult) {
+        let mut out = Vec::with_capacity(160);
+        write_result_with(&mut out, id, |out| result.write_json(out));
+        self.batches.fill(batch, slot, out);
+        self.flush_batch(batch);
+    }
+
     /// The delivery whose hop request `request` answers, if `conn` may answer it (the request
     /// is freed: the caller ends the hop); otherwise the violation is reported.
     fn hop_answered(&mut self, conn: ConnId, request: Option<Id128>) -> Option<Key> {
@@ -647,6 +654,7 @@ impl Bus {
         }
     }
 
+    #[cold]
     fn on_reply(&mut self, conn: ConnId, reply: Reply<'_>, now: Instant) {
         let request = reply.id_str().and_then(|s| Id128::parse(&s));
         let Some(delivery) = self.hop_answered(conn, request) else {
