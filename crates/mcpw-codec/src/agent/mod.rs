@@ -91,6 +91,8 @@ struct Vote<'a> {
 /// |---|---|---|
 /// | [`AgentConfig::max_tasks`] | 64 | [`AgentEvent::TaskDropped`] |
 /// | [`AgentConfig::max_collaborations`] | 64 | answered 4003 |
+/// | [`AgentConfig::max_pending`] | 64 capability updates and collaboration requests awaiting an answer | [`AgentCommandError::TooManyPending`] |
+/// | [`AgentConfig::retry`] | 4 sends, 500 ms doubling to 10 s | the error is reported |
 /// | [`AgentConfig::codec`] | [`Limits`](crate::Limits) defaults | [`AgentEvent::ProtocolViolation`] |
 pub struct Agent {
     config: AgentConfig,

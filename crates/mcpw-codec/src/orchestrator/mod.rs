@@ -85,7 +85,7 @@ fn method_label(m: Option<&str>) -> &'static str {
 ///
 /// - `handle_*` ([`Machine`]): frames, connects, disconnects and time.
 /// - `poll_*`: output (frames in the form each peer uses, closes, [`OrchestratorEvent`]s).
-/// - commands: [`submit_task`](Self::submit_task).
+/// - commands: [`submit_task`](Self::submit_task), [`cancel_task`](Self::cancel_task).
 /// - getters: [`agent`](Self::agent), [`agents`](Self::agents), [`task`](Self::task),
 ///   [`state`](Self::state), [`metrics`](Self::metrics) (and [`metrics_mut`](Self::metrics_mut)
 ///   for the driver's latency samples), [`last_method`](Self::last_method).
