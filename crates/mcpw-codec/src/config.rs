@@ -563,6 +563,17 @@ pub struct AgentConfig {
     /// speaks too ([`Agent::protocol_version`](crate::Agent::protocol_version), the crate's
     /// spec decision 49). Default `[1]`, the only version there is.
     pub protocol_versions: Vec<u8>,
+    /// Keep a replica of the shared CRDT state: after each registration the agent fetches
+    /// the whole state (`state.get`), then applies the syncs other agents make and sends its
+    /// own ([`Agent::state_increment`](crate::Agent::state_increment) and the like).
+    /// Default `false`.
+    pub shared_state: bool,
+    /// Bounds on the replica (checked on every sync and full sync the server sends).
+    /// Default [`CrdtLimits::default`](crate::crdt::CrdtLimits).
+    pub crdt: crate::crdt::CrdtLimits,
+    /// Own `state.sync`s awaiting the server's answer; one more local change is refused.
+    /// Default 64.
+    pub max_pending_syncs: usize,
 }
 
 impl AgentConfig {
@@ -581,7 +592,17 @@ impl AgentConfig {
             codec: CodecConfig::default(),
             hmac: None,
             protocol_versions: vec![crate::VERSION],
+            shared_state: false,
+            crdt: crate::crdt::CrdtLimits::default(),
+            max_pending_syncs: 64,
         }
+    }
+
+    /// Keeps a replica of the shared CRDT state (`true`) or not.
+    #[must_use]
+    pub fn with_shared_state(mut self, shared: bool) -> Self {
+        self.shared_state = shared;
+        self
     }
 
     /// Signs every frame with the shared `secret` and checks the server's (see

@@ -167,6 +167,10 @@ pub enum ProtocolError {
     /// 4005.
     #[error("{0}")]
     Store(StoreError),
+    /// A `collaboration.request` names a `coordination_pattern` this side does not know.
+    /// 4000.
+    #[error("unknown coordination_pattern {0:?}")]
+    UnknownPattern(String),
     /// A collaboration answer too deep to forward in the requester's result. 4007.
     #[error("collaboration response nested deeper than {limit} levels")]
     AnswerTooDeep {
@@ -215,7 +219,9 @@ impl ProtocolError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::Undecodable { code, .. } => *code,
-            Self::UnsupportedType | Self::MethodRequired => ErrorCode::INVALID_MESSAGE,
+            Self::UnsupportedType | Self::MethodRequired | Self::UnknownPattern(_) => {
+                ErrorCode::INVALID_MESSAGE
+            }
             Self::UnknownMethodCode(_) | Self::MethodNotFound(_) => ErrorCode::METHOD_NOT_FOUND,
             Self::RegisterFirst | Self::BadSignature(_) => ErrorCode::AUTHENTICATION_FAILED,
             Self::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
@@ -268,6 +274,12 @@ impl ProtocolError {
                 "another method",
             ),
             Self::InvalidParams(e) => e.to_data(),
+            Self::UnknownPattern(name) => at(
+                "coordination_pattern",
+                "Unknown value",
+                crate::params::CoordinationPattern::NAMES,
+                name,
+            ),
             Self::RegisteredAs(current) => at(
                 "agent_id",
                 "Connection registered as another agent",
@@ -605,6 +617,13 @@ pub enum AgentCommandError {
     /// over the codec's limit).
     #[error("encode: {0}")]
     Encode(String),
+    /// A state change without [`AgentConfig::shared_state`](crate::AgentConfig::shared_state),
+    /// or before the server's full sync arrived on this connection.
+    #[error("the shared state is not ready")]
+    StateNotReady,
+    /// The replica refused a state change (a limit, or a key of the other kind).
+    #[error("state: {0}")]
+    State(StoreError),
 }
 
 /// A gzip member that could not be inflated.
@@ -738,6 +757,9 @@ pub enum StoreError {
     /// A limit of [`CrdtLimits`](crate::crdt::CrdtLimits) would be exceeded (the field is named).
     #[error("limit {0} reached")]
     Limit(&'static str),
+    /// A full sync's `merkle_root` is not the root of the state it carries.
+    #[error("merkle_root does not match the state")]
+    RootMismatch,
 }
 
 impl StoreError {
@@ -749,6 +771,7 @@ impl StoreError {
             Self::TooLong(f) => f,
             Self::Limit("max_clock_actors") => "vector_clock",
             Self::Limit(_) => "operations",
+            Self::RootMismatch => "merkle_root",
         }
     }
 }

@@ -30,6 +30,8 @@
 //! | [`orchestrator::Orchestrator`], [`OrchestratorConfig`], [`OrchestratorLimits`], [`orchestrator::OrchestratorEvent`] | the server role: registry and health, task routing, collaborations, the CRDT store, metrics, the upgrade policy |
 //! | [`ProtocolError`], [`ParamError`], [`CommandError`] | why the orchestrator refused a message (with its code and `data`) or a command |
 //! | [`Agent`], [`AgentConfig`], [`AgentEvent`], [`AgentCommandError`] | the agent role: a client machine that registers, heartbeats, takes tasks and survives reconnects |
+//! | [`crdt`], [`crdt::StateSnapshot`] | the CRDTs of `state.sync`, the store and replica, its `merkle_root`, full syncs |
+//! | [`CoordinationPattern`], [`VoteOutcome`] | collaboration patterns and the tally of a vote |
 //!
 //! # Example
 //!
@@ -500,6 +502,88 @@
 //!     `the_agent_offers_its_versions_and_keeps_the_one_the_server_selected`, end to end
 //!     `the_highest_version_both_sides_speak_is_selected_at_the_upgrade`)
 //!
+//! Shared state, collaborations and pooling (`tests/orchestrator_state_sync.rs`,
+//! `tests/crdt_agents.rs`, `tests/crdt_props.rs`, `tests/orchestrator_collaboration.rs`,
+//! and end to end the root `tests/collab_e2e.rs`):
+//!
+//! 51. **`state.sync` reaches the agents that share the state**: a connection shares it
+//!     once it sent `state.sync` or `state.get` (an implicit subscription; agents that
+//!     never touch the state are sent nothing). A sync the store applies goes on at once
+//!     to every other sharing, registered connection as a type-2 `state.sync` notification
+//!     carrying the sender's `agent_id`, its `vector_clock`, its operations (a remove that
+//!     named no `unique_id` becomes one remove per tag the server had observed, so every
+//!     replica removes the same adds) and the store's `merkle_root` after the merge. A
+//!     repeat (decision 17) is not passed on.
+//!     (`a_merged_sync_reaches_the_agents_sharing_the_state_and_state_get_reads_it_back`)
+//! 52. **`state.get`** (a request; params ignored; register first) reads the whole store
+//!     back: a [`crdt::StateSnapshot`] `{"vector_clock", "merkle_root", "counters", "sets",
+//!     "applied"}`, where `applied` names the syncs it holds per sender (`floor` and
+//!     `seen`), so a replica built from it neither counts them again nor misses the rest.
+//!     A snapshot that does not fit in `max_message_bytes` is refused with 4007.
+//! 53. **`merkle_root`** is 64 lowercase hex digits: SHA-256 over one leaf per key in byte
+//!     order, each leaf the SHA-256 of the key's canonical compact JSON
+//!     (`{"key","type":"g-counter","value":{actor: n}}` or `{"key","type":"or-set",
+//!     "value":{"adds":{element:[tags]},"removed":[tags]}}`, everything in byte order, zero
+//!     counts left out); clocks and applied syncs are not hashed
+//!     ([`crdt::CrdtStore::merkle_root`]). The spec's example root has 40 digits and no
+//!     definition; any other string simply never matches. It is compared where the
+//!     comparison means something: the orchestrator answers a `state.sync` whose
+//!     `vector_clock` equals the store's clock after the merge but whose root differs with
+//!     the whole store in the result's `state` (a full sync; left out when it would not fit
+//!     in a message); the agent compares the server's root in a notification or in its
+//!     sync's answer with its own when none of its syncs is unanswered (then both have
+//!     applied the same syncs) and fetches `state.get` on a difference.
+//!     (`a_sender_whose_root_shows_it_diverged_gets_a_full_sync`,
+//!     `the_root_is_a_hash_of_the_canonical_leaves`)
+//! 54. **The agent's replica** ([`AgentConfig::shared_state`], off by default): after each
+//!     registration the agent fetches `state.get` and replaces its replica with it; until
+//!     then state changes are refused ([`AgentCommandError::StateNotReady`]) and
+//!     notifications ignored. A change is applied locally and sent as a `state.sync` whose
+//!     own clock entry continues from the larger of the agent's counter and what the
+//!     server's snapshot shows applied (so a restarted agent never reuses one); adds are
+//!     tagged `<agent_id>-<seq>`, removes name the tags observed. Syncs not answered when a
+//!     connection ends are sent again after the next full sync unless it shows them
+//!     applied (deduplication makes a repeat harmless); a full sync is followed by the
+//!     unanswered syncs applied on top; a sync the server refuses, a notification that
+//!     cannot apply, or a root that differs leads to `state.get`. Reads are local
+//!     ([`Agent::state`]). (`three_agents_converge_whatever_the_interleaving_drops_and_resends`,
+//!     `a_change_reaches_the_other_agents_and_a_dropped_sync_is_sent_again`)
+//! 55. **`coordination_pattern`** ([`CoordinationPattern`]): `voting`, `consensus`,
+//!     `parallel` or `broadcast`; absent is `broadcast`; any other value is 4000 with
+//!     `data {"field": "coordination_pattern", "reason", "expected", "received": <value>}`
+//!     and nothing is forwarded. `parallel` and `broadcast` ask every required agent at
+//!     once and answer with every raw answer (`responses`).
+//!     (`an_unknown_coordination_pattern_or_a_bad_quorum_is_refused`)
+//! 56. **Votes** (`voting`, `consensus`): an answer's `vote` member is `approve`
+//!     (`approved`, `yes`, `true`), `reject` (`rejected`, `no`, `false`) or `abstain`, any
+//!     case; anything else, an error or no answer is no vote. `context.criteria.quorum`
+//!     (1 to the agents asked) is the votes of any kind needed, default a majority of the
+//!     agents asked for `voting` and all of them for `consensus`;
+//!     `context.criteria.threshold` (0 to below 1, default 0.5; `voting` only): approvals
+//!     must be more than that share of approve and reject votes (a tie rejects). Other
+//!     criteria (`security_score`, ...) are the voters' to judge and are forwarded
+//!     unchanged. `consensus` is approved only when every asked agent approves and rejected
+//!     by any rejection or abstention. The collaboration ends as soon as the decision
+//!     cannot change, or at `timeout_ms` (missing voters count as no vote: `no_quorum`);
+//!     the requester gets `outcome {"decision": "approved" | "rejected" | "no_quorum",
+//!     "approve", "reject", "abstain", "quorum", "threshold", "votes": {agent: vote}}`
+//!     with `responses` left empty. Bad criteria are 4005 naming
+//!     `context.criteria.quorum` or `.threshold`.
+//!     (`a_vote_is_tallied_against_its_criteria_and_the_requester_gets_the_outcome`,
+//!     `voting_needs_the_quorum_and_more_than_the_threshold`)
+//! 57. **Connection pooling and client-side caching** (the spec's Best Practices): one
+//!     connection carries one registered agent (registration is per connection, decision
+//!     16), so "pooling for multiple agents" is N [`Agent`] machines over N connections in
+//!     one process sharing one configuration and reconnect rule, each keeping its own
+//!     connection and redialing it (the spec's `ConnectionPool` keys connections by agent
+//!     id, one each): the reference apps' `AgentPool` and `mcpw_agent --count N`. Cached
+//!     on the client: the shared state (the replica, decision 54: kept correct by the full
+//!     sync on every connection and the root check) and each agent's codec state. Not
+//!     cached: the registration (the server forgets an agent with its connection, so
+//!     skipping `agent.register` on a new one would leave it unregistered, decision 31)
+//!     and answers to requests (the server's idempotency keys already give a retried
+//!     request its first answer).
+//!
 //! # Features
 //!
 //! - `zlib-rs` (default): the zlib-rs deflate backend through flate2. miniz_oxide is always
@@ -516,6 +600,7 @@ mod codec;
 pub mod compact;
 mod config;
 pub mod crdt;
+mod crdt_wire;
 mod deflate;
 mod error;
 #[cfg(feature = "fuzzing")]

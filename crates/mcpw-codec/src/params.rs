@@ -606,6 +606,80 @@ pub struct CollaborationResult {
     pub missing: Vec<String>,
     /// Whether every asked agent answered.
     pub complete: bool,
+    /// The request's `coordination_pattern`, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordination_pattern: Option<String>,
+    /// The tally of a `voting` or `consensus` collaboration (whose `responses` are then
+    /// left empty: the requester gets the outcome, not the raw replies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<VoteOutcome>,
+}
+
+/// How a collaboration is coordinated (`coordination_pattern` of
+/// [`CollaborationRequest`]); on the wire, its lowercase name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CoordinationPattern {
+    /// Each asked agent votes; the orchestrator tallies the votes against the request's
+    /// `context.criteria` (`quorum`, `threshold`).
+    Voting,
+    /// Each asked agent votes; approved only when every asked agent approves.
+    Consensus,
+    /// Every asked agent answers at once; the requester gets every answer.
+    Parallel,
+    /// As `parallel` (the default when no pattern is named).
+    Broadcast,
+}
+
+impl CoordinationPattern {
+    /// Every pattern, as named on the wire.
+    pub const NAMES: &'static str = "voting, consensus, parallel or broadcast";
+
+    /// The pattern `name` names (`voting`, `consensus`, `parallel`, `broadcast`).
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "voting" => Self::Voting,
+            "consensus" => Self::Consensus,
+            "parallel" => Self::Parallel,
+            "broadcast" => Self::Broadcast,
+            _ => return None,
+        })
+    }
+
+    /// Its wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Voting => "voting",
+            Self::Consensus => "consensus",
+            Self::Parallel => "parallel",
+            Self::Broadcast => "broadcast",
+        }
+    }
+
+    /// Whether the asked agents vote and the requester gets a tally.
+    pub fn is_vote(self) -> bool {
+        matches!(self, Self::Voting | Self::Consensus)
+    }
+}
+
+/// The tally of a `voting` or `consensus` collaboration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VoteOutcome {
+    /// `approved`, `rejected` or `no_quorum`.
+    pub decision: String,
+    /// Approving votes.
+    pub approve: u64,
+    /// Rejecting votes.
+    pub reject: u64,
+    /// Abstentions.
+    pub abstain: u64,
+    /// Votes (of any kind) needed for a decision.
+    pub quorum: u64,
+    /// Share of approvals among approve and reject votes needed (`voting`); 1 for
+    /// `consensus`.
+    pub threshold: f64,
+    /// Each voter's vote (`approve`, `reject`, `abstain`), by agent id.
+    pub votes: BTreeMap<String, String>,
 }
 
 /// The result of `state.sync`.
@@ -617,6 +691,13 @@ pub struct StateSyncResult {
     pub applied: bool,
     /// The store's vector clock after the sync.
     pub vector_clock: VectorClock,
+    /// The store's `merkle_root` after the sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merkle_root: Option<String>,
+    /// A full sync: the whole store, sent when the sender's `merkle_root` shows its replica
+    /// diverged (its clock equals the store's, its root does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<crate::crdt::StateSnapshot>,
 }
 
 /// The result of `protocol.set_binary`.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::mcpw;
 use agentwire::mcpw::Capability;
 use clap::Parser;
-use mcpw::agent_app::{connect, AgentEvent, AgentSettings};
+use mcpw::agent_app::{connect_machine, AgentEvent, AgentSettings};
 
 /// Reference MCPW agent.
 #[derive(Parser, Debug)]
@@ -46,6 +46,17 @@ struct Args {
     /// Milliseconds per step.
     #[arg(long, default_value_t = 500)]
     step_ms: u64,
+    /// Run this many agents from this process, one connection each, named
+    /// `<agent-id>-1` ... `<agent-id>-N` (an agent pool sharing these settings).
+    #[arg(long, default_value_t = 1)]
+    count: usize,
+    /// Keep a replica of the shared CRDT state (`state.get` after registering, every
+    /// agent's `state.sync` applied) and count accepted completions in `tasks_completed`.
+    #[arg(long)]
+    shared_state: bool,
+    /// The vote collaboration requests are answered with: approve, reject or abstain.
+    #[arg(long, default_value = "approve")]
+    vote: String,
 }
 
 /// Runs the `mcpw_agent` command, as `cargo run --example mcpw_agent` does.
@@ -69,7 +80,31 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
         steps: args.steps,
         step: Duration::from_millis(args.step_ms),
     };
-    let (handle, mut events) = connect(&args.url, settings, args.api_key.as_deref())?;
+    if args.count > 1 {
+        let mut config = mcpw::pool::PoolConfig::new(settings, args.count);
+        config.api_key = args.api_key.clone();
+        config.shared_state = args.shared_state;
+        config.vote = args.vote.clone();
+        let (pool, mut events) = mcpw::pool::AgentPool::connect(&args.url, &config)?;
+        loop {
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Some((i, ev)) => {
+                        let id = &pool.agent_ids()[i];
+                        println!("{id}: {}", mcpw::agent_app::describe(&ev));
+                    }
+                    None => break,
+                },
+                _ = tokio::signal::ctrl_c() => break,
+            }
+        }
+        pool.shutdown().await;
+        return Ok(());
+    }
+    let machine = mcpw::agent_app::AgentMachine::new(settings)
+        .with_shared_state(args.shared_state)
+        .with_vote(&args.vote);
+    let (handle, mut events) = connect_machine(&args.url, machine, args.api_key.as_deref())?;
     // Listening for Ctrl-C and SIGTERM from the start: a signal is never missed.
     let mut stop = std::pin::pin!(stop_signal());
     let signal = loop {

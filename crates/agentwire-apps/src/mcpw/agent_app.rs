@@ -66,8 +66,27 @@ pub enum AgentEvent {
     },
     /// The server accepted the completion.
     CompletionAccepted(Accepted),
-    /// A collaboration request arrived and was approved.
+    /// A collaboration request arrived and was answered with the agent's vote
+    /// ([`AgentMachine::with_vote`], default `approve`).
     Collaborated(CollaborationRequest),
+    /// The server's result of this agent's collaboration request (from this crate's
+    /// orchestrator, a [`CollaborationResult`](agentwire::mcpw::CollaborationResult), whose
+    /// `outcome` is the tally of a vote).
+    CollaborationResult {
+        /// The task it is about.
+        task_id: TaskId,
+        /// The result.
+        result: serde_json::Value,
+    },
+    /// The agent's replica of the shared state changed: another agent's sync arrived
+    /// (`from`), or the server's full sync replaced it (`from: None`). Only with
+    /// [`AgentMachine::with_shared_state`].
+    StateUpdated {
+        /// The agent whose sync was applied.
+        from: Option<String>,
+        /// The shared `tasks_completed` counter now.
+        tasks_completed: u64,
+    },
     /// The server cancelled a task (4006): the worker stopped working on it.
     Cancelled {
         /// The task.
@@ -132,8 +151,9 @@ impl From<Backoff> for Reconnect {
     }
 }
 
-/// The [`Agent`] configured from `settings`.
-fn agent(settings: &AgentSettings, backoff: Backoff) -> Agent {
+/// The [`Agent`] configured from `settings`, keeping a replica of the shared state when
+/// `shared_state`.
+fn agent(settings: &AgentSettings, backoff: Backoff, shared_state: bool) -> Agent {
     let register = AgentRegister {
         agent_id: settings.agent_id.clone(),
         agent_type: Some(settings.agent_type.clone()),
@@ -152,19 +172,30 @@ fn agent(settings: &AgentSettings, backoff: Backoff) -> Agent {
     let config = AgentConfig::new(register)
         .with_binary(settings.binary)
         .with_heartbeat_interval(settings.heartbeat)
-        .with_reconnect(backoff.into());
+        .with_reconnect(backoff.into())
+        .with_shared_state(shared_state);
     // Random idempotency keys: a restarted agent never reuses one of its previous life.
     let mut agent = Agent::new(config).with_ids(UuidV4Ids);
     agent.set_load(Some(0.1));
     agent
 }
 
+/// The shared G-Counter the reference agent adds each accepted completion to (the key of
+/// the spec's `state.sync` example).
+pub const TASKS_COMPLETED: &str = "tasks_completed";
+
 /// The reference agent's machine: the [`Agent`] role, with a worker that takes every task
-/// through `steps` progress reports to its completion, one `step` apart, and approves every
-/// collaboration request.
+/// through `steps` progress reports to its completion, one `step` apart, and answers every
+/// collaboration request with its vote. With [`with_shared_state`](Self::with_shared_state)
+/// it keeps a replica of the shared state and counts its accepted completions in the
+/// shared [`TASKS_COMPLETED`] counter.
 pub struct AgentMachine {
     agent: Agent,
     settings: AgentSettings,
+    backoff: Backoff,
+    shared_state: bool,
+    /// The vote every collaboration request is answered with.
+    vote: String,
     /// What the agent said, turned into this machine's outputs.
     out: VecDeque<Output<AgentEvent>>,
     /// The next step of each task in work.
@@ -179,8 +210,11 @@ impl AgentMachine {
     /// A machine for `settings`.
     pub fn new(settings: AgentSettings) -> Self {
         Self {
-            agent: agent(&settings, Backoff::default()),
+            agent: agent(&settings, Backoff::default(), false),
             settings,
+            backoff: Backoff::default(),
+            shared_state: false,
+            vote: "approve".to_owned(),
             out: VecDeque::new(),
             work: TimerSet::new(),
             done: BTreeMap::new(),
@@ -190,8 +224,36 @@ impl AgentMachine {
 
     /// This machine with reconnect waits `backoff`.
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {
-        self.agent = agent(&self.settings, backoff);
+        self.backoff = backoff;
+        self.agent = agent(&self.settings, backoff, self.shared_state);
         self
+    }
+
+    /// This machine keeping a replica of the shared CRDT state (fetched after each
+    /// registration, kept in step by every agent's `state.sync`).
+    pub fn with_shared_state(mut self, shared: bool) -> Self {
+        self.shared_state = shared;
+        self.agent = agent(&self.settings, self.backoff, shared);
+        self
+    }
+
+    /// This machine answering collaboration requests with `vote` (`approve`, `reject`,
+    /// `abstain`) instead of `approve`.
+    pub fn with_vote(mut self, vote: &str) -> Self {
+        vote.clone_into(&mut self.vote);
+        self
+    }
+
+    /// The agent role inside (its replica: [`Agent::state`]).
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// Sends `request` (`requesting_agent` set to this agent); the server's result arrives
+    /// as [`AgentEvent::CollaborationResult`]. `false` if not connected or too many
+    /// requests are pending.
+    pub fn request_collaboration(&mut self, request: CollaborationRequest) -> bool {
+        self.agent.request_collaboration(request).is_ok()
     }
 
     /// Announces `agent.shutdown` (`reason`; `transfer`: the server hands the held tasks to
@@ -313,11 +375,26 @@ impl AgentMachine {
                     AgentEvent::TaskAssigned(t)
                 }
                 mcpw::AgentEvent::CompletionAccepted { task_id, status } => {
+                    if self.agent.is_state_ready() {
+                        // Counted once the server accepted it; the sync joins the outputs.
+                        let _ = self.agent.state_increment(TASKS_COMPLETED, 1);
+                    }
                     AgentEvent::CompletionAccepted(Accepted { task_id, status })
+                }
+                mcpw::AgentEvent::StateUpdated { from } => AgentEvent::StateUpdated {
+                    from,
+                    tasks_completed: self
+                        .agent
+                        .state()
+                        .counter(TASKS_COMPLETED)
+                        .map_or(0, |c| c.value()),
+                },
+                mcpw::AgentEvent::CollaborationAnswered { task_id, result } => {
+                    AgentEvent::CollaborationResult { task_id, result }
                 }
                 mcpw::AgentEvent::CollaborationRequested { id, request } => {
                     // The answer joins the agent's outputs, drained by this loop.
-                    if self.agent.answer_collaboration(id, "approve").is_err() {
+                    if self.agent.answer_collaboration(id, &self.vote).is_err() {
                         continue;
                     }
                     AgentEvent::Collaborated(request)
@@ -440,6 +517,17 @@ pub fn connect_with_backoff(
     api_key: Option<&str>,
     backoff: Backoff,
 ) -> Result<(Handle<AgentMachine>, Events<AgentEvent>), agentwire::tokio::ConfigError> {
+    connect_machine(url, AgentMachine::new(settings).with_backoff(backoff), api_key)
+}
+
+/// Connects `machine` to `url` with `api_key` (if any), announcing its id and type (and
+/// binary form) in the upgrade's headers; returns its handle and events.
+pub fn connect_machine(
+    url: &str,
+    mut machine: AgentMachine,
+    api_key: Option<&str>,
+) -> Result<(Handle<AgentMachine>, Events<AgentEvent>), agentwire::tokio::ConfigError> {
+    let settings = &machine.settings;
     let mut cfg = ClientConfig::default()
         .with_subprotocol("mcp.v1")
         .with_header("X-Agent-ID", settings.agent_id.clone())
@@ -450,7 +538,6 @@ pub fn connect_with_backoff(
     if let Some(k) = api_key {
         cfg = cfg.with_header("Authorization", format!("Bearer {k}"));
     }
-    let mut machine = AgentMachine::new(settings).with_backoff(backoff);
     let (now, unix_ms) = crate::common::clocks();
     machine.set_wall_clock(now, unix_ms);
     Client::connect_dialer(url, machine, cfg)
@@ -511,7 +598,7 @@ pub fn describe(ev: &AgentEvent) -> String {
             or_q(&a.status)
         ),
         AgentEvent::Collaborated(c) => format!(
-            "approved {}'s {} request on task {}",
+            "voted on {}'s {} request on task {}",
             c.requesting_agent,
             or_q(&c.collaboration_type),
             c.task_id
@@ -519,6 +606,25 @@ pub fn describe(ev: &AgentEvent) -> String {
         AgentEvent::Error(e) => {
             format!("the server answered with error {}: {}", e.code, e.message)
         }
+        AgentEvent::CollaborationResult { task_id, result } => {
+            match result["outcome"]["decision"].as_str() {
+                Some(d) => format!(
+                    "collaboration on task {task_id}: {d} ({} approve, {} reject)",
+                    result["outcome"]["approve"], result["outcome"]["reject"]
+                ),
+                None => format!(
+                    "collaboration on task {task_id}: {} answered",
+                    result["responses"].as_object().map_or(0, |r| r.len())
+                ),
+            }
+        }
+        AgentEvent::StateUpdated {
+            from,
+            tasks_completed,
+        } => match from {
+            Some(a) => format!("shared state: {a}'s sync applied ({tasks_completed} tasks completed)"),
+            None => format!("shared state: the server's full sync ({tasks_completed} tasks completed)"),
+        },
         AgentEvent::Cancelled { task_id, reason } => {
             format!("task {task_id}: cancelled by the server ({reason}); stopped working on it")
         }

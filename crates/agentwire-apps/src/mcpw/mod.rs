@@ -5,6 +5,9 @@
 //!   by agentwire-tokio behind the pre-upgrade policy, with a Prometheus `/metrics` endpoint.
 //! - [`agent_app`]: a reference agent (a client machine) that registers, heartbeats, works on
 //!   the tasks it is given and answers collaboration requests, in JSON or binary form.
+//! - [`pool`]: N reference agents from one process (`mcpw_agent --count N`), one connection
+//!   each, one settings template and backoff, one merged event stream.
 
 pub mod agent_app;
+pub mod pool;
 pub mod server_app;

@@ -42,6 +42,13 @@ pub enum Request {
         /// The task's id.
         task_id: TaskId,
     },
+    /// `state.get`: the whole shared state.
+    StateGet,
+    /// This agent's `state.sync` with its own vector-clock entry `seq`.
+    StateSync {
+        /// The sync's sequence number.
+        seq: u64,
+    },
 }
 
 impl Request {
@@ -174,6 +181,12 @@ pub enum AgentEvent {
     Disconnected {
         /// The wait before the next attempt.
         retry_in: Duration,
+    },
+    /// The replica of the shared state changed: another agent's sync was applied
+    /// (`from`), or a full sync from the server replaced it (`from: None`).
+    StateUpdated {
+        /// The agent whose sync was applied.
+        from: Option<String>,
     },
     /// The agent stopped for good ([`shutdown`](super::Agent::shutdown) or
     /// [`close`](super::Agent::close)); the driver stops dialing.

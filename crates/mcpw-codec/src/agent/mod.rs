@@ -4,7 +4,9 @@ mod event;
 mod link;
 mod redial;
 mod reliability;
+mod replica;
 mod retry;
+mod state;
 mod tasks;
 
 use std::time::{Duration, Instant};
@@ -28,6 +30,7 @@ use crate::params::{
 pub use event::{AgentEvent, CollaborationId, Request};
 use link::{key_of, Link, ReplyKey};
 use redial::Redial;
+use replica::Replica;
 use tasks::Tasks;
 
 /// Close reason when [`Agent::shutdown`] ends the connection.
@@ -76,9 +79,12 @@ struct Vote<'a> {
 ///   [`Agent::update_capability`], [`Agent::request_collaboration`],
 ///   [`Agent::answer_collaboration`], [`Agent::set_binary`], [`Agent::set_load`],
 ///   [`Agent::set_status`], [`Agent::set_wall_clock`], [`Agent::shutdown`],
-///   [`Agent::close`];
+///   [`Agent::close`]; the shared state's [`Agent::state_increment`],
+///   [`Agent::state_add`], [`Agent::state_remove`], [`Agent::refresh_state`];
 /// - getters: [`Agent::agent_id`], [`Agent::conn`], [`Agent::is_registered`],
-///   [`Agent::is_compact`], [`Agent::tasks`], [`Agent::failures`], [`Agent::is_stopped`].
+///   [`Agent::is_compact`], [`Agent::tasks`], [`Agent::failures`], [`Agent::is_stopped`],
+///   [`Agent::state`] (the replica of the shared state, decision 54),
+///   [`Agent::is_state_ready`].
 ///
 /// Requests refused with a retryable error are sent again ([`AgentConfig::retry`]); a
 /// task the server cancels (4006) is let go of ([`AgentEvent::TaskCancelled`]).
@@ -93,6 +99,8 @@ struct Vote<'a> {
 /// | [`AgentConfig::max_collaborations`] | 64 | answered 4003 |
 /// | [`AgentConfig::max_pending`] | 64 capability updates and collaboration requests awaiting an answer | [`AgentCommandError::TooManyPending`] |
 /// | [`AgentConfig::retry`] | 4 sends, 500 ms doubling to 10 s | the error is reported |
+/// | [`AgentConfig::max_pending_syncs`] | 64 | [`AgentCommandError::State`] |
+/// | [`AgentConfig::crdt`] | [`CrdtLimits`](crate::crdt::CrdtLimits) defaults | a sync that would break one is refused; a full sync that does, reported |
 /// | [`AgentConfig::codec`] | [`Limits`](crate::Limits) defaults | [`AgentEvent::ProtocolViolation`] |
 pub struct Agent {
     config: AgentConfig,
@@ -104,6 +112,8 @@ pub struct Agent {
     out: Outbox<AgentEvent>,
     link: Option<Link>,
     tasks: Tasks,
+    /// The replica of the shared CRDT state.
+    replica: Replica,
     redial: Redial,
     /// The message counter behind ids and sequence ids.
     seq: u64,
@@ -135,6 +145,7 @@ impl std::fmt::Debug for Agent {
 impl Agent {
     /// An agent that dials at once ([`Dialer::poll_dial`] says [`Dial::Now`]).
     pub fn new(config: AgentConfig) -> Self {
+        let crdt = config.crdt.clone();
         Self {
             codec: Codec::new(config.codec.clone()),
             config,
@@ -143,6 +154,7 @@ impl Agent {
             out: Outbox::new(),
             link: None,
             tasks: Tasks::default(),
+            replica: Replica::new(crdt),
             redial: Redial::default(),
             seq: 0,
             load: None,
@@ -493,6 +505,7 @@ impl Agent {
             self.out.close(link.conn, CloseCode::NORMAL, reason);
         }
         self.tasks.forget();
+        self.replica.disconnected();
     }
 
     /// Stops for good.
@@ -532,6 +545,9 @@ impl Agent {
                     });
                 link.start_heartbeats(now, period);
                 self.out.event(AgentEvent::Registered(c));
+                if self.config.shared_state {
+                    self.fetch_state();
+                }
             }
             Body::TaskAssigned(t) => {
                 if self.tasks.assign(&t.task_id, self.config.max_tasks) {
@@ -559,12 +575,18 @@ impl Agent {
                     ),
                 }
             }
+            Body::StateSync(p) if kind == MessageType::NOTIFICATION => {
+                self.on_state_notification(&p);
+            }
             Body::Error(error) => {
                 let Some(error) = self.intercept_error(&key, error, now) else {
                     return;
                 };
                 let about = self.take_pending(&key);
                 match about {
+                    Some(ref r @ (Request::StateGet | Request::StateSync { .. })) => {
+                        self.on_state_refused(r);
+                    }
                     Some(Request::SetBinary) => {
                         if let Some(link) = &mut self.link {
                             link.set_binary = None;
@@ -644,6 +666,9 @@ impl Agent {
             Some(Request::Shutdown) => {
                 self.out.event(AgentEvent::ShutdownAccepted);
                 self.finish_shutdown();
+            }
+            Some(r @ (Request::StateGet | Request::StateSync { .. })) => {
+                self.on_state_answer(&r, params);
             }
             // `registration.confirmed` is read as such; anything else is not an answer
             // the agent waits for.
@@ -749,6 +774,7 @@ impl Machine for Agent {
         }
         let Some(link) = self.link.take() else { return };
         self.tasks.forget();
+        self.replica.disconnected();
         if self.stopping.is_some() {
             self.stop();
             return;

@@ -10,13 +10,21 @@
 //! The [`CrdtStore`] applies operations as `state.sync` carries them (op-based: "actor
 //! incremented `key` by 1", "add element with tag"), deduplicated per sync by the sender's own
 //! vector-clock entry, so a repeated or reordered sync changes nothing it should not.
+//!
+//! A replica's content hashes to its `merkle_root` ([`CrdtStore::merkle_root`], defined in
+//! the `merkle` module's docs), and travels whole as a [`StateSnapshot`] when a replica
+//! must be replaced (a full sync): the snapshot says which syncs it holds, so applying the
+//! rest afterwards counts each once.
 
 mod clock;
 mod counter;
+mod merkle;
 mod set;
+mod snapshot;
 mod store;
 
 pub use clock::{Causality, VectorClock};
 pub use counter::GCounter;
 pub use set::OrSet;
+pub use snapshot::{AppliedSyncs, StateSnapshot};
 pub use store::{CrdtLimits, CrdtOp, CrdtStore, StoreError, SyncOutcome};

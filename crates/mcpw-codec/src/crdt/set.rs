@@ -53,6 +53,25 @@ impl OrSet {
         n
     }
 
+    /// The tags of `element` added and not removed, in order.
+    pub fn live_tags<'a>(&'a self, element: &str) -> impl Iterator<Item = &'a str> + 'a {
+        self.adds
+            .get(element)
+            .into_iter()
+            .flatten()
+            .filter(|t| !self.removed.contains(*t))
+            .map(String::as_str)
+    }
+
+    /// Every element, tag and tombstone held (to check their lengths).
+    pub fn strings(&self) -> impl Iterator<Item = &str> {
+        self.adds
+            .iter()
+            .flat_map(|(e, tags)| std::iter::once(e).chain(tags))
+            .chain(&self.removed)
+            .map(String::as_str)
+    }
+
     /// Whether `element` is present.
     pub fn contains(&self, element: &str) -> bool {
         self.adds

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{GCounter, OrSet, VectorClock};
+use super::{merkle, AppliedSyncs, GCounter, OrSet, StateSnapshot, VectorClock};
 pub use crate::error::StoreError;
 
 /// One operation of a `state.sync`, in the store's terms.
@@ -122,14 +122,6 @@ pub enum SyncOutcome {
     Duplicate,
 }
 
-/// Sequence numbers of one sender's applied syncs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Applied {
-    /// Everything at or below is treated as applied.
-    floor: u64,
-    seen: BTreeSet<u64>,
-}
-
 /// The orchestrator's replicated state: a merged vector clock, G-Counters and OR-Sets by
 /// key, and which syncs were applied.
 ///
@@ -141,7 +133,7 @@ pub struct CrdtStore {
     clock: VectorClock,
     counters: BTreeMap<String, GCounter>,
     sets: BTreeMap<String, OrSet>,
-    applied: BTreeMap<String, Applied>,
+    applied: BTreeMap<String, AppliedSyncs>,
     limits: CrdtLimits,
 }
 
@@ -184,6 +176,115 @@ impl CrdtStore {
         self.applied
             .get(origin)
             .is_some_and(|a| seq <= a.floor || a.seen.contains(&seq))
+    }
+
+    /// The highest sequence number of `origin`'s syncs applied here (0: none).
+    pub fn last_applied(&self, origin: &str) -> u64 {
+        self.applied
+            .get(origin)
+            .map_or(0, |a| a.seen.last().copied().unwrap_or(0).max(a.floor))
+    }
+
+    /// The content's `merkle_root`: 64 lowercase hex digits of a SHA-256 tree over the keys,
+    /// defined exactly in the crate's `crdt` docs (one leaf per key, its canonical JSON).
+    /// Replicas holding the same counters, tags and tombstones have the same root, whatever
+    /// their clocks.
+    pub fn merkle_root(&self) -> String {
+        merkle::root(self.counters(), self.sets())
+    }
+
+    /// The whole replica, for a full sync.
+    pub fn snapshot(&self) -> StateSnapshot {
+        StateSnapshot {
+            vector_clock: self.clock.clone(),
+            merkle_root: self.merkle_root(),
+            counters: self.counters.clone(),
+            sets: self.sets.clone(),
+            applied: self.applied.clone(),
+        }
+    }
+
+    /// A replica holding exactly `snapshot`, within `limits`. Refused when it breaks a limit,
+    /// uses a key as both kinds, or its `merkle_root` is not the root of its content.
+    pub fn from_snapshot(snapshot: StateSnapshot, limits: CrdtLimits) -> Result<Self, StoreError> {
+        let l = &limits;
+        let long = |s: &str| s.len() > l.max_string_bytes;
+        if snapshot.vector_clock.len() > l.max_clock_actors {
+            return Err(StoreError::Limit("max_clock_actors"));
+        }
+        if snapshot.vector_clock.iter().any(|(a, _)| long(a)) {
+            return Err(StoreError::TooLong("vector_clock"));
+        }
+        if snapshot.counters.len() + snapshot.sets.len() > l.max_keys {
+            return Err(StoreError::Limit("max_keys"));
+        }
+        for (key, c) in &snapshot.counters {
+            if snapshot.sets.contains_key(key) {
+                return Err(StoreError::KindConflict(key.clone()));
+            }
+            if long(key) || c.iter().any(|(a, _)| long(a)) {
+                return Err(StoreError::TooLong("counters"));
+            }
+            if c.actors() > l.max_counter_actors {
+                return Err(StoreError::Limit("max_counter_actors"));
+            }
+        }
+        for (key, set) in &snapshot.sets {
+            if long(key) || set.strings().any(long) {
+                return Err(StoreError::TooLong("sets"));
+            }
+            if set.tag_count() > l.max_set_tags {
+                return Err(StoreError::Limit("max_set_tags"));
+            }
+        }
+        if snapshot.applied.len() > l.max_origins {
+            return Err(StoreError::Limit("max_origins"));
+        }
+        for (origin, a) in &snapshot.applied {
+            if long(origin) {
+                return Err(StoreError::TooLong("applied"));
+            }
+            if a.seen.len() > l.sync_window.max(1) {
+                return Err(StoreError::Limit("sync_window"));
+            }
+        }
+        let store = Self {
+            clock: snapshot.vector_clock,
+            counters: snapshot.counters,
+            sets: snapshot.sets,
+            applied: snapshot.applied,
+            limits,
+        };
+        if store.merkle_root() != snapshot.merkle_root {
+            return Err(StoreError::RootMismatch);
+        }
+        Ok(store)
+    }
+
+    /// `ops` with every remove that names no tag replaced by one remove per tag of its
+    /// element observed here and not removed yet, so the removal means the same on every
+    /// replica it is forwarded to.
+    pub fn resolve(&self, ops: &[CrdtOp]) -> Vec<CrdtOp> {
+        let mut out = Vec::with_capacity(ops.len());
+        for op in ops {
+            match op {
+                CrdtOp::Remove {
+                    key,
+                    element,
+                    tag: None,
+                } => {
+                    if let Some(set) = self.sets.get(key) {
+                        out.extend(set.live_tags(element).map(|t| CrdtOp::Remove {
+                            key: key.clone(),
+                            element: element.clone(),
+                            tag: Some(t.to_owned()),
+                        }));
+                    }
+                }
+                op => out.push(op.clone()),
+            }
+        }
+        out
     }
 
     /// Applies one `state.sync` from `origin` carrying `clock` and `ops`: all of it, or (on

@@ -7,8 +7,9 @@ use std::time::Instant;
 use agentwire_core::{ConnId, TimerSet};
 use serde_json::Value;
 
+use super::votes::{Vote, VoteRule};
 use super::wire::ReplyKey;
-use crate::params::CollaborationResult;
+use crate::params::{CollaborationResult, CoordinationPattern};
 use crate::Form;
 
 /// One collaboration: a `collaboration.request` forwarded to the agents it requires.
@@ -25,11 +26,31 @@ pub(crate) struct Collab {
     /// Agents whose answer is awaited.
     pub(crate) waiting: BTreeSet<String>,
     pub(crate) responses: BTreeMap<String, Value>,
+    /// The request's pattern, as it named it (`None`: it named none).
+    pub(crate) pattern: Option<CoordinationPattern>,
+    /// How the votes decide (`voting`, `consensus`).
+    pub(crate) rule: Option<VoteRule>,
+    /// The votes so far (`voting`, `consensus`).
+    pub(crate) votes: BTreeMap<String, Vote>,
 }
 
 impl Collab {
-    /// The requester's result, and who answered and who did not.
-    pub(crate) fn finish(self) -> (CollaborationResult, Vec<String>, Vec<String>) {
+    /// Whether the collaboration can end: no answer is awaited, or the votes decide
+    /// whatever the rest vote.
+    fn is_done(&self) -> bool {
+        self.waiting.is_empty()
+            || self.rule.is_some_and(|r| {
+                r.is_decided(
+                    &self.votes,
+                    self.waiting.len() as u64,
+                    self.asked.len() as u64,
+                )
+            })
+    }
+
+    /// The requester's result (with a vote's tally instead of the raw answers), and who
+    /// answered and who did not.
+    pub(crate) fn finish(mut self) -> (CollaborationResult, Vec<String>, Vec<String>) {
         let responded: Vec<String> = self.responses.keys().cloned().collect();
         let missing: Vec<String> = self
             .asked
@@ -37,12 +58,20 @@ impl Collab {
             .filter(|a| !self.responses.contains_key(*a))
             .cloned()
             .collect();
+        let outcome = self
+            .rule
+            .map(|r| r.outcome(&self.votes, self.asked.len() as u64));
+        if outcome.is_some() {
+            self.responses.clear();
+        }
         let result = CollaborationResult {
             task_id: self.task_id,
             collaboration_type: self.collaboration_type,
             responses: self.responses,
             complete: missing.is_empty(),
             missing: missing.clone(),
+            coordination_pattern: self.pattern.map(|p| p.as_str().to_owned()),
+            outcome,
         };
         (result, responded, missing)
     }
@@ -90,14 +119,20 @@ impl Collabs {
         self.pending.remove(&(conn, key))
     }
 
-    /// Records `agent`'s answer to `id`; `true` when no answer is awaited any more.
+    /// Records `agent`'s answer to `id` (and its vote, in a vote); `true` when the
+    /// collaboration can end: no answer is awaited any more, or the votes decide already.
     pub(crate) fn record(&mut self, id: u64, agent: String, answer: Value) -> bool {
         let Some(c) = self.map.get_mut(&id) else {
             return false;
         };
         c.waiting.remove(&agent);
+        if c.rule.is_some() {
+            if let Some(v) = Vote::of(&answer) {
+                c.votes.insert(agent.clone(), v);
+            }
+        }
         c.responses.insert(agent, answer);
-        c.waiting.is_empty()
+        c.is_done()
     }
 
     /// `agent` is gone: no collaboration waits for it. Returns those that wait for no one
@@ -105,7 +140,7 @@ impl Collabs {
     pub(crate) fn forget_agent(&mut self, agent: &str, conn: ConnId) -> Vec<u64> {
         let mut done = Vec::new();
         for (id, c) in &mut self.map {
-            if c.waiting.remove(agent) && c.waiting.is_empty() {
+            if c.waiting.remove(agent) && c.is_done() {
                 done.push(*id);
             }
         }

@@ -13,9 +13,11 @@ use super::event::{OrchestratorEvent, RemovalReason};
 use super::idempotency::Seen;
 use super::tasks::TaskState;
 use super::texts;
+use super::votes;
 use super::wire::{self, ReplyKey};
 use super::Orchestrator;
 use crate::crdt::SyncOutcome;
+use crate::crdt_wire;
 use crate::error::{ParamError, ProtocolError};
 use crate::params::{
     AgentHeartbeat, AgentRegister, AgentShutdown, CapabilitiesNow, CapabilityOperation,
@@ -354,6 +356,7 @@ impl Orchestrator {
         let l = &self.config.limits;
         let collaboration_type =
             checks::collaboration(p, l).map_err(ProtocolError::InvalidParams)?;
+        let (pattern, rule) = votes::rule_of(p)?;
         let requester = self.agent_of(conn, &p.requesting_agent, "requesting_agent")?;
         let key = p.idempotency_key.as_deref();
         if let Some(answer) = self.replay((&requester, "collaboration.request", key), p, now)? {
@@ -407,6 +410,9 @@ impl Orchestrator {
             asked,
             waiting,
             responses: Default::default(),
+            pattern: p.coordination_pattern.as_ref().map(|_| pattern),
+            rule,
+            votes: Default::default(),
         };
         self.collabs.start(id, collab, now + timeout);
         if none_asked {
@@ -415,23 +421,78 @@ impl Orchestrator {
         Ok(None)
     }
 
+    /// `state.sync`: the operations merge into the store once (removes that name no tag are
+    /// resolved to the tags observed here first); a new sync goes on as a `state.sync`
+    /// notification to every other agent sharing the state; the sender is answered with
+    /// the store's clock and root, and the whole store when its root shows it diverged.
     pub(super) fn on_state_sync(&mut self, conn: ConnId, p: &StateSync) -> Handled {
         let (clock, ops) = checks::state_sync(p, &self.config.limits, &self.config.crdt)
             .map_err(ProtocolError::InvalidParams)?;
         let agent_id = self.agent_of(conn, &p.agent_id, "agent_id")?;
+        let ops = self.store.resolve(&ops);
         let outcome = self
             .store
             .apply_sync(&agent_id, &clock, &ops)
             .map_err(ProtocolError::Store)?;
+        self.state_subscribers.insert(conn);
+        let root = self.store.merkle_root();
+        if matches!(outcome, SyncOutcome::Applied { .. }) {
+            let params = crdt_wire::sync_params(&agent_id, &clock, &ops, Some(root.clone()));
+            let to: Vec<ConnId> = self
+                .state_subscribers
+                .iter()
+                .copied()
+                .filter(|c| *c != conn && self.conns.agent(*c).is_some())
+                .collect();
+            for target in to {
+                let form = self.form_of(target);
+                let key = self.new_key(target, form);
+                let body = Body::StateSync(params.clone());
+                self.send(target, form, MessageType::NOTIFICATION, &key, body);
+            }
+        }
         self.out.event(OrchestratorEvent::StateSynced {
             agent_id: agent_id.clone(),
             outcome,
         });
+        // The sender has seen what the store has (same clock) yet holds other content: it
+        // diverged, and gets a full sync.
+        let diverged = p
+            .merkle_root
+            .as_ref()
+            .is_some_and(|r| *r != root && crdt_wire::clock_of(p) == *self.store.clock());
+        let state = diverged
+            .then(|| self.store.snapshot())
+            .filter(|s| self.fits(s));
         let result = StateSyncResult {
             agent_id: agent_id.into_string(),
             applied: matches!(outcome, SyncOutcome::Applied { .. }),
             vector_clock: self.store.clock().clone(),
+            merkle_root: Some(root),
+            state,
         };
         Ok(Some(wire::result_body(None, &result)))
+    }
+
+    /// `state.get`: the whole store ([`StateSnapshot`](crate::crdt::StateSnapshot)), and
+    /// the sender shares the state from now on (it gets every other agent's syncs).
+    pub(super) fn on_state_get(&mut self, conn: ConnId) -> Handled {
+        if self.conns.agent(conn).is_none() {
+            return Err(ProtocolError::RegisterFirst);
+        }
+        let snapshot = self.store.snapshot();
+        if !self.fits(&snapshot) {
+            return Err(ProtocolError::TooLarge {
+                limit: self.config.limits.max_message_bytes,
+            });
+        }
+        self.state_subscribers.insert(conn);
+        Ok(Some(wire::result_body(None, &snapshot)))
+    }
+
+    /// Whether `snapshot` fits in one message (with room for its envelope).
+    fn fits(&self, snapshot: &crate::crdt::StateSnapshot) -> bool {
+        let len = serde_json::to_vec(snapshot).map_or(usize::MAX, |v| v.len());
+        len.saturating_add(256) <= self.config.limits.max_message_bytes
     }
 }

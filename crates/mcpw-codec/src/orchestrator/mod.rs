@@ -26,6 +26,7 @@ pub mod routing;
 mod tasks;
 mod texts;
 pub mod upgrade;
+mod votes;
 mod wire;
 
 use std::time::Instant;
@@ -68,6 +69,7 @@ pub const METHODS: &[&str] = &[
     "task.complete",
     "collaboration.request",
     "state.sync",
+    "state.get",
     "ping",
 ];
 
@@ -107,6 +109,9 @@ pub struct Orchestrator {
     /// collaboration's id).
     next_seq: u64,
     store: CrdtStore,
+    /// Connections sharing the state (they sent `state.sync` or `state.get`): each gets
+    /// every other agent's merged syncs.
+    state_subscribers: std::collections::BTreeSet<ConnId>,
     metrics: Metrics,
     last_method: Option<&'static str>,
     /// Queued tasks may be routable now (drained after the current reply is sent).
@@ -172,6 +177,7 @@ impl Orchestrator {
             replays: idempotency::Replays::default(),
             next_seq: 1,
             store,
+            state_subscribers: Default::default(),
             metrics,
             last_method: None,
             queue_dirty: false,
@@ -458,6 +464,7 @@ impl Orchestrator {
             Body::TaskComplete(p) => self.on_complete(conn, p, now),
             Body::CollaborationRequest(p) => self.on_collaboration(conn, p, at, now),
             Body::StateSync(p) => self.on_state_sync(conn, p),
+            Body::Other(_) if method == "state.get" => self.on_state_get(conn),
             _ => Err(ProtocolError::MethodNotFound(method.clone())),
         };
         match result {
@@ -614,6 +621,7 @@ impl Machine for Orchestrator {
         };
         self.out.forget_conn(conn);
         self.agents.unclaim(conn);
+        self.state_subscribers.remove(&conn);
         self.metrics.add_connection(
             &c.agent_type_label,
             c.counted_as.map_or("none", Form::label),
