@@ -179,8 +179,11 @@ impl TurnBench {
         }
     }
 
-    /// One whole turn; returns the number of frames sent.
+    /// One whole turn; returns the number of frames sent. Each turn comes a second after
+    /// the last, as utterances do: the per-connection rate limits (message and byte rates)
+    /// are paid but never reached, however many turns criterion runs.
     fn turn(&mut self) -> usize {
+        self.now += std::time::Duration::from_secs(1);
         let (s, now) = (&mut self.server, self.now);
         s.handle_frame(self.conn, Frame::Text(&self.frame), now);
         let mut sent = 0;

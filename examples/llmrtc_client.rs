@@ -3,12 +3,17 @@
 //! Connects to `--url` (default ws://127.0.0.1:8787/), sends `--wav FILE` (or a generated
 //! utterance) as `audio` `--turns` times, prints one sentence per event, shows the LLM reply
 //! as it streams, sums up each reply's TTS audio in one line, and writes that audio to
-//! `--out` (a WAV file per turn: `reply-1.wav`, ...). `--drop-after N` drops the connection
-//! after turn N to show a reconnect that recovers the session's history.
+//! `--out` (a WAV file per turn: `reply-1.wav`, ...; a whole reply in another format is
+//! written as it came, `reply-1.mp3`). `--drop-after N` drops the connection after turn N to
+//! show a reconnect that recovers the session's history. `--attach` (repeatable) sends
+//! images with the first turn, in one `attachments` message: an image file
+//! (.png/.jpg/.jpeg/.gif/.webp, at most 4 MiB, sent as a base64 data URI), or a `data:` URI
+//! or `http(s)://` URL as given.
 //!
 //! ```text
 //! cargo run --release --example llmrtc_server &
 //! cargo run --release --example llmrtc_client -- --turns 2 --drop-after 1
+//! cargo run --release --example llmrtc_client -- --attach menu.png
 //! ```
 
 #[tokio::main]

@@ -2,12 +2,16 @@
 //!
 //! Serves the llmrtc protocol v1 on `--listen` (default 127.0.0.1:8787, the web client's
 //! default signalling URL) with **stand-in providers, not real ones**: a scripted STT that
-//! returns the next line of `--transcript` per utterance (default: the example script built
+//! returns the next line of `--transcript` per utterance, after partial transcripts word by
+//! word (default: the example script built
 //! into the program, so it runs from anywhere), an LLM that echoes the transcript token by
 //! token (and calls playbook tools whose name the user says), and a TTS that "speaks" in
 //! PCM tones. `--playbook FILE` turns on playbook mode (stages and tools as JSON, see
 //! `crates/agentwire-apps/src/llmrtc/data/playbook.json`); `--example-playbook` uses that
-//! file's built-in copy. Events go to stderr as one sentence each (`RUST_LOG`).
+//! file's built-in copy. `--no-streaming-tts` sends each reply's audio whole, in one `tts`
+//! message (a WAV file), instead of `tts-chunk`s. Each client may send 50 messages and
+//! 1 MiB a second (bursts of 100 and 16 MiB); beyond that it gets `error RATE_LIMITED`.
+//! Events go to stderr as one sentence each (`RUST_LOG`).
 //!
 //! ```text
 //! cargo run --release --example llmrtc_server -- --listen 127.0.0.1:8787 --example-playbook
