@@ -510,8 +510,9 @@ impl DecodeError {
         }
     }
 
-    /// An [`ErrorBody`] reporting this error with its [`code`](Self::code).
-    /// For [`InvalidParams`](Self::InvalidParams), `data` is
+    /// An [`ErrorBody`] reporting this error with its [`code`](Self::code). A size or
+    /// nesting limit's `data` is `{"field", "reason", "expected", "received"}` (`at most
+    /// 1048576 bytes`, `1048577 bytes`). For [`InvalidParams`](Self::InvalidParams), `data` is
     /// `{"field", "reason", "expected", "received"}` as in the spec's example (`expected`
     /// and `received` as serde names them: `a string`, `null`; a missing field received
     /// `null`).
@@ -527,8 +528,53 @@ impl DecodeError {
                 }
                 body.with_data(data)
             }
-            _ => body,
+            _ => match self.limit_data() {
+                Some(data) => body.with_data(data),
+                None => body,
+            },
         }
+    }
+
+    /// The spec's `data` of a size or nesting limit: the field (`message`, `messages`),
+    /// the reason, the limit expected and what came.
+    fn limit_data(&self) -> Option<Value> {
+        let (field, reason, expected, received) = match self {
+            Self::Header(HeaderError::PayloadTooLarge { size, max })
+            | Self::Compact(CompactHeaderError::PayloadTooLarge { size, max }) => (
+                "message",
+                "Message too large",
+                format!("at most {max} bytes"),
+                format!("{size} bytes"),
+            ),
+            Self::TextTooLarge { len, max } => (
+                "message",
+                "Message too large",
+                format!("at most {max} bytes"),
+                format!("{len} bytes"),
+            ),
+            Self::Gzip(GzipError::TooLarge { cap }) => (
+                "message",
+                "Decompressed message too large",
+                format!("at most {cap} bytes"),
+                "more bytes".to_owned(),
+            ),
+            Self::BatchTooLarge { count, max } => (
+                "messages",
+                "Batch too large",
+                format!("at most {max} messages"),
+                format!("{count} messages"),
+            ),
+            Self::TooDeep { limit } => (
+                "message",
+                "Nested too deep",
+                format!("at most {limit} levels"),
+                "deeper".to_owned(),
+            ),
+            _ => return None,
+        };
+        Some(serde_json::json!({
+            "field": field, "reason": reason, "expected": expected, "received": received,
+        }))
     }
 }
 

@@ -480,8 +480,11 @@
 //!     type, `agent_id`, `task_id`, a param; a param of the wrong type names what serde
 //!     expected and received), a `reason` alone for the server's own limits (too many
 //!     agents or collaborations), and what a peer acts on: `retry_after_ms` of 4002,
-//!     `task_id` of 4006, `limit` of 4007 ([`ProtocolError::data`]).
-//!     (`every_error_names_field_reason_expected_and_received_where_they_apply`)
+//!     `task_id` of 4006, `limit` of 4007 ([`ProtocolError::data`]); a size or nesting
+//!     limit names the limit expected and the size received ([`DecodeError::to_error_body`]).
+//!     The agent's own errors do the same (4004 for a request it does not serve).
+//!     (`every_error_names_field_reason_expected_and_received_where_they_apply`,
+//!     `the_agents_own_errors_name_field_reason_expected_and_received`)
 //!
 //! Protocol evolution (`tests/wire_orchestrator.rs`, `tests/wire_agent.rs`, the upgrade
 //! policy's unit tests, and end to end the root `tests/mcpw_wire_e2e.rs`):

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use agentwire_core::sim::{Sim, SimConfig};
-use agentwire_core::{Dial, Dialer, PeerInfo, Rate, SequentialIds};
+use agentwire_core::{ConnId, Dial, Dialer, Frame, Machine, Output, PeerInfo, Rate, SequentialIds};
 use mcpw_codec::agent::{AgentEvent, Request};
 use mcpw_codec::orchestrator::{
     Orchestrator, OrchestratorConfig, OrchestratorEvent, RemovalReason, TaskFailure, TaskSpec,
@@ -429,5 +429,30 @@ fn capability_updates_and_collaboration_requests_carry_idempotency_keys() {
                 if task_id == "t-9" && result["responses"]["agent-2"]["vote"] == "approve"
         )),
         "{events:?}"
+    );
+}
+
+#[test]
+fn the_agents_own_errors_name_field_reason_expected_and_received() {
+    let mut agent = Agent::new(config("agent-1"));
+    let now = t0();
+    agent.handle_connect(ConnId::new(1), &PeerInfo::new(None), now);
+    while agent.poll_output().is_some() {}
+    let request = r#"{"id":"q-1","type":0,"method":"tool.execute","params":{}}"#;
+    agent.handle_frame(ConnId::new(1), Frame::Text(request), now);
+    let mut replies = Vec::new();
+    while let Some(out) = agent.poll_output() {
+        if let Output::Send { frame, .. } = out {
+            let text = frame.as_text().expect("JSON form").to_owned();
+            replies.push(serde_json::from_str::<serde_json::Value>(&text).expect("json"));
+        }
+    }
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    let error = &replies[0]["error"];
+    assert_eq!(error["code"], 4004);
+    assert_eq!(
+        error["data"],
+        serde_json::json!({"field": "method", "reason": "Method not found",
+                           "expected": "a method this agent serves", "received": "tool.execute"})
     );
 }

@@ -113,7 +113,9 @@ fn pings_are_answered_and_unknown_requests_get_4004() {
     );
     assert_eq!(
         json_of(&frames[0]),
-        json!({"id": "x-1", "type": 3, "error": {"code": 4004, "message": "method not found: tool.execute"}})
+        json!({"id": "x-1", "type": 3, "error": {"code": 4004, "message": "method not found: tool.execute",
+            "data": {"field": "method", "reason": "Method not found",
+                     "expected": "a method this agent serves", "received": "tool.execute"}}})
     );
     assert!(events.is_empty());
     // A notification it has no use for is not answered.

@@ -290,6 +290,16 @@ fn every_error_names_field_reason_expected_and_received_where_they_apply() {
             "agent_id",
         ),
     ];
+    // A size limit names what it expected and what came.
+    let big = "x".repeat((1 << 20) + 1);
+    e.send(
+        a,
+        json!({"id": "8", "method": "ping", "params": {"pad": big}}),
+    );
+    let r = e.take(a);
+    assert_eq!(r[0]["error"]["code"], 4007);
+    assert_eq!(r[0]["error"]["data"]["field"], "message");
+    assert_eq!(r[0]["error"]["data"]["expected"], "at most 1048576 bytes");
     for (msg, code, field) in cases {
         e.send(a, msg.clone());
         let r = e.take(a);

@@ -571,7 +571,10 @@ impl Agent {
                         ErrorBody::new(
                             ErrorCode::SERVER_ERROR,
                             "too many collaboration requests awaiting an answer",
-                        ),
+                        )
+                        .with_data(serde_json::json!({
+                            "reason": "Too many collaboration requests awaiting an answer",
+                        })),
                     ),
                 }
             }
@@ -610,7 +613,17 @@ impl Agent {
                 } else {
                     format!("method not found: {method}")
                 };
-                self.reply_error(key, ErrorBody::new(ErrorCode::METHOD_NOT_FOUND, message));
+                let received = if method.is_empty() {
+                    body.code().0.to_string()
+                } else {
+                    method.to_owned()
+                };
+                let data = serde_json::json!({
+                    "field": "method", "reason": "Method not found",
+                    "expected": "a method this agent serves", "received": received,
+                });
+                let error = ErrorBody::new(ErrorCode::METHOD_NOT_FOUND, message).with_data(data);
+                self.reply_error(key, error);
             }
             // Notifications and responses the agent has no use for.
             _ => {}
