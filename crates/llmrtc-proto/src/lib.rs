@@ -21,12 +21,13 @@
 //! | serve clients | [`LlmrtcServer::new`] with [`ServerConfig`] (limits: [`Limits`], timeouts: [`ProviderTimeouts`], playbook: [`Playbook`]) |
 //! | plug in STT | on [`ServerEvent::Stt`] ([`SttRequest`]): [`LlmrtcServer::stt_partial`]*, then [`LlmrtcServer::stt_result`] |
 //! | plug in the LLM | on [`ServerEvent::Llm`] ([`LlmRequest`]): [`LlmrtcServer::llm_chunk`]*, [`LlmrtcServer::llm_tool_call`]* (playbook), then [`LlmrtcServer::llm_done`] or [`LlmrtcServer::llm_failed`] |
-//! | plug in TTS | on [`ServerEvent::Tts`] ([`TtsRequest`]): [`LlmrtcServer::tts_chunk`]* or [`LlmrtcServer::tts_audio`], then [`LlmrtcServer::tts_done`] or [`LlmrtcServer::tts_failed`] |
+//! | plug in TTS | on [`ServerEvent::Tts`] ([`TtsRequest`], `streaming` from [`ServerConfig::streaming_tts`]): [`LlmrtcServer::tts_chunk`]* or [`LlmrtcServer::tts_audio`], then [`LlmrtcServer::tts_done`] or [`LlmrtcServer::tts_failed`] |
+//! | report a failure around a provider (a panic, a dead worker) | [`ProviderError::Internal`] in any `*_failed` or `stt_result` (`INTERNAL_ERROR`) |
 //! | run playbook tools | on [`ServerEvent::ToolCall`] ([`ToolCallRequest`]): [`LlmrtcServer::tool_result`]; move stages with [`LlmrtcServer::change_stage`] |
 //! | stop provider work | on [`ServerEvent::Cancel`] (barge-in, disconnect, timeout): drop the request; late answers get [`CommandError::UnknownRequest`] |
 //! | WebRTC | [`ServerConfig::webrtc`], [`ServerEvent::Offer`] → [`LlmrtcServer::signal`]; [`LlmrtcServer::set_data_channel_open`] and [`ServerEvent::DataChannel`] for the payload copies |
 //! | connect as a client | [`LlmrtcClient::new`] with [`ClientConfig`] ([`Reconnection`], jitter from [`SplitMix64`]); run it with `agentwire_tokio::Client::connect_dialer`; events [`ClientEvent`], states [`ConnectionState`], the session's mode [`LlmrtcClient::mode`] ([`SessionMode`]) |
-//! | observe | [`ServerEvent`] (sessions started, resumed, expired; errors sent; turns ended), getters [`LlmrtcServer::sessions`], [`LlmrtcServer::history`], [`LlmrtcServer::stage`], ... |
+//! | observe | [`ServerEvent`] (sessions started, resumed, expired; errors sent; turns ended), getters [`LlmrtcServer::sessions`], [`LlmrtcServer::history`], [`LlmrtcServer::stage`], [`LlmrtcServer::dropped_messages`] (over the rate limits), ... |
 //! | name sessions, requests and tool calls | [`SessionId`] (the `ready.id` in every event), [`RequestId`] (one provider request), [`CallId`] (one playbook tool call, its `callId`) |
 //! | handle errors | [`DecodeError`], [`ProtocolError`] (the client's report of a bad server message), [`CommandError`], [`ClientCommandError`], [`ConfigError`] |
 //!
