@@ -258,3 +258,50 @@ async fn python_agent_interop() {
         .iter()
         .any(|r| r["type"] == "session.ended" && r["direction"] == "out"));
 }
+
+#[tokio::test]
+async fn a_participants_actions_reach_the_agent_as_state_updated_from_user() {
+    let dir = temp_dir("participant");
+    let (app, host) = relay_and_host(&dir.0).await;
+    let seen = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let sink = Arc::clone(&seen);
+    let mut agent = Agent::connect(&app.url(), move |d, v| {
+        if matches!(d, relay::agent_app::Dir::Received) {
+            sink.lock().expect("seen").push(v.clone());
+        }
+    })
+    .await
+    .expect("agent");
+    agent.join("default", "watcher").await.expect("join");
+
+    // The participant picks a movie and goes on, as a click in the UI would.
+    let outcome = host.act("select", json!({"itemId": "m2"})).await;
+    assert_eq!(outcome, Ok(agentwire::agent_relay::ToolOutcome::Applied));
+    host.act("next", json!({})).await.expect("next");
+    // A refused action is the agent's refusal text, and nothing is pushed for it.
+    let refused = host.act("select", json!({"itemId": 7})).await.unwrap_err();
+    assert!(refused.contains("INVALID_PARAMS"), "{refused}");
+    // The agent's next request is answered after the pushes that came before it.
+    let snap = agent.snapshot().await.expect("snapshot");
+    assert_eq!(snap["uiSpec"]["stage"], "theater");
+    let pushes: Vec<Value> = seen
+        .lock()
+        .expect("seen")
+        .iter()
+        .filter(|v| v["type"] == "state.updated")
+        .cloned()
+        .collect();
+    assert_eq!(pushes.len(), 2, "{pushes:#?}");
+    for p in &pushes {
+        assert_eq!(p["payload"]["source"], "user");
+        assert!(p.get("replyTo").is_none());
+    }
+    assert_eq!(
+        pushes[0]["payload"]["uiSpec"]["booking"]["movie"]["id"],
+        "m2"
+    );
+    assert_eq!(pushes[1]["payload"]["uiSpec"]["stage"], "theater");
+    agent.close().await;
+    host.shutdown().await;
+    app.shutdown().await;
+}

@@ -671,6 +671,60 @@ async fn movie_host_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
     within("relay shutdown", app.shutdown()).await;
 }
 
+#[cfg(unix)]
+#[tokio::test]
+async fn movie_host_stdin_commands_reach_agents_as_state_updated_from_user() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let dir = temp_dir("movie-host-stdin");
+    let bin = tokio::task::spawn_blocking(|| example("movie_host"))
+        .await
+        .expect("build");
+    let (app, mut events) = relay_in(&dir).await;
+    let (mut agent, _) = Peer::join(&app.url(), "agent", "default").await;
+    let mut child = Command::new(bin)
+        .arg("--url")
+        .arg(app.url())
+        .arg("--log-dir")
+        .arg(&*dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn movie_host");
+    next_event(&mut events, |ev| match ev {
+        ServerEvent::Relay(RelayEvent::Joined {
+            role: Role::Host, ..
+        }) => Some(()),
+        _ => None,
+    })
+    .await;
+    // A participant types: help, a chat line, a mistake, then two UI actions.
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"help\nI like dramas\n/select\n/select m1\n/next\n")
+        .expect("type");
+    stdin.flush().expect("flush");
+    let chat = agent.recv_type("user.message").await;
+    assert_eq!(chat["payload"]["text"], "I like dramas");
+    // The chat line also changes the visible chat: state.updated from the user.
+    let pushed = agent.recv_type("state.updated").await;
+    assert_eq!(pushed["payload"]["source"], "user");
+    let selected = agent.recv_type("state.updated").await;
+    assert_eq!(selected["payload"]["source"], "user");
+    assert_eq!(
+        selected["payload"]["uiSpec"]["booking"]["movie"]["id"],
+        "m1"
+    );
+    let next = agent.recv_type("state.updated").await;
+    assert_eq!(next["payload"]["source"], "user");
+    assert_eq!(next["payload"]["uiSpec"]["stage"], "theater");
+    child.stdin = Some(stdin);
+    example_bin::interrupt(child, "movie_host").await;
+    left(&mut events, "default", Role::Host).await;
+    stop(app, vec![agent]).await;
+}
+
 #[tokio::test]
 async fn relay_demo_exits_0_and_leaves_no_temp_folder_behind() {
     let tmp = temp_dir("demo-tmp");

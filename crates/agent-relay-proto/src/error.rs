@@ -217,6 +217,16 @@ pub enum HostCommandError {
     /// Not a session id of the form `s-YYYYMMDD-NNN`.
     #[error("not a session id of the form s-YYYYMMDD-NNN")]
     InvalidSessionId,
+    /// A participant's action ([`Host::user_action`](crate::Host::user_action)) was refused
+    /// as an agent's `tool.call` of it would be: no loaded spec, a tool the stage does not
+    /// offer, params that do not fit, or the tool's own [`ToolError`].
+    #[error("{code:?}: {message}")]
+    ActionRefused {
+        /// The code an agent would get.
+        code: ErrorCode,
+        /// The text an agent would get.
+        message: String,
+    },
 }
 
 /// Why a tool refused or failed; the host answers the agent with an `error` carrying

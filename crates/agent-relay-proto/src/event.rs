@@ -203,6 +203,14 @@ pub enum HostEvent {
         /// The agent's reason.
         reason: String,
     },
+    /// A participant's action ran ([`Host::user_action`](crate::Host::user_action)); its
+    /// `state.updated` (source `user`) follows if it changed anything.
+    UserAction {
+        /// The tool.
+        tool_name: String,
+        /// Whether it changed the visible state.
+        applied: bool,
+    },
     /// `agent.message` was added to the chat timeline.
     AgentMessage {
         /// The text.

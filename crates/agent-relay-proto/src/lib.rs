@@ -97,7 +97,8 @@
 //! As in quinn: `handle_*` feed input (network or time), `poll_*` drain output, verbs are
 //! commands that return at once ([`Relay::close`], [`Relay::set_wall_clock`]), nouns are
 //! getters ([`Relay::host_of`], [`Relay::agents_of`], [`Relay::pending_requests`], ...).
-//! The [`Host`]'s commands are [`Host::user_message`], [`Host::publish_state`],
+//! The [`Host`]'s commands are [`Host::user_message`], [`Host::user_action`],
+//! [`Host::publish_state`],
 //! [`Host::end_session`], [`Host::confirm_flush`], [`Host::fail_flush`],
 //! [`Host::resume_numbering`] and [`Host::set_wall_clock`]; its outcomes arrive as
 //! [`HostEvent`]s.
@@ -433,6 +434,20 @@
 //!     `a_study_sessions_records_carry_its_id_and_live_in_the_file_named_after_it`,
 //!     `the_host_refuses_bad_calls_over_the_wire_and_the_session_goes_on`,
 //!     `the_spec_examples_join_and_are_forwarded_both_ways_byte_for_byte`)
+//! 44. **The participant's actions are the stage's tools.** The spec pushes `state.updated`
+//!     with `source: "user"` on a user action but defines no way for one to reach the host;
+//!     [`Host::user_action`] runs the participant's click as the current stage's tool, with
+//!     the same checks as an agent's `tool.call` (NO_ACTIVE_SPEC, UNKNOWN_TOOL,
+//!     INVALID_PARAMS, the tool's own errors, as [`HostCommandError::ActionRefused`]), in or
+//!     outside a study session (as [`Host::user_message`]), and pushes `state.updated`
+//!     (`source: "user"`) to every agent when it changed the screen or the chat; nothing
+//!     is pushed for a refusal or a no-op. The tool sees [`USER_ACTION_REASON`] as its
+//!     reason. The reference movie host takes them as stdin commands (`/select`,
+//!     `/filter`, `/next`, ..., listed by `help`).
+//!     (`a_participant_action_runs_the_stages_tool_and_pushes_state_updated_from_user`,
+//!     `a_participants_click_reaches_every_agent_as_state_updated_from_user`,
+//!     `a_participants_actions_reach_the_agent_as_state_updated_from_user`,
+//!     `movie_host_stdin_commands_reach_agents_as_state_updated_from_user`)
 //!
 //! # Feature flags
 //!
@@ -468,7 +483,7 @@ pub use error::{
 pub use event::{EndTicket, HostEvent, Refusal, RelayEvent, Undelivered};
 pub use host::{
     study_log_path, validate_params, ChatEntry, ChatRole, History, Host, HostTimer, ToolContext,
-    ToolOutcome, Tools,
+    ToolOutcome, Tools, USER_ACTION_REASON,
 };
 pub use id::{ClientId, RequestId, SessionId, StudySessionId};
 pub use log::{Direction, LogRecord};

@@ -325,3 +325,21 @@ fn requests_without_id_are_answered_to_their_sender_only() {
     );
     assert_eq!(types(agent_take(&mut sim, a)), ["state.updated"]);
 }
+
+#[test]
+fn a_participants_click_reaches_every_agent_as_state_updated_from_user() {
+    let (mut sim, host, a) = relay_sim(Duration::from_millis(5));
+    let b = add_agent(&mut sim);
+    sim.call_client(host, |h, now| {
+        h.user_action("select", &json!({"itemId": "m1"}), now)
+    })
+    .unwrap();
+    sim.settle();
+    for agent in [a, b] {
+        let got = agent_take(&mut sim, agent);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0]["type"], "state.updated");
+        assert_eq!(got[0]["payload"]["source"], "user");
+        assert_eq!(got[0]["payload"]["uiSpec"]["selected"], "m1");
+    }
+}

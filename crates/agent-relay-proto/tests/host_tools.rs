@@ -305,3 +305,70 @@ fn no_loaded_spec_is_no_active_spec() {
     h.call("t", "teleport", json!({}));
     assert_eq!(error_of(&h.one()).0, "NO_ACTIVE_SPEC");
 }
+
+#[test]
+fn a_participant_action_runs_the_stages_tool_and_pushes_state_updated_from_user() {
+    use agent_relay_proto::{HostCommandError, ToolOutcome};
+    // Outside a study session too: the participant may click before an agent starts one.
+    let mut h = H::new();
+    let now = h.now;
+    assert_eq!(
+        h.host.user_action("select", &json!({"itemId": "m2"}), now),
+        Ok(ToolOutcome::Applied)
+    );
+    h.drain();
+    let sent = h.sent();
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert_eq!(sent[0]["type"], "state.updated");
+    assert!(sent[0].get("replyTo").is_none());
+    assert_eq!(sent[0]["payload"]["source"], sources::USER);
+    assert_eq!(sent[0]["payload"]["uiSpec"]["selected"], "m2");
+    assert!(h.events().contains(&HostEvent::UserAction {
+        tool_name: "select".into(),
+        applied: true
+    }));
+
+    // Refused as an agent's call would be, and nothing is pushed.
+    let refused = |code: &'static str, message: &str| HostCommandError::ActionRefused {
+        code: ErrorCode::new(code),
+        message: message.to_owned(),
+    };
+    for (tool, params, want) in [
+        (
+            "fly",
+            json!({}),
+            refused("UNKNOWN_TOOL", "Unknown tool: fly"),
+        ),
+        (
+            "select",
+            json!({"itemId": 7}),
+            refused("INVALID_PARAMS", "select requires itemId to be a string"),
+        ),
+        (
+            "refresh",
+            json!({}),
+            refused("TOOL_EXECUTION_FAILED", "The showtimes service is down."),
+        ),
+    ] {
+        assert_eq!(h.host.user_action(tool, &params, now), Err(want), "{tool}");
+        h.drain();
+        assert!(h.sent().is_empty(), "{tool}");
+    }
+    // Choosing what is already chosen changes nothing: no push.
+    assert_eq!(
+        h.host.user_action("select", &json!({"itemId": "m2"}), now),
+        Ok(ToolOutcome::Unchanged)
+    );
+    h.drain();
+    assert!(h.sent().is_empty());
+    // Going on a stage: the agents see it.
+    h.host.user_action("next", &json!({}), now).unwrap();
+    h.drain();
+    assert_eq!(h.one()["payload"]["uiSpec"]["stage"], "theater");
+    // No loaded spec: NO_ACTIVE_SPEC.
+    h.host.tools_mut().loaded = false;
+    assert!(matches!(
+        h.host.user_action("next", &json!({}), now),
+        Err(HostCommandError::ActionRefused { code, .. }) if code == ErrorCode::NO_ACTIVE_SPEC
+    ));
+}

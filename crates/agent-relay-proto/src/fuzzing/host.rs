@@ -169,7 +169,8 @@ struct Harness {
 /// payloads, types a host never receives, raw bytes, oversize frames), disconnects, clock
 /// moves (forward and backwards), `handle_timeout`, and the host's commands (participant
 /// messages, state pushes, session ends, flush confirmations and failures with real and
-/// made-up tickets, numbering, wall-clock moves, UI changes).
+/// made-up tickets, numbering, wall-clock moves, UI changes), then the participant's actions
+/// (every tool name, a few params) from the state it reached.
 ///
 /// Checks: output only to the current connection; input on another connection is a no-op;
 /// every frame sent is a `HostMessage` envelope; every `replyTo` is the `id` of a request fed
@@ -204,6 +205,25 @@ pub fn host(data: &[u8]) {
             break;
         }
         h.check(&host);
+    }
+    // The participant's actions, from whatever state the run left: every tool name with a
+    // few params, none of it read from the input (committed seeds keep their meaning).
+    for tool in TOOLS {
+        for params in [
+            json!({}),
+            json!({"itemId": "m1"}),
+            json!({"itemId": 7}),
+            json!({"typeId": "adult", "quantity": 3}),
+            json!([]),
+        ] {
+            let before = host.history().len();
+            let done = host.user_action(tool, &params, h.clock.t());
+            if done.is_err() {
+                assert!(host.history().len() >= before, "a refusal removes nothing");
+            }
+            h.drain(&mut host);
+            h.check(&host);
+        }
     }
 }
 

@@ -61,16 +61,8 @@ pub(super) fn check_call<T: Tools>(
         let text = host_texts::REASON_REQUIRED.to_owned();
         return Err((ErrorCode::INVALID_PARAMS, text));
     };
-    if !tools.has_active_spec() {
-        let text = host_texts::NO_ACTIVE_SPEC.to_owned();
-        return Err((ErrorCode::NO_ACTIVE_SPEC, text));
-    }
+    let schema = find_tool(tools, &name)?;
     let shown = truncate(&name, MAX_ECHOED);
-    let Some(tool) = tools.tool_schema().iter().find(|t| t.name == name) else {
-        return Err((ErrorCode::UNKNOWN_TOOL, format!("Unknown tool: {shown}")));
-    };
-    // The schema is the application's: one that does not parse constrains nothing.
-    let schema: Value = tool.parameters.parse().unwrap_or(Value::Bool(true));
     let params: Value = match fields.params {
         None => Value::Object(Map::new()),
         Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
@@ -78,20 +70,42 @@ pub(super) fn check_call<T: Tools>(
             (ErrorCode::INVALID_PARAMS, text)
         })?,
     };
+    check_params(&schema, shown, &params)?;
+    Ok(Checked {
+        name: name.into_owned(),
+        reason: reason.into_owned(),
+        params,
+    })
+}
+
+/// The parameter schema of tool `name` of the current stage: NO_ACTIVE_SPEC without a loaded
+/// spec (no stage, no tools), UNKNOWN_TOOL if the stage has no such tool. A schema that does
+/// not parse constrains nothing (it is the application's).
+pub(super) fn find_tool<T: Tools>(tools: &T, name: &str) -> Result<Value, (ErrorCode, String)> {
+    if !tools.has_active_spec() {
+        let text = host_texts::NO_ACTIVE_SPEC.to_owned();
+        return Err((ErrorCode::NO_ACTIVE_SPEC, text));
+    }
+    let Some(tool) = tools.tool_schema().iter().find(|t| t.name == name) else {
+        let shown = truncate(name, MAX_ECHOED);
+        return Err((ErrorCode::UNKNOWN_TOOL, format!("Unknown tool: {shown}")));
+    };
+    Ok(tool.parameters.parse().unwrap_or(Value::Bool(true)))
+}
+
+/// INVALID_PARAMS unless `params` is an object fitting `schema` (`shown` names the tool).
+pub(super) fn check_params(
+    schema: &Value,
+    shown: &str,
+    params: &Value,
+) -> Result<(), (ErrorCode, String)> {
     let checked = if params.is_object() {
-        validate_params(&schema, &params)
+        validate_params(schema, params)
     } else {
         Err(ParamError::WrongType {
             param: "params".to_owned(),
             expected: "an object".to_owned(),
         })
     };
-    if let Err(e) = checked {
-        return Err((ErrorCode::INVALID_PARAMS, format!("{shown} {e}")));
-    }
-    Ok(Checked {
-        name: name.into_owned(),
-        reason: reason.into_owned(),
-        params,
-    })
+    checked.map_err(|e| (ErrorCode::INVALID_PARAMS, format!("{shown} {e}")))
 }

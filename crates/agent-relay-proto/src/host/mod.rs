@@ -38,6 +38,10 @@ use call::{check_call, Checked, MAX_ECHOED};
 use link::Link;
 use study::{Ending, Start, Study};
 
+/// The reason a tool sees ([`ToolContext::reason`]) when the participant, not an agent,
+/// acts through it ([`Host::user_action`]).
+pub const USER_ACTION_REASON: &str = "participant action";
+
 /// The spec's log file layout, `logs/study/<sessionId>.jsonl`, for a log writer that wants
 /// it. The host never makes up a path: `session.ended` reports the one given to
 /// [`Host::confirm_flush`].
@@ -70,6 +74,8 @@ pub enum HostTimer {
 ///   run through [`Tools::call`], answered `tool.result`, then pushed as `state.updated`.
 /// - `agent.message` → appended to the chat [`History`], pushed as `state.updated`.
 /// - [`Host::user_message`] → `user.message` to the agents (and the chat).
+/// - [`Host::user_action`] → the participant's click, run as the stage's tool, pushed as
+///   `state.updated` with source `user`.
 /// - `session.end` → [`HostEvent::SessionEnding`]; once the application has flushed the
 ///   study log it calls [`Host::confirm_flush`]: state reset, `session.ended` with the log
 ///   file and `stateReset: true`.
@@ -79,7 +85,8 @@ pub enum HostTimer {
 ///   [`Machine::handle_disconnect`], [`Machine::handle_timeout`];
 /// - output: [`Machine::poll_output`] (frames, closes, [`HostEvent`]s),
 ///   [`Machine::poll_timeout`];
-/// - commands: [`Host::user_message`], [`Host::publish_state`], [`Host::end_session`],
+/// - commands: [`Host::user_message`], [`Host::user_action`], [`Host::publish_state`],
+///   [`Host::end_session`],
 ///   [`Host::confirm_flush`], [`Host::fail_flush`], [`Host::resume_numbering`],
 ///   [`Host::set_wall_clock`], [`Host::tools_mut`];
 /// - getters: [`Host::config`], [`Host::tools`], [`Host::history`], [`Host::session_id`],
@@ -215,6 +222,44 @@ impl<T: Tools> Host<T> {
         self.link.push(frame, &mut self.out);
         self.state_changed(sources::USER);
         Ok(())
+    }
+
+    /// The participant acted on the UI (a click: select, filter, next, ...), as tool `tool`
+    /// of the current stage with `params`: checked and run exactly as an agent's `tool.call`
+    /// of it would be (in or outside a study session), then pushed to the agents as
+    /// `state.updated` with source `user` if it changed the visible state or the chat. A
+    /// refusal is [`HostCommandError::ActionRefused`] with the code and text an agent would
+    /// get, and nothing is pushed (a tool that wrote to the chat before failing still pushes).
+    pub fn user_action(
+        &mut self,
+        tool: &str,
+        params: &serde_json::Value,
+        now: Instant,
+    ) -> Result<ToolOutcome, HostCommandError> {
+        self.clock.observe(now);
+        let refused = |(code, message)| HostCommandError::ActionRefused { code, message };
+        let schema = call::find_tool(&self.tools, tool).map_err(refused)?;
+        call::check_params(&schema, truncate(tool, MAX_ECHOED), params).map_err(refused)?;
+        let before = self.history.revision();
+        let result = {
+            let mut ctx = ToolContext::new(tool, USER_ACTION_REASON, &mut self.history);
+            self.tools.call(tool, params, &mut ctx)
+        };
+        let chat_changed = self.history.revision() != before;
+        let applied = result == Ok(ToolOutcome::Applied);
+        if result.is_ok() {
+            self.out.event(HostEvent::UserAction {
+                tool_name: tool.to_owned(),
+                applied,
+            });
+        }
+        if applied || chat_changed {
+            self.state_changed(sources::USER);
+        }
+        result.map_err(|e| HostCommandError::ActionRefused {
+            code: e.code(),
+            message: e.to_string(),
+        })
     }
 
     /// The application changed the visible state (through [`tools_mut`](Self::tools_mut)):

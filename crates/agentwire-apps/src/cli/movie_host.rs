@@ -9,6 +9,7 @@ use clap::Parser;
 use relay::host_app::{describe, newest_study_session, MovieHost};
 use relay::log_name::file_name;
 use relay::log_writer::DEFAULT_LOG_DIR;
+use relay::participant;
 
 /// A movie-booking UI host joining an agent relay.
 #[derive(Parser, Debug)]
@@ -46,8 +47,9 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )?;
     tracing::info!(
-        "movie host connecting to {} (relay session {:?}); type a line to send it as the \
-         participant's user.message, Ctrl-C to stop",
+        "movie host connecting to {} (relay session {:?}); type help for the participant's \
+         commands (UI actions such as /select, /filter, /next reach the agents as \
+         state.updated from the user), any other line is a chat message; Ctrl-C to stop",
         args.url,
         args.relay_session
     );
@@ -58,15 +60,14 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     loop {
         tokio::select! {
             line = stdin.recv() => match line {
-                Some(text) if !text.trim().is_empty() => {
-                    let sent = host.handle.call(move |h, now| h.user_message(&text, now)).await;
-                    match sent {
-                        Ok(Ok(())) => tracing::info!("user.message sent"),
-                        Ok(Err(e)) => tracing::warn!("user.message refused: {e}"),
-                        Err(_) => break,
+                Some(line) => match participant::parse(&line) {
+                    Ok(Some(command)) => {
+                        let shown = host.run(command).await;
+                        println!("{shown}");
                     }
-                }
-                Some(_) => {}
+                    Ok(None) => {}
+                    Err(hint) => println!("{hint}"),
+                },
                 // stdin closed (e.g. run in the background): keep serving until Ctrl-C.
                 None => {
                     let _ = (&mut ctrl_c).await;

@@ -10,12 +10,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use agentwire::agent_relay::{Host, HostConfig, HostEvent};
+use agentwire::agent_relay::{Host, HostConfig, HostEvent, ToolOutcome, Tools};
 use agentwire::tokio::{Backoff, Client, ClientConfig, ConfigError, Handle};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::movie::MovieTools;
+use super::participant::{describe_screen, Command, HELP};
 
 /// The movie host's machine.
 pub type MovieHostMachine = Host<MovieTools>;
@@ -110,6 +112,65 @@ impl MovieHost {
         })
     }
 
+    /// The participant acts on the UI: `tool` of the current stage with `params`
+    /// ([`Host::user_action`]); the agents get `state.updated` with `source: "user"`. `Err`
+    /// holds the refusal as text (also when the host has stopped).
+    pub async fn act(&self, tool: &str, params: Value) -> Result<ToolOutcome, String> {
+        let tool = tool.to_owned();
+        match self
+            .handle
+            .call(move |h, now| h.user_action(&tool, &params, now))
+            .await
+        {
+            Ok(done) => done.map_err(|e| e.to_string()),
+            Err(_) => Err("the host has stopped".to_owned()),
+        }
+    }
+
+    /// The participant types `text` in the chat: `user.message` to the agents.
+    pub async fn say(&self, text: &str) -> Result<(), String> {
+        let text = text.to_owned();
+        match self
+            .handle
+            .call(move |h, now| h.user_message(&text, now))
+            .await
+        {
+            Ok(done) => done.map_err(|e| e.to_string()),
+            Err(_) => Err("the host has stopped".to_owned()),
+        }
+    }
+
+    /// The visible UI state (`uiSpec`, `null` without a screen), as agents see it.
+    pub async fn screen(&self) -> Value {
+        let ui = self.handle.call(|h, _| h.tools().ui_spec()).await;
+        ui.ok()
+            .flatten()
+            .and_then(|raw| raw.parse().ok())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Carries out one participant [`Command`]; returns what to show the participant.
+    pub async fn run(&self, command: Command) -> String {
+        match command {
+            Command::Say(text) => match self.say(&text).await {
+                Ok(()) => "user.message sent".to_owned(),
+                Err(e) => format!("user.message refused: {e}"),
+            },
+            Command::Act { tool, params } => match self.act(tool, params).await {
+                Ok(ToolOutcome::Applied) => {
+                    format!(
+                        "{tool}: done (state.updated sent)\n{}",
+                        describe_screen(&self.screen().await)
+                    )
+                }
+                Ok(_) => format!("{tool}: nothing changed"),
+                Err(e) => format!("{tool} refused: {e}"),
+            },
+            Command::Show => describe_screen(&self.screen().await),
+            Command::Help => HELP.to_owned(),
+        }
+    }
+
     /// Waits until the relay has accepted the host's join (at most `timeout`); whether it did.
     pub async fn wait_joined(&mut self, timeout: Duration) -> bool {
         let wait = self.joined.wait_for(|j| *j);
@@ -152,6 +213,9 @@ pub fn describe(ev: &HostEvent) -> Option<String> {
             log_file,
         } => format!("session {session_id} ended, state reset, log {log_file}"),
         HostEvent::Presence(p) => format!("{} agent(s) present", p.agent_count),
+        HostEvent::UserAction { tool_name, applied } => {
+            format!("participant action {tool_name} (changed: {applied})")
+        }
         _ => return None,
     })
 }

@@ -19,6 +19,7 @@
 //! - [`movie`]: the movie-booking UI (stages, tools, in-memory catalogue) behind
 //!   `movie_host`, as a [`Tools`](agentwire::agent_relay::Tools) implementation.
 //! - [`host_app`]: the movie host program: the `Host` machine driven by agentwire-tokio.
+//! - [`participant`]: the participant's commands of `movie_host` (UI actions, chat, `help`).
 //! - [`agent_app`]: an external agent over a plain WebSocket and the booking it runs
 //!   (`relay_agent`).
 //! - [`demo`]: relay + movie host + agent in one process (`relay_demo`, `tests/relay_booking.rs`).
@@ -31,4 +32,5 @@ pub mod log_name;
 pub mod log_writer;
 pub mod logging_relay;
 pub mod movie;
+pub mod participant;
 pub mod server_app;
