@@ -4,38 +4,22 @@
 //! an `X-Agent-ID` header that disagrees with `agent.register` is refused, and the agent's
 //! own requests (capability update, collaboration request) carry idempotency keys.
 
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
 
 use agentwire_core::sim::{Sim, SimConfig};
 use agentwire_core::{ConnId, Dial, Dialer, Frame, Machine, Output, PeerInfo, Rate, SequentialIds};
+use common::agent::{completion, config, progress};
+use common::t0;
 use mcpw_codec::agent::{AgentEvent, Request};
 use mcpw_codec::orchestrator::{
     Orchestrator, OrchestratorConfig, OrchestratorEvent, RemovalReason, TaskFailure, TaskSpec,
 };
 use mcpw_codec::{
-    Agent, AgentCommandError, AgentConfig, AgentRegister, Capability, CapabilityOperation,
-    CollaborationRequest, Resources, RetryPolicy, TaskComplete, TaskProgress,
+    Agent, AgentCommandError, AgentConfig, Capability, CapabilityOperation, CollaborationRequest,
+    RetryPolicy,
 };
-
-#[allow(clippy::disallowed_methods)] // the one base time of a simulated run
-fn t0() -> Instant {
-    Instant::now()
-}
-
-fn config(agent_id: &str) -> AgentConfig {
-    AgentConfig::new(AgentRegister {
-        agent_id: agent_id.into(),
-        agent_type: Some("tester".into()),
-        capabilities: vec![Capability::new("code_review", 0.9)],
-        model: None,
-        resources: Some(Resources {
-            max_concurrent_tasks: Some(4),
-            ..Resources::default()
-        }),
-        metadata: None,
-    })
-    .with_heartbeat_interval(Duration::from_secs(10))
-}
 
 fn sim_with(server: OrchestratorConfig, agents: &[AgentConfig]) -> Sim<Orchestrator, Agent> {
     let start = t0();
@@ -51,32 +35,6 @@ fn sim_with(server: OrchestratorConfig, agents: &[AgentConfig]) -> Sim<Orchestra
     sim
 }
 
-fn progress(task_id: &str) -> TaskProgress {
-    TaskProgress {
-        task_id: task_id.into(),
-        agent_id: String::new(),
-        progress: Some(0.5),
-        status: None,
-        current_step: None,
-        steps_completed: None,
-        estimated_completion: None,
-        intermediate_results: None,
-        idempotency_key: None,
-    }
-}
-
-fn completion(task_id: &str) -> TaskComplete {
-    TaskComplete {
-        task_id: task_id.into(),
-        agent_id: String::new(),
-        status: Some("completed".into()),
-        duration_ms: None,
-        result: None,
-        resource_usage: None,
-        idempotency_key: None,
-    }
-}
-
 fn submit(sim: &mut Sim<Orchestrator, Agent>, spec: TaskSpec) {
     sim.call_server(|o, now| o.submit_task(spec, now))
         .expect("submitted");
@@ -88,7 +46,7 @@ fn the_servers_heartbeat_interval_wins_over_the_agents_setting() {
     // The server wants a heartbeat every 5 s (unhealthy after 10 s, removed after 15 s);
     // the agent's own setting says 30 s.
     let server = OrchestratorConfig::default().with_heartbeat_interval(Duration::from_secs(5));
-    let agent = config("agent-1").with_heartbeat_interval(Duration::from_secs(30));
+    let agent = config("agent-1", false).with_heartbeat_interval(Duration::from_secs(30));
     let mut sim = sim_with(server, &[agent]);
     sim.take_server_events();
     sim.run_dialing_for(Duration::from_secs(120), |_| true);
@@ -104,7 +62,7 @@ fn the_servers_heartbeat_interval_wins_over_the_agents_setting() {
 
     // A server that asks for less gets less: every 60 s, not the agent's 10 s.
     let server = OrchestratorConfig::default().with_heartbeat_interval(Duration::from_secs(60));
-    let mut sim = sim_with(server, &[config("agent-1")]);
+    let mut sim = sim_with(server, &[config("agent-1", false)]);
     sim.run_dialing_for(Duration::from_secs(125), |_| true);
     assert_eq!(heartbeats(&sim), 2);
 }
@@ -120,7 +78,7 @@ fn heartbeats(sim: &Sim<Orchestrator, Agent>) -> u64 {
 
 #[test]
 fn a_cancelled_task_is_dropped_and_nothing_more_is_sent_about_it() {
-    let mut sim = sim_with(OrchestratorConfig::default(), &[config("agent-1")]);
+    let mut sim = sim_with(OrchestratorConfig::default(), &[config("agent-1", false)]);
     // By deadline, and by the application's cancel.
     let late = TaskSpec::new("code_review")
         .with_id("t-late")
@@ -142,7 +100,7 @@ fn a_cancelled_task_is_dropped_and_nothing_more_is_sent_about_it() {
             "{task}: {events:?}"
         );
         assert_eq!(
-            sim.call_client(0, |a, _| a.report_progress(progress(task))),
+            sim.call_client(0, |a, _| a.report_progress(progress(task, 0.5))),
             Err(AgentCommandError::Cancelled(task.into()))
         );
         assert_eq!(
@@ -168,7 +126,7 @@ fn a_cancelled_task_is_dropped_and_nothing_more_is_sent_about_it() {
 fn refusals_for_the_rate_limit_are_sent_again_after_retry_after_ms() {
     // 60 messages a minute, a burst of 3: register, then the task's progress, completion.
     let server = OrchestratorConfig::default().with_rate(Some(Rate::per_minute(60, 3)));
-    let agent = config("agent-1").with_retry(RetryPolicy::new(
+    let agent = config("agent-1", false).with_retry(RetryPolicy::new(
         5,
         Duration::from_millis(100),
         Duration::from_secs(1),
@@ -177,7 +135,7 @@ fn refusals_for_the_rate_limit_are_sent_again_after_retry_after_ms() {
     submit(&mut sim, TaskSpec::new("code_review").with_id("t-1"));
     sim.take_client_events(0);
     for _ in 0..3 {
-        sim.call_client(0, |a, _| a.report_progress(progress("t-1")))
+        sim.call_client(0, |a, _| a.report_progress(progress("t-1", 0.5)))
             .expect("progress");
     }
     sim.call_client(0, |a, _| a.complete_task(completion("t-1")))
@@ -235,12 +193,12 @@ fn refusals_for_the_rate_limit_are_sent_again_after_retry_after_ms() {
 #[test]
 fn shutdown_with_transfer_hands_the_tasks_over_and_stops() {
     let grace = Duration::from_secs(3);
-    let first = config("agent-1").with_shutdown_timeout(grace);
+    let first = config("agent-1", false).with_shutdown_timeout(grace);
     let mut sim = sim_with(OrchestratorConfig::default(), &[first]);
     submit(&mut sim, TaskSpec::new("code_review").with_id("t-1"));
     assert_eq!(sim.client(0).tasks().collect::<Vec<_>>(), ["t-1"]);
     // A second agent that can take it joins.
-    sim.add_client(Agent::new(config("agent-2")));
+    sim.add_client(Agent::new(config("agent-2", false)));
     sim.run_dialing_for(Duration::from_millis(10), |_| true);
     sim.take_server_events();
     sim.take_client_events(0);
@@ -248,7 +206,7 @@ fn shutdown_with_transfer_hands_the_tasks_over_and_stops() {
         .expect("shutdown");
     // Handed over at once: no more reports on it.
     assert_eq!(
-        sim.call_client(0, |a, _| a.report_progress(progress("t-1"))),
+        sim.call_client(0, |a, _| a.report_progress(progress("t-1", 0.5))),
         Err(AgentCommandError::Cancelled("t-1".into()))
     );
     sim.run_dialing_for(Duration::from_millis(10), |_| true);
@@ -282,7 +240,7 @@ fn shutdown_with_transfer_hands_the_tasks_over_and_stops() {
 
 #[test]
 fn shutdown_without_transfer_waits_for_the_held_tasks_then_stops() {
-    let first = config("agent-1").with_shutdown_timeout(Duration::from_secs(30));
+    let first = config("agent-1", false).with_shutdown_timeout(Duration::from_secs(30));
     let mut sim = sim_with(OrchestratorConfig::default(), &[first]);
     submit(&mut sim, TaskSpec::new("code_review").with_id("t-1"));
     sim.take_client_events(0);
@@ -320,7 +278,7 @@ fn shutdown_without_transfer_waits_for_the_held_tasks_then_stops() {
 
 #[test]
 fn shutdown_ends_at_graceful_timeout_ms_when_the_tasks_are_not_done() {
-    let first = config("agent-1").with_shutdown_timeout(Duration::from_secs(2));
+    let first = config("agent-1", false).with_shutdown_timeout(Duration::from_secs(2));
     let mut sim = sim_with(OrchestratorConfig::default(), &[first]);
     submit(&mut sim, TaskSpec::new("code_review").with_id("t-1"));
     sim.call_client(0, |a, now| a.shutdown("maintenance", false, now))
@@ -342,7 +300,7 @@ fn an_x_agent_id_header_that_disagrees_with_register_is_refused() {
         0,
     );
     let mut sim = Sim::new(server, start, SimConfig::default());
-    sim.add_client(Agent::new(config("agent-1")));
+    sim.add_client(Agent::new(config("agent-1", false)));
     sim.connect_with(
         0,
         PeerInfo::new(None)
@@ -373,7 +331,7 @@ fn an_x_agent_id_header_that_disagrees_with_register_is_refused() {
 fn capability_updates_and_collaboration_requests_carry_idempotency_keys() {
     let mut sim = sim_with(
         OrchestratorConfig::default(),
-        &[config("agent-1"), config("agent-2")],
+        &[config("agent-1", false), config("agent-2", false)],
     );
     sim.take_client_events(0);
     sim.call_client(0, |a, _| {
@@ -434,7 +392,7 @@ fn capability_updates_and_collaboration_requests_carry_idempotency_keys() {
 
 #[test]
 fn the_agents_own_errors_name_field_reason_expected_and_received() {
-    let mut agent = Agent::new(config("agent-1"));
+    let mut agent = Agent::new(config("agent-1", false));
     let now = t0();
     agent.handle_connect(ConnId::new(1), &PeerInfo::new(None), now);
     while agent.poll_output().is_some() {}

@@ -2,37 +2,17 @@
 //! heartbeats, tasks from assignment to completion, the 12-byte form, reconnects and
 //! shutdown. No sockets, no clock: simulated time only.
 
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
 
 use agentwire_core::sim::{Sim, SimConfig};
 use agentwire_core::{Dial, Dialer, Machine, SequentialIds};
+use common::agent::{completion, config, progress};
+use common::t0;
 use mcpw_codec::agent::{AgentEvent, Request};
 use mcpw_codec::orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorEvent, TaskSpec};
-use mcpw_codec::{
-    Agent, AgentCommandError, AgentConfig, AgentRegister, Capability, Reconnect, Resources,
-    TaskComplete, TaskProgress, TaskResult,
-};
-
-#[allow(clippy::disallowed_methods)] // the one base time of a simulated run
-fn t0() -> Instant {
-    Instant::now()
-}
-
-fn config(agent_id: &str, binary: bool) -> AgentConfig {
-    AgentConfig::new(AgentRegister {
-        agent_id: agent_id.into(),
-        agent_type: Some("tester".into()),
-        capabilities: vec![Capability::new("code_review", 0.9)],
-        model: None,
-        resources: Some(Resources {
-            max_concurrent_tasks: Some(4),
-            ..Resources::default()
-        }),
-        metadata: None,
-    })
-    .with_binary(binary)
-    .with_heartbeat_interval(Duration::from_secs(10))
-}
+use mcpw_codec::{Agent, AgentCommandError, Reconnect};
 
 /// An orchestrator with the default config and one agent, connected and registered.
 fn registered(binary: bool) -> Sim<Orchestrator, Agent> {
@@ -48,35 +28,6 @@ fn registered(binary: bool) -> Sim<Orchestrator, Agent> {
     sim.run_dialing_for(Duration::from_millis(10), |_| true);
     assert!(sim.client(0).is_registered());
     sim
-}
-
-fn progress(task_id: &str, done: f64) -> TaskProgress {
-    TaskProgress {
-        task_id: task_id.into(),
-        agent_id: String::new(),
-        progress: Some(done),
-        status: Some("analyzing".into()),
-        current_step: None,
-        steps_completed: None,
-        estimated_completion: None,
-        intermediate_results: None,
-        idempotency_key: None,
-    }
-}
-
-fn completion(task_id: &str) -> TaskComplete {
-    TaskComplete {
-        task_id: task_id.into(),
-        agent_id: String::new(),
-        status: Some("completed".into()),
-        duration_ms: Some(20),
-        result: Some(TaskResult {
-            summary: Some("fine".into()),
-            ..TaskResult::default()
-        }),
-        resource_usage: None,
-        idempotency_key: None,
-    }
 }
 
 fn count<E>(events: &[E], pick: impl Fn(&E) -> bool) -> usize {

@@ -1,6 +1,9 @@
 //! The simulated-time harness for the Orchestrator: the machine is driven directly with
-//! frames and time, no sockets, no clock, and what it sends is read back as JSON.
+//! frames and time, no sockets, no clock, and what it sends is read back as JSON; and what
+//! the `Agent` tests share ([`agent`]).
 #![allow(dead_code, unreachable_pub)]
+
+pub mod agent;
 
 use std::time::{Duration, Instant};
 
