@@ -1,16 +1,22 @@
-//! The wall clock moved under a running server: the reference bus answers `ping` with the
-//! moved time at once (a suspend or an NTP step), because the transport re-anchors the bus's
-//! wall clock from its `WallSource` (agentwire-tokio decision 7) instead of adding monotonic
-//! time to the one reading taken at start.
+//! The wall clock moved under a running server: the reference bus answers `ping`, and the
+//! reference relay dates its study-log records, with the moved time at once (a suspend or an
+//! NTP step), because the transport re-anchors each machine's wall clock from its
+//! `WallSource` (agentwire-tokio decision 7) instead of adding monotonic time to the one
+//! reading taken at start.
+
+#[path = "support/temp_dir.rs"]
+mod temp_dir;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agentwire::agent_relay::RelayConfig;
 use agentwire::jsonrpc_bus::BusConfig;
 use agentwire::tokio::{WallClockSync, WallSource};
-use agentwire_apps::bus;
+use agentwire_apps::relay::log_writer::SyncPolicy;
+use agentwire_apps::{bus, relay};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
@@ -38,7 +44,8 @@ fn stepped_clock() -> (Arc<AtomicU64>, WallSource) {
     (step, source)
 }
 
-/// Seconds since the Unix epoch of an RFC 3339 UTC timestamp `YYYY-MM-DDTHH:MM:SSZ`.
+/// Seconds since the Unix epoch of an RFC 3339 UTC timestamp `YYYY-MM-DDTHH:MM:SS[.mmm]Z`
+/// (milliseconds dropped).
 fn unix_secs(ts: &str) -> i64 {
     let n = |r: std::ops::Range<usize>| -> i64 { ts[r].parse().expect("digits") };
     let (y, m, d) = (n(0..4), n(5..7), n(8..10));
@@ -115,4 +122,86 @@ async fn the_bus_ping_timestamp_follows_a_wall_clock_moved_under_the_running_ser
     );
     drop(ws);
     within("shutdown", app.server.shutdown()).await;
+}
+
+/// A raw relay peer: joins `default` as `role`, reading past the relay's chatter.
+async fn relay_peer(url: &str, role: &str) -> Ws {
+    let (mut ws, _) = within("connect", tokio_tungstenite::connect_async(url))
+        .await
+        .expect("upgrade");
+    let join = format!(
+        r#"{{"v":"mvp-0.2","type":"relay.join","id":"join-{role}","payload":{{"role":"{role}","sessionId":"default"}}}}"#
+    );
+    within("join", ws.send(Message::text(join)))
+        .await
+        .expect("join");
+    next_of_type(&mut ws, "relay.joined").await;
+    ws
+}
+
+/// The next message of type `t` (others skipped).
+async fn next_of_type(ws: &mut Ws, t: &str) -> Value {
+    loop {
+        match within(t, ws.next()).await {
+            Some(Ok(Message::Text(text))) => {
+                let v: Value = serde_json::from_str(&text).expect("json");
+                if v["type"] == t {
+                    return v;
+                }
+            }
+            Some(Ok(_)) => {}
+            other => panic!("no {t}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_relay_dates_study_log_records_by_a_wall_clock_moved_under_the_running_server() {
+    let dir = temp_dir::temp_dir("wall-clock");
+    let (step, source) = stepped_clock();
+    let config = RelayConfig::default();
+    let transport = relay::server_app::server_config(&config)
+        .with_wall_clock(WallClockSync::default().with_source(source));
+    let app = relay::server_app::start_with(
+        "127.0.0.1:0",
+        config,
+        transport,
+        &*dir,
+        SyncPolicy::SessionEnd,
+        |_| {},
+    )
+    .await
+    .expect("bind");
+    let mut host = relay_peer(&app.url(), "host").await;
+    let mut agent = relay_peer(&app.url(), "agent").await;
+    let say = |n: u32| {
+        Message::text(format!(
+            r#"{{"v":"mvp-0.2","type":"agent.message","id":"say-{n}","payload":{{"text":"{n}"}}}}"#
+        ))
+    };
+    within("say", agent.send(say(1))).await.expect("send");
+    next_of_type(&mut host, "agent.message").await;
+    // A day passes on the wall clock while the monotonic clock does not move (a suspend).
+    const DAY: i64 = 86_400;
+    step.fetch_add(DAY as u64 * 1000, Ordering::Relaxed);
+    within("say", agent.send(say(2))).await.expect("send");
+    next_of_type(&mut host, "agent.message").await;
+    drop((host, agent));
+    within("shutdown", app.shutdown()).await;
+
+    let text = std::fs::read_to_string(dir.join("default.jsonl")).expect("log file");
+    let said: Vec<i64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("record"))
+        .filter(|r| r["type"] == "agent.message" && r["direction"] == "in")
+        .map(|r| unix_secs(r["timestamp"].as_str().expect("timestamp")))
+        .collect();
+    let [first, second] = said[..] else {
+        panic!("two agent.message records: {text}");
+    };
+    let moved = second - first;
+    assert!(
+        (DAY - 1..DAY + 3600).contains(&moved),
+        "the record after the jump is a day later, not {moved} s"
+    );
 }

@@ -69,11 +69,23 @@ pub async fn start(
     config: RelayConfig,
     log_dir: impl Into<PathBuf>,
     sync: SyncPolicy,
+    on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<RelayApp> {
+    let transport = server_config(&config);
+    start_with(addr, config, transport, log_dir, sync, on_event).await
+}
+
+/// [`start`] with explicit transport settings (e.g. a test's wall-clock source).
+pub async fn start_with(
+    addr: &str,
+    config: RelayConfig,
+    transport: ServerConfig,
+    log_dir: impl Into<PathBuf>,
+    sync: SyncPolicy,
     mut on_event: impl FnMut(&ServerEvent) + Send + 'static,
 ) -> std::io::Result<RelayApp> {
     let log_dir = log_dir.into();
     let log = StudyLog::open(&log_dir, sync)?;
-    let transport = server_config(&config);
     let (now, unix_ms) = crate::common::clocks();
     let (sync_tx, mut sync_rx) = tokio::sync::mpsc::channel::<SyncJob>(SYNC_QUEUE);
     let relay = Relay::new(config, UuidV4Ids, now, unix_ms);
