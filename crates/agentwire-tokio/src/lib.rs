@@ -213,7 +213,8 @@
 //!    an idle machine writes no wall time, and the first thing it does after a resume is
 //!    timed by a correct anchor (`tests/wall_clock.rs`:
 //!    `a_jump_of_the_wall_clock_reaches_the_machine_before_its_next_input`,
-//!    `a_drift_under_max_jump_is_corrected_at_the_period`).
+//!    `a_drift_under_max_jump_is_corrected_at_the_period`; over real sockets with the
+//!    reference bus and relay: the workspace's `tests/wall_clock.rs`).
 //!
 //! What the transport does **not** own: protocol heartbeats (`hello`, JSON `ping`),
 //! request timeouts and version checks. Those are machine timers.
