@@ -12,14 +12,7 @@ use crate::codec::Form;
 use crate::message::Message;
 use crate::sequence::{is_numbered, SeqCheck, Sequence};
 
-/// How a reply names the message it answers: its id (JSON and 12-byte forms) and its
-/// sequence id (24-byte form).
-pub(super) type ReplyKey = (Option<String>, u64);
-
-/// The reply key of `msg`.
-pub(super) fn key_of(msg: &Message) -> ReplyKey {
-    (msg.id.clone(), msg.seq)
-}
+pub(super) use super::reply::{key_of, ReplyKey};
 
 /// The open connection: its form, its registration and heartbeat, the requests awaiting an
 /// answer on it.

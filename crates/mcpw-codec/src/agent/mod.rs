@@ -5,6 +5,7 @@ mod link;
 mod redial;
 mod reliability;
 mod replica;
+mod reply;
 mod retry;
 mod state;
 mod tasks;

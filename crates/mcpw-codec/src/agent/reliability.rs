@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::link::key_of;
+use super::reply::key_of;
 use super::retry::Resend;
 use super::{Agent, AgentEvent, Request};
 use crate::error::{AgentCommandError, ErrorBody, ErrorCode};
@@ -141,7 +141,7 @@ impl Agent {
     /// it is still to be reported as an answer.
     pub(super) fn intercept_error(
         &mut self,
-        key: &super::link::ReplyKey,
+        key: &super::reply::ReplyKey,
         error: ErrorBody,
         now: Instant,
     ) -> Option<ErrorBody> {

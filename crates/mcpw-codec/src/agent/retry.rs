@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::event::Request;
-use super::link::ReplyKey;
+use super::reply::ReplyKey;
 use crate::header::MessageType;
 use crate::message::Body;
 
