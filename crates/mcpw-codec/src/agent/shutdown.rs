@@ -12,11 +12,11 @@ use crate::params::{AgentShutdown, FinalState};
 
 impl Agent {
     /// Announces `agent.shutdown` (with `reason`, `graceful_timeout_ms` =
-    /// [`AgentConfig::shutdown_timeout`], and `transfer_tasks` to have the server hand the
-    /// held tasks to other agents at once, listed in `final_state.pending_transfers`) and
-    /// stops once the server answered and no task is held any more, or when
-    /// [`AgentConfig::shutdown_timeout`] ends. Transferred tasks are let go of at once
-    /// (reports on them are refused with [`AgentCommandError::Cancelled`]); without a
+    /// [`AgentConfig::shutdown_timeout`](crate::AgentConfig::shutdown_timeout), and
+    /// `transfer_tasks` to have the server hand the held tasks to other agents at once,
+    /// listed in `final_state.pending_transfers`) and stops once the server answered and no
+    /// task is held any more, or when that timeout ends. Transferred tasks are let go of at
+    /// once (reports on them are refused with [`AgentCommandError::Cancelled`]); without a
     /// transfer the held tasks may still be completed meanwhile. Without a connection the
     /// agent stops at once.
     pub fn shutdown(
