@@ -1,5 +1,6 @@
 //! Reference MCPW agent: registers with its capabilities, heartbeats, accepts tasks, reports
-//! progress and completion, approves collaboration requests. Prints one sentence per event;
+//! progress and completion, answers collaboration requests with its vote (`--vote`, default
+//! approve). Prints one sentence per event;
 //! a refused connection (e.g. `HTTP error: 401 Unauthorized` for a wrong `--api-key`) is
 //! printed with the wait before the next attempt, which doubles up to 30 s. Ctrl-C or
 //! SIGTERM shuts it down gracefully: `agent.shutdown` hands its tasks over to other agents,
@@ -7,6 +8,16 @@
 //!
 //! ```text
 //! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent-1 --capability code_review:0.9 --binary
+//! ```
+//!
+//! `--count N` runs N agents from this one process (an agent pool: `agent-1-1` ...
+//! `agent-1-N`, one connection each, the same settings and reconnect waits; each line is
+//! prefixed with the agent's id, and Ctrl-C shuts every one down gracefully).
+//! `--shared-state` keeps a replica of the shared CRDT state and counts accepted completions
+//! in the shared `tasks_completed` counter.
+//!
+//! ```text
+//! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent --count 3 --shared-state
 //! ```
 
 #[tokio::main]

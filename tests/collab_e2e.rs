@@ -2,10 +2,9 @@
 //! CRDT state through the reference server (every accepted completion counted once in the
 //! shared `tasks_completed`, every replica converging on the server's `merkle_root`), vote
 //! on a collaboration whose requester gets the tally, and `mcpw_agent --count N` runs N
-//! agents as a user starts them.
+//! agents as a user starts them and stops them (Ctrl-C: every agent leaves gracefully).
 
 #[path = "support/example_bin.rs"]
-#[allow(dead_code)] // interrupt is for the programs that run until Ctrl-C
 mod example_bin;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -190,14 +189,15 @@ async fn a_voting_collaboration_comes_back_as_a_tally() {
     app.shutdown().await;
 }
 
+#[cfg(unix)]
 #[tokio::test]
-async fn mcpw_agent_count_runs_a_pool_of_agents_from_one_process() {
+async fn mcpw_agent_count_runs_a_pool_of_agents_that_all_leave_gracefully_on_ctrl_c() {
     use std::process::{Command, Stdio};
     let (app, mut ev) = server().await;
     let bin = tokio::task::spawn_blocking(|| example_bin::example("mcpw_agent"))
         .await
         .expect("build");
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .args([
             "--url",
             &app.url(),
@@ -207,7 +207,7 @@ async fn mcpw_agent_count_runs_a_pool_of_agents_from_one_process() {
             "3",
             "--shared-state",
         ])
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -223,7 +223,15 @@ async fn mcpw_agent_count_runs_a_pool_of_agents_from_one_process() {
     .await;
     registered.sort();
     assert_eq!(registered, ["w-1", "w-2", "w-3"]);
-    let _ = child.kill();
-    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+    example_bin::interrupt(child, "mcpw_agent --count 3").await;
+    // Each agent announced agent.shutdown before the process exited.
+    let mut left = Vec::new();
+    while let Ok(e) = ev.try_recv() {
+        if let OrchestratorEvent::ShutdownRequested { agent_id, .. } = e {
+            left.push(agent_id.to_string());
+        }
+    }
+    left.sort();
+    assert_eq!(left, ["w-1", "w-2", "w-3"]);
     app.shutdown().await;
 }

@@ -2,7 +2,7 @@
 //! orchestrator's store reaches the same state whatever the order (and repetition) of the
 //! syncs it is given.
 
-use mcpw_codec::crdt::{CrdtOp, CrdtStore, GCounter, OrSet, SyncOutcome, VectorClock};
+use mcpw_codec::crdt::{CrdtLimits, CrdtOp, CrdtStore, GCounter, OrSet, SyncOutcome, VectorClock};
 use proptest::prelude::*;
 
 fn actor() -> impl Strategy<Value = String> {
@@ -192,6 +192,13 @@ proptest! {
         prop_assert_eq!(
             mixed.sets().collect::<Vec<_>>(),
             in_order.sets().collect::<Vec<_>>()
+        );
+        // The same content has the same root, and a replica rebuilt from a snapshot (whose
+        // leaves are all computed afresh) is the same replica, root included.
+        prop_assert_eq!(mixed.merkle_root(), in_order.merkle_root());
+        prop_assert_eq!(
+            CrdtStore::from_snapshot(mixed.snapshot(), CrdtLimits::default()),
+            Ok(mixed.clone())
         );
         // And a sync seen already is reported as such.
         let mut again = mixed.clone();

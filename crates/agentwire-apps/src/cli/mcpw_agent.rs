@@ -86,17 +86,36 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
         config.shared_state = args.shared_state;
         config.vote = args.vote.clone();
         let (pool, mut events) = mcpw::pool::AgentPool::connect(&args.url, &config)?;
-        loop {
+        let mut stop = std::pin::pin!(stop_signal());
+        let signal = loop {
             tokio::select! {
                 ev = events.recv() => match ev {
                     Some((i, ev)) => {
                         let id = &pool.agent_ids()[i];
                         println!("{id}: {}", mcpw::agent_app::describe(&ev));
                     }
-                    None => break,
+                    None => break None,
                 },
-                _ = tokio::signal::ctrl_c() => break,
+                name = &mut stop => break Some(name),
             }
+        };
+        if let Some(name) = signal {
+            // Every agent shuts down gracefully, as a single one does.
+            println!("{name}: shutting down {} agents", pool.agent_ids().len());
+            let mut running = pool.begin_shutdown(name).await;
+            let stopped = async {
+                while running > 0 {
+                    let Some((i, ev)) = events.recv().await else {
+                        break;
+                    };
+                    let id = &pool.agent_ids()[i];
+                    println!("{id}: {}", mcpw::agent_app::describe(&ev));
+                    if matches!(ev, AgentEvent::Stopped) {
+                        running -= 1;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
         }
         pool.shutdown().await;
         return Ok(());

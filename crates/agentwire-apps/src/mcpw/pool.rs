@@ -95,7 +95,23 @@ impl AgentPool {
         self.handles.get(i)
     }
 
-    /// Stops every agent (each closes its connection).
+    /// Starts a graceful shutdown of every agent (`agent.shutdown` with `reason`, tasks
+    /// handed over to other agents); each reports [`AgentEvent::Stopped`] once the server
+    /// answered. Returns how many started one.
+    pub async fn begin_shutdown(&self, reason: &'static str) -> usize {
+        let mut started = 0;
+        for h in &self.handles {
+            if h.call(move |m, now| m.shutdown(reason, true, now))
+                .await
+                .unwrap_or(false)
+            {
+                started += 1;
+            }
+        }
+        started
+    }
+
+    /// Stops every agent's driver at once (each closes its connection).
     pub async fn shutdown(&self) {
         for h in &self.handles {
             h.shutdown().await;

@@ -29,25 +29,38 @@ fn leaf_digest<V: Serialize>(key: &str, kind: &'static str, value: V) -> [u8; 32
     Sha256::digest(text).into()
 }
 
+/// The leaf of the G-Counter `key`.
+pub(super) fn counter_leaf(key: &str, c: &GCounter) -> [u8; 32] {
+    let value: std::collections::BTreeMap<&str, u64> = c.iter().filter(|(_, n)| *n > 0).collect();
+    leaf_digest(key, "g-counter", value)
+}
+
+/// The leaf of the OR-Set `key`.
+pub(super) fn set_leaf(key: &str, s: &OrSet) -> [u8; 32] {
+    leaf_digest(key, "or-set", s)
+}
+
+/// The root over `leaves`, given in key order, in hex.
+pub(super) fn root_of<'a>(leaves: impl Iterator<Item = &'a [u8; 32]>) -> String {
+    let mut h = Sha256::new();
+    for d in leaves {
+        h.update(d);
+    }
+    hex(&h.finalize())
+}
+
 /// The root over `counters` and `sets` (each given in key order), in hex.
-pub(super) fn root<'a>(
+#[cfg(test)]
+fn root<'a>(
     counters: impl Iterator<Item = (&'a str, &'a GCounter)>,
     sets: impl Iterator<Item = (&'a str, &'a OrSet)>,
 ) -> String {
     let mut leaves: Vec<(&str, [u8; 32])> = counters
-        .map(|(k, c)| {
-            let value: std::collections::BTreeMap<&str, u64> =
-                c.iter().filter(|(_, n)| *n > 0).collect();
-            (k, leaf_digest(k, "g-counter", value))
-        })
-        .chain(sets.map(|(k, s)| (k, leaf_digest(k, "or-set", s))))
+        .map(|(k, c)| (k, counter_leaf(k, c)))
+        .chain(sets.map(|(k, s)| (k, set_leaf(k, s))))
         .collect();
     leaves.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    let mut h = Sha256::new();
-    for (_, d) in &leaves {
-        h.update(d);
-    }
-    hex(&h.finalize())
+    root_of(leaves.iter().map(|(_, d)| d))
 }
 
 fn hex(bytes: &[u8]) -> String {

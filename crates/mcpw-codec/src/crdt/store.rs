@@ -134,6 +134,9 @@ pub struct CrdtStore {
     counters: BTreeMap<String, GCounter>,
     sets: BTreeMap<String, OrSet>,
     applied: BTreeMap<String, AppliedSyncs>,
+    /// The `merkle_root`'s leaf of every key, kept up to date as keys change, so a root
+    /// costs one hash over the leaves, not a hash of the whole state.
+    leaves: BTreeMap<String, [u8; 32]>,
     limits: CrdtLimits,
 }
 
@@ -190,7 +193,17 @@ impl CrdtStore {
     /// Replicas holding the same counters, tags and tombstones have the same root, whatever
     /// their clocks.
     pub fn merkle_root(&self) -> String {
-        merkle::root(self.counters(), self.sets())
+        merkle::root_of(self.leaves.values())
+    }
+
+    /// Computes the leaf of `key` again (after it changed).
+    fn refresh_leaf(&mut self, key: &str) {
+        let leaf = match (self.counters.get(key), self.sets.get(key)) {
+            (Some(c), _) => merkle::counter_leaf(key, c),
+            (None, Some(s)) => merkle::set_leaf(key, s),
+            (None, None) => return,
+        };
+        self.leaves.insert(key.to_owned(), leaf);
     }
 
     /// The whole replica, for a full sync.
@@ -248,13 +261,23 @@ impl CrdtStore {
                 return Err(StoreError::Limit("sync_window"));
             }
         }
-        let store = Self {
+        let mut store = Self {
             clock: snapshot.vector_clock,
             counters: snapshot.counters,
             sets: snapshot.sets,
             applied: snapshot.applied,
+            leaves: BTreeMap::new(),
             limits,
         };
+        let keys: Vec<String> = store
+            .counters
+            .keys()
+            .chain(store.sets.keys())
+            .cloned()
+            .collect();
+        for key in keys {
+            store.refresh_leaf(&key);
+        }
         if store.merkle_root() != snapshot.merkle_root {
             return Err(StoreError::RootMismatch);
         }
@@ -339,6 +362,10 @@ impl CrdtStore {
                     }
                 }
             }
+        }
+        let touched: BTreeSet<&str> = ops.iter().map(CrdtOp::key).collect();
+        for key in touched {
+            self.refresh_leaf(key);
         }
         self.clock.merge(clock);
         let window = self.limits.sync_window.max(1);
