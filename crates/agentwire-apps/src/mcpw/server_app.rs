@@ -253,6 +253,7 @@ pub fn describe(ev: &OrchestratorEvent) -> String {
             match reason {
                 TaskFailure::DeadlineExceeded => "its deadline passed",
                 TaskFailure::AttemptsExhausted => "every agent it was given to went away",
+                TaskFailure::Cancelled => "it was cancelled",
                 _ => "another reason",
             }
         ),
