@@ -1011,6 +1011,9 @@ fn a_study_sessions_records_carry_its_id_and_live_in_the_file_named_after_it() {
     );
     let report = check(&std::fs::read(dir.join("s-20260213-001.jsonl")).expect("read"));
     assert!(report.is_consistent(), "{}", report.render());
+    assert!(report.warnings.is_empty(), "{}", report.render());
+    assert_eq!(report.first_type.as_deref(), Some("session.started"));
+    assert_eq!(report.last_type.as_deref(), Some("session.ended"));
     // The rest (joins, polls before and after, the session.start request, the reset push
     // after the end) is the relay session's, in its own file.
     let relay = lines("m.jsonl");
@@ -1045,6 +1048,17 @@ fn a_study_sessions_records_carry_its_id_and_live_in_the_file_named_after_it() {
         ["in session.started", "out session.started"]
     );
     assert_eq!(indexes(&dir.join("s-20260213-002.jsonl")), [0, 1, 2, 3]);
+    // relay_log tells a study session that has not ended (yet).
+    let running = check(&std::fs::read(dir.join("s-20260213-002.jsonl")).expect("read"));
+    assert!(running.is_consistent(), "{}", running.render());
+    assert!(
+        running
+            .warnings
+            .iter()
+            .any(|w| w.contains("without its session.ended")),
+        "{}",
+        running.render()
+    );
     assert_eq!(
         lines("s-20260213-001.jsonl").len(),
         study.len(),

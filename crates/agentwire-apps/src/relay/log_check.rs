@@ -9,8 +9,9 @@
 //!
 //! Warnings (reported, not failures): a torn last line (bytes after the last newline, what a
 //! crash while writing leaves; it is not counted), a timestamp earlier than the one before it
-//! (the wall clock was set back between relay runs), and a file name that is not the one the
-//! writer gives the session.
+//! (the wall clock was set back between relay runs), a file name that is not the one the
+//! writer gives the session, and a study session's log (its first record `session.started`)
+//! whose last record is not `session.ended` (still running, or the relay stopped).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -34,6 +35,10 @@ pub struct Report {
     pub by_type: BTreeMap<String, u64>,
     /// Lines per `direction`.
     pub by_direction: BTreeMap<String, u64>,
+    /// The first line's `type`.
+    pub first_type: Option<String>,
+    /// The last line's `type`.
+    pub last_type: Option<String>,
     /// The first line's timestamp.
     pub first_timestamp: Option<String>,
     /// The last line's timestamp.
@@ -123,6 +128,16 @@ pub fn check(bytes: &[u8]) -> Report {
             r.lines += 1;
             check_line(&mut r, n, line, &mut expected, &mut prev_ts);
         }
+    }
+    if r.first_type.as_deref() == Some("session.started")
+        && r.last_type.as_deref() != Some("session.ended")
+    {
+        // A study session's file runs from its session.started to its session.ended.
+        r.warnings.push(
+            "a study session's log without its session.ended at the end (the session is \
+             still running, or the relay stopped before it ended)"
+                .to_owned(),
+        );
     }
     if !tail.is_empty() {
         r.torn_tail = Some(tail.len());
@@ -236,7 +251,13 @@ fn check_line(r: &mut Report, n: u64, line: &[u8], expected: &mut u64, prev: &mu
     }
 
     match str_field("type") {
-        Some(t) => *r.by_type.entry(t.to_owned()).or_default() += 1,
+        Some(t) => {
+            *r.by_type.entry(t.to_owned()).or_default() += 1;
+            if r.first_type.is_none() {
+                r.first_type = Some(t.to_owned());
+            }
+            r.last_type = Some(t.to_owned());
+        }
         None => r.error(n, "type missing or not a string"),
     }
 
