@@ -633,6 +633,84 @@ where
     }
 }
 
+/// The next event of a library agent that `pick` accepts.
+async fn agent_event(
+    events: &mut agentwire::tokio::Events<AgentEvent>,
+    mut pick: impl FnMut(&AgentEvent) -> bool,
+) -> AgentEvent {
+    within("agent event", async {
+        loop {
+            let e = events.recv().await.expect("running");
+            if pick(&e) {
+                return e;
+            }
+        }
+    })
+    .await
+}
+
+/// A user cancels a task from `mcpw_server`'s stdin: the agent working on it is told
+/// (4006), stops working on it, and says so.
+#[tokio::test]
+async fn cancel_on_the_servers_stdin_stops_the_agent_working_on_the_task() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let bin = tokio::task::spawn_blocking(|| example("mcpw_server"))
+        .await
+        .expect("build");
+    let mut child = Command::new(bin)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mcpw_server");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = lines_of(child.stdout.take().expect("stdout"));
+    let mut err = lines_of(child.stderr.take().expect("stderr"));
+    let listening = next(&mut err, |l| l.contains("listening on ws://")).await;
+    let url = listening
+        .split_whitespace()
+        .find(|w| w.starts_with("ws://"))
+        .expect("url")
+        .to_owned();
+    // A slow worker: the task stays in its hands.
+    let mut slow = settings("agent-a", false, 0.9);
+    slow.steps = 5;
+    slow.step = Duration::from_secs(60);
+    let (agent, mut events) = connect(&url, slow, None).expect("agent");
+    agent_event(&mut events, |e| matches!(e, AgentEvent::Registered(_))).await;
+    writeln!(stdin, "code_review {{}}").expect("write");
+    let submitted = next(&mut out, |l| l.starts_with("submitted ")).await;
+    let task_id = submitted.trim_start_matches("submitted ").to_owned();
+    agent_event(
+        &mut events,
+        |e| matches!(e, AgentEvent::TaskAssigned(t) if t.task_id == task_id),
+    )
+    .await;
+    writeln!(stdin, "cancel {task_id}").expect("write");
+    assert_eq!(
+        next(&mut out, |l| l.starts_with("cancelled ")
+            || l.starts_with("not cancelled"))
+        .await,
+        format!("cancelled {task_id}")
+    );
+    let cancelled = agent_event(&mut events, |e| matches!(e, AgentEvent::Cancelled { .. })).await;
+    assert!(
+        matches!(&cancelled, AgentEvent::Cancelled { task_id: t, .. } if *t == task_id),
+        "{cancelled:?}"
+    );
+    assert_eq!(
+        mcpw::agent_app::describe(&cancelled),
+        format!("task {task_id}: cancelled by the server (task cancelled); stopped working on it")
+    );
+    agent.shutdown().await;
+    drop(stdin);
+    let _ = child.kill();
+    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+}
+
 /// A connection upgraded with `X-Agent-ID: agent-1` that registers as another agent gets
 /// 4001 naming both ids, and stays unregistered.
 #[tokio::test]
