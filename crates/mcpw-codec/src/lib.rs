@@ -421,7 +421,8 @@
 //!     the task, never 4008; after it, such a message is an unknown task (4008).
 //!     (`a_cancelled_task_is_dropped_and_nothing_more_is_sent_about_it`,
 //!     `messages_in_flight_about_a_cancelled_task_get_4006_within_the_grace_then_4008`,
-//!     `an_error_answer_names_the_request_it_refuses`)
+//!     `an_error_answer_names_the_request_it_refuses`; end to end, `cancel TASK_ID` on the
+//!     reference server's stdin: `cancel_on_the_servers_stdin_stops_the_agent_working_on_the_task`)
 //! 44. **Graceful shutdown**: [`Agent::shutdown`] sends `reason`, `graceful_timeout_ms`
 //!     ([`AgentConfig::shutdown_timeout`], default 5 s), `transfer_tasks` and `final_state`
 //!     (`completed_tasks`, `active_tasks`, and with a transfer `pending_transfers`: the held
