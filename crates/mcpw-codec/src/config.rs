@@ -194,6 +194,13 @@ pub struct OrchestratorLimits {
     /// Bytes of answers kept under idempotency keys, all keys together. Default 4 MiB;
     /// beyond it the oldest keys are forgotten early (an answer larger than this is not kept).
     pub max_idempotency_bytes: usize,
+    /// Bytes the parts of streamed messages may hold on one connection while they are
+    /// reassembled (the crate's spec decision 50): a streamed message may be this large.
+    /// Default 8 MiB; beyond it the stream is dropped with 4007.
+    pub max_stream_bytes: usize,
+    /// Streamed messages being reassembled at once on one connection. Default 4; a new one
+    /// beyond it gets 4003.
+    pub max_streams: usize,
 }
 
 impl Default for OrchestratorLimits {
@@ -212,6 +219,8 @@ impl Default for OrchestratorLimits {
             max_cancelled_tasks: 1024,
             max_idempotency_keys: 4096,
             max_idempotency_bytes: 4 << 20,
+            max_stream_bytes: 8 << 20,
+            max_streams: 4,
         }
     }
 }
@@ -273,6 +282,13 @@ pub struct OrchestratorConfig {
     /// [`CompressPolicy::SPEC_ENTROPY`] is the spec's adaptive `ShouldCompress`, which skips
     /// payloads whose first 1 KiB looks incompressible.
     pub compression: CompressPolicy,
+    /// Sender-side batching (the spec's "batch small messages"; the crate's spec decision
+    /// 51): small messages the orchestrator starts (`task.assigned`, forwarded
+    /// `collaboration.request`s, `state.sync` notifications; 1 KiB of JSON at most) to a
+    /// peer speaking the JSON or 12-byte form wait up to this long and leave together as
+    /// one batch (at once when `max_batch` are waiting); errors and answers never wait.
+    /// Default `None`: every message leaves at once.
+    pub batch_linger: Option<std::time::Duration>,
 }
 
 impl Default for OrchestratorConfig {
@@ -295,6 +311,7 @@ impl Default for OrchestratorConfig {
             limits: OrchestratorLimits::default(),
             hmac: None,
             compression: CompressPolicy::IfSmaller,
+            batch_linger: None,
         }
     }
 }
@@ -360,6 +377,12 @@ impl OrchestratorConfig {
     /// [`hmac`](Self::hmac)).
     pub fn with_hmac_secret(mut self, secret: &[u8]) -> Self {
         self.hmac = Some(crate::signing::Signer::new(secret));
+        self
+    }
+
+    /// Sets [`batch_linger`](Self::batch_linger).
+    pub fn with_batch_linger(mut self, linger: Option<std::time::Duration>) -> Self {
+        self.batch_linger = linger;
         self
     }
 
@@ -563,6 +586,12 @@ pub struct AgentConfig {
     /// speaks too ([`Agent::protocol_version`](crate::Agent::protocol_version), the crate's
     /// spec decision 49). Default `[1]`, the only version there is.
     pub protocol_versions: Vec<u8>,
+    /// A message too large for one frame (over the codec's
+    /// [`max_payload`](Limits::max_payload) in the 24-byte form, its
+    /// [`max_text`](Limits::max_text) in the others, e.g. a large task result) is streamed
+    /// as `stream.part` notifications carrying slices of this many bytes of its JSON form
+    /// (the crate's spec decision 50). Default 256 KiB.
+    pub stream_part_bytes: usize,
     /// Keep a replica of the shared CRDT state: after each registration the agent fetches
     /// the whole state (`state.get`), then applies the syncs other agents make and sends its
     /// own ([`Agent::state_increment`](crate::Agent::state_increment) and the like).
@@ -592,6 +621,7 @@ impl AgentConfig {
             codec: CodecConfig::default(),
             hmac: None,
             protocol_versions: vec![crate::VERSION],
+            stream_part_bytes: 256 << 10,
             shared_state: false,
             crdt: crate::crdt::CrdtLimits::default(),
             max_pending_syncs: 64,

@@ -215,6 +215,9 @@ pub enum ProtocolError {
     /// HMAC authentication is on and the frame carries no tag or a wrong one. 4001.
     #[error("{0}")]
     BadSignature(SignatureError),
+    /// A part of a streamed message was refused ([`StreamError::code`]).
+    #[error("{0}")]
+    Stream(StreamError),
 }
 
 impl ProtocolError {
@@ -227,6 +230,7 @@ impl ProtocolError {
             }
             Self::UnknownMethodCode(_) | Self::MethodNotFound(_) => ErrorCode::METHOD_NOT_FOUND,
             Self::RegisterFirst | Self::BadSignature(_) => ErrorCode::AUTHENTICATION_FAILED,
+            Self::Stream(e) => e.code(),
             Self::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
             Self::Cancelled { .. } => ErrorCode::OPERATION_CANCELLED,
             Self::AgentIdMismatch { .. } => ErrorCode::AUTHENTICATION_FAILED,
@@ -745,6 +749,47 @@ pub enum HeaderError {
     /// Fewer than 24 bytes (only from [`Header::parse_slice`](crate::Header::parse_slice)).
     #[error("header truncated: {0} of 24 bytes")]
     Truncated(usize),
+}
+
+/// Why a part of a streamed message was refused (see the crate's spec decision 50); the
+/// stream is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// A part out of order (parts of a stream are numbered from 0, one after another). 4000.
+    #[error("stream part {received} out of order, {expected} was due")]
+    OutOfOrder {
+        /// The index that was due.
+        expected: u32,
+        /// The index that came.
+        received: u32,
+    },
+    /// The connection's streams would hold more than the limit. 4007.
+    #[error("streamed message exceeds {limit} bytes")]
+    TooLarge {
+        /// [`OrchestratorLimits::max_stream_bytes`](crate::OrchestratorLimits::max_stream_bytes).
+        limit: usize,
+    },
+    /// A new stream while the connection has the most it may. 4003.
+    #[error("more than {limit} streams at once")]
+    TooMany {
+        /// [`OrchestratorLimits::max_streams`](crate::OrchestratorLimits::max_streams).
+        limit: usize,
+    },
+    /// What the parts joined to is a batch or another part. 4000.
+    #[error("a stream carries one message")]
+    Nested,
+}
+
+impl StreamError {
+    /// The spec code it is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::OutOfOrder { .. } | Self::Nested => ErrorCode::INVALID_MESSAGE,
+            Self::TooLarge { .. } => ErrorCode::CONTEXT_TOO_LARGE,
+            Self::TooMany { .. } => ErrorCode::SERVER_ERROR,
+        }
+    }
 }
 
 /// Why a frame's HMAC tag was refused (see [`signing`](crate::signing)).

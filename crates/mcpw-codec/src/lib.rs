@@ -505,6 +505,32 @@
 //!     `each_connection_keeps_the_version_its_upgrade_selected`,
 //!     `the_agent_offers_its_versions_and_keeps_the_one_the_server_selected`, end to end
 //!     `the_highest_version_both_sides_speak_is_selected_at_the_upgrade`)
+//! 50. **Streaming** ([`stream`], [`Flags::STREAMING`]): the spec names the flag ("part of
+//!     streaming response") and nothing more. A message too large for one frame (over the
+//!     payload limit after gzip, or over the text limit) goes as `stream.part`
+//!     notifications (type 2, flag `STREAMING` in the 24-byte form) whose params
+//!     `{"stream_id", "index", "final", "data"}` carry slices of its JSON form, numbered
+//!     from 0; the last carries the message's id or sequence id (the others none, and 0),
+//!     so the answer to the whole names it. The agent streams whatever it cannot send
+//!     whole (a large `task.complete` result) in slices of
+//!     [`AgentConfig::stream_part_bytes`] (256 KiB). The orchestrator reassembles per
+//!     connection, after `agent.register` (else 4001), in order (else 4000), at most
+//!     [`OrchestratorLimits::max_streams`] at once (4; beyond: 4003) holding at most
+//!     [`OrchestratorLimits::max_stream_bytes`] (8 MiB; beyond: 4007), and handles the
+//!     whole as if it had come alone; the parts must join to one message (a batch or a
+//!     part: 4000). A refused part drops its stream. The orchestrator sends nothing
+//!     streamed. (`a_task_result_too_large_for_one_frame_is_streamed_and_completes`,
+//!     `hostile_streams_get_typed_errors_and_the_connection_keeps_working`)
+//! 51. **Sender-side batching** ([`OrchestratorConfig::batch_linger`], off by default): the
+//!     spec's "batch small messages when possible", with a linger. Small messages the
+//!     orchestrator starts (1 KiB of JSON at most: `task.assigned`, forwarded
+//!     `collaboration.request`s, `state.sync` notifications) to a peer speaking the JSON or
+//!     12-byte form wait up to the linger and leave as one batch (decision 4's format; at
+//!     once when `max_batch` wait). Errors and answers never wait, so whatever is urgent
+//!     (decision 39) goes ahead of the waiting ones. The 24-byte form is not batched: its
+//!     entries would lose their sequence ids (decision 38). The agent sends at once (it
+//!     starts few messages: heartbeats, progress, completions).
+//!     (`with_a_linger_small_notifications_leave_together_and_errors_do_not_wait`)
 //!
 //! Shared state, collaborations and pooling (`tests/orchestrator_state_sync.rs`,
 //! `tests/crdt_agents.rs`, `tests/crdt_props.rs`, `tests/orchestrator_collaboration.rs`,
@@ -618,6 +644,7 @@ pub mod orchestrator;
 pub mod params;
 mod sequence;
 pub mod signing;
+pub mod stream;
 #[cfg(feature = "tokio-util")]
 pub mod tokio_codec;
 

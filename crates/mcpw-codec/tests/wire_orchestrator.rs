@@ -429,3 +429,50 @@ fn each_connection_keeps_the_version_its_upgrade_selected() {
     );
     assert_eq!(w.o.protocol_version(ConnId::new(9)), None);
 }
+
+#[test]
+fn with_a_linger_small_notifications_leave_together_and_errors_do_not_wait() {
+    use std::time::Duration;
+    let linger = Duration::from_millis(20);
+    let mut e = common::Env::new(OrchestratorConfig::default().with_batch_linger(Some(linger)));
+    let c = e.connect(1);
+    e.send(
+        c,
+        json!({"id": "r", "type": 0, "method": "agent.register", "params": {
+            "agent_id": "a", "capabilities": [{"name": "code_review", "confidence": 0.9}],
+            "resources": {"max_concurrent_tasks": 8}}}),
+    );
+    let got = e.take(c);
+    assert_eq!(got.len(), 1, "the answer does not wait: {got:?}");
+    for i in 0..3 {
+        let spec = TaskSpec::new("code_review").with_id(format!("t{i}"));
+        e.o.submit_task(spec, e.now).unwrap();
+    }
+    e.drain();
+    assert!(e.take(c).is_empty(), "held for the linger");
+    // An error goes at once, ahead of what waits.
+    e.send(c, json!({"id": "u", "type": 0, "method": "no.such"}));
+    let got = e.take(c);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["error"]["code"], 4004);
+    e.advance(linger - Duration::from_millis(1));
+    assert!(e.take(c).is_empty(), "not before the linger ends");
+    e.advance(Duration::from_millis(1));
+    let got = e.take(c);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["type"], 6, "one batch: {got:?}");
+    let ids: Vec<&str> = got[0]["params"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["params"]["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["t0", "t1", "t2"]);
+    // Off (the default), the same tasks leave one by one at once.
+    let mut e = common::Env::new(OrchestratorConfig::default());
+    let c = e.register(1, "a", common::review(0.9));
+    let spec = TaskSpec::new("code_review").with_id("now");
+    e.o.submit_task(spec, e.now).unwrap();
+    e.drain();
+    assert_eq!(e.take(c)[0]["method"], "task.assigned");
+}

@@ -14,6 +14,7 @@ mod reply;
 mod retry;
 mod shutdown;
 mod state;
+mod streaming;
 mod tasks;
 
 use std::time::{Duration, Instant};
@@ -401,8 +402,12 @@ impl Agent {
             }
             None if self.config.binary => self.codec.encode_ws(msg, Form::Binary),
             None => self.codec.encode_ws(msg, Form::Json),
+        };
+        if self.too_large(&frame) {
+            // Too large for one frame: streamed in parts (decision 50).
+            return self.send_streamed(msg);
         }
-        .map_err(|e| AgentCommandError::Encode(e.to_string()))?;
+        let frame = frame.map_err(|e| AgentCommandError::Encode(e.to_string()))?;
         let frame = match &self.config.hmac {
             Some(signer) => signer.seal(frame),
             None => frame,

@@ -1,12 +1,15 @@
 //! Open connections: the form each peer speaks, its binary mode, its rate limit, the agent
-//! registered on it, its sequence ids, and the register-first timers this table owns.
+//! registered on it, its sequence ids, what it holds for the next batch, and the
+//! register-first and linger timers this table owns.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use agentwire_core::{ConnId, TimerSet, TokenBucket};
 
+use crate::message::Message;
 use crate::sequence::Sequence;
+use crate::stream::Reassembly;
 use crate::{AgentId, Form};
 
 /// One connection.
@@ -31,6 +34,10 @@ pub(crate) struct Conn {
     /// The protocol version selected at the upgrade (the subprotocol `mcp.v<n>`; 1 when
     /// none was).
     pub(crate) version: u8,
+    /// Streamed messages being reassembled.
+    pub(crate) streams: Reassembly,
+    /// Messages waiting for the next batch (decision 51), oldest first.
+    pub(crate) held: Vec<Message>,
 }
 
 /// Connections by id, with the time each has left to register.
@@ -38,6 +45,8 @@ pub(crate) struct Conn {
 pub(crate) struct Conns {
     map: BTreeMap<ConnId, Conn>,
     register_by: TimerSet<ConnId>,
+    /// When each connection's held messages leave.
+    linger: TimerSet<ConnId>,
 }
 
 impl Conns {
@@ -78,10 +87,31 @@ impl Conns {
         }
     }
 
-    /// Closes `conn`.
+    /// Closes `conn` (what it held is dropped with it).
     pub(crate) fn close(&mut self, conn: ConnId) -> Option<Conn> {
         self.register_by.cancel(&conn);
+        self.linger.cancel(&conn);
         self.map.remove(&conn)
+    }
+
+    /// `conn`'s held messages leave at `at`.
+    pub(crate) fn linger_until(&mut self, conn: ConnId, at: Instant) {
+        self.linger.set(conn, at);
+    }
+
+    /// `conn`'s held messages left.
+    pub(crate) fn cancel_linger(&mut self, conn: ConnId) {
+        self.linger.cancel(&conn);
+    }
+
+    /// When held messages leave next.
+    pub(crate) fn next_linger(&self) -> Option<Instant> {
+        self.linger.next_deadline()
+    }
+
+    /// A connection whose held messages are due by `now`, if any.
+    pub(crate) fn pop_linger(&mut self, now: Instant) -> Option<ConnId> {
+        self.linger.pop_expired(now)
     }
 
     /// The next register deadline.

@@ -11,8 +11,11 @@ use super::texts;
 use super::wire::{self, BadFrame, Decoded, Inbound, InboundBatch, ReplyKey};
 use super::{Orchestrator, OrchestratorEvent};
 use crate::error::ProtocolError;
+use crate::error::{ParamError, StreamError};
+use crate::json;
 use crate::params::SetBinaryResult;
 use crate::sequence::{is_numbered, SeqCheck};
+use crate::stream::{StreamPart, STREAM_PART};
 use crate::{Body, Form, Message, MessageType};
 
 impl Orchestrator {
@@ -131,6 +134,64 @@ impl Orchestrator {
                 false
             }
         }
+    }
+
+    /// A part of a streamed message (decision 50): kept until the last, then the whole is
+    /// decoded and handled as if it had come alone, answered with the last part's id or
+    /// sequence id in its form.
+    pub(super) fn on_stream_part(
+        &mut self,
+        conn: ConnId,
+        msg: &Inbound,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        let params = match &msg.body {
+            Body::Other(call) => call.params.clone(),
+            _ => serde_json::Value::Null,
+        };
+        let part: StreamPart = serde_json::from_value(params).map_err(|_| {
+            ProtocolError::InvalidParams(ParamError::new(
+                "params",
+                "Not a stream part",
+                "object {stream_id, index, final, data}",
+                "other",
+            ))
+        })?;
+        let limits = &self.config.limits;
+        if part.stream_id.len() > limits.max_id_bytes {
+            return Err(ProtocolError::InvalidParams(ParamError::new(
+                "stream_id",
+                "Too long",
+                "string",
+                "string",
+            )));
+        }
+        let (max_streams, max_bytes) = (limits.max_streams, limits.max_stream_bytes);
+        let Some(c) = self.conns.get_mut(conn) else {
+            return Ok(());
+        };
+        let Some(text) = c
+            .streams
+            .push(part, max_streams, max_bytes)
+            .map_err(ProtocolError::Stream)?
+        else {
+            return Ok(());
+        };
+        let mut whole_limits = json::entry_limits(self.codec.limits());
+        whole_limits.max_text = max_bytes;
+        let whole =
+            json::decode(text.as_bytes(), &whole_limits).map_err(|e| ProtocolError::from(&e))?;
+        if matches!(whole.body, Body::Batch(_)) || whole.body.method() == Some(STREAM_PART) {
+            return Err(ProtocolError::Stream(StreamError::Nested));
+        }
+        let inbound = Inbound {
+            form: msg.form,
+            reply: msg.reply.clone(),
+            kind: whole.kind,
+            body: whole.body,
+        };
+        self.on_message(conn, inbound, now);
+        Ok(())
     }
 
     /// A frame (or batch entry) the codec refused: its error, with the id it carried.

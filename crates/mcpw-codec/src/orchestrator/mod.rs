@@ -20,6 +20,7 @@ mod event;
 mod flows;
 mod frames;
 mod idempotency;
+mod linger;
 mod methods;
 pub mod metrics;
 pub mod routing;
@@ -144,6 +145,7 @@ enum TimerKind {
     Task,
     Collab,
     Shutdown,
+    Linger,
 }
 
 impl Orchestrator {
@@ -327,6 +329,10 @@ impl Orchestrator {
                 return;
             }
         }
+        // Small messages the server starts may wait for the next batch (decision 51).
+        let Some(m) = self.hold(conn, form, m) else {
+            return;
+        };
         self.send_message(conn, form, &m, BatchForm::Json);
     }
 
@@ -447,6 +453,21 @@ impl Orchestrator {
             return;
         }
         let registered = self.conns.agent(conn).is_some();
+        if method == crate::stream::STREAM_PART {
+            // A part of a streamed message (decision 50): the whole is handled on its last.
+            let result = if registered {
+                self.on_stream_part(conn, &msg, now)
+            } else {
+                Err(ProtocolError::RegisterFirst)
+            };
+            match result {
+                Ok(()) => self
+                    .metrics
+                    .count_message(metrics::type_label(t), label, "ok"),
+                Err(e) => self.refuse(conn, at, (t, Some(&method)), e),
+            }
+            return;
+        }
         if method != "agent.register" && method != "ping" && label != "unknown" && !registered {
             self.refuse(conn, at, (t, Some(&method)), ProtocolError::RegisterFirst);
             return;
@@ -507,6 +528,7 @@ impl Orchestrator {
             (self.tasks.next_deadline(), TimerKind::Task),
             (self.collabs.next_timeout(), TimerKind::Collab),
             (self.agents.next_shutdown(), TimerKind::Shutdown),
+            (self.conns.next_linger(), TimerKind::Linger),
         ]
         .into_iter()
         .filter_map(|(at, kind)| at.filter(|at| *at <= now).map(|at| (at, kind)))
@@ -549,6 +571,11 @@ impl Orchestrator {
                         self.out
                             .close(conn, CloseCode::NORMAL, texts::CLOSE_SHUTDOWN);
                     }
+                }
+            }
+            TimerKind::Linger => {
+                if let Some(conn) = self.conns.pop_linger(now) {
+                    self.flush_held(conn);
                 }
             }
         }
@@ -594,6 +621,8 @@ impl Machine for Orchestrator {
                 .as_deref()
                 .and_then(crate::header::version_of)
                 .unwrap_or(crate::VERSION),
+            streams: Default::default(),
+            held: Vec::new(),
         };
         let register_by = self.config.register_timeout.map(|t| now + t);
         self.conns.open(conn, c, register_by);
@@ -668,6 +697,7 @@ impl Machine for Orchestrator {
             self.tasks.next_deadline(),
             self.collabs.next_timeout(),
             self.agents.next_shutdown(),
+            self.conns.next_linger(),
         ]
         .into_iter()
         .flatten()
