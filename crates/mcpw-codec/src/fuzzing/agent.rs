@@ -8,6 +8,8 @@ use arbitrary::Unstructured;
 use serde_json::Value;
 
 use crate::agent::CollaborationId;
+use crate::crdt::{CrdtOp, CrdtStore, VectorClock};
+use crate::params::StateSync;
 use crate::{
     Agent, AgentConfig, AgentEvent, AgentRegister, AgentShutdown, Body, Capability,
     CapabilityOperation, Codec, CollaborationRequest, ErrorBody, ErrorCode, Form, Message,
@@ -30,7 +32,19 @@ const MAX_TASKS: usize = 4;
 /// exactly one frame; held tasks stay within `max_tasks`; once stopped, the agent asks the
 /// driver to stop and says nothing more; the timer rules of the `Machine` contract
 /// (`poll_timeout` moves past now after `handle_timeout`, an early call is a no-op).
+///
+/// The same input then runs a second time with a replica of the shared state
+/// ([`AgentConfig::shared_state`]): the server may also send `state.sync` notifications and
+/// whole snapshots (good or with a wrong root), and the steps may also change the state;
+/// a state change succeeds only while connected with the full sync in, and sends one
+/// frame (a remove of nothing, none). Those choices exist only in the second run, so every
+/// committed seed keeps its meaning in the first.
 pub fn agent(data: &[u8]) {
+    run(data, false);
+    run(data, true);
+}
+
+fn run(data: &[u8], shared: bool) {
     let mut u = Unstructured::new(data);
     let register = AgentRegister {
         agent_id: "agent-1".into(),
@@ -45,6 +59,7 @@ pub fn agent(data: &[u8]) {
         AgentConfig::new(register)
             .with_binary(binary)
             .with_max_tasks(MAX_TASKS)
+            .with_shared_state(shared)
             .with_heartbeat_interval(Duration::from_millis(
                 u.int_in_range(0..=20_000u64).unwrap_or(1000),
             )),
@@ -57,6 +72,7 @@ pub fn agent(data: &[u8]) {
         collaborations: Vec::new(),
         stopped: false,
         requests: 0,
+        shared,
     };
     for _ in 0..MAX_OPS {
         if u.is_empty() || step(&mut h, &mut a, &mut u).is_err() {
@@ -77,6 +93,8 @@ struct Harness {
     /// The agent's own requests made so far (capability updates and collaboration
     /// requests take turns).
     requests: u64,
+    /// The second run: the agent keeps a replica of the shared state.
+    shared: bool,
 }
 
 impl Harness {
@@ -148,7 +166,10 @@ impl Harness {
         let task_id = format!("t-{}", u.int_in_range(0..=5u8)?);
         let reply_id = format!("agent-1-{}", u.int_in_range(0..=12u8)?);
         let kind = MessageType(u.int_in_range(0..=8u8)?);
-        let body = match u.int_in_range(0..=7u8)? {
+        let last = if self.shared { 9 } else { 7 };
+        let body = match u.int_in_range(0..=last)? {
+            8 => Body::StateSync(state_sync(u)?),
+            9 => Body::Other(OtherCall::new("", snapshot(u)?)),
             0 => Body::RegistrationConfirmed(RegistrationConfirmed {
                 agent_id: "agent-1".into(),
                 session_id: Some("s-1".into()),
@@ -245,7 +266,8 @@ impl Harness {
 
 /// One arbitrary operation.
 fn step(h: &mut Harness, a: &mut Agent, u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
-    match u.int_in_range(0..=13u8)? {
+    let last = if h.shared { 14 } else { 13 };
+    match u.int_in_range(0..=last)? {
         0 => {
             if let Some(old) = h.current {
                 a.handle_disconnect(old, h.clock.t());
@@ -391,6 +413,25 @@ fn step(h: &mut Harness, a: &mut Agent, u: &mut Unstructured<'_>) -> arbitrary::
             let (sent, _) = h.drain(a);
             assert_eq!(sent.len(), usize::from(r.is_ok()), "one frame per command");
         }
+        14 => {
+            let ready = h.current.is_some() && !h.stopped && a.is_state_ready();
+            let key = format!("k-{}", u.int_in_range(0..=3u8)?);
+            let element = format!("e-{}", u.int_in_range(0..=3u8)?);
+            let frames = match u.int_in_range(0..=2u8)? {
+                0 => a
+                    .state_increment(&key, u.int_in_range(0..=5u64)?)
+                    .map(|()| 1),
+                1 => a.state_add(&key, &element).map(|_| 1),
+                _ => a.state_remove(&key, &element).map(|n| usize::from(n > 0)),
+            };
+            assert!(frames.is_err() || ready, "a state change while not ready");
+            let (sent, _) = h.drain(a);
+            assert_eq!(
+                sent.len(),
+                frames.unwrap_or(0),
+                "one frame per state change"
+            );
+        }
         _ => {
             if u.arbitrary()? {
                 let _ = a.shutdown("bye", u.arbitrary()?, h.clock.t());
@@ -401,4 +442,67 @@ fn step(h: &mut Harness, a: &mut Agent, u: &mut Unstructured<'_>) -> arbitrary::
         }
     }
     Ok(())
+}
+
+/// Small CRDT operations, on keys shared with the agent's own changes.
+fn ops(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<CrdtOp>> {
+    let mut ops = Vec::new();
+    for _ in 0..u.int_in_range(0..=3u8)? {
+        let key = format!("k-{}", u.int_in_range(0..=3u8)?);
+        let element = format!("e-{}", u.int_in_range(0..=3u8)?);
+        let tag = format!(
+            "agent-{}-{}",
+            u.int_in_range(1..=2u8)?,
+            u.int_in_range(0..=9u8)?
+        );
+        ops.push(match u.int_in_range(0..=2u8)? {
+            0 => CrdtOp::Increment {
+                key,
+                actor: "agent-2".into(),
+                by: u.int_in_range(0..=3u64)?,
+            },
+            1 => CrdtOp::Add { key, element, tag },
+            _ => CrdtOp::Remove {
+                key,
+                element,
+                tag: u.arbitrary::<bool>()?.then_some(tag),
+            },
+        });
+    }
+    Ok(ops)
+}
+
+/// A `state.sync` another agent (or, now and then, this one) made.
+fn state_sync(u: &mut Unstructured<'_>) -> arbitrary::Result<StateSync> {
+    let origin = if u.ratio(1u8, 6u8)? {
+        "agent-1"
+    } else {
+        "agent-2"
+    };
+    let clock: VectorClock = [(origin, u.int_in_range(0..=6u64)?)].into_iter().collect();
+    let ops = ops(u)?;
+    let root = match u.int_in_range(0..=2u8)? {
+        0 => None,
+        1 => Some(String::from("00")),
+        _ => {
+            let mut s = CrdtStore::default();
+            let _ = s.apply_sync(origin, &clock, &ops);
+            Some(s.merkle_root())
+        }
+    };
+    Ok(crate::crdt_wire::sync_params(origin, &clock, &ops, root))
+}
+
+/// The answer to a `state.get`: a snapshot of a small store, its root now and then wrong.
+fn snapshot(u: &mut Unstructured<'_>) -> arbitrary::Result<Value> {
+    let mut store = CrdtStore::default();
+    for seq in 1..=u.int_in_range(0..=3u64)? {
+        let clock: VectorClock = [("agent-2", seq)].into_iter().collect();
+        let _ = store.apply_sync("agent-2", &clock, &ops(u)?);
+    }
+    let mut snap = store.snapshot();
+    if u.ratio(1u8, 4u8)? {
+        snap.merkle_root = "00".into();
+    }
+    Ok(serde_json::to_value(snap).unwrap_or_default())
 }
