@@ -152,7 +152,8 @@ impl From<Backoff> for Reconnect {
 }
 
 /// The [`Agent`] configured from `settings`, keeping a replica of the shared state when
-/// `shared_state`.
+/// `shared_state`, signing its frames when the environment variable `MCPW_HMAC_SECRET`
+/// ([`HMAC_SECRET_ENV`](super::server_app::HMAC_SECRET_ENV)) holds a secret.
 fn agent(settings: &AgentSettings, backoff: Backoff, shared_state: bool) -> Agent {
     let register = AgentRegister {
         agent_id: settings.agent_id.clone(),
@@ -169,11 +170,17 @@ fn agent(settings: &AgentSettings, backoff: Backoff, shared_state: bool) -> Agen
         }),
         metadata: Some(json!({"version": env!("CARGO_PKG_VERSION")})),
     };
-    let config = AgentConfig::new(register)
+    let mut config = AgentConfig::new(register)
         .with_binary(settings.binary)
         .with_heartbeat_interval(settings.heartbeat)
         .with_reconnect(backoff.into())
         .with_shared_state(shared_state);
+    // HMAC message authentication when the environment gives the shared secret, as the
+    // reference server reads it.
+    let secret = std::env::var(super::server_app::HMAC_SECRET_ENV).unwrap_or_default();
+    if !secret.is_empty() {
+        config = config.with_hmac_secret(secret.as_bytes());
+    }
     // Random idempotency keys: a restarted agent never reuses one of its previous life.
     let mut agent = Agent::new(config).with_ids(UuidV4Ids);
     agent.set_load(Some(0.1));
