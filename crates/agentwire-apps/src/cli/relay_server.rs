@@ -26,7 +26,8 @@ struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: String,
-    /// Directory of the study log (one `<session>.jsonl` per relay session); created if missing.
+    /// Directory of the study log (one `<sessionId>.jsonl` per study session, `s-….jsonl`, and
+    /// one per relay session for the records outside a study session); created if missing.
     #[arg(long, default_value = DEFAULT_LOG_DIR)]
     log_dir: PathBuf,
     /// When the study log is synced to disk.
