@@ -118,7 +118,7 @@ pub async fn main() {
             eprintln!("demo: {e}");
             std::process::exit(1);
         });
-        agents.push(a);
+        agents.push((id, a));
     }
     for _ in 0..2 {
         step("registration", registered.recv()).await;
@@ -173,6 +173,21 @@ pub async fn main() {
 
     req(&app, &first, "stop", json!({"guildId": "guild-1"})).await;
 
+    println!("\n-- the agent in vc-gaming stops (Ctrl-C): released for its channel, then close --");
+    let gaming = app
+        .handle
+        .call(|c, _| c.select_agent("guild-1", "vc-gaming"))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    if let Some(i) = agents.iter().position(|(id, _)| gaming == *id) {
+        let (id, a) = agents.remove(i);
+        let released = step("graceful stop", a.stop("shutdown")).await;
+        println!("  {id} released {released} session(s) and closed");
+    }
+    play(&app, "guild-1", "vc-gaming", "africa").await;
+
     println!("\n-- an agent speaking protocol 0.9.0 --");
     let (mut ws, _) = step("connect", tokio_tungstenite::connect_async(url.as_str()))
         .await
@@ -205,7 +220,7 @@ pub async fn main() {
 
     println!("\nshutting down the controller (agents see close 1001), then the agents");
     step("shutdown", app.server.shutdown()).await;
-    for a in &agents {
+    for (_, a) in &agents {
         step("agent shutdown", a.handle.shutdown()).await;
     }
     println!("demo finished");
