@@ -32,7 +32,17 @@ const CAPS: [&str; 2] = ["review", "test"];
 /// an agent lists is assigned to it; no more tasks than the limit; after
 /// `handle_timeout(now)`, `poll_timeout()` is `None` or later than now, and a second call
 /// is a no-op.
+///
+/// The same input then runs a second time in which messages may also be `state.get` and
+/// `voting` or `consensus` collaborations (with a quorum or threshold, in range or not, or
+/// an unknown pattern) whose forwarded requests are answered with votes. Those choices
+/// exist only in the second run, so every committed seed keeps its meaning in the first.
 pub fn orchestrator(data: &[u8]) {
+    run(data, false);
+    run(data, true);
+}
+
+fn run(data: &[u8], extended: bool) {
     let mut u = Unstructured::new(data);
     let limits = OrchestratorLimits {
         max_connections: 6,
@@ -59,6 +69,7 @@ pub fn orchestrator(data: &[u8]) {
         conns: Vec::new(),
         open: BTreeSet::new(),
         asked: Vec::new(),
+        extended,
     };
     for _ in 0..MAX_OPS {
         if u.is_empty() || h.step(&mut o, &mut u).is_err() {
@@ -85,6 +96,8 @@ struct Harness {
     open: BTreeSet<ConnId>,
     /// Ids of the requests the orchestrator sent (forwarded collaborations), for answers.
     asked: Vec<String>,
+    /// The second run: shared-state reads and votes too.
+    extended: bool,
 }
 
 impl Harness {
@@ -230,11 +243,11 @@ impl Harness {
         let text = if u.ratio(1u8, 6u8)? {
             let n = u.int_in_range(1..=3)?;
             let entries = (0..n)
-                .map(|_| message(u, &self.asked))
+                .map(|_| message(u, &self.asked, self.extended))
                 .collect::<arbitrary::Result<Vec<_>>>()?;
             json!({"id": "b", "type": 6, "params": {"messages": entries, "count": n}})
         } else {
-            message(u, &self.asked)?
+            message(u, &self.asked, self.extended)?
         };
         let text = text.to_string();
         let form = *u.choose(&[Form::Json, Form::Binary, Form::Compact])?;
@@ -333,13 +346,29 @@ enum Wire {
 }
 
 /// One message of a method the orchestrator handles (or answers), in its JSON form.
-fn message(u: &mut Unstructured<'_>, asked: &[String]) -> arbitrary::Result<Value> {
+fn message(u: &mut Unstructured<'_>, asked: &[String], extended: bool) -> arbitrary::Result<Value> {
     let agent = *u.choose(&AGENTS)?;
     let other = *u.choose(&AGENTS)?;
     let task = *u.choose(&TASKS)?;
     let cap = *u.choose(&CAPS)?;
     let id = format!("m{}", u.int_in_range(0..=3u8)?);
-    let (method, params) = match u.int_in_range(0..=13)? {
+    let last = if extended { 15 } else { 13 };
+    let (method, params) = match u.int_in_range(0..=last)? {
+        14 => ("state.get", json!({})),
+        15 => {
+            let pattern = *u.choose(&["voting", "consensus", "parallel", "lottery"])?;
+            let criteria = match u.int_in_range(0..=2u8)? {
+                0 => json!({}),
+                1 => json!({"quorum": u.int_in_range(0..=3u8)?}),
+                _ => json!({"threshold": u.int_in_range(0..=12u8)? as f64 / 10.0}),
+            };
+            (
+                "collaboration.request",
+                json!({"task_id": task, "requesting_agent": agent, "collaboration_type": "approval",
+                       "coordination_pattern": pattern, "context": {"criteria": criteria},
+                       "required_agents": [other, *u.choose(&AGENTS)?], "timeout_ms": u.int_in_range(0..=9_000u32)?}),
+            )
+        }
         0 | 1 => (
             "agent.register",
             json!({"agent_id": agent, "capabilities": [{"name": cap, "confidence": u.int_in_range(0..=10u8)? as f64 / 10.0}],
@@ -391,7 +420,10 @@ fn message(u: &mut Unstructured<'_>, asked: &[String]) -> arbitrary::Result<Valu
                 [] => id,
                 ids => u.choose(ids)?.clone(),
             };
-            return Ok(if u.arbitrary()? {
+            return Ok(if extended && u.arbitrary()? {
+                let vote = *u.choose(&["approve", "reject", "abstain", "maybe"])?;
+                json!({"id": id, "type": 1, "result": {"vote": vote}})
+            } else if u.arbitrary()? {
                 json!({"id": id, "type": 1, "result": {"vote": "yes"}})
             } else {
                 json!({"id": id, "type": 3, "error": {"code": 4003, "message": "no"}})
