@@ -592,6 +592,12 @@ pub struct AgentConfig {
     /// as `stream.part` notifications carrying slices of this many bytes of its JSON form
     /// (the crate's spec decision 50). Default 256 KiB.
     pub stream_part_bytes: usize,
+    /// Sender-side batching (the crate's spec decision 51): small messages the agent
+    /// starts (heartbeats, progress reports, requests; 1 KiB of JSON at most) wait up to
+    /// this long and leave together as one batch, in the JSON and 12-byte forms (a
+    /// 24-byte batch's entries would lose their sequence ids); answers never wait.
+    /// Default `None`: every message leaves at once.
+    pub batch_linger: Option<std::time::Duration>,
     /// Keep a replica of the shared CRDT state: after each registration the agent fetches
     /// the whole state (`state.get`), then applies the syncs other agents make and sends its
     /// own ([`Agent::state_increment`](crate::Agent::state_increment) and the like).
@@ -622,6 +628,7 @@ impl AgentConfig {
             hmac: None,
             protocol_versions: vec![crate::VERSION],
             stream_part_bytes: 256 << 10,
+            batch_linger: None,
             shared_state: false,
             crdt: crate::crdt::CrdtLimits::default(),
             max_pending_syncs: 64,
@@ -660,6 +667,13 @@ impl AgentConfig {
             .into_iter()
             .map(crate::header::subprotocol_of)
             .collect()
+    }
+
+    /// Sets [`batch_linger`](Self::batch_linger).
+    #[must_use]
+    pub fn with_batch_linger(mut self, linger: Option<std::time::Duration>) -> Self {
+        self.batch_linger = linger;
+        self
     }
 
     /// Sets the adaptive-compression policy of outgoing payloads.

@@ -528,9 +528,11 @@
 //!     12-byte form wait up to the linger and leave as one batch (decision 4's format; at
 //!     once when `max_batch` wait). Errors and answers never wait, so whatever is urgent
 //!     (decision 39) goes ahead of the waiting ones. The 24-byte form is not batched: its
-//!     entries would lose their sequence ids (decision 38). The agent sends at once (it
-//!     starts few messages: heartbeats, progress, completions).
-//!     (`with_a_linger_small_notifications_leave_together_and_errors_do_not_wait`)
+//!     entries would lose their sequence ids (decision 38). The agent does the same with
+//!     [`AgentConfig::batch_linger`] for what it starts (heartbeats, progress reports,
+//!     requests; answers never wait).
+//!     (`with_a_linger_small_notifications_leave_together_and_errors_do_not_wait`,
+//!     `the_agent_batches_what_it_starts_within_its_linger`)
 //!
 //! Shared state, collaborations and pooling (`tests/orchestrator_state_sync.rs`,
 //! `tests/crdt_agents.rs`, `tests/crdt_props.rs`, `tests/orchestrator_collaboration.rs`,

@@ -147,3 +147,50 @@ fn the_agent_offers_its_versions_and_keeps_the_one_the_server_selected() {
     a.handle_disconnect(c, now);
     assert_eq!(a.protocol_version(), None);
 }
+
+#[test]
+fn the_agent_batches_what_it_starts_within_its_linger() {
+    use mcpw_codec::TaskProgress;
+    use std::time::Duration;
+    let now = t0();
+    let linger = Duration::from_millis(50);
+    let mut a = Agent::new(config().with_binary(false).with_batch_linger(Some(linger)));
+    let c = ConnId::new(1);
+    a.handle_connect(c, &PeerInfo::new(None), now);
+    let (sent, _) = drain(&mut a);
+    assert_eq!(sent.len(), 1, "the register does not wait");
+    let register = Codec::default().decode_ws(sent[0].as_frame()).unwrap().0;
+    let reply = Codec::default()
+        .encode_ws(
+            &confirmed(0).with_id(register.id.clone().unwrap()),
+            Form::Json,
+        )
+        .unwrap();
+    a.handle_frame(c, reply.as_frame(), now);
+    let task = Codec::default()
+        .encode_ws(&assigned("t1", 0), Form::Json)
+        .unwrap();
+    a.handle_frame(c, task.as_frame(), now);
+    drain(&mut a);
+    for p in [0.25, 0.5] {
+        let report: TaskProgress =
+            serde_json::from_value(json!({"task_id": "t1", "agent_id": "", "progress": p}))
+                .unwrap();
+        a.report_progress(report).unwrap();
+    }
+    let (sent, _) = drain(&mut a);
+    assert!(sent.is_empty(), "held for the linger");
+    // A ping's answer does not wait.
+    a.handle_frame(c, Frame::Text(r#"{"id":"p","type":4}"#), now);
+    let (sent, _) = drain(&mut a);
+    assert_eq!(sent.len(), 1);
+    assert!(a.poll_timeout().is_some_and(|t| t <= now + linger));
+    a.handle_timeout(now + linger);
+    let (sent, _) = drain(&mut a);
+    assert_eq!(sent.len(), 1, "one batch");
+    let batch = Codec::default().decode_ws(sent[0].as_frame()).unwrap().0;
+    match batch.body {
+        Body::Batch(entries) => assert_eq!(entries.len(), 2),
+        other => panic!("not a batch: {other:?}"),
+    }
+}

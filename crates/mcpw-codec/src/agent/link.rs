@@ -42,6 +42,12 @@ pub(super) struct Link {
     /// The protocol version the upgrade selected (the subprotocol `mcp.v<n>` the server
     /// echoed), if it named one.
     pub(super) version: Option<u8>,
+    /// Messages waiting for the next batch (decision 51), oldest first.
+    pub(super) held: Vec<Message>,
+    /// When they leave.
+    pub(super) linger_at: Option<Instant>,
+    /// The waiting messages are being sent (they do not wait again).
+    pub(super) flushing: bool,
 }
 
 impl Link {
@@ -57,6 +63,9 @@ impl Link {
             retries: Retries::default(),
             seq: Sequence::default(),
             version: None,
+            held: Vec::new(),
+            linger_at: None,
+            flushing: false,
         }
     }
 
@@ -110,11 +119,12 @@ impl Link {
         }
     }
 
-    /// The next heartbeat or retry.
+    /// The next heartbeat, retry, or end of a linger.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         [
             self.heartbeat.map(|(at, _)| at),
             self.retries.next_deadline(),
+            self.linger_at,
         ]
         .into_iter()
         .flatten()

@@ -6,6 +6,7 @@
 //! shared state, reconnect waits).
 
 mod event;
+mod linger;
 mod link;
 mod redial;
 mod reliability;
@@ -389,6 +390,10 @@ impl Agent {
 
     /// Encodes `msg` in the connection's form and queues it.
     fn send(&mut self, msg: &Message) -> Result<(), AgentCommandError> {
+        if self.hold(msg) {
+            // Waits for the next batch (decision 51).
+            return Ok(());
+        }
         let Some(link) = &self.link else {
             return Err(AgentCommandError::NotConnected);
         };
@@ -747,6 +752,7 @@ impl Machine for Agent {
             self.heartbeat();
         }
         self.resend_due(now);
+        self.flush_due(now);
         if self.stopping.is_some_and(|at| at <= now) {
             self.close_link(CLOSE_SHUTDOWN);
             self.stop();
