@@ -2,11 +2,11 @@
 //! session.
 //!
 //! This file is the [`Machine`] impl, the routing of each message, and the membership
-//! transitions (join, leave, host replacement) that touch every sub-state at once; it is a
-//! little over 700 lines because those transitions read best in one place. The state lives
+//! transitions (join, leave, host replacement) that touch every sub-state at once; it is
+//! about 800 lines because those transitions read best in one place. The state lives
 //! in sub-states that own their data and timers: [`members`] (connections and sessions),
-//! [`pending`] (requests awaiting the host, with their expiry), [`study_log`] (records and
-//! the per-session cap), [`emit`] (outputs and counters), [`inbound`] (the message being
+//! [`pending`] (requests awaiting the host, with their expiry), [`study_log`] (records, the
+//! study session they belong to and the per-session cap), [`emit`] (outputs and counters), [`inbound`] (the message being
 //! handled) and [`join`] (reading a `relay.join`).
 
 mod emit;
@@ -39,7 +39,7 @@ use inbound::{Inbound, MAX_ECHOED_TYPE};
 use join::{read_join, JoinRequest};
 use members::{Admitted, Members};
 use pending::PendingRequests;
-use study_log::StudyLog;
+use study_log::{study_id, StudyLog};
 
 /// What the next deadline of [`Relay::next_timer`] is for (for tracing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -785,18 +785,4 @@ impl Machine for Relay {
     fn poll_output(&mut self) -> Option<Output<RelayEvent>> {
         self.emit.out.pop()
     }
-}
-
-/// The `sessionId` of a host's `session.started` payload, if it is a non-blank string of at
-/// most `max` bytes (else the study session is not tracked and records keep the relay
-/// session's id). The one payload the relay reads.
-fn study_id(route: &Route<'_>, max: usize) -> Option<SessionId> {
-    #[derive(serde::Deserialize)]
-    struct Started<'a> {
-        #[serde(borrow, rename = "sessionId")]
-        session_id: Option<std::borrow::Cow<'a, str>>,
-    }
-    let started: Started<'_> = serde_json::from_str(route.payload.get()).ok()?;
-    let id = started.session_id?;
-    (!id.trim().is_empty() && id.len() <= max).then(|| SessionId::new(&*id))
 }

@@ -1,11 +1,13 @@
 //! The relay's study-log state: whether records are made, the wall clock that dates them,
-//! and each session's usage of [`Limits::max_log_bytes_per_session`](crate::Limits).
+//! the study session each relay session's records belong to, and each session's usage of
+//! [`Limits::max_log_bytes_per_session`](crate::Limits).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use agentwire_core::{Utf8Bytes, WallClock};
 
+use crate::codec::Route;
 use crate::id::SessionId;
 use crate::log::{line_len_bound, Direction, LogRecord};
 use crate::message::types;
@@ -154,4 +156,18 @@ impl StudyLog {
             self.sessions.retain(|s, _| live(s));
         }
     }
+}
+
+/// The `sessionId` of a host's `session.started` payload, if it is a non-blank string of at
+/// most `max` bytes (else the study session is not tracked and records keep the relay
+/// session's id). The one payload the relay reads.
+pub(super) fn study_id(route: &Route<'_>, max: usize) -> Option<SessionId> {
+    #[derive(serde::Deserialize)]
+    struct Started<'a> {
+        #[serde(borrow, rename = "sessionId")]
+        session_id: Option<std::borrow::Cow<'a, str>>,
+    }
+    let started: Started<'_> = serde_json::from_str(route.payload.get()).ok()?;
+    let id = started.session_id?;
+    (!id.trim().is_empty() && id.len() <= max).then(|| SessionId::new(&*id))
 }
