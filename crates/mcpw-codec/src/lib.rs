@@ -468,7 +468,8 @@
 //!     or the error's `data.retry_after_ms` when that is longer (at most 10 min), at most
 //!     `max_attempts` (4) sends in all ([`AgentEvent::Retrying`]); then it reports the
 //!     error. A newer progress report replaces an older one waiting for its retry.
-//!     (`refusals_for_the_rate_limit_are_sent_again_after_retry_after_ms`)
+//!     (`refusals_for_the_rate_limit_are_sent_again_after_retry_after_ms`,
+//!     `a_retry_is_a_new_message_with_the_same_idempotency_key`)
 //! 47. **`X-Agent-ID`**: a connection upgraded with that header must register as that
 //!     agent: `agent.register` naming another `agent_id` is refused with 4001 (`data`:
 //!     `field` `agent_id`, `expected` the header, `received` the params'); the connection
@@ -576,10 +577,12 @@
 //!     tagged `<agent_id>-<seq>`, removes name the tags observed. Syncs not answered when a
 //!     connection ends are sent again after the next full sync unless it shows them
 //!     applied (deduplication makes a repeat harmless); a full sync is followed by the
-//!     unanswered syncs applied on top; a sync the server refuses, a notification that
+//!     unanswered syncs applied on top; a sync refused with 4002 or 4003 goes again after
+//!     the retry wait ([`AgentConfig::retry`]); one refused for good, a notification that
 //!     cannot apply, or a root that differs leads to `state.get`. Reads are local
 //!     ([`Agent::state`]). (`three_agents_converge_whatever_the_interleaving_drops_and_resends`,
-//!     `a_change_reaches_the_other_agents_and_a_dropped_sync_is_sent_again`)
+//!     `a_change_reaches_the_other_agents_and_a_dropped_sync_is_sent_again`,
+//!     `a_sync_refused_with_4002_is_sent_again_not_rolled_back`)
 //! 55. **`coordination_pattern`** ([`CoordinationPattern`]): `voting`, `consensus`,
 //!     `parallel` or `broadcast`; absent is `broadcast`; any other value is 4000 with
 //!     `data {"field": "coordination_pattern", "reason", "expected", "received": <value>}`

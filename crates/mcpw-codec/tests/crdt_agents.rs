@@ -315,3 +315,38 @@ fn a_change_reaches_the_other_agents_and_a_dropped_sync_is_sent_again() {
         assert_eq!(a.state().merkle_root(), net.o.state().merkle_root());
     }
 }
+
+#[test]
+fn a_sync_refused_with_4002_is_sent_again_not_rolled_back() {
+    let mut net = Net::new(2, false);
+    net.settle();
+    net.agents[0].state_increment("done", 3).unwrap();
+    net.pump();
+    // The server's rate limit refuses the sync: the frame never reaches it, the agent gets
+    // 4002 with a wait.
+    let c = net.conn[0].unwrap();
+    let frame = net.up.get_mut(&c).unwrap().pop_front().unwrap();
+    let (msg, _) = mcpw_codec::Codec::default()
+        .decode_ws(frame_of(&frame))
+        .unwrap();
+    let refusal = serde_json::json!({"id": msg.id, "type": 3, "error": {"code": 4002,
+        "message": "rate limit exceeded", "data": {"retry_after_ms": 500}}});
+    net.down
+        .get_mut(&c)
+        .unwrap()
+        .push_back(FrameBuf::text(refusal.to_string()));
+    net.settle();
+    assert_eq!(net.o.state().counter("done").map(|c| c.value()), None);
+    assert_eq!(
+        net.agents[0].state().counter("done").map(|c| c.value()),
+        Some(3),
+        "kept, not rolled back"
+    );
+    // After the wait it goes again, and everyone has it once.
+    net.tick(Duration::from_millis(600));
+    net.settle();
+    for a in &net.agents {
+        assert_eq!(a.state().counter("done").map(|c| c.value()), Some(3));
+        assert_eq!(a.state().merkle_root(), net.o.state().merkle_root());
+    }
+}

@@ -104,13 +104,16 @@ impl Agent {
         Ok(())
     }
 
-    /// Sends own sync `seq`, awaiting its answer.
+    /// Sends own sync `seq`, awaiting its answer; refused with a retryable error (4002,
+    /// 4003), it is sent again after the retry wait, as the agent's other requests are, so
+    /// a rate limit delays a change instead of rolling it back.
     fn send_sync(&mut self, seq: u64, params: StateSync) {
-        let msg = self.message(MessageType::REQUEST, Body::StateSync(params));
-        self.send_own(&msg);
-        if let Some(link) = &mut self.link {
-            link.pending
-                .insert(key_of(&msg), Request::StateSync { seq });
+        let body = Body::StateSync(params);
+        let about = Request::StateSync { seq };
+        if let Err(AgentCommandError::Encode(e)) =
+            self.send_tracked(MessageType::REQUEST, body, about, true)
+        {
+            self.out.event(AgentEvent::EncodeFailed(e));
         }
     }
 
