@@ -51,6 +51,9 @@ fn run(data: &[u8], extended: bool) {
         max_collaborations: 2,
         max_message_bytes: 16 * 1024,
         max_json_depth: 16,
+        // Streams reach their limits within a few parts.
+        max_stream_bytes: 4096,
+        max_streams: 2,
         ..OrchestratorLimits::default()
     };
     let crdt = CrdtLimits {
