@@ -414,3 +414,63 @@ fn the_agents_own_errors_name_field_reason_expected_and_received() {
                            "expected": "a method this agent serves", "received": "tool.execute"})
     );
 }
+
+/// Every frame the agent sent, as JSON (it speaks the JSON form here).
+fn sent_json(agent: &mut Agent) -> Vec<serde_json::Value> {
+    let mut sent = Vec::new();
+    while let Some(out) = agent.poll_output() {
+        if let Output::Send { frame, .. } = out {
+            let text = frame.as_text().expect("JSON form");
+            sent.push(serde_json::from_str(text).expect("json"));
+        }
+    }
+    sent
+}
+
+#[test]
+fn a_retry_is_a_new_message_with_the_same_idempotency_key() {
+    let conn = ConnId::new(1);
+    let mut agent = Agent::new(config("agent-1", false));
+    let now = t0();
+    agent.handle_connect(conn, &PeerInfo::new(None), now);
+    let register = sent_json(&mut agent);
+    let confirmed = serde_json::json!({"id": register[0]["id"], "type": 1,
+        "method": "registration.confirmed", "params": {"agent_id": "agent-1"}});
+    agent.handle_frame(conn, Frame::Text(&confirmed.to_string()), now);
+    let assigned = serde_json::json!({"id": "n-1", "type": 2, "method": "task.assigned",
+        "params": {"task_id": "t-1", "type": "code_review"}});
+    agent.handle_frame(conn, Frame::Text(&assigned.to_string()), now);
+    sent_json(&mut agent);
+    agent.complete_task(completion("t-1")).expect("held");
+    let first = sent_json(&mut agent);
+    let key = first[0]["params"]["idempotency_key"].clone();
+    assert!(key.is_string(), "{first:?}");
+    let refused = serde_json::json!({"id": first[0]["id"], "type": 3,
+        "error": {"code": 4003, "message": "busy"}});
+    agent.handle_frame(conn, Frame::Text(&refused.to_string()), now);
+    assert!(sent_json(&mut agent).is_empty(), "not before the backoff");
+    let due = agent.poll_timeout().expect("the retry is due");
+    assert_eq!(due, now + Duration::from_millis(500));
+    agent.handle_timeout(due);
+    let again = sent_json(&mut agent);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0]["method"], "task.complete");
+    assert_ne!(again[0]["id"], first[0]["id"], "a new message");
+    assert_eq!(again[0]["params"]["idempotency_key"], key, "the same key");
+    // A final refusal (4005) is reported, not retried.
+    let final_refusal = serde_json::json!({"id": again[0]["id"], "type": 3,
+        "error": {"code": 4005, "message": "bad"}});
+    agent.handle_frame(conn, Frame::Text(&final_refusal.to_string()), due);
+    let mut reported = false;
+    while let Some(out) = agent.poll_output() {
+        match out {
+            Output::Event(AgentEvent::ErrorReceived {
+                about: Some(Request::Complete { task_id }),
+                ..
+            }) if task_id == "t-1" => reported = true,
+            Output::Send { .. } => panic!("a final refusal is not retried"),
+            _ => {}
+        }
+    }
+    assert!(reported);
+}
