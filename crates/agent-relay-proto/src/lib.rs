@@ -353,7 +353,8 @@
 //!     `relay_presence_errors_and_replacement_are_reported`)
 //! 37. **The host never answers the relay**: an undecodable frame or a type a host never
 //!     receives is reported ([`HostEvent::ProtocolViolation`]) and dropped, since an `error`
-//!     without `replyTo` would reach every agent. (`garbage_from_the_relay_is_reported_and_never_answered`)
+//!     without `replyTo` answers no request (the relay drops it, decision 9).
+//!     (`garbage_from_the_relay_is_reported_and_never_answered`)
 //!
 //! The relay again:
 //!

@@ -138,15 +138,29 @@ fn an_agent_books_through_the_relay_with_a_real_host() {
             _ => None,
         })
         .unwrap();
-    // The relay logged the request before the host saw it: the flush covers it.
-    let logs: Vec<String> = sim
+    // The relay logged the request before the host saw it: the flush covers it. Every
+    // record since session.started carries the study session's id (spec §6).
+    let records: Vec<_> = sim
         .take_server_events()
         .into_iter()
         .filter_map(|e| match e {
-            RelayEvent::Log(r) => Some(r.msg_type.to_owned()),
+            RelayEvent::Log(r) => Some(r),
             _ => None,
         })
         .collect();
+    let since_start: Vec<_> = records
+        .iter()
+        .skip_while(|r| r.msg_type != "session.started")
+        .collect();
+    assert!(since_start.len() > 10, "{records:?}");
+    assert!(since_start
+        .iter()
+        .all(|r| r.session_id == "s-20260213-001" && r.relay_session == "default"));
+    assert!(records
+        .iter()
+        .take_while(|r| r.msg_type != "session.started")
+        .all(|r| r.session_id == "default"));
+    let logs: Vec<String> = records.iter().map(|r| r.msg_type.to_owned()).collect();
     assert!(
         logs.ends_with(&["session.end".to_owned(), "session.end".to_owned()]),
         "{logs:?}"
