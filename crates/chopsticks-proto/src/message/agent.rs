@@ -1,6 +1,7 @@
 //! Agent → controller messages: `hello`, `guilds`, `event`, `resp`.
 
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use agentwire_core::json::{RawJson, Tagged};
@@ -65,10 +66,11 @@ enum Field<T> {
 
 impl<'de, T: DeserializeOwned> Deserialize<'de> for Field<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = RawJson::deserialize(d)?;
+        // Borrowed from the frame's text (no copy); only a wrong value is copied out.
+        let raw = <&'de RawValue>::deserialize(d)?;
         Ok(match serde_json::from_str::<T>(raw.get()) {
             Ok(v) => Self::Typed(v),
-            Err(_) => Self::Wrong(raw),
+            Err(_) => Self::Wrong(RawJson::from_raw(raw)),
         })
     }
 }
