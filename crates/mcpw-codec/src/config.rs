@@ -665,7 +665,7 @@ impl AgentConfig {
         versions.dedup();
         versions
             .into_iter()
-            .map(crate::header::subprotocol_of)
+            .map(crate::codes::subprotocol_of)
             .collect()
     }
 

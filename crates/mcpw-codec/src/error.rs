@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::header::MessageType;
+use crate::codes::MessageType;
 
 agentwire_core::open_codes! {
     /// An error code of the spec's table (4000-4008); open, so any integer survives a round

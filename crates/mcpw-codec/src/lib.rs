@@ -633,6 +633,7 @@ pub mod agent;
 mod binary;
 mod codec;
 pub mod compact;
+mod codes;
 mod config;
 pub mod crdt;
 mod crdt_wire;
