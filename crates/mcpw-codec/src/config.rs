@@ -283,7 +283,7 @@ pub struct OrchestratorConfig {
     /// payloads whose first 1 KiB looks incompressible.
     pub compression: CompressPolicy,
     /// Sender-side batching (the spec's "batch small messages"; the crate's spec decision
-    /// 51): small messages the orchestrator starts (`task.assigned`, forwarded
+    /// 58): small messages the orchestrator starts (`task.assigned`, forwarded
     /// `collaboration.request`s, `state.sync` notifications; 1 KiB of JSON at most) to a
     /// peer speaking the JSON or 12-byte form wait up to this long and leave together as
     /// one batch (at once when `max_batch` are waiting); errors and answers never wait.
@@ -592,7 +592,7 @@ pub struct AgentConfig {
     /// as `stream.part` notifications carrying slices of this many bytes of its JSON form
     /// (the crate's spec decision 50). Default 256 KiB.
     pub stream_part_bytes: usize,
-    /// Sender-side batching (the crate's spec decision 51): small messages the agent
+    /// Sender-side batching (the crate's spec decision 58): small messages the agent
     /// starts (heartbeats, progress reports, requests; 1 KiB of JSON at most) wait up to
     /// this long and leave together as one batch, in the JSON and 12-byte forms (a
     /// 24-byte batch's entries would lose their sequence ids); answers never wait.

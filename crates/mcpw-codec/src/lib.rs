@@ -522,18 +522,6 @@
 //!     part: 4000). A refused part drops its stream. The orchestrator sends nothing
 //!     streamed. (`a_task_result_too_large_for_one_frame_is_streamed_and_completes`,
 //!     `hostile_streams_get_typed_errors_and_the_connection_keeps_working`)
-//! 51. **Sender-side batching** ([`OrchestratorConfig::batch_linger`], off by default): the
-//!     spec's "batch small messages when possible", with a linger. Small messages the
-//!     orchestrator starts (1 KiB of JSON at most: `task.assigned`, forwarded
-//!     `collaboration.request`s, `state.sync` notifications) to a peer speaking the JSON or
-//!     12-byte form wait up to the linger and leave as one batch (decision 4's format; at
-//!     once when `max_batch` wait). Errors and answers never wait, so whatever is urgent
-//!     (decision 39) goes ahead of the waiting ones. The 24-byte form is not batched: its
-//!     entries would lose their sequence ids (decision 38). The agent does the same with
-//!     [`AgentConfig::batch_linger`] for what it starts (heartbeats, progress reports,
-//!     requests; answers never wait).
-//!     (`with_a_linger_small_notifications_leave_together_and_errors_do_not_wait`,
-//!     `the_agent_batches_what_it_starts_within_its_linger`)
 //!
 //! Shared state, collaborations and pooling (`tests/orchestrator_state_sync.rs`,
 //! `tests/crdt_agents.rs`, `tests/crdt_props.rs`, `tests/orchestrator_collaboration.rs`,
@@ -618,6 +606,21 @@
 //!     skipping `agent.register` on a new one would leave it unregistered, decision 31)
 //!     and answers to requests (the server's idempotency keys already give a retried
 //!     request its first answer).
+//!
+//! Sender-side batching (`tests/wire_orchestrator.rs`, `tests/wire_agent.rs`):
+//!
+//! 58. **Sender-side batching** ([`OrchestratorConfig::batch_linger`], off by default): the
+//!     spec's "batch small messages when possible", with a linger. Small messages the
+//!     orchestrator starts (1 KiB of JSON at most: `task.assigned`, forwarded
+//!     `collaboration.request`s, `state.sync` notifications) to a peer speaking the JSON or
+//!     12-byte form wait up to the linger and leave as one batch (decision 4's format; at
+//!     once when `max_batch` wait). Errors and answers never wait, so whatever is urgent
+//!     (decision 39) goes ahead of the waiting ones. The 24-byte form is not batched: its
+//!     entries would lose their sequence ids (decision 38). The agent does the same with
+//!     [`AgentConfig::batch_linger`] for what it starts (heartbeats, progress reports,
+//!     requests; answers never wait).
+//!     (`with_a_linger_small_notifications_leave_together_and_errors_do_not_wait`,
+//!     `the_agent_batches_what_it_starts_within_its_linger`)
 //!
 //! # Features
 //!

@@ -1,4 +1,4 @@
-//! Sender-side batching (the crate's spec decision 51): with
+//! Sender-side batching (the crate's spec decision 58): with
 //! [`AgentConfig::batch_linger`](crate::AgentConfig::batch_linger) set, small messages the
 //! agent starts wait up to that long and leave together as one batch.
 

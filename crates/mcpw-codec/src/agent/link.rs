@@ -42,7 +42,7 @@ pub(super) struct Link {
     /// The protocol version the upgrade selected (the subprotocol `mcp.v<n>` the server
     /// echoed), if it named one.
     pub(super) version: Option<u8>,
-    /// Messages waiting for the next batch (decision 51), oldest first.
+    /// Messages waiting for the next batch (decision 58), oldest first.
     pub(super) held: Vec<Message>,
     /// When they leave.
     pub(super) linger_at: Option<Instant>,

@@ -391,7 +391,7 @@ impl Agent {
     /// Encodes `msg` in the connection's form and queues it.
     fn send(&mut self, msg: &Message) -> Result<(), AgentCommandError> {
         if self.hold(msg) {
-            // Waits for the next batch (decision 51).
+            // Waits for the next batch (decision 58).
             return Ok(());
         }
         let Some(link) = &self.link else {

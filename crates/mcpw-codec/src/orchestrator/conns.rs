@@ -36,7 +36,7 @@ pub(crate) struct Conn {
     pub(crate) version: u8,
     /// Streamed messages being reassembled.
     pub(crate) streams: Reassembly,
-    /// Messages waiting for the next batch (decision 51), oldest first.
+    /// Messages waiting for the next batch (decision 58), oldest first.
     pub(crate) held: Vec<Message>,
 }
 

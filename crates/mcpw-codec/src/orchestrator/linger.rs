@@ -1,4 +1,4 @@
-//! Sender-side batching (the spec's "batch small messages"; the crate's spec decision 51):
+//! Sender-side batching (the spec's "batch small messages"; the crate's spec decision 58):
 //! with [`OrchestratorConfig::batch_linger`](crate::OrchestratorConfig::batch_linger) set,
 //! small messages the orchestrator starts wait up to that long and leave together as one
 //! batch.

@@ -329,7 +329,7 @@ impl Orchestrator {
                 return;
             }
         }
-        // Small messages the server starts may wait for the next batch (decision 51).
+        // Small messages the server starts may wait for the next batch (decision 58).
         let Some(m) = self.hold(conn, form, m) else {
             return;
         };
