@@ -25,7 +25,9 @@
 //! | [`json`] | the JSON form as free functions (`json::decode`, `json::encode`) |
 //! | [`Limits`], [`Compression`], [`CodecConfig`] | every limit and compression setting, with defaults |
 //! | [`gzip`] | single-member gzip with a hard output cap and typed [`GzipError`]s |
-//! | [`signing`] | HMAC-SHA256 signing and constant-time verification |
+//! | [`signing`] | HMAC-SHA256 signing and constant-time verification; [`signing::Signer::seal`] and [`signing::Signer::open`] carry the tag on frames (decision 37) |
+//! | [`stream`] | streamed messages: `stream.part` params, how a message is cut, their errors (decision 50) |
+//! | [`CompressionStats`] | bytes through gzip each way, behind the analytics' compression ratio |
 //! | [`DecodeError`], [`EncodeError`] | typed errors; [`DecodeError::code`] is the spec code to answer with |
 //! | [`orchestrator::Orchestrator`], [`OrchestratorConfig`], [`OrchestratorLimits`], [`orchestrator::OrchestratorEvent`] | the server role: registry and health, task routing, collaborations, the CRDT store, metrics, the upgrade policy |
 //! | [`ProtocolError`], [`ParamError`], [`CommandError`] | why the orchestrator refused a message (with its code and `data`) or a command |

@@ -91,7 +91,8 @@ fn method_label(m: Option<&str>) -> &'static str {
 /// - commands: [`submit_task`](Self::submit_task), [`cancel_task`](Self::cancel_task).
 /// - getters: [`agent`](Self::agent), [`agents`](Self::agents), [`task`](Self::task),
 ///   [`state`](Self::state), [`metrics`](Self::metrics) (and [`metrics_mut`](Self::metrics_mut)
-///   for the driver's latency samples), [`last_method`](Self::last_method).
+///   for the driver's latency samples), [`last_method`](Self::last_method),
+///   [`protocol_version`](Self::protocol_version).
 pub struct Orchestrator {
     config: OrchestratorConfig,
     ids: Box<dyn IdGen>,
