@@ -637,8 +637,8 @@
 pub mod agent;
 mod binary;
 mod codec;
-pub mod compact;
 mod codes;
+pub mod compact;
 mod config;
 pub mod crdt;
 mod crdt_wire;

@@ -524,7 +524,11 @@ pub fn connect_with_backoff(
     api_key: Option<&str>,
     backoff: Backoff,
 ) -> Result<(Handle<AgentMachine>, Events<AgentEvent>), agentwire::tokio::ConfigError> {
-    connect_machine(url, AgentMachine::new(settings).with_backoff(backoff), api_key)
+    connect_machine(
+        url,
+        AgentMachine::new(settings).with_backoff(backoff),
+        api_key,
+    )
 }
 
 /// Connects `machine` to `url` with `api_key` (if any), announcing its id and type (and
@@ -629,8 +633,12 @@ pub fn describe(ev: &AgentEvent) -> String {
             from,
             tasks_completed,
         } => match from {
-            Some(a) => format!("shared state: {a}'s sync applied ({tasks_completed} tasks completed)"),
-            None => format!("shared state: the server's full sync ({tasks_completed} tasks completed)"),
+            Some(a) => {
+                format!("shared state: {a}'s sync applied ({tasks_completed} tasks completed)")
+            }
+            None => {
+                format!("shared state: the server's full sync ({tasks_completed} tasks completed)")
+            }
         },
         AgentEvent::Cancelled { task_id, reason } => {
             format!("task {task_id}: cancelled by the server ({reason}); stopped working on it")

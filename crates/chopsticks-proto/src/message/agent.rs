@@ -1,8 +1,8 @@
 //! Agent → controller messages: `hello`, `guilds`, `event`, `resp`.
 
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 
 use agentwire_core::json::{RawJson, Tagged};
 
