@@ -183,7 +183,7 @@ impl TurnBench {
     /// the last, as utterances do: the per-connection rate limits (message and byte rates)
     /// are paid but never reached, however many turns criterion runs.
     fn turn(&mut self) -> usize {
-        self.now += std::time::Duration::from_secs(1);
+        self.now += Duration::from_secs(1);
         let (s, now) = (&mut self.server, self.now);
         s.handle_frame(self.conn, Frame::Text(&self.frame), now);
         let mut sent = 0;

@@ -81,6 +81,7 @@ fn task_complete(size: usize) -> Vec<u8> {
                     metrics: Some(serde_json::json!({"total_lines": 1523})),
                 }),
                 resource_usage: None,
+                idempotency_key: None,
             }),
         );
         let mut out = Vec::new();
