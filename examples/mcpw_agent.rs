@@ -14,7 +14,8 @@
 //! `agent-1-N`, one connection each, the same settings and reconnect waits; each line is
 //! prefixed with the agent's id, and Ctrl-C shuts every one down gracefully).
 //! `--shared-state` keeps a replica of the shared CRDT state and counts accepted completions
-//! in the shared `tasks_completed` counter.
+//! in the shared `tasks_completed` counter. `--hmac-secret SECRET` (or `MCPW_HMAC_SECRET`)
+//! signs every frame for a server that authenticates messages and refuses its unsigned ones.
 //!
 //! ```text
 //! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent --count 3 --shared-state

@@ -7,8 +7,8 @@
 //! Prometheus metrics over plain HTTP on `--metrics ADDR` (the spec's three families and its
 //! protocol analytics). With `--hmac-secret SECRET` (or `MCPW_HMAC_SECRET`) every frame must
 //! carry its HMAC tag (error 4001 otherwise) and every frame sent carries one; the reference
-//! agent signs when `MCPW_HMAC_SECRET` is set. `--compression entropy` uses the spec's
-//! adaptive rule; `--protocol-version N` (repeatable) sets the versions offered agents may
+//! agent signs with the same `--hmac-secret` (or `MCPW_HMAC_SECRET`). `--compression
+//! entropy` uses the spec's adaptive rule; `--protocol-version N` (repeatable) sets the versions offered agents may
 //! select (`mcp.v<N>`). Logs registrations, tasks,
 //! protocol violations and refused upgrades (with the reason) to stderr, one sentence each
 //! (`RUST_LOG`, default `info`). Reads one task per line on stdin (`TYPE [JSON_CONTEXT]`)

@@ -52,6 +52,7 @@ fn settings() -> AgentSettings {
         heartbeat: Duration::from_secs(5),
         steps: 1,
         step: Duration::from_millis(10),
+        hmac_secret: None,
     }
 }
 

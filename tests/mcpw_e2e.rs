@@ -66,6 +66,7 @@ fn settings(id: &str, binary: bool, confidence: f64) -> AgentSettings {
         heartbeat: Duration::from_secs(5),
         steps: 1,
         step: Duration::from_millis(20),
+        hmac_secret: None,
     }
 }
 

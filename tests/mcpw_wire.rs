@@ -25,6 +25,7 @@ fn settings(binary: bool) -> AgentSettings {
         heartbeat: Duration::from_secs(10),
         steps: 1,
         step: Duration::from_millis(100),
+        hmac_secret: None,
     }
 }
 

@@ -165,6 +165,40 @@ async fn with_hmac_on_signed_agents_register_and_unsigned_ones_get_4001() {
 }
 
 #[tokio::test]
+async fn the_reference_agent_signs_with_its_hmac_secret_setting() {
+    use mcpw::agent_app::{connect, AgentEvent as AppEvent, AgentSettings};
+    let config = OrchestratorConfig::default().with_hmac_secret(b"shared secret");
+    let (app, _server_events) = server(config).await;
+    let settings = |id: &str, secret: Option<&str>| AgentSettings {
+        agent_id: id.into(),
+        agent_type: "tester".into(),
+        capabilities: vec![Capability::new("code_review", 0.9)],
+        binary: true,
+        heartbeat: Duration::from_secs(5),
+        steps: 1,
+        step: Duration::from_millis(20),
+        hmac_secret: secret.map(str::to_owned),
+    };
+    // `mcpw_agent --hmac-secret` fills the setting: the reference agent signs and registers.
+    let (_signed, mut events) = connect(
+        &app.url(),
+        settings("ref-signed", Some("shared secret")),
+        None,
+    )
+    .expect("dial");
+    first(&mut events, |e| matches!(e, AppEvent::Registered(_))).await;
+    // With another secret it is refused and never registers.
+    let (_forger, mut events) =
+        connect(&app.url(), settings("ref-forger", Some("guess")), None).expect("dial");
+    let seen = first(&mut events, |e| {
+        matches!(e, AppEvent::Registered(_) | AppEvent::Failed(_))
+    })
+    .await;
+    assert!(matches!(seen, AppEvent::Failed(_)), "{seen:?}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
 async fn metrics_show_the_protocol_analytics() {
     let (app, _server_events) = server(OrchestratorConfig::default()).await;
     let url = app.url();

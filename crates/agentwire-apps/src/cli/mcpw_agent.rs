@@ -54,6 +54,11 @@ struct Args {
     /// agent's `state.sync` applied) and count accepted completions in `tasks_completed`.
     #[arg(long)]
     shared_state: bool,
+    /// Shared secret for HMAC-SHA256 message authentication (the server's `--hmac-secret`):
+    /// every frame is signed and the server's frames must be. Default: the
+    /// `MCPW_HMAC_SECRET` environment variable; unset: off.
+    #[arg(long)]
+    hmac_secret: Option<String>,
     /// The vote collaboration requests are answered with: approve, reject or abstain.
     #[arg(long, default_value = "approve")]
     vote: String,
@@ -79,6 +84,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
         steps: args.steps,
         step: Duration::from_millis(args.step_ms),
+        hmac_secret: args.hmac_secret,
     };
     if args.count > 1 {
         let mut config = mcpw::pool::PoolConfig::new(settings, args.count);

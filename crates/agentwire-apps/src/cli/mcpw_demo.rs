@@ -21,6 +21,7 @@ fn agent(id: &str, binary: bool, caps: Vec<Capability>) -> AgentSettings {
         heartbeat: Duration::from_secs(5),
         steps: 2,
         step: Duration::from_millis(150),
+        hmac_secret: None,
     }
 }
 

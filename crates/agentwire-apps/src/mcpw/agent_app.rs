@@ -27,12 +27,17 @@ pub struct AgentSettings {
     pub capabilities: Vec<Capability>,
     /// Binary frames instead of JSON text.
     pub binary: bool,
-    /// Heartbeat period (a server that asks for a shorter one gets that).
+    /// Heartbeat period, used only when `registration.confirmed` names none (the server's
+    /// `heartbeat_interval_ms` wins).
     pub heartbeat: Duration,
     /// Progress reports per task before completion.
     pub steps: u32,
     /// Time per step.
     pub step: Duration,
+    /// Shared secret for HMAC message authentication; `None`: the environment variable
+    /// `MCPW_HMAC_SECRET` ([`HMAC_SECRET_ENV`](super::server_app::HMAC_SECRET_ENV)) if set,
+    /// else unsigned frames.
+    pub hmac_secret: Option<String>,
 }
 
 /// A `task.complete` the server accepted.
@@ -152,8 +157,8 @@ impl From<Backoff> for Reconnect {
 }
 
 /// The [`Agent`] configured from `settings`, keeping a replica of the shared state when
-/// `shared_state`, signing its frames when the environment variable `MCPW_HMAC_SECRET`
-/// ([`HMAC_SECRET_ENV`](super::server_app::HMAC_SECRET_ENV)) holds a secret.
+/// `shared_state`, signing its frames with [`AgentSettings::hmac_secret`] (or the
+/// environment's) when there is one.
 fn agent(settings: &AgentSettings, backoff: Backoff, shared_state: bool) -> Agent {
     let register = AgentRegister {
         agent_id: settings.agent_id.clone(),
@@ -175,9 +180,13 @@ fn agent(settings: &AgentSettings, backoff: Backoff, shared_state: bool) -> Agen
         .with_heartbeat_interval(settings.heartbeat)
         .with_reconnect(backoff.into())
         .with_shared_state(shared_state);
-    // HMAC message authentication when the environment gives the shared secret, as the
-    // reference server reads it.
-    let secret = std::env::var(super::server_app::HMAC_SECRET_ENV).unwrap_or_default();
+    // HMAC message authentication when the settings or the environment give the shared
+    // secret, as the reference server reads it.
+    let secret = settings
+        .hmac_secret
+        .clone()
+        .or_else(|| std::env::var(super::server_app::HMAC_SECRET_ENV).ok())
+        .unwrap_or_default();
     if !secret.is_empty() {
         config = config.with_hmac_secret(secret.as_bytes());
     }
