@@ -9,7 +9,8 @@
 //!
 //! Warnings (reported, not failures): a torn last line (bytes after the last newline, what a
 //! crash while writing leaves; it is not counted), a timestamp earlier than the one before it
-//! (the wall clock was set back between relay runs), a file name that is not the one the
+//! (the wall clock was set back: between relay runs, or under a running relay, whose driver
+//! re-anchors its wall clock after a correction), a file name that is not the one the
 //! writer gives the session, and a study session's log (its first record `session.started`)
 //! whose last record is not `session.ended` (still running, or the relay stopped).
 
