@@ -44,6 +44,7 @@ pub struct FuzzClock {
     base: Instant,
     now: Instant,
     seen: Option<Instant>,
+    wall: WallJumps,
 }
 
 impl Default for FuzzClock {
@@ -64,7 +65,14 @@ impl FuzzClock {
             base,
             now: base,
             seen: None,
+            wall: WallJumps::default(),
         }
+    }
+
+    /// Counts one timeout step; every [`WallJumps::EVERY`]th returns the wall-clock value
+    /// (Unix ms) to re-anchor the machine to before it ([`WallJumps::tick`]).
+    pub fn wall_jump(&mut self) -> Option<u64> {
+        self.wall.tick()
     }
 
     /// The time to pass to the machine now; records it as passed.
@@ -117,6 +125,72 @@ impl FuzzClock {
     }
 }
 
+/// Wall-clock jumps for a fuzz body (contract rule 9): counts the body's timeout steps and,
+/// at every [`EVERY`](Self::EVERY)th, gives a Unix time to pass to
+/// [`Machine::handle_wall_clock`], cycling through [`WallJumps::value`]'s jumps (forward a
+/// day, back an hour, to 0, to `u64::MAX` and other huge values). It reads no fuzzer bytes,
+/// so a body that calls it at steps it already takes keeps its seeds' meaning.
+///
+/// ```
+/// use agentwire_core::fuzzing::WallJumps;
+///
+/// let mut w = WallJumps::default();
+/// let got: Vec<_> = (0..WallJumps::EVERY * 3).filter_map(|_| w.tick()).collect();
+/// assert_eq!(got, [WallJumps::value(0), WallJumps::value(1), WallJumps::value(2)]);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct WallJumps {
+    steps: u64,
+}
+
+impl WallJumps {
+    /// Every how many timeout steps the wall clock jumps.
+    pub const EVERY: u64 = 3;
+
+    /// The `k`th wall-clock value of the cycle, in Unix ms: a 2025 time moved forward by a
+    /// day per lap, an hour back from it, 0, `u64::MAX`, `i64::MAX`, year 10000, just under
+    /// `u64::MAX`, and back to the ordinary time.
+    pub fn value(k: u64) -> u64 {
+        const BASE: u64 = 1_735_689_600_000; // 2025-01-01T00:00:00Z
+        const DAY: u64 = 86_400_000;
+        let lap = (k / 8).min(1_000_000);
+        let ordinary = BASE + DAY * (lap + 1);
+        match k % 8 {
+            0 => ordinary,
+            1 => ordinary - 3_600_000,
+            2 => 0,
+            3 => u64::MAX,
+            4 => i64::MAX as u64,
+            5 => 253_402_300_800_000, // 10000-01-01T00:00:00Z
+            6 => u64::MAX - DAY,
+            _ => ordinary - DAY,
+        }
+    }
+
+    /// Counts one timeout step; every [`EVERY`](Self::EVERY)th returns the next value of
+    /// the cycle.
+    pub fn tick(&mut self) -> Option<u64> {
+        self.steps += 1;
+        (self.steps % Self::EVERY == 0).then(|| Self::value(self.steps / Self::EVERY - 1))
+    }
+}
+
+/// [`Machine::handle_wall_clock`] with rule 9 checked: the machine's deadline
+/// (`poll_timeout`) does not move with the wall clock.
+///
+/// # Panics
+///
+/// When the deadline moved (that is the fuzz finding).
+pub fn checked_wall_clock<M: Machine>(m: &mut M, now: Instant, unix_ms: u64) {
+    let before = m.poll_timeout();
+    m.handle_wall_clock(now, unix_ms);
+    assert_eq!(
+        m.poll_timeout(),
+        before,
+        "handle_wall_clock({unix_ms}) moved the deadline"
+    );
+}
+
 /// A fuzz driver around one machine: what [`checked_timeout`] needs of it.
 pub trait FuzzDriver {
     /// The machine driven.
@@ -133,13 +207,20 @@ pub trait FuzzDriver {
 /// `handle_timeout(now)` with the timer contract checked: outputs are drained first; an
 /// early call (before the deadline `poll_timeout` gave) is a no-op; afterwards
 /// `poll_timeout()` is `None` or later than the latest time passed; a second call at the same
-/// time produces nothing and leaves `poll_timeout` unchanged.
+/// time produces nothing and leaves `poll_timeout` unchanged. Every
+/// [`WallJumps::EVERY`]th call first re-anchors the machine's wall clock
+/// ([`FuzzClock::wall_jump`], [`checked_wall_clock`]).
 ///
 /// # Panics
 ///
 /// When the machine breaks one of those rules (that is the fuzz finding).
 pub fn checked_timeout<D: FuzzDriver>(d: &mut D, m: &mut D::M) {
     d.drain(m);
+    if let Some(unix_ms) = d.clock().wall_jump() {
+        let now = d.clock().t();
+        checked_wall_clock(m, now, unix_ms);
+        d.drain(m);
+    }
     let before = m.poll_timeout();
     let now = d.clock().t();
     m.handle_timeout(now);

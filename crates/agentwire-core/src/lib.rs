@@ -113,4 +113,5 @@ pub use peer::PeerInfo;
 pub use rate::{Rate, TokenBucket};
 pub use time::{
     iso8601_ms, rfc3339_utc, DeadlineQueue, Monotonic, TimerSet, UtcDateTime, WallClock,
+    MAX_FORMATTED_UNIX_MS,
 };

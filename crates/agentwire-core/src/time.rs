@@ -320,16 +320,28 @@ impl UtcDateTime {
         }
     }
 
-    /// `YYYYMMDD`, e.g. `20260213`.
+    /// `YYYYMMDD`, e.g. `20260213`; always eight digits: a date after 9999 reads as
+    /// `99991231` (see [`MAX_FORMATTED_UNIX_MS`]).
     pub fn yyyymmdd(&self) -> String {
+        if self.year > 9999 {
+            return "99991231".to_owned();
+        }
         format!("{:04}{:02}{:02}", self.year, self.month, self.day)
     }
 }
 
+/// The latest time the text formatters write, 9999-12-31T23:59:59.999Z in Unix ms.
+///
+/// RFC 3339 and the peers' fixed-width timestamps and dated ids have four-digit years, so
+/// [`rfc3339_utc`], [`iso8601_ms`] and [`UtcDateTime::yyyymmdd`] write any later time (a
+/// wall clock set far ahead) as this one: their output keeps its length and form for every
+/// `u64`.
+pub const MAX_FORMATTED_UNIX_MS: u64 = 253_402_300_799_999;
+
 /// Unix milliseconds as RFC 3339 UTC with second precision (milliseconds dropped):
-/// `2025-02-14T12:00:00Z`.
+/// `2025-02-14T12:00:00Z`. Times after 9999 read as [`MAX_FORMATTED_UNIX_MS`].
 pub fn rfc3339_utc(unix_ms: u64) -> String {
-    let t = UtcDateTime::from_unix_ms(unix_ms);
+    let t = UtcDateTime::from_unix_ms(unix_ms.min(MAX_FORMATTED_UNIX_MS));
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
         t.year, t.month, t.day, t.hour, t.minute, t.second
@@ -337,9 +349,9 @@ pub fn rfc3339_utc(unix_ms: u64) -> String {
 }
 
 /// Unix milliseconds as ISO 8601 UTC with milliseconds (JavaScript's `toISOString` form):
-/// `2026-02-13T10:22:17.123Z`.
+/// `2026-02-13T10:22:17.123Z`. Times after 9999 read as [`MAX_FORMATTED_UNIX_MS`].
 pub fn iso8601_ms(unix_ms: u64) -> String {
-    let t = UtcDateTime::from_unix_ms(unix_ms);
+    let t = UtcDateTime::from_unix_ms(unix_ms.min(MAX_FORMATTED_UNIX_MS));
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
         t.year, t.month, t.day, t.hour, t.minute, t.second, t.millisecond
@@ -450,7 +462,12 @@ mod tests {
         assert_eq!(iso8601_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(iso8601_ms(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
         assert_eq!(iso8601_ms(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
-        assert_eq!(iso8601_ms(253_402_300_800_000), "10000-01-01T00:00:00.000Z");
+        // Later times keep the four-digit form: the last millisecond of 9999.
+        assert_eq!(iso8601_ms(253_402_300_800_000), "9999-12-31T23:59:59.999Z");
+        assert_eq!(iso8601_ms(u64::MAX), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339_utc(u64::MAX), "9999-12-31T23:59:59Z");
+        assert_eq!(UtcDateTime::from_unix_ms(u64::MAX).yyyymmdd(), "99991231");
+        assert_eq!(UtcDateTime::from_unix_ms(253_402_300_800_000).year, 10_000);
         assert_eq!(
             UtcDateTime::from_unix_ms(1_770_978_137_123).yyyymmdd(),
             "20260213"
