@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use agentwire_core::fuzzing::FuzzClock;
+use agentwire_core::fuzzing::{checked_wall_clock, FuzzClock};
 use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo};
 use arbitrary::Unstructured;
 use serde_json::{json, Value};
@@ -487,6 +487,10 @@ impl Harness {
 
     fn timeout(&mut self, host: &mut Host<FuzzTools>) {
         let now = self.clock.t();
+        if let Some(unix_ms) = self.clock.wall_jump() {
+            checked_wall_clock(host, now, unix_ms);
+            self.drain(host);
+        }
         host.handle_timeout(now);
         self.drain(host);
         if let Some(t) = host.poll_timeout() {

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use agentwire_core::fuzzing::{checked_wall_clock, WallJumps};
 use agentwire_core::{CloseCode, ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
 use arbitrary::Unstructured;
 
@@ -39,6 +40,8 @@ const TYPES: [&str; 15] = [
 
 struct Harness {
     now: Instant,
+    /// Wall-clock jumps at every few timeout steps.
+    wall: WallJumps,
     next_conn: u64,
     /// Connections reported to the relay and not yet disconnected.
     open: BTreeSet<ConnId>,
@@ -82,6 +85,7 @@ pub fn relay(data: &[u8]) {
     );
     let mut h = Harness {
         now: start,
+        wall: WallJumps::default(),
         next_conn: 1,
         open: BTreeSet::new(),
         closing: BTreeSet::new(),
@@ -295,6 +299,10 @@ impl Harness {
     }
 
     fn timeout(&mut self, r: &mut Relay) {
+        if let Some(unix_ms) = self.wall.tick() {
+            checked_wall_clock(r, self.now, unix_ms);
+            self.drain(r);
+        }
         r.handle_timeout(self.now);
         self.drain(r);
         if let Some(t) = r.poll_timeout() {
