@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use agentwire_core::fuzzing::FuzzClock;
+use agentwire_core::fuzzing::{checked_wall_clock, FuzzClock};
 use agentwire_core::{ConnId, Dial, Dialer, FrameBuf, Machine, Output, PeerInfo};
 use arbitrary::Unstructured;
 use serde_json::Value;
@@ -144,6 +144,11 @@ impl Harness {
 
     fn timeout(&mut self, a: &mut Agent) {
         self.drain(a);
+        if let Some(unix_ms) = self.clock.wall_jump() {
+            let now = self.clock.t();
+            checked_wall_clock(a, now, unix_ms);
+            self.drain(a);
+        }
         let before = a.poll_timeout();
         a.handle_timeout(self.clock.t());
         let (sent, events) = self.drain(a);

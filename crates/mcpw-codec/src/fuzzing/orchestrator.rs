@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use agentwire_core::fuzzing::FuzzClock;
+use agentwire_core::fuzzing::{checked_wall_clock, FuzzClock};
 use agentwire_core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds};
 use arbitrary::Unstructured;
 use serde_json::{json, Value};
@@ -320,6 +320,10 @@ impl Harness {
     fn timeout(&mut self, o: &mut Orchestrator) {
         self.drain(o);
         let now = self.clock.t();
+        if let Some(unix_ms) = self.clock.wall_jump() {
+            checked_wall_clock(o, now, unix_ms);
+            self.drain(o);
+        }
         o.handle_timeout(now);
         self.drain(o);
         if let Some(next) = o.poll_timeout() {
