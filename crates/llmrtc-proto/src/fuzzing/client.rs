@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use agentwire_core::fuzzing::FuzzClock;
+use agentwire_core::fuzzing::{checked_wall_clock, FuzzClock};
 use agentwire_core::{ConnId, Dial, Dialer, Frame, Machine, Output, PeerInfo};
 use arbitrary::Unstructured;
 use serde_json::Value;
@@ -129,6 +129,9 @@ pub fn client(data: &[u8]) {
                     clock.rewind(Duration::from_secs(secs));
                 }
                 let t = clock.t();
+                if let Some(unix_ms) = clock.wall_jump() {
+                    checked_wall_clock(&mut c, t, unix_ms);
+                }
                 c.handle_timeout(t);
                 st.check_timeout(&c, t);
             }
@@ -136,6 +139,9 @@ pub fn client(data: &[u8]) {
                 if let Some(t) = c.poll_timeout() {
                     clock.jump_to(t);
                     let t = clock.t();
+                    if let Some(unix_ms) = clock.wall_jump() {
+                        checked_wall_clock(&mut c, t, unix_ms);
+                    }
                     c.handle_timeout(t);
                     st.check_timeout(&c, t);
                 }
