@@ -8,28 +8,10 @@ use agentwire_core::sim::{check_timer_contract, TimerInput};
 use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Output, PeerInfo, SequentialIds};
 use mcpw_codec::orchestrator::{Orchestrator, OrchestratorConfig, TaskSpec};
 use proptest::prelude::*;
-use serde_json::Value;
 
-/// A sent frame in the JSON form, decoded with the codec (so binary frames, gzip included,
-/// must be what the codec reads).
-fn json_of(frame: &FrameBuf) -> Value {
-    let f = match frame.as_text() {
-        Some(t) => Frame::Text(t),
-        None => Frame::Binary(frame.as_bytes()),
-    };
-    let mut codec = mcpw_codec::Codec::default();
-    let (msg, _) = codec
-        .decode_ws(f)
-        .expect("the orchestrator sends what the codec reads");
-    let mut out = Vec::new();
-    codec.encode_json(&msg, &mut out).expect("re-encode");
-    serde_json::from_slice(&out).expect("JSON")
-}
+mod common;
 
-#[allow(clippy::disallowed_methods)] // the one base time of a test
-fn t0() -> Instant {
-    Instant::now()
-}
+use common::{json_of, t0};
 
 fn orch(now: Instant) -> Orchestrator {
     let mut cfg = OrchestratorConfig::default().with_heartbeat_interval(Duration::from_secs(2));
