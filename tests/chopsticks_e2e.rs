@@ -3,7 +3,8 @@
 //! and the `chopsticks_agent` program stopped by SIGTERM.
 
 #[path = "support/example_bin.rs"]
-#[allow(dead_code)] // `interrupt` is for programs stopped by Ctrl-C; this file sends SIGTERM
+#[allow(dead_code)]
+// `interrupt` is for programs stopped by Ctrl-C (this file sends SIGTERM), `lines_of` for reading their output
 mod example_bin;
 
 use std::collections::BTreeSet;

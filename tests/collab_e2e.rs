@@ -5,6 +5,7 @@
 //! agents as a user starts them and stops them (Ctrl-C: every agent leaves gracefully).
 
 #[path = "support/example_bin.rs"]
+#[allow(dead_code)] // `lines_of` is for tests that read a program's output; this file does not
 mod example_bin;
 use std::collections::BTreeMap;
 use std::future::Future;

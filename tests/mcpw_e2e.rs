@@ -408,21 +408,6 @@ async fn logs_are_sentences_not_debug_dumps() {
 
 // ---- the programs as a user runs them ------------------------------------------------------
 
-/// Lines of a child's pipe, as they come.
-fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::UnboundedReceiver<String> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 #[cfg(unix)]
 #[tokio::test]
 async fn mcpw_server_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
@@ -438,7 +423,7 @@ async fn mcpw_server_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn mcpw_server");
-    let mut err = lines_of(child.stderr.take().expect("stderr"));
+    let mut err = example_bin::lines_of(child.stderr.take().expect("stderr"));
     next(&mut err, |l| l.contains("listening on ws://127.0.0.1:")).await;
     example_bin::interrupt(child, "mcpw_server").await;
     next(&mut err, |l| l.contains("Ctrl-C: closing every connection")).await;
@@ -458,7 +443,7 @@ async fn mcpw_agent_prints_the_401_and_backs_off_visibly() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn mcpw_agent");
-    let mut out = lines_of(child.stdout.take().expect("stdout"));
+    let mut out = example_bin::lines_of(child.stdout.take().expect("stdout"));
     let first = next(&mut out, |_| true).await;
     let second = next(&mut out, |_| true).await;
     let _ = child.kill();
@@ -553,7 +538,7 @@ async fn sigterm_makes_the_reference_agent_hand_its_task_over_and_exit() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn mcpw_agent");
-    let mut out = lines_of(child.stdout.take().expect("stdout"));
+    let mut out = example_bin::lines_of(child.stdout.take().expect("stdout"));
     let mut registered = Vec::new();
     while registered.len() < 2 {
         if let OrchestratorEvent::Registered { agent_id, .. } = next(&mut ev, |e| {
@@ -668,8 +653,8 @@ async fn cancel_on_the_servers_stdin_stops_the_agent_working_on_the_task() {
         .spawn()
         .expect("spawn mcpw_server");
     let mut stdin = child.stdin.take().expect("stdin");
-    let mut out = lines_of(child.stdout.take().expect("stdout"));
-    let mut err = lines_of(child.stderr.take().expect("stderr"));
+    let mut out = example_bin::lines_of(child.stdout.take().expect("stdout"));
+    let mut err = example_bin::lines_of(child.stderr.take().expect("stderr"));
     let listening = next(&mut err, |l| l.contains("listening on ws://")).await;
     let url = listening
         .split_whitespace()

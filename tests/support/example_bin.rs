@@ -48,3 +48,21 @@ pub(crate) async fn interrupt(mut child: std::process::Child, what: &str) {
         .expect("wait");
     assert!(exit.success(), "{what}: {exit:?}");
 }
+
+/// Lines of a child's pipe (its stdout or stderr), as they come, read on a thread of their
+/// own so the child never blocks on a full pipe.
+pub(crate) fn lines_of(
+    pipe: impl std::io::Read + Send + 'static,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
