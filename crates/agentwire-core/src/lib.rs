@@ -16,6 +16,7 @@
 //! | [`CloseCode`] | WebSocket close codes, an open newtype with named consts |
 //! | [`open_codes!`], [`string_id!`] | the macros behind every open code space (`ErrorCode`, `Method`, ...) and string id (`AgentId`, ...) |
 //! | [`Output`] / [`Outbox`] | what a machine asks its driver to do, and the queue that holds it |
+//! | [`DatagramMachine`], [`Transmit`] | a machine that also takes and sends UDP datagrams (llmrtc's WebRTC) |
 //! | [`Flow`] | backpressure: a machine asks its driver to pause or resume reading a connection |
 //! | [`PeerInfo`] | remote address, request path, headers and subprotocol of a connection |
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
@@ -82,6 +83,7 @@
 mod close;
 mod codes;
 mod conn;
+mod datagram;
 mod dial;
 mod frame;
 mod id;
@@ -101,6 +103,7 @@ pub mod sim;
 
 pub use close::CloseCode;
 pub use conn::{ConnId, ConnMap};
+pub use datagram::{DatagramMachine, Transmit};
 pub use dial::{Dial, Dialer};
 pub use frame::{Frame, FrameBuf, Utf8Bytes};
 #[cfg(feature = "uuid")]
