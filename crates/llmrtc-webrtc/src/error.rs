@@ -1,0 +1,78 @@
+//! Every error of the crate.
+
+use llmrtc_proto::{ClientCommandError, CommandError};
+
+/// Why an offer was not answered. Each maps to the `error` the client gets
+/// ([`code`](Self::code), [`text`](Self::text)).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OfferError {
+    /// The `signal` is not `{type: "offer", sdp: string}`.
+    #[error("offer is not an RTCSessionDescriptionInit of type offer")]
+    NotAnOffer,
+    /// The SDP is larger than [`Limits::max_sdp_bytes`](crate::Limits::max_sdp_bytes).
+    #[error("SDP of {len} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// SDP length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The SDP does not parse, or str0m cannot answer it.
+    #[error("SDP rejected: {0}")]
+    Sdp(String),
+    /// The server is at [`Limits::max_peers`](crate::Limits::max_peers).
+    #[error("too many peers")]
+    TooManyPeers,
+    /// The connection is over [`Limits::offer_rate`](crate::Limits::offer_rate).
+    #[error("offer rate exceeded")]
+    RateLimited,
+}
+
+impl OfferError {
+    /// The `error` code the client gets.
+    pub fn code(&self) -> llmrtc_proto::ErrorCode {
+        match self {
+            Self::RateLimited => llmrtc_proto::ErrorCode::RATE_LIMITED,
+            _ => llmrtc_proto::ErrorCode::CONNECTION_FAILED,
+        }
+    }
+
+    /// The `error` text the client gets.
+    pub fn text(&self) -> &'static str {
+        match self {
+            Self::NotAnOffer => crate::texts::BAD_OFFER,
+            Self::Sdp(_) => crate::texts::BAD_OFFER,
+            Self::TooLarge { .. } => crate::texts::OFFER_TOO_LARGE,
+            Self::TooManyPeers => crate::texts::TOO_MANY_PEERS,
+            Self::RateLimited => crate::texts::OFFER_RATE,
+        }
+    }
+}
+
+/// Why a [`WebrtcClient`](crate::WebrtcClient) command failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WebrtcClientError {
+    /// The session is not ready (no `ready` yet), or already has a peer connection.
+    #[error("no session to offer on, or a peer connection exists")]
+    NotReady,
+    /// The data channel is not open.
+    #[error("data channel not open")]
+    ChannelClosed,
+    /// The wrapped llmrtc client refused the command.
+    #[error(transparent)]
+    Client(#[from] ClientCommandError),
+    /// str0m refused the command.
+    #[error("webrtc: {0}")]
+    Rtc(String),
+}
+
+/// Why a [`WebrtcServer`](crate::WebrtcServer) command failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WebrtcServerError {
+    /// The wrapped llmrtc server refused the command.
+    #[error(transparent)]
+    Server(#[from] CommandError),
+}
