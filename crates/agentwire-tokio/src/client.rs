@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_core::{CloseCode, ConnId, Dial, Dialer, Machine, PeerInfo};
-use tokio::net::TcpStream;
+use agentwire_core::{CloseCode, ConnId, DatagramMachine, Dial, Dialer, Machine, PeerInfo};
+use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -20,6 +20,7 @@ use tracing::Instrument;
 use crate::backoff::random_u64;
 use crate::driver::{Core, Timer};
 use crate::handle::{handle_pair, Control, Events, Handle};
+use crate::udp::Udp;
 use crate::{tls, Backoff, ClientConfig, ConfigError};
 
 /// The shortest wait between two attempts, whatever the backoff says.
@@ -88,29 +89,41 @@ where
         machine: M,
         config: ClientConfig,
     ) -> Result<(Handle<M>, Events<M::Event>), ConfigError> {
-        let rt = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
-        let target = Arc::new(target(url, &config)?);
-        // Fail early on anything the request builder would refuse.
-        target.request().map_err(|e| ConfigError::InvalidUrl {
-            url: url.to_owned(),
-            reason: e.to_string(),
-        })?;
-        let (events_tx, events_rx) = mpsc::channel(config.event_capacity.max(1));
-        let (handle, control) = handle_pair();
-        let core = Core::new(
-            machine,
-            config.limits,
-            events_tx,
-            control.stop.clone(),
-            config.wall_clock,
-        );
-        let span = tracing::info_span!("client", url = %target.url);
         let policy = Policy::Backoff {
             reconnect: config.reconnect,
         };
-        let pace = Pace::new(config.backoff, config.stable_after);
-        rt.spawn(run(core, control, target, policy, pace).instrument(span));
-        Ok((handle, Events::new(events_rx)))
+        start(url, machine, config, policy, None)
+    }
+}
+
+impl<M> Client<M>
+where
+    M: DatagramMachine + Send + 'static,
+    M::Event: Send + 'static,
+{
+    /// As [`connect`](Self::connect), and the task that owns the machine also drives `udp`,
+    /// a bound UDP socket, as [`Server::bind_with_udp`](crate::Server::bind_with_udp) does:
+    /// datagrams in go to [`DatagramMachine::handle_datagram`], the machine's transmits go
+    /// out without waiting (a full send buffer drops and counts,
+    /// [`Handle::udp_stats`]).
+    ///
+    /// The socket is kept for the driver's whole life, across reconnects of the WebSocket:
+    /// a reconnected session makes new peers (new ICE credentials) on the same port, and a
+    /// late datagram of an old peer is the machine's to drop, as any unknown datagram. It is
+    /// closed when the driver stops. `udp` must be a `tokio` socket bound inside the
+    /// runtime (e.g. `tokio::net::UdpSocket::bind("0.0.0.0:0").await`).
+    pub fn connect_with_udp(
+        url: &str,
+        udp: UdpSocket,
+        machine: M,
+        config: ClientConfig,
+    ) -> Result<(Handle<M>, Events<M::Event>), ConfigError> {
+        tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
+        let udp = Udp::new(udp, &config.udp).map_err(ConfigError::Udp)?;
+        let policy = Policy::Backoff {
+            reconnect: config.reconnect,
+        };
+        start(url, machine, config, policy, Some(udp))
     }
 }
 
@@ -133,30 +146,72 @@ where
         machine: M,
         config: ClientConfig,
     ) -> Result<(Handle<M>, Events<M::Event>), ConfigError> {
-        let rt = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
-        let target = Arc::new(target(url, &config)?);
-        target.request().map_err(|e| ConfigError::InvalidUrl {
-            url: url.to_owned(),
-            reason: e.to_string(),
-        })?;
-        let (events_tx, events_rx) = mpsc::channel(config.event_capacity.max(1));
-        let (handle, control) = handle_pair();
-        let core = Core::new(
-            machine,
-            config.limits,
-            events_tx,
-            control.stop.clone(),
-            config.wall_clock,
-        );
-        let span = tracing::info_span!("client", url = %target.url);
-        let policy = Policy::Machine {
-            poll_dial: M::poll_dial,
-            dial_failed: M::handle_dial_failed,
-        };
-        let pace = Pace::new(config.backoff, config.stable_after);
-        rt.spawn(run(core, control, target, policy, pace).instrument(span));
-        Ok((handle, Events::new(events_rx)))
+        start(url, machine, config, dialer_policy(), None)
     }
+}
+
+impl<M> Client<M>
+where
+    M: Dialer + DatagramMachine + Send + 'static,
+    M::Event: Send + 'static,
+{
+    /// [`connect_dialer`](Self::connect_dialer) with a UDP socket, driven as in
+    /// [`connect_with_udp`](Self::connect_with_udp).
+    pub fn connect_dialer_with_udp(
+        url: &str,
+        udp: UdpSocket,
+        machine: M,
+        config: ClientConfig,
+    ) -> Result<(Handle<M>, Events<M::Event>), ConfigError> {
+        tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
+        let udp = Udp::new(udp, &config.udp).map_err(ConfigError::Udp)?;
+        start(url, machine, config, dialer_policy(), Some(udp))
+    }
+}
+
+/// The policy of a [`Dialer`] machine.
+fn dialer_policy<M: Dialer>() -> Policy<M> {
+    Policy::Machine {
+        poll_dial: M::poll_dial,
+        dial_failed: M::handle_dial_failed,
+    }
+}
+
+/// Checks the configuration and spawns the owner task.
+fn start<M>(
+    url: &str,
+    machine: M,
+    config: ClientConfig,
+    policy: Policy<M>,
+    udp: Option<Udp<M>>,
+) -> Result<(Handle<M>, Events<M::Event>), ConfigError>
+where
+    M: Machine + Send + 'static,
+    M::Event: Send + 'static,
+{
+    let rt = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
+    let target = Arc::new(target(url, &config)?);
+    // Fail early on anything the request builder would refuse.
+    target.request().map_err(|e| ConfigError::InvalidUrl {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let (events_tx, events_rx) = mpsc::channel(config.event_capacity.max(1));
+    let (mut handle, control) = handle_pair();
+    if let Some(u) = &udp {
+        handle.set_udp(u.counters());
+    }
+    let core = Core::new(
+        machine,
+        config.limits,
+        events_tx,
+        control.stop.clone(),
+        config.wall_clock,
+    );
+    let span = tracing::info_span!("client", url = %target.url);
+    let pace = Pace::new(config.backoff, config.stable_after);
+    rt.spawn(run(core, control, target, policy, pace, udp).instrument(span));
+    Ok((handle, Events::new(events_rx)))
 }
 
 /// Who decides when the client dials.
@@ -369,6 +424,7 @@ async fn run<M: Machine>(
     target: Arc<Target>,
     policy: Policy<M>,
     mut pace: Pace,
+    mut udp: Option<Udp<M>>,
 ) {
     let mut timer = Timer::new();
     let mut current: Option<ConnId> = None;
@@ -422,9 +478,16 @@ async fn run<M: Machine>(
             Some(i) = core.inbound_rx.recv() => more_input = core.inbound(i),
             Some(cmd) = control.commands.recv() => core.command(cmd),
             () = timer.wait() => core.timeout(),
+            // Disabled (never polled) without a socket.
+            () = Udp::readable(&udp), if udp.is_some() => {
+                if let Some(u) = udp.as_mut() {
+                    more_input = u.receive(&mut core);
+                }
+            }
             _ = control.stop.changed() => {}
         }
-        core.finish_step(more_input, &mut control.commands).await;
+        core.finish_step(more_input, &mut control.commands, &mut udp)
+            .await;
         for (conn, writer) in core.take_ended() {
             if current == Some(conn) {
                 current = None;
@@ -443,6 +506,7 @@ async fn run<M: Machine>(
     }
     drop(pending);
     core.close_all(CloseCode::GOING_AWAY, "going away").await;
+    crate::udp::flush(&mut udp, &mut core.machine);
     core.take_ended();
     control.commands.close();
     control.done.send_replace(true);

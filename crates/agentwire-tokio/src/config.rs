@@ -210,6 +210,35 @@ impl Limits {
     }
 }
 
+/// Limits of a driver's UDP socket (a [`DatagramMachine`](agentwire_core::DatagramMachine)
+/// driven with [`Server::bind_with_udp`](crate::Server::bind_with_udp) or
+/// [`Client::connect_with_udp`](crate::Client::connect_with_udp)), shared by
+/// [`ServerConfig`] and [`ClientConfig`]. Unused without a socket.
+///
+/// | field | default | why |
+/// |---|---|---|
+/// | `datagrams_per_wake` | 64 | like inbound frames: a flood of datagrams cannot starve the WebSocket side, commands or timers; outputs are drained and the owner yields between slices |
+/// | `max_datagram_size` | 65 535 | the receive buffer, one per driver (not per peer): any UDP datagram fits whole; a longer one cannot exist |
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UdpLimits {
+    /// Datagrams taken from the socket per wake-up of the owner task (at least 1).
+    /// Default: 64.
+    pub datagrams_per_wake: usize,
+    /// Size of the receive buffer: a datagram longer than this is cut to it (and the
+    /// machine sees a truncated datagram, which it must survive). Default: 65 535.
+    pub max_datagram_size: usize,
+}
+
+impl Default for UdpLimits {
+    fn default() -> Self {
+        Self {
+            datagrams_per_wake: 64,
+            max_datagram_size: 65_535,
+        }
+    }
+}
+
 /// Configuration of a [`Server`](crate::Server).
 #[derive(Clone)]
 #[non_exhaustive]
@@ -248,6 +277,9 @@ pub struct ServerConfig {
     /// Default: from the system clock, every 60 s and on jumps over 100 ms
     /// ([`WallClockSync`]).
     pub wall_clock: WallClockSync,
+    /// Limits of the UDP socket, when the server has one
+    /// ([`Server::bind_with_udp`](crate::Server::bind_with_udp)). Default: [`UdpLimits::default`].
+    pub udp: UdpLimits,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) hook: Option<Arc<dyn UpgradeHook>>,
 }
@@ -265,6 +297,7 @@ impl Default for ServerConfig {
                 "This is a WebSocket endpoint; connect to it with a WebSocket client.\n".to_owned(),
             event_capacity: 1024,
             wall_clock: WallClockSync::default(),
+            udp: UdpLimits::default(),
             tls: None,
             hook: None,
         }
@@ -289,6 +322,7 @@ impl fmt::Debug for ServerConfig {
             .field("plain_http_body", &self.plain_http_body)
             .field("event_capacity", &self.event_capacity)
             .field("wall_clock", &self.wall_clock)
+            .field("udp", &self.udp)
             .field("tls", &self.tls.is_some())
             .field("hook", &self.hook.is_some())
             .finish()
@@ -353,6 +387,12 @@ impl ServerConfig {
         self
     }
 
+    /// Sets [`udp`](Self::udp).
+    pub fn with_udp_limits(mut self, udp: UdpLimits) -> Self {
+        self.udp = udp;
+        self
+    }
+
     /// Serves `wss://`: every accepted socket does a TLS handshake first.
     ///
     /// See [`tls::server_config`](crate::tls::server_config) to build one from PEM.
@@ -396,6 +436,10 @@ pub struct ClientConfig {
     /// Default: from the system clock, every 60 s and on jumps over 100 ms
     /// ([`WallClockSync`]).
     pub wall_clock: WallClockSync,
+    /// Limits of the UDP socket, when the client has one
+    /// ([`Client::connect_with_udp`](crate::Client::connect_with_udp)). Default:
+    /// [`UdpLimits::default`].
+    pub udp: UdpLimits,
     pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) subprotocols: Vec<String>,
@@ -410,6 +454,7 @@ impl Default for ClientConfig {
             stable_after: Duration::from_secs(30),
             event_capacity: 1024,
             wall_clock: WallClockSync::default(),
+            udp: UdpLimits::default(),
             tls: None,
             headers: Vec::new(),
             subprotocols: Vec::new(),
@@ -426,6 +471,7 @@ impl fmt::Debug for ClientConfig {
             .field("stable_after", &self.stable_after)
             .field("event_capacity", &self.event_capacity)
             .field("wall_clock", &self.wall_clock)
+            .field("udp", &self.udp)
             .field("tls", &self.tls.is_some())
             .field("headers", &self.headers.len())
             .field("subprotocols", &self.subprotocols)
@@ -467,6 +513,12 @@ impl ClientConfig {
     /// Sets [`wall_clock`](Self::wall_clock).
     pub fn with_wall_clock(mut self, sync: WallClockSync) -> Self {
         self.wall_clock = sync;
+        self
+    }
+
+    /// Sets [`udp`](Self::udp).
+    pub fn with_udp_limits(mut self, udp: UdpLimits) -> Self {
+        self.udp = udp;
         self
     }
 
@@ -520,6 +572,10 @@ mod tests {
             assert_eq!(sync.max_jump, Duration::from_millis(100));
         }
         assert_eq!(s.max_pending_handshakes_per_address, 64);
+        for udp in [&s.udp, &ClientConfig::default().udp] {
+            assert_eq!(udp.datagrams_per_wake, 64);
+            assert_eq!(udp.max_datagram_size, 65_535);
+        }
         assert_eq!(
             s.address_refusal,
             Refusal::http(429, "too many connections from this address\n")

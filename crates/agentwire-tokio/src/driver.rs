@@ -15,6 +15,7 @@ use crate::clock;
 use crate::config::Limits;
 use crate::conn::{self, close_frame, ConnSlot, ConnTx, Inbound, SendError};
 use crate::handle::Command;
+use crate::udp::Udp;
 use crate::wall::{WallAnchor, WallClockSync};
 
 /// Capacity of the channel from all reader tasks to the owner task.
@@ -72,7 +73,7 @@ impl<M: Machine> Core<M> {
     /// The current time, after re-anchoring the machine's wall clock if that is due (rule 9
     /// of the `Machine` contract): every wake-up that hands the machine input goes through
     /// here first.
-    fn wake(&mut self) -> Instant {
+    pub(crate) fn wake(&mut self) -> Instant {
         let now = clock::now();
         if let Some(unix_ms) = self.wall.due(now) {
             self.machine.handle_wall_clock(now, unix_ms);
@@ -246,7 +247,8 @@ impl<M: Machine> Core<M> {
         }
     }
 
-    /// Ends one owner-loop step: drains the outputs, then, if input is still waiting, yields
+    /// Ends one owner-loop step: drains the outputs (and the datagrams to send, if the
+    /// driver has a UDP socket), then, if input is still waiting, yields
     /// so the writers can empty their queues before the next slice of input (otherwise a
     /// peer's burst could make its own writer look like a slow reader).
     ///
@@ -257,8 +259,10 @@ impl<M: Machine> Core<M> {
         &mut self,
         more_input: bool,
         commands: &mut mpsc::Receiver<Command<M>>,
+        udp: &mut Option<Udp<M>>,
     ) {
         self.drain(Some(commands)).await;
+        crate::udp::flush(udp, &mut self.machine);
         if more_input {
             tokio::task::yield_now().await;
         }

@@ -24,6 +24,10 @@ pub enum ConfigError {
     /// Called outside a tokio runtime.
     #[error("no tokio runtime")]
     NoRuntime,
+    /// The UDP socket given to the client could not be used (its descriptor could not be
+    /// duplicated for sending, or its local address read).
+    #[error("udp socket: {0}")]
+    Udp(#[source] std::io::Error),
 }
 
 /// A TLS configuration could not be built from the given PEM.

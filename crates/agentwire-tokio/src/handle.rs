@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::udp::{UdpCounters, UdpStats};
+
 /// A command for the owner task: runs with the machine and the current time.
 pub(crate) type Command<M> = Box<dyn FnOnce(&mut M, Instant) + Send>;
 
@@ -23,6 +25,8 @@ pub struct Handle<M> {
     commands: mpsc::Sender<Command<M>>,
     stop: Arc<watch::Sender<bool>>,
     done: watch::Receiver<bool>,
+    /// The UDP socket's counters, when the driver has one.
+    udp: Option<Arc<UdpCounters>>,
 }
 
 impl<M> Clone for Handle<M> {
@@ -31,6 +35,7 @@ impl<M> Clone for Handle<M> {
             commands: self.commands.clone(),
             stop: Arc::clone(&self.stop),
             done: self.done.clone(),
+            udp: self.udp.clone(),
         }
     }
 }
@@ -70,6 +75,7 @@ pub(crate) fn handle_pair<M>() -> (Handle<M>, Control<M>) {
             commands: cmd_tx,
             stop: Arc::clone(&stop_tx),
             done: done_rx,
+            udp: None,
         },
         Control {
             commands: cmd_rx,
@@ -119,6 +125,18 @@ impl<M> Handle<M> {
     /// Whether the driver has stopped.
     pub fn is_closed(&self) -> bool {
         self.commands.is_closed()
+    }
+
+    /// The counters of the driver's UDP socket (datagrams received and sent, transmits
+    /// dropped on a full send buffer, errors), or `None` for a driver without one. Reading
+    /// them takes no lock and does not reach the owner task.
+    pub fn udp_stats(&self) -> Option<UdpStats> {
+        self.udp.as_ref().map(|c| c.snapshot())
+    }
+
+    /// Attaches the UDP socket's counters.
+    pub(crate) fn set_udp(&mut self, counters: Arc<UdpCounters>) {
+        self.udp = Some(counters);
     }
 }
 

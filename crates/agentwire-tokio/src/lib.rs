@@ -140,6 +140,21 @@
 //! # }
 //! ```
 //!
+//! # UDP beside the WebSocket
+//!
+//! A machine that also speaks UDP (an [`agentwire_core::DatagramMachine`], e.g. a WebRTC
+//! peer whose data channel and audio tracks travel as STUN, DTLS and SRTP datagrams) runs
+//! under [`Server::bind_with_udp`] or [`Client::connect_with_udp`] /
+//! [`Client::connect_dialer_with_udp`], each given one bound `tokio::net::UdpSocket`. The
+//! owner task polls that socket in its own `select!` (no extra task, no channel, no lock),
+//! takes at most [`UdpLimits::datagrams_per_wake`] datagrams per wake-up (64), hands each to
+//! `handle_datagram` with the sender's and the socket's address, and after every step
+//! drains `poll_transmit` with non-blocking sends: a full send buffer drops the datagram
+//! (UDP is best effort) and counts it in [`UdpStats`] ([`Handle::udp_stats`]). The
+//! transport knows nothing of what the datagrams hold; one socket serves every
+//! connection and the machine demultiplexes. A driver started without a socket has the
+//! branch disabled and nothing to drain: it runs exactly as before.
+//!
 //! # Defaults, and why
 //!
 //! | setting | default | why |
@@ -164,6 +179,8 @@
 //! | [`Backoff`] | 1 s doubling to 30 s, + 0..500 ms | reconnect storms spread out |
 //! | [`ClientConfig::stable_after`] | 30 s | only a connection that stayed open this long resets the backoff |
 //! | [`WallClockSync::period`] / [`max_jump`](WallClockSync::max_jump) | 60 s / 100 ms | the machine's wall clock is re-anchored this often, and at once after a suspend or a clock step |
+//! | [`UdpLimits::datagrams_per_wake`] | 64 | a datagram flood cannot starve frames, commands or timers |
+//! | [`UdpLimits::max_datagram_size`] | 65 535 | one receive buffer per driver; every UDP datagram fits |
 //!
 //! A client machine with its own reconnect rules (the llmrtc client's at most 5 tries with
 //! jittered backoff, ending in a `failed` state) implements
@@ -216,6 +233,19 @@
 //!    `a_drift_under_max_jump_is_corrected_at_the_period`; over real sockets with the
 //!    reference bus and relay: the workspace's `tests/wall_clock.rs`).
 //!
+//! 8. **A client keeps its UDP socket across reconnects.** The socket given to
+//!    [`Client::connect_with_udp`] lives as long as the driver: a reconnected WebSocket
+//!    session makes new peers on the same local port (nothing to rebind, no port to
+//!    re-learn), and a late datagram of an old peer is the machine's to drop like any
+//!    unknown datagram (`tests/udp.rs: a_client_keeps_its_udp_socket_across_reconnects`).
+//! 9. **A transmit is sent at once or dropped.** Sends never wait for the socket: a
+//!    datagram that meets a full send buffer is dropped and counted
+//!    ([`UdpStats::dropped_full`]), one the OS refuses for another reason is dropped and
+//!    counted ([`UdpStats::send_errors`]), and the driver goes on; waiting would stall every
+//!    connection of the machine behind one socket buffer
+//!    (`a_transmit_the_os_refuses_is_counted_and_the_driver_goes_on`,
+//!    `a_fresh_socket_sends_the_first_transmit_at_once`).
+//!
 //! What the transport does **not** own: protocol heartbeats (`hello`, JSON `ping`),
 //! request timeouts and version checks. Those are machine timers.
 //!
@@ -240,14 +270,16 @@ mod per_address;
 mod server;
 mod stream;
 pub mod tls;
+mod udp;
 mod wall;
 
 pub use agentwire_core;
 pub use backoff::Backoff;
 pub use client::Client;
-pub use config::{ClientConfig, Limits, ServerConfig};
+pub use config::{ClientConfig, Limits, ServerConfig, UdpLimits};
 pub use error::{ConfigError, TlsError};
 pub use handle::{Closed, Events, Handle};
 pub use hook::{Accept, Refusal, Reject, UpgradeHook, UpgradeRequest};
 pub use server::Server;
+pub use udp::UdpStats;
 pub use wall::{WallClockSync, WallSource};

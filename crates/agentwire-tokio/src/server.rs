@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use agentwire_core::{CloseCode, Machine, PeerInfo};
-use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use agentwire_core::{CloseCode, DatagramMachine, Machine, PeerInfo};
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -21,6 +21,7 @@ use crate::hook::{Accept, Refusal, Reject, UpgradeHook, UpgradeRequest};
 use crate::http::{Head, Replay};
 use crate::per_address::{Kind, PerAddress};
 use crate::stream::{Capped, ServerIo};
+use crate::udp::{Udp, UdpStats};
 use crate::{Limits, ServerConfig};
 
 /// The socket type of an upgraded server connection.
@@ -70,6 +71,7 @@ struct PendingCaps {
 /// [`Handle::shutdown`]).
 pub struct Server<M> {
     local_addr: SocketAddr,
+    udp_addr: Option<SocketAddr>,
     handle: Handle<M>,
 }
 
@@ -77,6 +79,7 @@ impl<M> std::fmt::Debug for Server<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("local_addr", &self.local_addr)
+            .field("udp_addr", &self.udp_addr)
             .finish()
     }
 }
@@ -94,10 +97,25 @@ where
         machine: M,
         config: ServerConfig,
     ) -> io::Result<(Self, Events<M::Event>)> {
+        Self::start(addr, machine, config, None).await
+    }
+
+    /// Binds `addr`, starts serving `machine`, and returns the server and its events; the
+    /// owner task also drives `udp` (see [`bind_with_udp`](Self::bind_with_udp)).
+    async fn start(
+        addr: impl ToSocketAddrs,
+        machine: M,
+        config: ServerConfig,
+        udp: Option<Udp<M>>,
+    ) -> io::Result<(Self, Events<M::Event>)> {
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
         let (events_tx, events_rx) = mpsc::channel(config.event_capacity.max(1));
-        let (handle, control) = handle_pair();
+        let (mut handle, control) = handle_pair();
+        let udp_addr = udp.as_ref().map(Udp::local_addr);
+        if let Some(u) = &udp {
+            handle.set_udp(u.counters());
+        }
         let (accepted_tx, accepted_rx) = mpsc::channel(64);
         let shared = Arc::new(AcceptShared {
             limits: config.limits.clone(),
@@ -125,15 +143,33 @@ where
             config.wall_clock,
         );
         tokio::spawn(
-            run(core, control, accepted_rx, accept_task)
+            run(core, control, accepted_rx, accept_task, udp)
                 .instrument(tracing::info_span!("server", addr = %local_addr)),
         );
-        Ok((Self { local_addr, handle }, Events::new(events_rx)))
+        Ok((
+            Self {
+                local_addr,
+                udp_addr,
+                handle,
+            },
+            Events::new(events_rx),
+        ))
     }
 
     /// The bound address (with the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The local address of the UDP socket, for a server started with
+    /// [`bind_with_udp`](Self::bind_with_udp).
+    pub fn udp_local_addr(&self) -> Option<SocketAddr> {
+        self.udp_addr
+    }
+
+    /// The counters of the UDP socket (see [`Handle::udp_stats`]).
+    pub fn udp_stats(&self) -> Option<UdpStats> {
+        self.handle.udp_stats()
     }
 
     /// A handle to run commands on the machine.
@@ -148,12 +184,55 @@ where
     }
 }
 
+impl<M> Server<M>
+where
+    M: DatagramMachine + Send + 'static,
+    M::Event: Send + 'static,
+{
+    /// As [`bind`](Self::bind), and the task that owns the machine also drives `udp`, a
+    /// bound UDP socket: every datagram it receives goes to
+    /// [`DatagramMachine::handle_datagram`] (with the sender's address and the socket's
+    /// local address), every [`Transmit`](agentwire_core::Transmit) the machine queues is
+    /// sent from it. One socket serves every connection: the machine demultiplexes.
+    ///
+    /// The socket is polled in the owner task's own `select!` (no extra task, channel or
+    /// lock); at most [`UdpLimits::datagrams_per_wake`](crate::UdpLimits::datagrams_per_wake)
+    /// datagrams are taken per wake-up; sends never wait: a full send buffer drops the
+    /// datagram and counts it ([`udp_stats`](Self::udp_stats)). Bind the socket yourself
+    /// (`tokio::net::UdpSocket::bind`), typically on the same IP as `addr`, port 0 for any
+    /// free port; [`udp_local_addr`](Self::udp_local_addr) tells which. The socket is
+    /// closed when the server stops.
+    ///
+    /// ```no_run
+    /// # use agentwire_core::DatagramMachine;
+    /// # async fn run<M: DatagramMachine + Send + 'static>(machine: M) -> std::io::Result<()>
+    /// # where M::Event: Send + 'static {
+    /// use agentwire_tokio::{Server, ServerConfig};
+    /// let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
+    /// let (server, _events) =
+    ///     Server::bind_with_udp("127.0.0.1:0", udp, machine, ServerConfig::default()).await?;
+    /// println!("ws://{} udp {:?}", server.local_addr(), server.udp_local_addr());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn bind_with_udp(
+        addr: impl ToSocketAddrs,
+        udp: UdpSocket,
+        machine: M,
+        config: ServerConfig,
+    ) -> io::Result<(Self, Events<M::Event>)> {
+        let udp = Udp::new(udp, &config.udp)?;
+        Self::start(addr, machine, config, Some(udp)).await
+    }
+}
+
 /// The owner task.
 async fn run<M: Machine>(
     mut core: Core<M>,
     mut control: Control<M>,
     mut accepted: mpsc::Receiver<Accepted>,
     accept_task: tokio::task::JoinHandle<()>,
+    mut udp: Option<Udp<M>>,
 ) {
     let mut timer = Timer::new();
     while !control.stop_requested() {
@@ -166,9 +245,16 @@ async fn run<M: Machine>(
             Some(i) = core.inbound_rx.recv() => more_input = core.inbound(i),
             Some(cmd) = control.commands.recv() => core.command(cmd),
             () = timer.wait() => core.timeout(),
+            // Disabled (never polled) without a socket.
+            () = Udp::readable(&udp), if udp.is_some() => {
+                if let Some(u) = udp.as_mut() {
+                    more_input = u.receive(&mut core);
+                }
+            }
             _ = control.stop.changed() => {}
         }
-        core.finish_step(more_input, &mut control.commands).await;
+        core.finish_step(more_input, &mut control.commands, &mut udp)
+            .await;
         core.take_ended();
     }
     tracing::debug!(open = core.len(), "shutting down");
@@ -176,6 +262,7 @@ async fn run<M: Machine>(
     accepted.close();
     while accepted.try_recv().is_ok() {}
     core.close_all(CloseCode::GOING_AWAY, "going away").await;
+    crate::udp::flush(&mut udp, &mut core.machine);
     core.take_ended();
     control.commands.close();
     control.done.send_replace(true);
