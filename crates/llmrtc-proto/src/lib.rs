@@ -306,6 +306,7 @@ mod ids;
 pub mod message;
 pub mod playbook;
 mod provider;
+pub mod resample;
 mod server;
 pub mod vad;
 pub mod wav;
@@ -335,6 +336,7 @@ pub use provider::{
     SttRequest, ToolCallRequest, ToolRecord, TtsRequest,
 };
 pub use server::texts::{self, CLOSE_FULL, CLOSE_HEARTBEAT, CLOSE_SESSION_MOVED};
+pub use resample::Resampler;
 pub use server::LlmrtcServer;
 pub use vad::{Vad, VadConfig, VadEvent};
 pub use wav::{parse_wav, write_wav, Wav, WavError, WavFormat};
