@@ -1,5 +1,6 @@
-// Helpers shared by the llmrtc interop scripts (llmrtc_web_client.mjs, llmrtc_backend.mjs,
-// llmrtc_check_frames.mjs; llmrtc_client.js imports utteranceWav). The npm packages they use
+// Helpers shared by the llmrtc interop scripts (llmrtc_web_client.mjs, llmrtc_webrtc_client.mjs,
+// llmrtc_browser.mjs, llmrtc_backend.mjs, llmrtc_check_frames.mjs; llmrtc_client.js imports
+// utteranceWav). The npm packages they use
 // are pinned in package.json beside this file and installed with `npm ci --ignore-scripts`
 // (see tests/interop/README.md).
 
@@ -47,23 +48,26 @@ export function utteranceWav(toneMs = 600) {
     samples.push(Math.round(6000 * Math.sin((2 * Math.PI * 180 * i) / rate)));
   }
   for (let i = 0; i < rate * 0.6; i++) samples.push(0);
-  const data = Buffer.alloc(samples.length * 2);
-  samples.forEach((s, i) => data.writeInt16LE(s, i * 2));
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0);
-  h.writeUInt32LE(36 + data.length, 4);
-  h.write('WAVE', 8);
-  h.write('fmt ', 12);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20); // PCM
-  h.writeUInt16LE(1, 22); // mono
-  h.writeUInt32LE(rate, 24);
-  h.writeUInt32LE(rate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36);
-  h.writeUInt32LE(data.length, 40);
-  return Buffer.concat([h, data]);
+  return wavFile(samples, rate);
+}
+
+/**
+ * Gives a script in Node the browser globals the web client uses: `WebSocket` (the `ws`
+ * class given, or a subclass of it) and the WebRTC classes of `wrtc` (`RTCPeerConnection`
+ * replaced by `PeerConnection` when given). Silences console.log and console.warn (the
+ * client logs every step; console.error still reaches stderr) and returns the original
+ * console.log for the script's own lines.
+ */
+export function browserGlobals(wrtc, WebSocket, PeerConnection = wrtc.RTCPeerConnection) {
+  globalThis.WebSocket = WebSocket;
+  for (const name of Object.keys(wrtc)) {
+    if (name.startsWith('RTC') || name.startsWith('Media')) globalThis[name] = wrtc[name];
+  }
+  globalThis.RTCPeerConnection = PeerConnection;
+  const log = console.log.bind(console);
+  console.log = () => {};
+  console.warn = () => {};
+  return log;
 }
 
 /**
@@ -104,8 +108,8 @@ export function wavFile(samples, rate) {
   h.write('WAVE', 8);
   h.write('fmt ', 12);
   h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
+  h.writeUInt16LE(1, 20); // PCM
+  h.writeUInt16LE(1, 22); // mono
   h.writeUInt32LE(rate, 24);
   h.writeUInt32LE(rate * 2, 28);
   h.writeUInt16LE(2, 32);

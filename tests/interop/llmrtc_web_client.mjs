@@ -29,7 +29,7 @@
 import WebSocket from 'ws';
 import wrtc from '@roamhq/wrtc';
 import { LLMRTCWebClient } from '@llmrtc/llmrtc-web-client';
-import { check, fail, once, utteranceWav, within } from './llmrtc_common.mjs';
+import { browserGlobals, check, fail, once, utteranceWav, within } from './llmrtc_common.mjs';
 
 const [mode, url] = process.argv.slice(2);
 if (!['ready', 'session', 'whole-tts'].includes(mode) || !url) {
@@ -53,17 +53,8 @@ function nextPeer() {
   });
 }
 
-globalThis.WebSocket = WebSocket;
-for (const name of Object.keys(wrtc)) {
-  if (name.startsWith('RTC') || name.startsWith('Media')) globalThis[name] = wrtc[name];
-}
-globalThis.RTCPeerConnection = ObservedPeerConnection;
-
-// The client logs every step with console.log; keep our own stdout readable (its
-// console.error lines still reach stderr, which the test shows when it fails).
-const log = console.log.bind(console);
-console.log = () => {};
-console.warn = () => {};
+// The client's console.error lines still reach stderr, which the test shows when it fails.
+const log = browserGlobals(wrtc, WebSocket, ObservedPeerConnection);
 
 const ICE = [{ urls: 'stun:127.0.0.1:3478' }];
 

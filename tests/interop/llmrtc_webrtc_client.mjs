@@ -31,7 +31,7 @@
 import WebSocket from 'ws';
 import wrtc from '@roamhq/wrtc';
 import { LLMRTCWebClient } from '@llmrtc/llmrtc-web-client';
-import { check, fail, once, spokenUtterance, within } from './llmrtc_common.mjs';
+import { browserGlobals, check, fail, once, spokenUtterance, within } from './llmrtc_common.mjs';
 
 const [url] = process.argv.slice(2);
 if (!url) fail('usage: node llmrtc_webrtc_client.mjs ws://127.0.0.1:PORT/');
@@ -98,17 +98,8 @@ class ObservedPeerConnection extends wrtc.RTCPeerConnection {
   }
 }
 
-globalThis.WebSocket = ObservedWebSocket;
-for (const name of Object.keys(wrtc)) {
-  if (name.startsWith('RTC') || name.startsWith('Media')) globalThis[name] = wrtc[name];
-}
-globalThis.RTCPeerConnection = ObservedPeerConnection;
-
-// The client logs every step with console.log; keep our own stdout readable (its
-// console.error lines still reach stderr, which the test shows when it fails).
-const log = console.log.bind(console);
-console.log = () => {};
-console.warn = () => {};
+// The client's console.error lines still reach stderr, which the test shows when it fails.
+const log = browserGlobals(wrtc, ObservedWebSocket, ObservedPeerConnection);
 
 const ICE = [{ urls: 'stun:127.0.0.1:3478' }];
 
