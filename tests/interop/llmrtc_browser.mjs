@@ -88,7 +88,7 @@ async function main() {
   mkdirSync(out, { recursive: true });
   const wav = join(out, 'speech.wav');
   const rate = 48000;
-  writeFileSync(wav, wavFile(await spokenUtterance('hello there, what is the weather like today', rate, 1000, 2000), rate));
+  writeFileSync(wav, wavFile(await spokenUtterance('hello there what is the weather like today', rate, 1000, 2000), rate));
 
   const page = await servePage(0);
   const browser = await puppeteer.launch({

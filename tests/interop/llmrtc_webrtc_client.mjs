@@ -240,7 +240,7 @@ async function spokenTurn(client, mic, speaker, utterance, label) {
 }
 
 async function main() {
-  const utterance = await spokenUtterance('hello there, what is the weather like today', RATE);
+  const utterance = await spokenUtterance('hello there what is the weather like today', RATE);
   const client = new LLMRTCWebClient({
     signallingUrl: url,
     iceServers: ICE,
