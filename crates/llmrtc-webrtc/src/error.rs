@@ -1,6 +1,8 @@
 //! Every error of the crate.
 
-use llmrtc_proto::{ClientCommandError, CommandError};
+use std::net::SocketAddr;
+
+use llmrtc_proto::{ClientCommandError, CommandError, ConfigError};
 
 /// Why an offer was not answered. Each maps to the `error` the client gets
 /// ([`code`](Self::code), [`text`](Self::text)).
@@ -21,6 +23,10 @@ pub enum OfferError {
     /// The SDP does not parse, or str0m cannot answer it.
     #[error("SDP rejected: {0}")]
     Sdp(String),
+    /// The offer has no data channel (`m=application`): an llmrtc peer connection always
+    /// carries one.
+    #[error("offer has no data channel")]
+    NoDataChannel,
     /// The server is at [`Limits::max_peers`](crate::Limits::max_peers).
     #[error("too many peers")]
     TooManyPeers,
@@ -45,6 +51,7 @@ impl OfferError {
             Self::Sdp(_) => crate::texts::BAD_OFFER,
             Self::TooLarge { .. } => crate::texts::OFFER_TOO_LARGE,
             Self::TooManyPeers => crate::texts::TOO_MANY_PEERS,
+            Self::NoDataChannel => crate::texts::OFFER_REJECTED,
             Self::RateLimited => crate::texts::OFFER_RATE,
         }
     }
@@ -75,4 +82,18 @@ pub enum WebrtcServerError {
     /// The wrapped llmrtc server refused the command.
     #[error(transparent)]
     Server(#[from] CommandError),
+}
+
+/// Why a [`WebrtcServer`](crate::WebrtcServer) or [`WebrtcClient`](crate::WebrtcClient)
+/// could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WebrtcConfigError {
+    /// The wrapped llmrtc configuration is invalid.
+    #[error(transparent)]
+    Llmrtc(#[from] ConfigError),
+    /// No host candidate can be made of this address (port 0, or an unspecified IP with
+    /// no public address beside it).
+    #[error("no host candidate for {0}")]
+    BadAddress(SocketAddr),
 }

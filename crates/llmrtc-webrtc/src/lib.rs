@@ -3,13 +3,83 @@
 //!
 //! An llmrtc client sends `offer` (an `RTCSessionDescriptionInit`) over the WebSocket; the
 //! server answers with `signal`, and the two set up a WebRTC peer connection: ICE, DTLS, then
-//! SCTP for the data channel `"llmrtc"` and SRTP for the audio tracks. Payload messages
-//! (`transcript`, `llm-chunk`, `tts-*`, ...) then travel on both the WebSocket and the data
-//! channel (spec "Transport Channels").
+//! SCTP for the data channel and SRTP for the audio tracks. Payload messages (`transcript`,
+//! `llm-chunk`, `tts-*`, `error`, ...) then travel on both the WebSocket and the data channel
+//! (spec "Transport Channels"), and the client takes each from one of them.
 //!
 //! This crate never opens a socket, reads a clock or spawns: drive its machines with
-//! `agentwire-tokio` (which owns the WebSocket listener and one UDP socket) or your own loop.
-//! They implement [`agentwire_core::Machine`] and [`agentwire_core::DatagramMachine`].
+//! `agentwire-tokio` (which owns the WebSocket side and one UDP socket) or your own loop.
+//! Both implement [`agentwire_core::Machine`] and [`agentwire_core::DatagramMachine`].
+//! (str0m draws the DTLS certificate, ICE credentials and SRTP keys from the operating
+//! system's random source, as cryptography must.)
+//!
+//! # API map
+//!
+//! | you want to | use |
+//! |---|---|
+//! | serve llmrtc with WebRTC | [`WebrtcServer::new`]`(ServerConfig, `[`WebrtcConfig`]`, ids)`; events [`WebrtcServerEvent`] (`Llmrtc(ServerEvent)` for provider requests, plus `PeerAnswered`, `OfferRefused`, `PeerConnected`, `PeerFailed`, `PeerClosed`) |
+//! | answer providers (STT, LLM, TTS, tools) | [`WebrtcServer::llmrtc`] → `&mut LlmrtcServer`; its outputs come out of the `WebrtcServer` |
+//! | connect as a client with WebRTC | [`WebrtcClient::new`]`(ClientConfig, jitter, `[`WebrtcConfig`]`)` (a [`Dialer`](agentwire_core::Dialer) too); after `ready`: [`WebrtcClient::offer`]`(`[`AudioOffer`]`, now)`, or [`WebrtcClient::set_auto_offer`]; commands on [`WebrtcClient::llmrtc`]; events [`WebrtcClientEvent`] |
+//! | settings and limits | [`WebrtcConfig`] (bind address, public addresses, connect timeout, audio), [`Limits`] |
+//! | observe | [`WebrtcServer::peers`], [`WebrtcServer::is_channel_open`], [`WebrtcServer::dropped_datagrams`], [`WebrtcServer::dropped_channel_messages`], [`WebrtcClient::is_channel_open`] |
+//! | handle errors | [`OfferError`] (each maps to the `error` the client gets), [`WebrtcClientError`], [`WebrtcConfigError`] |
+//!
+//! # A run loop
+//!
+//! A driver owns the WebSocket listener and one UDP socket bound to [`WebrtcConfig::bind`]
+//! (a concrete address: it is the host candidate written into answers). After every input
+//! (`handle_connect`, `handle_frame`, `handle_disconnect`, `handle_timeout`,
+//! `handle_datagram`) it drains `poll_output` (frames, closes, events) and `poll_transmit`
+//! (datagrams to send) until both are empty, then sleeps until `poll_timeout`, which covers
+//! the WebSocket side's timers and every peer's.
+//!
+//! # Limits
+//!
+//! | limit | default | beyond it |
+//! |---|---|---|
+//! | [`Limits::max_sdp_bytes`] | 64 KiB | `error CONNECTION_FAILED` |
+//! | [`Limits::max_peers`] | 256 | `error CONNECTION_FAILED` |
+//! | [`Limits::offer_rate`] | 4 per minute, burst 4, per connection | `error RATE_LIMITED` |
+//! | [`Limits::max_datagram_bytes`] | 2,048 | dropped, counted |
+//! | [`Limits::max_addrs_per_peer`] | 8 | not learned (STUN still reaches the peer) |
+//! | [`Limits::max_channel_buffered_bytes`] | 1 MiB per peer | the data-channel copy is dropped, counted |
+//! | [`WebrtcConfig::connect_timeout`] | 10 s | peer dropped, `error CONNECTION_FAILED` |
+//!
+//! # Spec decisions
+//!
+//! 1. **Bad offers get `CONNECTION_FAILED`.** The spec has no code for a malformed offer;
+//!    `INVALID_MESSAGE` is for messages that do not decode, and an `offer` whose `signal` is
+//!    not an SDP offer decodes fine. A `signal` that is not `{type: "offer", sdp: string}`,
+//!    SDP that does not parse or cannot be answered, an offer without a data channel, an
+//!    offer over [`Limits::max_sdp_bytes`] and an offer over [`Limits::max_peers`] all get
+//!    `error CONNECTION_FAILED` (texts in [`texts`]): "WebRTC connection failed" is what
+//!    the client must act on. The session stays usable over the WebSocket. Offers over
+//!    [`Limits::offer_rate`] get `RATE_LIMITED`, like other floods.
+//! 2. **Renegotiation or a new peer, by ICE username fragment.** The real web client sends a
+//!    second `offer` on the same WebSocket when it adds its microphone (`shareAudio` →
+//!    renegotiation of the same `RTCPeerConnection`), and the real backend answers it on the
+//!    same peer. An offer whose `a=ice-ufrag` equals that of the connection's live peer is
+//!    therefore applied to that peer (`PeerAnswered { renegotiated: true }`); any other offer
+//!    (a new `RTCPeerConnection`, an ICE restart) closes the old peer and builds a new one.
+//! 3. **Client messages on the data channel.** The real web client sends `attachments` on
+//!    the data channel and everything else on the WebSocket, each message on one channel
+//!    only. The server handles every data-channel message as a frame of its connection,
+//!    once, as it arrives; it does not look for copies on the other channel (messages carry
+//!    no id to match). Signalling (`offer`, `reconnect`, `ping`) is taken from the WebSocket
+//!    only (spec "Transport Channels"): on the data channel it is dropped and counted
+//!    ([`WebrtcServer::dropped_channel_messages`]).
+//! 4. **`CONNECTION_FAILED` only for peers that never connected.** A peer whose ICE, DTLS or
+//!    SCTP does not complete within [`WebrtcConfig::connect_timeout`] (or that fails before
+//!    its data channel opens) is dropped and the client gets `error CONNECTION_FAILED`. A
+//!    peer that was connected and then ends (the client closed it, ICE disconnected) is
+//!    dropped quietly (`PeerClosed`): payloads go on over the WebSocket, as they always do.
+//! 5. **Any data channel label.** The server takes the first data channel the client opens,
+//!    whatever its label (the real web client's is `"data"`); later ones are ignored.
+//! 6. **The session's peer follows the session.** When the wrapped server closes a
+//!    connection (a `reconnect` on another connection took its session, the server is
+//!    full, [`LlmrtcServer::close`](llmrtc_proto::LlmrtcServer::close)) or the WebSocket
+//!    ends, that connection's peer is closed at once; the reconnected client offers again
+//!    on its new connection (the real client does) and gets a new peer.
 //!
 //! # Minimum Rust
 //!
@@ -18,14 +88,27 @@
 //!
 //! # Crypto
 //!
-//! str0m is built with one crypto backend, `aws-lc-rs` (DTLS 1.2 with an ECDSA P-256
-//! certificate, SRTP `AES128_CM_SHA1_80` and `AEAD_AES_128_GCM`: what libwebrtc offers).
-//! It builds with a C compiler only (no cmake, no nasm, no OpenSSL headers).
+//! str0m is built with one crypto backend, `aws-lc-rs`: DTLS 1.2 with an ECDSA P-256
+//! certificate and the SRTP profiles libwebrtc offers (`AES128_CM_SHA1_80`,
+//! `AEAD_AES_128_GCM`). It builds with a C compiler only (no cmake, no nasm, no OpenSSL
+//! headers). str0m's pure-Rust backend (`str0m-rust-crypto` 0.7) is not in the crates.io
+//! index this workspace builds from, nor is its OpenSSL backend.
 #![forbid(unsafe_code)]
 
+mod client;
 pub mod config;
 pub mod error;
+pub mod event;
+#[cfg(feature = "opus")]
+pub mod opus;
+mod peer;
+mod peers;
+mod sdp;
+mod server;
 pub mod texts;
 
+pub use client::{AudioOffer, WebrtcClient};
 pub use config::{Limits, WebrtcConfig};
-pub use error::{OfferError, WebrtcClientError, WebrtcServerError};
+pub use error::{OfferError, WebrtcClientError, WebrtcConfigError, WebrtcServerError};
+pub use event::{WebrtcClientEvent, WebrtcServerEvent};
+pub use server::WebrtcServer;

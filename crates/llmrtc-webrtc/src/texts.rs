@@ -19,5 +19,7 @@ pub const OFFER_RATE: &str = "Too many WebRTC offers";
 /// [`WebrtcConfig::connect_timeout`](crate::WebrtcConfig::connect_timeout), or the peer
 /// connection failed after it connected.
 pub const CONNECT_TIMEOUT: &str = "WebRTC connection failed";
-/// The label of the data channel the client opens (the real web client's `"llmrtc"`).
-pub const CHANNEL_LABEL: &str = "llmrtc";
+/// The label of the data channel [`WebrtcClient`](crate::WebrtcClient) opens: the real web
+/// client's `"data"`. The server takes the first channel the client opens, whatever its
+/// label.
+pub const CHANNEL_LABEL: &str = "data";

@@ -1,0 +1,297 @@
+//! One WebRTC peer connection: a str0m [`Rtc`] and what this crate keeps beside it (its
+//! connection, its data channel, its connect deadline, the data-channel messages waiting
+//! for room in the SCTP send buffer).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use agentwire_core::{ConnId, FrameBuf, Transmit};
+use str0m::channel::ChannelId;
+use str0m::media::{Direction, MediaKind, Mid};
+use str0m::net::{Protocol, Receive};
+use str0m::{Event, IceConnectionState, Input, Output, Rtc};
+
+/// What a peer reports to its machine while it is driven.
+#[derive(Debug)]
+pub(crate) enum PeerEvent {
+    /// The data channel opened: payloads may flow.
+    ChannelOpen,
+    /// A message arrived on the data channel.
+    ChannelData {
+        /// Sent as binary.
+        binary: bool,
+        /// Its bytes.
+        data: Vec<u8>,
+    },
+    /// An Opus packet arrived on an inbound audio track.
+    #[allow(dead_code)] // the payload is read by the track-audio path
+    Audio {
+        /// The RTP payload.
+        payload: Vec<u8>,
+    },
+    /// The peer connection ended (the remote closed it, ICE disconnected, or str0m failed).
+    Closed,
+}
+
+/// Where a peer is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PeerState {
+    /// ICE, DTLS and SCTP under way; must reach `Open` by the deadline.
+    Connecting {
+        /// The connect deadline.
+        deadline: Instant,
+    },
+    /// The data channel is open.
+    Open,
+    /// Ended; the machine removes it.
+    Closed,
+}
+
+/// One peer connection.
+pub(crate) struct Peer {
+    rtc: Rtc,
+    conn: ConnId,
+    /// Our ICE username fragment (the demultiplexing key of STUN).
+    pub(crate) local_ufrag: String,
+    /// The remote's ICE username fragment from its offer.
+    pub(crate) remote_ufrag: Option<String>,
+    channel: Option<ChannelId>,
+    pub(crate) state: PeerState,
+    pending: VecDeque<FrameBuf>,
+    pending_bytes: usize,
+    max_pending_bytes: usize,
+    next_timeout: Option<Instant>,
+    /// Remote addresses learned for this peer (bounded).
+    pub(crate) addrs: Vec<SocketAddr>,
+    /// The audio m-line we send on, if any.
+    pub(crate) audio_out: Option<Mid>,
+    /// Data-channel messages dropped for lack of room.
+    pub(crate) channel_drops: u64,
+    opened: bool,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("conn", &self.conn)
+            .field("state", &self.state)
+            .field("local_ufrag", &self.local_ufrag)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Peer {
+    /// Wraps `rtc`, whose local ICE username fragment is `local_ufrag`.
+    pub(crate) fn new(
+        rtc: Rtc,
+        conn: ConnId,
+        local_ufrag: String,
+        deadline: Instant,
+        max_pending_bytes: usize,
+    ) -> Self {
+        Self {
+            rtc,
+            conn,
+            local_ufrag,
+            remote_ufrag: None,
+            channel: None,
+            state: PeerState::Connecting { deadline },
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            max_pending_bytes,
+            next_timeout: None,
+            addrs: Vec::new(),
+            audio_out: None,
+            channel_drops: 0,
+            opened: false,
+        }
+    }
+
+    /// Whether the data channel ever opened.
+    pub(crate) fn was_open(&self) -> bool {
+        self.opened
+    }
+
+    /// The connection this peer belongs to.
+    pub(crate) fn conn(&self) -> ConnId {
+        self.conn
+    }
+
+    /// The str0m instance (for SDP changes and media writers).
+    pub(crate) fn rtc(&mut self) -> &mut Rtc {
+        &mut self.rtc
+    }
+
+    /// When this peer next needs [`drive`](Self::drive) without input: str0m's timeout,
+    /// or the connect deadline while connecting.
+    pub(crate) fn next_timeout(&self) -> Option<Instant> {
+        let deadline = match self.state {
+            PeerState::Connecting { deadline } => Some(deadline),
+            _ => None,
+        };
+        match (self.next_timeout, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether str0m would take `input` (see [`Rtc::accepts`]).
+    pub(crate) fn accepts(&self, input: &Input<'_>) -> bool {
+        self.rtc.accepts(input)
+    }
+
+    /// Hands str0m one datagram. A datagram str0m refuses ends nothing.
+    pub(crate) fn receive(
+        &mut self,
+        remote: SocketAddr,
+        local: SocketAddr,
+        contents: &[u8],
+        now: Instant,
+    ) -> bool {
+        let Ok(r) = Receive::new(Protocol::Udp, remote, local, contents) else {
+            return false;
+        };
+        let input = Input::Receive(now, r);
+        if !self.rtc.accepts(&input) {
+            return false;
+        }
+        // An error here is about this datagram (a bad DTLS record, an undecryptable SRTP
+        // packet): str0m drops it and the peer goes on.
+        let _ = self.rtc.handle_input(input);
+        true
+    }
+
+    /// Writes `frame` on the data channel, or queues it while the SCTP buffer is full. A
+    /// frame that does not fit the queue is dropped and counted.
+    pub(crate) fn send(&mut self, frame: FrameBuf) {
+        if self.pending.is_empty() && self.try_write(&frame) {
+            return;
+        }
+        if self.pending_bytes + frame.len() > self.max_pending_bytes {
+            self.channel_drops += 1;
+            return;
+        }
+        self.pending_bytes += frame.len();
+        self.pending.push_back(frame);
+    }
+
+    fn try_write(&mut self, frame: &FrameBuf) -> bool {
+        let Some(id) = self.channel else {
+            return false;
+        };
+        let Some(mut ch) = self.rtc.channel(id) else {
+            return false;
+        };
+        let binary = frame.as_text().is_none();
+        matches!(ch.write(binary, frame.as_bytes()), Ok(true))
+    }
+
+    fn flush(&mut self) {
+        while let Some(frame) = self.pending.front() {
+            let frame = frame.clone();
+            if !self.try_write(&frame) {
+                break;
+            }
+            self.pending_bytes -= frame.len();
+            self.pending.pop_front();
+        }
+    }
+
+    /// Starts a local close (DTLS close_notify, SCTP shutdown); the next drives send it.
+    pub(crate) fn close(&mut self) {
+        let _ = self.rtc.close();
+        self.state = PeerState::Closed;
+    }
+
+    /// Gives str0m the time, then drains it: transmits into `transmits`, events into
+    /// `events`. A peer whose connect deadline passed, or whose ICE disconnected, is closed
+    /// with a [`PeerEvent::Closed`].
+    pub(crate) fn drive(
+        &mut self,
+        now: Instant,
+        transmits: &mut VecDeque<Transmit>,
+        events: &mut Vec<PeerEvent>,
+    ) {
+        if self.rtc.handle_input(Input::Timeout(now)).is_err() {
+            self.fail(events);
+        }
+        if let PeerState::Connecting { deadline } = self.state {
+            if now >= deadline {
+                self.fail(events);
+            }
+        }
+        self.flush();
+        self.poll(transmits, events);
+        if !self.pending.is_empty() {
+            // A poll may have made room (SACKs processed): try again once.
+            self.flush();
+            self.poll(transmits, events);
+        }
+    }
+
+    fn poll(&mut self, transmits: &mut VecDeque<Transmit>, events: &mut Vec<PeerEvent>) {
+        self.next_timeout = None;
+        loop {
+            match self.rtc.poll_output() {
+                Ok(Output::Timeout(t)) => {
+                    self.next_timeout = self.rtc.is_alive().then_some(t);
+                    break;
+                }
+                Ok(Output::Transmit(t)) => transmits.push_back(Transmit {
+                    local: t.source,
+                    remote: t.destination,
+                    contents: t.contents.into(),
+                }),
+                Ok(Output::Event(e)) => self.on_event(e, events),
+                Err(_) => {
+                    self.fail(events);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, e: Event, events: &mut Vec<PeerEvent>) {
+        match e {
+            // The first channel the client opens is the llmrtc channel (the real client
+            // opens one, labelled "data"); later ones are ignored.
+            Event::ChannelOpen(id, _label) if self.channel.is_none() => {
+                self.channel = Some(id);
+                if self.state != PeerState::Closed {
+                    self.state = PeerState::Open;
+                    self.opened = true;
+                    events.push(PeerEvent::ChannelOpen);
+                }
+            }
+            Event::ChannelData(d) if Some(d.id) == self.channel => {
+                events.push(PeerEvent::ChannelData {
+                    binary: d.binary,
+                    data: d.data,
+                });
+            }
+            Event::ChannelClose(id) if Some(id) == self.channel => self.fail(events),
+            Event::IceConnectionStateChange(IceConnectionState::Disconnected) | Event::Closed => {
+                self.fail(events)
+            }
+            Event::MediaAdded(m)
+                if m.kind == MediaKind::Audio
+                    && matches!(m.direction, Direction::SendRecv | Direction::SendOnly) =>
+            {
+                self.audio_out = Some(m.mid);
+            }
+            Event::MediaData(d) => events.push(PeerEvent::Audio {
+                payload: d.data.to_vec(),
+            }),
+            _ => {}
+        }
+    }
+
+    fn fail(&mut self, events: &mut Vec<PeerEvent>) {
+        if self.state != PeerState::Closed {
+            let _ = self.rtc.close();
+            self.state = PeerState::Closed;
+            events.push(PeerEvent::Closed);
+        }
+    }
+}
