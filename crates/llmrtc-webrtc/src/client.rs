@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use agentwire_core::{
-    ConnId, DatagramMachine, Dial, Dialer, Frame, Machine, Output, PeerInfo, Transmit,
+    ConnId, DatagramMachine, Dial, Dialer, Frame, FrameBuf, Machine, Output, PeerInfo, Transmit,
 };
 use llmrtc_proto::{ClientConfig, ClientEvent, JitterSource, LlmrtcClient, ServerMessage};
 use str0m::change::SdpPendingOffer;
@@ -132,11 +132,11 @@ impl WebrtcClient {
             return Err(WebrtcClientError::NotReady);
         }
         self.close_peer();
-        let mut builder = Rtc::builder().clear_codecs();
-        if audio != AudioOffer::None {
-            builder = builder.enable_opus(true, false);
-        }
-        let mut rtc = builder.build(now);
+        // Opus only, so that a later `share_audio` offers it too.
+        let mut rtc = Rtc::builder()
+            .clear_codecs()
+            .enable_opus(true, false)
+            .build(now);
         let candidate = Candidate::host(self.config.bind, "udp")
             .map_err(|e| WebrtcClientError::Rtc(e.to_string()))?;
         rtc.add_local_candidate(candidate);
@@ -169,6 +169,42 @@ impl WebrtcClient {
         );
         peer.audio_out = audio_mid;
         self.peer = Some(peer);
+        self.pending = Some(pending);
+        self.drive(now);
+        Ok(())
+    }
+
+    /// Sends `frame` on the data channel (the real web client sends `attachments` there;
+    /// everything else goes on the WebSocket through [`llmrtc`](Self::llmrtc)). Errors
+    /// when the channel is not open.
+    pub fn send_channel(&mut self, frame: FrameBuf, now: Instant) -> Result<(), WebrtcClientError> {
+        self.observe(now);
+        match self.peer.as_mut() {
+            Some(p) if p.state == PeerState::Open => p.send(frame),
+            _ => return Err(WebrtcClientError::ChannelClosed),
+        }
+        self.drive(now);
+        Ok(())
+    }
+
+    /// Adds a microphone track (Opus, send and receive) to the connected peer and
+    /// renegotiates: a second `offer` with the same ICE credentials, as the real web
+    /// client's `shareAudio` does. The server answers on the same peer.
+    pub fn share_audio(&mut self, now: Instant) -> Result<(), WebrtcClientError> {
+        self.observe(now);
+        let Some(p) = self.peer.as_mut() else {
+            return Err(WebrtcClientError::ChannelClosed);
+        };
+        if p.state != PeerState::Open || self.pending.is_some() || p.audio_out.is_some() {
+            return Err(WebrtcClientError::ChannelClosed);
+        }
+        let mut api = p.rtc().sdp_api();
+        let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
+        let Some((offer, pending)) = api.apply() else {
+            return Err(WebrtcClientError::Rtc("nothing to offer".into()));
+        };
+        self.inner.send_offer(sdp::offer_json(&offer), now)?;
+        p.audio_out = Some(mid);
         self.pending = Some(pending);
         self.drive(now);
         Ok(())

@@ -30,16 +30,21 @@ pub enum OfferError {
     /// The server is at [`Limits::max_peers`](crate::Limits::max_peers).
     #[error("too many peers")]
     TooManyPeers,
-    /// The connection is over [`Limits::offer_rate`](crate::Limits::offer_rate).
+    /// The connection is over [`Limits::offer_rate`](crate::Limits::offer_rate): the
+    /// first offer of a run gets `error RATE_LIMITED`.
     #[error("offer rate exceeded")]
     RateLimited,
+    /// A later offer of the same run over the rate: dropped without a reply, counted
+    /// ([`WebrtcServer::dropped_offers`](crate::WebrtcServer::dropped_offers)).
+    #[error("offer dropped (rate exceeded)")]
+    Dropped,
 }
 
 impl OfferError {
     /// The `error` code the client gets.
     pub fn code(&self) -> llmrtc_proto::ErrorCode {
         match self {
-            Self::RateLimited => llmrtc_proto::ErrorCode::RATE_LIMITED,
+            Self::RateLimited | Self::Dropped => llmrtc_proto::ErrorCode::RATE_LIMITED,
             _ => llmrtc_proto::ErrorCode::CONNECTION_FAILED,
         }
     }
@@ -52,7 +57,7 @@ impl OfferError {
             Self::TooLarge { .. } => crate::texts::OFFER_TOO_LARGE,
             Self::TooManyPeers => crate::texts::TOO_MANY_PEERS,
             Self::NoDataChannel => crate::texts::OFFER_REJECTED,
-            Self::RateLimited => crate::texts::OFFER_RATE,
+            Self::RateLimited | Self::Dropped => crate::texts::OFFER_RATE,
         }
     }
 }

@@ -46,7 +46,8 @@ pub struct WebrtcServer {
     peers: Peers,
     out: VecDeque<Output<WebrtcServerEvent>>,
     transmits: VecDeque<Transmit>,
-    offer_buckets: HashMap<ConnId, TokenBucket>,
+    offer_buckets: HashMap<ConnId, OfferBucket>,
+    dropped_offers: u64,
     events: Vec<PeerEvent>,
     last_now: Option<Instant>,
     dropped_channel_messages: u64,
@@ -98,6 +99,7 @@ impl WebrtcServer {
             out: VecDeque::new(),
             transmits: VecDeque::new(),
             offer_buckets: HashMap::new(),
+            dropped_offers: 0,
             events: Vec::new(),
             last_now: None,
             dropped_channel_messages: 0,
@@ -153,6 +155,13 @@ impl WebrtcServer {
         self.dropped_channel_messages
     }
 
+    /// Offers dropped unanswered since the server started: every offer of a run over
+    /// [`Limits::offer_rate`](crate::Limits::offer_rate) after the first, which got
+    /// `error RATE_LIMITED` (so a flood of offers gets no flood of replies).
+    pub fn dropped_offers(&self) -> u64 {
+        self.dropped_offers
+    }
+
     /// Moves the wrapped server's outputs into this machine's queues: offers are answered,
     /// data-channel copies written to their peers, everything else passed on.
     fn pump(&mut self) {
@@ -206,6 +215,7 @@ impl WebrtcServer {
                     }));
                 self.drive(conn, now);
             }
+            Err(OfferError::Dropped) => self.dropped_offers += 1,
             Err(error) => {
                 let _ = self.inner.send_error(conn, error.code(), error.text());
                 self.out
@@ -226,13 +236,17 @@ impl WebrtcServer {
         now: Instant,
     ) -> Result<(RawJson, bool), OfferError> {
         let rate = self.config.limits.offer_rate;
-        let bucket = self
-            .offer_buckets
-            .entry(conn)
-            .or_insert_with(|| TokenBucket::new(now));
-        if !bucket.take(&rate, now) {
+        let bucket = self.offer_buckets.entry(conn).or_insert(OfferBucket {
+            bucket: TokenBucket::new(now),
+            limited: false,
+        });
+        if !bucket.bucket.take(&rate, now) {
+            if std::mem::replace(&mut bucket.limited, true) {
+                return Err(OfferError::Dropped);
+            }
             return Err(OfferError::RateLimited);
         }
+        bucket.limited = false;
         let offer = sdp::parse_offer(signal, &self.config.limits)?;
         if !offer.has_application {
             return Err(OfferError::NoDataChannel);
@@ -368,6 +382,14 @@ impl WebrtcServer {
     fn observe(&mut self, now: Instant) {
         self.last_now = Some(self.last_now.map_or(now, |t| t.max(now)));
     }
+}
+
+/// One connection's offer budget.
+#[derive(Debug)]
+struct OfferBucket {
+    bucket: TokenBucket,
+    /// The last offer was over the rate (and the client was told).
+    limited: bool,
 }
 
 /// Whether a data-channel message is one of the client's signalling types (`offer`,

@@ -5,7 +5,9 @@ mod common;
 
 use std::time::Duration;
 
+use agentwire_core::FrameBuf;
 use common::Net;
+use llmrtc_proto::{ClientEvent, ServerMessage};
 use llmrtc_webrtc::{AudioOffer, WebrtcClientEvent, WebrtcServerEvent};
 
 fn connected_pair() -> Net {
@@ -42,4 +44,144 @@ fn an_offer_is_answered_and_the_data_channel_opens() {
         .iter()
         .any(|e| matches!(e, WebrtcClientEvent::ChannelOpen)));
     assert_eq!(net.server.peers(), 1);
+}
+
+fn errors_seen(net: &Net, i: usize) -> Vec<String> {
+    net.client_messages(i)
+        .into_iter()
+        .filter_map(|e| match e {
+            ClientEvent::Message(ServerMessage::Error(err)) => Some(err.code.as_str().to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn bad_audio() -> FrameBuf {
+    FrameBuf::text(r#"{"type":"audio","data":"%%%"}"#)
+}
+
+#[test]
+fn a_payload_message_reaches_the_client_once() {
+    let mut net = connected_pair();
+    let before = net.server.dropped_channel_messages();
+    net.client_ws_send(0, bad_audio());
+    net.run_for(Duration::from_millis(100));
+    // The `error` went on both channels; the client took the data channel's copy only.
+    assert_eq!(
+        errors_seen(&net, 0),
+        vec!["AUDIO_PROCESSING_ERROR".to_owned()]
+    );
+    assert_eq!(net.server.dropped_channel_messages(), before);
+}
+
+#[test]
+fn the_payload_is_carried_by_the_data_channel() {
+    let mut net = connected_pair();
+    // The client's WebSocket copy is ignored while the channel is open, so a payload the
+    // client sees came over the data channel: drop the data channel's datagrams and the
+    // client sees nothing.
+    net.clients[0].udp_blocked = true;
+    net.client_ws_send(0, bad_audio());
+    net.run_for(Duration::from_millis(100));
+    assert!(errors_seen(&net, 0).is_empty());
+    net.clients[0].udp_blocked = false;
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(errors_seen(&net, 0).len(), 1, "retransmitted over SCTP");
+}
+
+#[test]
+fn a_client_message_on_the_data_channel_is_handled_once() {
+    let mut net = connected_pair();
+    let conn = net.clients[0].server_conn.unwrap();
+    let now = net.now;
+    net.clients[0]
+        .m
+        .send_channel(FrameBuf::text(r#"{"type":"audio","data":"%%%"}"#), now)
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(
+        errors_seen(&net, 0),
+        vec!["AUDIO_PROCESSING_ERROR".to_owned()]
+    );
+    // Signalling on the data channel is not taken.
+    let now = net.now;
+    net.clients[0]
+        .m
+        .send_channel(FrameBuf::text(r#"{"type":"ping","timestamp":1}"#), now)
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.server.dropped_channel_messages(), 1);
+    assert!(net.server.is_channel_open(conn));
+}
+
+#[test]
+fn a_reconnected_session_gets_a_new_peer() {
+    let mut net = connected_pair();
+    net.clients[0].m.set_auto_offer(Some(AudioOffer::None));
+    let old = net.clients[0].server_conn.unwrap();
+    let now = net.now;
+    assert!(net.clients[0].m.llmrtc().drop_connection(now));
+    net.take_server_events();
+    let reopened = net.run_until(Duration::from_secs(10), |n| {
+        n.clients[0]
+            .server_conn
+            .is_some_and(|c| c != old && n.server.is_channel_open(c))
+    });
+    assert!(reopened, "the reconnected client's new peer connects");
+    let new = net.clients[0].server_conn.unwrap();
+    let ev = net.take_server_events();
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, WebrtcServerEvent::PeerClosed { conn } if *conn == old)));
+    assert!(ev.iter().any(|e| matches!(e, WebrtcServerEvent::PeerAnswered { conn, renegotiated: false } if *conn == new)));
+    assert_eq!(net.server.peers(), 1);
+    assert!(!net.server.is_channel_open(old));
+}
+
+#[test]
+fn an_offer_from_the_same_peer_connection_renegotiates() {
+    let mut net = connected_pair();
+    let conn = net.clients[0].server_conn.unwrap();
+    net.take_server_events();
+    let now = net.now;
+    net.clients[0].m.share_audio(now).unwrap();
+    net.run_for(Duration::from_millis(200));
+    let ev = net.take_server_events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        WebrtcServerEvent::PeerAnswered {
+            renegotiated: true,
+            ..
+        }
+    )));
+    assert!(!ev
+        .iter()
+        .any(|e| matches!(e, WebrtcServerEvent::PeerClosed { .. })));
+    assert!(net.server.is_channel_open(conn));
+    assert_eq!(net.server.peers(), 1);
+}
+
+#[test]
+fn ice_that_never_completes_fails_after_the_timeout_and_the_session_goes_on() {
+    let mut net = Net::new();
+    net.add_client(50000);
+    net.run_for(Duration::from_millis(50));
+    net.clients[0].udp_blocked = true;
+    let now = net.now;
+    net.clients[0].m.offer(AudioOffer::None, now).unwrap();
+    net.run_for(Duration::from_millis(9_900));
+    assert!(errors_seen(&net, 0).is_empty(), "not before the timeout");
+    assert_eq!(net.server.peers(), 1);
+    net.run_for(Duration::from_millis(200));
+    assert_eq!(errors_seen(&net, 0), vec!["CONNECTION_FAILED".to_owned()]);
+    assert_eq!(net.server.peers(), 0);
+    assert!(net
+        .take_server_events()
+        .iter()
+        .any(|e| matches!(e, WebrtcServerEvent::PeerFailed { .. })));
+    // The session goes on over the WebSocket.
+    net.client_ws_send(0, bad_audio());
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(errors_seen(&net, 0).len(), 2);
+    assert!(net.clients[0].m.llmrtc_ref().ready_id().is_some());
 }
