@@ -13,8 +13,18 @@
 //! 1 MiB a second (bursts of 100 and 16 MiB); beyond that it gets `error RATE_LIMITED`.
 //! Events go to stderr as one sentence each (`RUST_LOG`).
 //!
+//! **WebRTC is on by default**: an `offer` gets a real answer (ICE-lite, DTLS, the `llmrtc`
+//! data channel, Opus audio tracks), every peer on one UDP socket bound on the IP of
+//! `--listen`, port `--udp-port` (default: any free port, printed at startup). Behind NAT,
+//! `--public-ip IP` (repeatable) adds the address clients reach as a host candidate (forward
+//! the UDP port to this machine); `--listen 0.0.0.0:...` without it offers only 127.0.0.1.
+//! `--ice-server URL[,USERNAME,CREDENTIAL]` (repeatable) fills `ready.iceServers`.
+//! `--no-webrtc` binds no UDP socket: every `offer` gets `error WEBRTC_UNAVAILABLE` and
+//! sessions run over the WebSocket alone.
+//!
 //! ```text
 //! cargo run --release --example llmrtc_server -- --listen 127.0.0.1:8787 --example-playbook
+//! cargo run --release --example llmrtc_server -- --listen 0.0.0.0:8787 --udp-port 50000 --public-ip 203.0.113.7
 //! ```
 
 #[tokio::main]

@@ -17,19 +17,39 @@ pub async fn main() -> std::process::ExitCode {
 
 async fn run(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     args.address.install();
-    let app = server_app::start(
-        &args.listen,
-        args.config()?,
-        Providers::stand_ins(args.stt()?),
-        args.pacing(),
-        log_event,
-    )
-    .await
+    let providers = Providers::stand_ins(args.stt()?);
+    let app = match args.webrtc() {
+        Some(webrtc) => {
+            server_app::start_webrtc(
+                &args.listen,
+                args.config()?,
+                webrtc,
+                providers,
+                args.pacing(),
+                log_event,
+            )
+            .await
+        }
+        None => {
+            server_app::start(
+                &args.listen,
+                args.config()?,
+                providers,
+                args.pacing(),
+                log_event,
+            )
+            .await
+        }
+    }
     .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     println!(
         "llmrtc server (offline stand-in STT/LLM/TTS) on {}",
         app.url()
     );
+    match app.udp_addr() {
+        Some(udp) => println!("WebRTC (data channel, audio tracks) on udp {udp}"),
+        None => println!("WebRTC off: offers get WEBRTC_UNAVAILABLE"),
+    }
     tokio::signal::ctrl_c().await?;
     app.shutdown().await;
     Ok(())

@@ -3,6 +3,7 @@
 
 pub mod audio;
 pub mod client_app;
+pub mod machine;
 pub mod providers;
 pub mod server_app;
 pub mod server_cli;

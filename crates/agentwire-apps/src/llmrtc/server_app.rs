@@ -1,14 +1,18 @@
-//! The reference llmrtc server: an `LlmrtcServer` machine served by agentwire-tokio, its
-//! provider requests answered by [`Providers`] (the offline stand-ins unless you plug in
-//! real ones), LLM tokens and TTS audio streamed with a configurable pace.
+//! The reference llmrtc server: an `LlmrtcServer` machine served by agentwire-tokio, with
+//! WebRTC ([`start_webrtc`]: a data channel and audio tracks for every session, all peers
+//! on one UDP socket) or over the WebSocket alone ([`start`]), its provider requests
+//! answered by [`Providers`] (the offline stand-ins unless you plug in real ones), LLM
+//! tokens and TTS audio streamed with a configurable pace.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use agentwire::core::UuidV4Ids;
 use agentwire::llmrtc::{LlmrtcServer, ProviderError, RequestId, ServerConfig, ServerEvent};
 use agentwire::tokio::{Handle, Server, ServerConfig as TransportConfig};
+use llmrtc_webrtc::{WebrtcConfig, WebrtcServer, WebrtcServerEvent};
 
+use super::machine::ServerMachine;
 use super::providers::{LlmStep, Providers, Transcription};
 
 /// How fast the stand-ins stream (a real LLM or TTS streams at its own pace).
@@ -39,12 +43,48 @@ impl Pacing {
     }
 }
 
+/// How the server serves WebRTC ([`start_webrtc`]).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WebrtcOptions {
+    /// The UDP port, bound on the IP of the WebSocket's address. Default 0: any free port
+    /// ([`LlmrtcApp::udp_addr`] tells which).
+    pub udp_port: u16,
+    /// Public IPs of a server behind NAT whose UDP port is forwarded: offered as host
+    /// candidates (with the bound port) beside the bound address. Default none.
+    pub public_ips: Vec<IpAddr>,
+    /// The WebRTC settings (connect timeout, limits, audio). Its `bind` and
+    /// `public_addrs` are filled in from the socket and [`public_ips`](Self::public_ips).
+    /// Default: [`WebrtcConfig::default`].
+    pub config: WebrtcConfig,
+}
+
+impl WebrtcOptions {
+    /// Sets [`udp_port`](Self::udp_port).
+    pub fn with_udp_port(mut self, port: u16) -> Self {
+        self.udp_port = port;
+        self
+    }
+
+    /// Adds a public IP ([`public_ips`](Self::public_ips)).
+    pub fn with_public_ip(mut self, ip: IpAddr) -> Self {
+        self.public_ips.push(ip);
+        self
+    }
+
+    /// Sets [`config`](Self::config).
+    pub fn with_config(mut self, config: WebrtcConfig) -> Self {
+        self.config = config;
+        self
+    }
+}
+
 /// A running llmrtc server.
 pub struct LlmrtcApp {
     /// The transport server (address, shutdown).
-    pub server: Server<LlmrtcServer>,
-    /// Commands to the machine.
-    pub handle: Handle<LlmrtcServer>,
+    pub server: Server<ServerMachine>,
+    /// Commands to the machine (which dereferences to the `LlmrtcServer`).
+    pub handle: Handle<ServerMachine>,
     /// The task answering provider requests; ends when the server stops.
     pub events_task: tokio::task::JoinHandle<()>,
 }
@@ -58,6 +98,11 @@ impl LlmrtcApp {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()
+    }
+
+    /// The UDP socket's address, when the server serves WebRTC.
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.server.udp_local_addr()
     }
 
     /// Shuts the server down (peers get 1001) and waits for the event task.
@@ -104,32 +149,128 @@ pub fn address_refusal() -> agentwire::tokio::Refusal {
     .with_frame(agentwire::core::FrameBuf::text(text))
 }
 
-/// Starts a server on `addr`. `on_event` sees every machine event first (in the event task:
-/// keep it quick).
+/// Starts a server on `addr` over the WebSocket alone (`offer` gets `error
+/// WEBRTC_UNAVAILABLE` unless `config.webrtc` is on). `on_event` sees every machine event
+/// first (in the event task: keep it quick).
 pub async fn start(
     addr: &str,
     config: ServerConfig,
+    providers: Providers,
+    pacing: Pacing,
+    on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<LlmrtcApp> {
+    let transport = transport_config(&config);
+    let machine = LlmrtcServer::new(config, UuidV4Ids).map_err(invalid)?;
+    let (server, events) = Server::bind(addr, ServerMachine::websocket(machine), transport).await?;
+    Ok(serve(server, events, providers, pacing, on_event))
+}
+
+/// Starts a server on `addr` that serves WebRTC: a UDP socket on the same IP (port
+/// [`WebrtcOptions::udp_port`]) carries every session's peer connection; `offer` gets a
+/// real answer. Peer events (answered, connected, failed, closed) are logged at `info`;
+/// `on_event` sees every llmrtc event first.
+///
+/// An address with an unspecified IP (`0.0.0.0`, `::`) needs a reachable address for the
+/// candidates: [`WebrtcOptions::public_ips`]; without one, the loopback address is offered
+/// (WebRTC then reaches only this machine; a warning says so).
+pub async fn start_webrtc(
+    addr: &str,
+    config: ServerConfig,
+    webrtc: WebrtcOptions,
+    providers: Providers,
+    pacing: Pacing,
+    on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<LlmrtcApp> {
+    let transport = transport_config(&config);
+    let ws_addr = tokio::net::lookup_host(addr)
+        .await?
+        .next()
+        .ok_or_else(|| invalid(format!("{addr}: no address")))?;
+    let udp = tokio::net::UdpSocket::bind(SocketAddr::new(ws_addr.ip(), webrtc.udp_port)).await?;
+    let bound = udp.local_addr()?;
+    let mut public_ips = webrtc.public_ips;
+    if bound.ip().is_unspecified() && public_ips.is_empty() {
+        let loopback = if bound.is_ipv4() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            IpAddr::V6(Ipv6Addr::LOCALHOST)
+        };
+        tracing::warn!(
+            "WebRTC on {bound} offers only {loopback} as its address: pass a public IP \
+             (--public-ip) for clients on other machines"
+        );
+        public_ips.push(loopback);
+    }
+    let mut rtc = webrtc.config;
+    rtc.bind = bound;
+    for ip in public_ips {
+        rtc = rtc.with_public_addr(SocketAddr::new(ip, bound.port()));
+    }
+    let machine = WebrtcServer::new(config, rtc, UuidV4Ids).map_err(invalid)?;
+    let (server, events) =
+        Server::bind_with_udp(ws_addr, udp, ServerMachine::webrtc(machine), transport).await?;
+    Ok(serve(server, events, providers, pacing, on_event))
+}
+
+fn invalid(e: impl ToString) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+}
+
+/// Spawns the task that answers the provider requests of `server`'s machine.
+fn serve(
+    server: Server<ServerMachine>,
+    mut events: agentwire::tokio::Events<WebrtcServerEvent>,
     mut providers: Providers,
     pacing: Pacing,
     mut on_event: impl FnMut(&ServerEvent) + Send + 'static,
-) -> std::io::Result<LlmrtcApp> {
-    let transport = transport_config(&config);
-    let machine = LlmrtcServer::new(config, UuidV4Ids)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-    let (server, mut events) = Server::bind(addr, machine, transport).await?;
+) -> LlmrtcApp {
     let handle = server.handle();
     let h = handle.clone();
     let events_task = tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
-            on_event(&ev);
-            answer(&h, &mut providers, pacing, ev).await;
+            match ev {
+                WebrtcServerEvent::Llmrtc(ev) => {
+                    on_event(&ev);
+                    answer(&h, &mut providers, pacing, ev).await;
+                }
+                other => log_peer_event(&other),
+            }
         }
     });
-    Ok(LlmrtcApp {
+    LlmrtcApp {
         server,
         handle,
         events_task,
-    })
+    }
+}
+
+/// One line per WebRTC peer event.
+fn log_peer_event(ev: &WebrtcServerEvent) {
+    match ev {
+        WebrtcServerEvent::PeerAnswered { conn, renegotiated } => {
+            tracing::info!(
+                conn = conn.get(),
+                "offer answered{}",
+                if *renegotiated { " (renegotiated)" } else { "" }
+            );
+        }
+        WebrtcServerEvent::OfferRefused { conn, error } => {
+            tracing::info!(conn = conn.get(), "offer refused: {error}");
+        }
+        WebrtcServerEvent::PeerConnected { conn } => {
+            tracing::info!(conn = conn.get(), "data channel open");
+        }
+        WebrtcServerEvent::PeerFailed { conn } => {
+            tracing::info!(
+                conn = conn.get(),
+                "peer did not connect; the session goes on over the WebSocket"
+            );
+        }
+        WebrtcServerEvent::PeerClosed { conn } => {
+            tracing::info!(conn = conn.get(), "peer closed");
+        }
+        _ => tracing::debug!("{ev:?}"),
+    }
 }
 
 fn failed(e: String) -> ProviderError {
@@ -153,7 +294,7 @@ fn guarded<T>(
 }
 
 /// Answers one provider request (streams run in their own tasks).
-async fn answer(h: &Handle<LlmrtcServer>, p: &mut Providers, pacing: Pacing, ev: ServerEvent) {
+async fn answer(h: &Handle<ServerMachine>, p: &mut Providers, pacing: Pacing, ev: ServerEvent) {
     match ev {
         ServerEvent::Stt(r) => {
             let heard = guarded("speech-to-text", || p.stt.transcribe(&r.segment));
@@ -195,7 +336,7 @@ async fn answer(h: &Handle<LlmrtcServer>, p: &mut Providers, pacing: Pacing, ev:
 
 /// Sends the interim transcripts (paced like tokens), then the final one.
 async fn stream_stt(
-    h: Handle<LlmrtcServer>,
+    h: Handle<ServerMachine>,
     request: RequestId,
     heard: Result<Result<Transcription, String>, ProviderError>,
     pace: Duration,
@@ -232,7 +373,7 @@ async fn stream_stt(
 }
 
 async fn stream_llm(
-    h: Handle<LlmrtcServer>,
+    h: Handle<ServerMachine>,
     request: RequestId,
     step: Result<Result<LlmStep, String>, ProviderError>,
     pace: Duration,
@@ -266,7 +407,7 @@ async fn stream_llm(
 }
 
 async fn stream_tts(
-    h: Handle<LlmrtcServer>,
+    h: Handle<ServerMachine>,
     request: RequestId,
     rate: u32,
     pieces: Result<Result<Vec<Vec<u8>>, String>, ProviderError>,
