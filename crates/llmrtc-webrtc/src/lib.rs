@@ -99,6 +99,9 @@ mod client;
 pub mod config;
 pub mod error;
 pub mod event;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "opus")]
 pub mod opus;
 mod peer;
