@@ -8,12 +8,16 @@
 //! show a reconnect that recovers the session's history. `--attach` (repeatable) sends
 //! images with the first turn, in one `attachments` message: an image file
 //! (.png/.jpg/.jpeg/.gif/.webp, at most 4 MiB, sent as a base64 data URI), or a `data:` URI
-//! or `http(s)://` URL as given.
+//! or `http(s)://` URL as given. `--webrtc` offers a WebRTC peer connection after `ready`
+//! (and after every reconnect, with a new peer): transcripts, the streamed reply and TTS
+//! then arrive on the data channel, each once; the utterance itself still goes as `audio`
+//! messages on the WebSocket (this client has no microphone track yet).
 //!
 //! ```text
 //! cargo run --release --example llmrtc_server &
 //! cargo run --release --example llmrtc_client -- --turns 2 --drop-after 1
 //! cargo run --release --example llmrtc_client -- --attach menu.png
+//! cargo run --release --example llmrtc_client -- --webrtc --turns 2 --drop-after 1
 //! ```
 
 #[tokio::main]

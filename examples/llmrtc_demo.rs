@@ -1,6 +1,8 @@
 //! llmrtc in one process: the reference server (offline stand-in providers, playbook mode)
-//! and the reference client over a real loopback WebSocket, through a full turn, a
-//! barge-in, a playbook tool call and a reconnect that recovers the session's history.
+//! and the reference client over a real loopback WebSocket and real WebRTC (the data
+//! channel opens first; each turn's transcript, streamed reply and speech then travel on
+//! it), through a full turn, a barge-in, a playbook tool call and a reconnect that recovers
+//! the session's history with a new peer connection.
 //! Prints a readable transcript and exits 0 on success (non-zero with the reason on any
 //! failure), within seconds.
 //!

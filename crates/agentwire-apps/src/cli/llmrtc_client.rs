@@ -9,6 +9,7 @@ use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, ServerMessag
 use clap::Parser;
 use llmrtc::audio::{utterance_wav, write_wav_file};
 use llmrtc::client_app::{attachment_from_arg, LlmrtcClientApp, Transcript};
+use llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
 
 /// Reference llmrtc client.
 #[derive(Parser, Debug)]
@@ -37,6 +38,11 @@ struct Args {
     /// at most 4 MiB). They go in one `attachments` message before the first `audio`.
     #[arg(long = "attach", value_name = "FILE|DATA_URI|URL")]
     attach: Vec<String>,
+    /// Offer a WebRTC peer connection after `ready` (and after every reconnect): payloads
+    /// then arrive on the data channel, each once. The turn's audio still goes as `audio`
+    /// messages on the WebSocket (the client has no microphone track yet).
+    #[arg(long)]
+    webrtc: bool,
 }
 
 /// Runs the `llmrtc_client` command, as `cargo run --example llmrtc_client` does.
@@ -56,7 +62,12 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .map(|a| attachment_from_arg(a))
         .collect::<Result<Vec<_>, _>>()?;
     let (_, seed) = crate::common::clocks();
-    let mut client = LlmrtcClientApp::start(&args.url, ClientConfig::default(), seed).await?;
+    let mut client = if args.webrtc {
+        LlmrtcClientApp::start_webrtc(&args.url, ClientConfig::default(), seed, AudioOffer::None)
+            .await?
+    } else {
+        LlmrtcClientApp::start(&args.url, ClientConfig::default(), seed).await?
+    };
     let patience = Duration::from_secs(args.turn_timeout);
     let mut transcript = Transcript::new("");
     // Each failed try is printed as it happens (the transport logs the OS error); once the
@@ -80,6 +91,35 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     if !matches!(first, ClientEvent::Ready { .. }) {
         return Err(format!("could not connect to {}; gave up after every try", args.url).into());
+    }
+    if args.webrtc {
+        // The offer went out with `ready`; wait for the channel, or for the server's
+        // refusal (then the session goes on over the WebSocket).
+        let opened = client
+            .wait_for_event(
+                "the data channel",
+                patience,
+                |e| transcript.print_event(e),
+                |e| {
+                    matches!(
+                        e,
+                        WebrtcClientEvent::ChannelOpen
+                            | WebrtcClientEvent::Llmrtc(ClientEvent::Message(
+                                ServerMessage::Error(_)
+                            ))
+                    )
+                },
+            )
+            .await?;
+        if !matches!(opened, WebrtcClientEvent::ChannelOpen) {
+            println!("--- no WebRTC: the session goes on over the WebSocket");
+        }
+        if args.wav.is_some() {
+            println!(
+                "--- the WAV goes as `audio` messages on the WebSocket (no microphone track in \
+                 this client yet); the replies come on the data channel"
+            );
+        }
     }
     if !attachments.is_empty() {
         println!(

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use crate::llmrtc;
-use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, ServerConfig};
+use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, IgnoreReason, ServerConfig};
 use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::{LlmrtcClientApp, Transcript};
 use llmrtc::providers::{example_playbook, Providers, ScriptedStt};
-use llmrtc::server_app::{self, Pacing};
+use llmrtc::server_app::{self, Pacing, WebrtcOptions};
+use llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -45,17 +46,19 @@ async fn demo() -> Res<()> {
     // The example playbook and transcript are built into the program.
     let playbook = example_playbook()?;
     let stt = ScriptedStt::example();
-    let app = server_app::start(
+    let app = server_app::start_webrtc(
         "127.0.0.1:0",
         ServerConfig::default().with_playbook(playbook),
+        WebrtcOptions::default(),
         Providers::stand_ins(stt),
         Pacing::fast(),
         |_| {},
     )
     .await?;
     println!(
-        "== llmrtc server (offline stand-in STT/LLM/TTS) on {}",
-        app.url()
+        "== llmrtc server (offline stand-in STT/LLM/TTS) on {}, WebRTC on udp {}",
+        app.url(),
+        app.udp_addr().ok_or("no UDP socket")?
     );
     let result = run(&app).await;
     app.shutdown().await;
@@ -63,29 +66,60 @@ async fn demo() -> Res<()> {
 }
 
 async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
-    let mut client = LlmrtcClientApp::start(&app.url(), ClientConfig::default(), 7).await?;
+    let started = tokio::time::Instant::now();
+    let mut client =
+        LlmrtcClientApp::start_webrtc(&app.url(), ClientConfig::default(), 7, AudioOffer::None)
+            .await?;
     let mut t = Transcript::new("    ");
-    let mut show = |e: &ClientEvent| t.print(e);
     client
-        .wait_for("connected", PATIENCE, &mut show, |e| {
-            matches!(
-                e,
-                ClientEvent::StateChanged {
-                    to: ConnectionState::Connected,
-                    ..
-                }
-            )
-        })
+        .wait_for_event(
+            "the WebRTC data channel",
+            PATIENCE,
+            |e| t.print_event(e),
+            |e| matches!(e, WebrtcClientEvent::ChannelOpen),
+        )
         .await?;
+    println!(
+        "    (offer, answer, ICE, DTLS and SCTP took {} ms)",
+        started.elapsed().as_millis()
+    );
+    check(
+        client.state().await? == ConnectionState::Connected,
+        "connected",
+    )?;
     let session = client.session_id().await?.ok_or("no session id")?;
+    let mut show = |e: &ClientEvent| t.print(e);
 
-    println!("\n== 1. a full turn (user speaks; transcript, streamed reply, speech)");
+    println!("\n== 1. a full turn over WebRTC (transcript, streamed reply and speech on the data channel)");
+    let udp_before = client.udp_stats().map_or(0, |s| s.received_bytes);
     client.send_audio(utterance_wav(600)).await?;
+    let mut on_channel = 0;
     client
-        .wait_for("turn 1 audio", PATIENCE, &mut show, |e| {
-            matches!(e, ClientEvent::TtsAudio { .. })
-        })
+        .wait_for(
+            "turn 1 audio",
+            PATIENCE,
+            |e| {
+                show(e);
+                // The WebSocket copy of each payload is set aside: it came on the channel.
+                if matches!(
+                    e,
+                    ClientEvent::Ignored {
+                        reason: IgnoreReason::OtherChannel,
+                        ..
+                    }
+                ) {
+                    on_channel += 1;
+                }
+            },
+            |e| matches!(e, ClientEvent::TtsAudio { .. }),
+        )
         .await?;
+    let udp_bytes = client.udp_stats().map_or(0, |s| s.received_bytes) - udp_before;
+    println!(
+        "    ({on_channel} payload messages taken from the data channel, their WebSocket \
+         copies ignored; {udp_bytes} bytes of UDP received)"
+    );
+    check(on_channel > 0, "payloads on the data channel")?;
 
     println!("\n== 2. barge-in (the user talks over a long reply)");
     client.send_audio(utterance_wav(600)).await?;
@@ -134,13 +168,22 @@ async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
         .await?;
     check(saw_tool && saw_stage, "tool-call-end and stage-change")?;
 
-    println!("\n== 4. reconnect (the client drops its connection and resumes the session)");
+    println!("\n== 4. reconnect (the client drops its connection, resumes the session, new peer)");
     client.drop_connection().await?;
     let ack = client
         .wait_for("reconnect-ack", PATIENCE, &mut show, |e| {
             matches!(e, ClientEvent::Resumed { .. })
         })
         .await?;
+    client
+        .wait_for_event(
+            "the new data channel",
+            PATIENCE,
+            |_| {},
+            |e| matches!(e, WebrtcClientEvent::ChannelOpen),
+        )
+        .await?;
+    println!("    WebRTC data channel open again (a new peer connection)");
     check(
         ack == ClientEvent::Resumed {
             success: true,

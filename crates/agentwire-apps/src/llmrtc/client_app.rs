@@ -1,7 +1,13 @@
 //! The reference llmrtc client: an `LlmrtcClient` machine under agentwire-tokio's dialer
-//! driver (the machine decides when to reconnect), plus a readable rendering of its events.
+//! driver (the machine decides when to reconnect), over the WebSocket alone ([`start`]) or
+//! with WebRTC ([`start_webrtc`]: it offers a peer connection after every `ready` and takes
+//! payloads from the data channel once it opens), plus a readable rendering of its events.
+//!
+//! [`start`]: LlmrtcClientApp::start
+//! [`start_webrtc`]: LlmrtcClientApp::start_webrtc
 
 use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use agentwire::llmrtc::{
@@ -9,14 +15,19 @@ use agentwire::llmrtc::{
     LossReason, ServerMessage, SessionMode, SplitMix64, VisionAttachment,
     DEFAULT_MAX_MESSAGE_BYTES,
 };
-use agentwire::tokio::{Client, ClientConfig as TransportConfig, Closed, Events, Handle, Limits};
+use agentwire::tokio::{
+    Client, ClientConfig as TransportConfig, Closed, Events, Handle, Limits, UdpStats,
+};
+use llmrtc_webrtc::{AudioOffer, WebrtcClient, WebrtcClientEvent, WebrtcConfig};
+
+use super::machine::ClientMachine;
 
 /// A running client.
 pub struct LlmrtcClientApp {
-    /// Commands to the machine.
-    pub handle: Handle<LlmrtcClient>,
+    /// Commands to the machine (which dereferences to the `LlmrtcClient`).
+    pub handle: Handle<ClientMachine>,
     /// Its events.
-    pub events: Events<ClientEvent>,
+    pub events: Events<WebrtcClientEvent>,
 }
 
 /// Why waiting for an event stopped.
@@ -50,15 +61,44 @@ pub fn transport_config() -> TransportConfig {
 }
 
 impl LlmrtcClientApp {
-    /// Connects to `url` and starts the client (state `connecting`). `seed` feeds the
-    /// reconnect jitter.
+    /// Connects to `url` and starts the client (state `connecting`), over the WebSocket
+    /// alone. `seed` feeds the reconnect jitter.
     pub async fn start(
         url: &str,
         config: ClientConfig,
         seed: u64,
     ) -> Result<Self, Box<dyn std::error::Error>> {
-        let machine = LlmrtcClient::new(config, SplitMix64::new(seed));
+        let machine = ClientMachine::websocket(LlmrtcClient::new(config, SplitMix64::new(seed)));
         let (handle, events) = Client::connect_dialer(url, machine, transport_config())?;
+        Self::started(handle, events).await
+    }
+
+    /// As [`start`](Self::start), with WebRTC: a UDP socket on the local address that
+    /// routes to the server, and after every `ready` (reconnects included) an `offer` of a
+    /// peer connection with the data channel and `audio` (an Opus track, or none). Payload
+    /// messages come from the data channel once it opens
+    /// ([`WebrtcClientEvent::ChannelOpen`], [`wait_for_event`](Self::wait_for_event)), each
+    /// once.
+    pub async fn start_webrtc(
+        url: &str,
+        config: ClientConfig,
+        seed: u64,
+        audio: AudioOffer,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
+        let udp = udp_socket_towards(url).await?;
+        let bind = udp.local_addr()?;
+        let mut client = WebrtcClient::new(config, SplitMix64::new(seed), WebrtcConfig::new(bind))?;
+        client.set_auto_offer(Some(audio));
+        let machine = ClientMachine::webrtc(client);
+        let (handle, events) =
+            Client::connect_dialer_with_udp(url, udp, machine, transport_config())?;
+        Self::started(handle, events).await
+    }
+
+    async fn started(
+        handle: Handle<ClientMachine>,
+        events: Events<WebrtcClientEvent>,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
         let (now, unix_ms) = crate::common::clocks();
         handle
             .call(move |c, _| {
@@ -67,6 +107,18 @@ impl LlmrtcClientApp {
             })
             .await??;
         Ok(Self { handle, events })
+    }
+
+    /// Whether the WebRTC data channel is open now (always `false` without WebRTC).
+    pub async fn channel_open(&self) -> Result<bool, Closed> {
+        self.handle
+            .call(|c, _| c.webrtc_ref().is_some_and(WebrtcClient::is_channel_open))
+            .await
+    }
+
+    /// The UDP socket's counters, with WebRTC.
+    pub fn udp_stats(&self) -> Option<UdpStats> {
+        self.handle.udp_stats()
     }
 
     /// Sends one WAV file as `audio`.
@@ -111,7 +163,9 @@ impl LlmrtcClientApp {
         self.handle.shutdown().await;
     }
 
-    /// Events until one matches `pred` (each passed to `seen` first), within `timeout`.
+    /// llmrtc events until one matches `pred` (each passed to `seen` first), within
+    /// `timeout`. WebRTC events (data channel open, peer closed) are skipped: see
+    /// [`wait_for_event`](Self::wait_for_event).
     pub async fn wait_for(
         &mut self,
         what: &'static str,
@@ -119,6 +173,33 @@ impl LlmrtcClientApp {
         mut seen: impl FnMut(&ClientEvent),
         mut pred: impl FnMut(&ClientEvent) -> bool,
     ) -> Result<ClientEvent, WaitError> {
+        let found = self
+            .wait_for_event(
+                what,
+                timeout,
+                |e| {
+                    if let WebrtcClientEvent::Llmrtc(e) = e {
+                        seen(e);
+                    }
+                },
+                |e| matches!(e, WebrtcClientEvent::Llmrtc(e) if pred(e)),
+            )
+            .await?;
+        match found {
+            WebrtcClientEvent::Llmrtc(e) => Ok(e),
+            _ => Err(WaitError::Ended(what)),
+        }
+    }
+
+    /// Every event, WebRTC ones included, until one matches `pred` (each passed to `seen`
+    /// first), within `timeout`.
+    pub async fn wait_for_event(
+        &mut self,
+        what: &'static str,
+        timeout: Duration,
+        mut seen: impl FnMut(&WebrtcClientEvent),
+        mut pred: impl FnMut(&WebrtcClientEvent) -> bool,
+    ) -> Result<WebrtcClientEvent, WaitError> {
         let fut = async {
             while let Some(e) = self.events.recv().await {
                 seen(&e);
@@ -132,6 +213,51 @@ impl LlmrtcClientApp {
             .await
             .unwrap_or(Err(WaitError::Timeout(what)))
     }
+}
+
+/// A UDP socket bound to the local IP that routes to the host of `url` (`ws://` or
+/// `wss://`), any free port: the client's host candidate.
+pub async fn udp_socket_towards(url: &str) -> std::io::Result<tokio::net::UdpSocket> {
+    let invalid =
+        |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{url}: {why}"));
+    let (secure, rest) = if let Some(r) = url.strip_prefix("wss://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("ws://") {
+        (false, r)
+    } else {
+        return Err(invalid("not a ws:// or wss:// URL"));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let default_port = if secure { 443 } else { 80 };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').ok_or_else(|| invalid("unclosed ["))?;
+        let port = after.strip_prefix(':').map(str::parse).transpose();
+        (
+            h,
+            port.map_err(|_| invalid("bad port"))?
+                .unwrap_or(default_port),
+        )
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse().map_err(|_| invalid("bad port"))?),
+            None => (authority, default_port),
+        }
+    };
+    let server = tokio::net::lookup_host((host, port))
+        .await?
+        .next()
+        .ok_or_else(|| invalid("no address"))?;
+    let unspecified: IpAddr = if server.is_ipv4() {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    };
+    // A connected probe tells which local address the OS routes to the server from.
+    let probe = std::net::UdpSocket::bind(SocketAddr::new(unspecified, 0))?;
+    probe.connect(server)?;
+    let local = probe.local_addr()?.ip();
+    tokio::net::UdpSocket::bind(SocketAddr::new(local, 0)).await
 }
 
 impl From<ClientCommandError> for WaitError {
@@ -275,6 +401,27 @@ impl Transcript {
         }
     }
 
+    /// Prints `e` as [`print`](Self::print) does, and a line for the WebRTC events (the
+    /// data channel opening, the peer connection closing).
+    pub fn print_event(&mut self, e: &WebrtcClientEvent) {
+        match e {
+            WebrtcClientEvent::Llmrtc(e) => self.print(e),
+            WebrtcClientEvent::ChannelOpen => {
+                self.line("WebRTC data channel open: payloads now arrive on it");
+            }
+            WebrtcClientEvent::PeerClosed => {
+                self.line("WebRTC peer connection closed: payloads arrive on the WebSocket");
+            }
+            _ => {}
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        let brk = if self.mid_line { "\n" } else { "" };
+        self.mid_line = false;
+        println!("{brk}{}{text}", self.indent);
+    }
+
     fn take_chunks(&mut self) -> (u32, usize, u32) {
         let taken = (self.chunks, self.chunk_bytes, self.chunk_rate);
         self.chunks = 0;
@@ -355,12 +502,17 @@ impl Transcript {
                     format!("[speech] {} bytes of {format} audio {how}", audio.len())
                 }
             }
+            // Every payload comes twice while the data channel is open: the copy set
+            // aside is the expected one, not news.
+            ClientEvent::Ignored {
+                reason: IgnoreReason::OtherChannel,
+                ..
+            } => return None,
             ClientEvent::Ignored { type_name, reason } => format!(
                 "[ignored] a {type_name} message ({})",
                 match reason {
                     IgnoreReason::UnknownType => "a type this client does not know",
                     IgnoreReason::BeforeReady => "it came before ready",
-                    IgnoreReason::OtherChannel => "its copy on the other channel counts",
                     _ => "ignored",
                 }
             ),

@@ -8,3 +8,7 @@ pub mod providers;
 pub mod server_app;
 pub mod server_cli;
 pub mod server_log;
+
+/// The WebRTC machines the apps drive (`llmrtc-webrtc`), for the tests and programs that
+/// build their own.
+pub use llmrtc_webrtc as webrtc;
