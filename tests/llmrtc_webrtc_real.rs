@@ -16,7 +16,8 @@
 //!
 //! Each runs against the real backend (`tests/interop/llmrtc_backend.mjs`, offline stand-in
 //! providers), which pins what the real peers do over WebRTC and proves the harnesses, and
-//! against our `llmrtc_server` (the apps' server, as the example runs it).
+//! against our `llmrtc_server` (the apps' `server_app::start_webrtc`, as the example runs it
+//! by default: one UDP socket on 127.0.0.1 for every peer).
 //!
 //! Needs `node` with the packages of `tests/interop/package.json` (`npm ci --ignore-scripts
 //! --prefix tests/interop`), `espeak-ng`, and for the browser Debian's `chromium` (`CHROMIUM`
@@ -31,7 +32,7 @@ use std::time::Duration;
 use agentwire::llmrtc::{ServerConfig, ServerEvent};
 use agentwire_apps::llmrtc;
 use llmrtc::providers::{Providers, ScriptedStt};
-use llmrtc::server_app::{self, LlmrtcApp, Pacing};
+use llmrtc::server_app::{self, LlmrtcApp, Pacing, WebrtcOptions};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -152,15 +153,17 @@ fn artifacts(name: &str) -> PathBuf {
     dir
 }
 
-/// Our reference server (the example's code) on 127.0.0.1, port 0.
+/// Our reference server (the example's code) on 127.0.0.1, port 0, serving WebRTC as
+/// `llmrtc_server` does by default (one UDP socket on 127.0.0.1, any free port).
 async fn our_server() -> (LlmrtcApp, mpsc::UnboundedReceiver<ServerEvent>) {
     let transcript = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("crates/agentwire-apps/src/llmrtc/data/transcript.txt");
     let stt = ScriptedStt::from_file(&transcript).expect("transcript");
     let (tx, rx) = mpsc::unbounded_channel();
-    let app = server_app::start(
+    let app = server_app::start_webrtc(
         "127.0.0.1:0",
         ServerConfig::default(),
+        WebrtcOptions::default(),
         Providers::stand_ins(stt),
         Pacing::fast(),
         move |e| {
@@ -310,7 +313,6 @@ async fn the_real_web_client_in_chromium_against_the_real_backend() {
 // Against our server.
 
 #[tokio::test]
-#[ignore = "llmrtc_server does not serve WebRTC yet (it answers offers with WEBRTC_UNAVAILABLE); un-ignore once the apps wire llmrtc-webrtc into it"]
 async fn the_real_web_client_in_node_over_webrtc() {
     let Some(node) = webrtc_peers("the_real_web_client_in_node_over_webrtc", false) else {
         return;
@@ -338,7 +340,6 @@ async fn the_real_web_client_in_node_over_webrtc() {
 }
 
 #[tokio::test]
-#[ignore = "llmrtc_server does not serve WebRTC yet (it answers offers with WEBRTC_UNAVAILABLE); un-ignore once the apps wire llmrtc-webrtc into it"]
 async fn the_real_web_client_in_chromium() {
     let Some(node) = webrtc_peers("the_real_web_client_in_chromium", true) else {
         return;
