@@ -1,0 +1,65 @@
+//! The server keeps the timer rules of the `Machine` contract under arbitrary input,
+//! offers (good and bad) included: peers' timers move forward, and an early or repeated
+//! `handle_timeout` does nothing.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use agentwire_core::sim::{check_timer_contract, TimerInput};
+use agentwire_core::{FrameBuf, SequentialIds};
+use llmrtc_proto::ServerConfig;
+use llmrtc_webrtc::{WebrtcConfig, WebrtcServer};
+use proptest::prelude::*;
+
+fn t0() -> Instant {
+    #[allow(clippy::disallowed_methods)]
+    let now = Instant::now();
+    now
+}
+
+/// A browser-like offer (a data channel) made by str0m.
+fn good_offer() -> String {
+    let mut rtc = str0m::Rtc::builder().build(t0());
+    let addr: SocketAddr = "127.0.0.1:50000".parse().unwrap();
+    rtc.add_local_candidate(str0m::Candidate::host(addr, "udp").unwrap());
+    let mut api = rtc.sdp_api();
+    api.add_channel("data".into());
+    let (offer, _) = api.apply().unwrap();
+    serde_json::json!({"type": "offer", "signal": {"type": "offer", "sdp": offer.to_sdp_string()}})
+        .to_string()
+}
+
+fn frames() -> Vec<FrameBuf> {
+    vec![
+        FrameBuf::text(good_offer()),
+        FrameBuf::text(r#"{"type":"offer","signal":{"type":"offer","sdp":"garbage"}}"#),
+        FrameBuf::text(r#"{"type":"ping","timestamp":1}"#),
+        FrameBuf::text("garbage"),
+    ]
+}
+
+fn input() -> impl Strategy<Value = TimerInput> {
+    let f = frames();
+    prop_oneof![
+        Just(TimerInput::Connect),
+        (any::<usize>(), 0..f.len()).prop_map(move |(n, i)| TimerInput::Frame(n, f[i].clone())),
+        any::<usize>().prop_map(TimerInput::Disconnect),
+        (0u64..15_000).prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
+        (0u64..5_000).prop_map(|ms| TimerInput::Rewind(Duration::from_millis(ms))),
+        Just(TimerInput::Timeout),
+        Just(TimerInput::FireDue),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn timers_move_forward_and_handle_timeout_is_idempotent(inputs in prop::collection::vec(input(), 0..40)) {
+        let udp: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let mut server = WebrtcServer::new(ServerConfig::default(), WebrtcConfig::new(udp), SequentialIds::new(0))
+            .expect("config");
+        if let Err(e) = check_timer_contract(&mut server, t0(), &inputs) {
+            panic!("{e}");
+        }
+    }
+}
