@@ -161,6 +161,13 @@ pub struct ServerConfig {
     /// `format: "wav"` (a 16-bit mono WAV file at the chunks' rate), because `tts` has no
     /// `sampleRate`; other formats are concatenated as they are.
     pub streaming_tts: bool,
+    /// The rate, in Hz, that audio from a WebRTC track
+    /// ([`LlmrtcServer::track_audio`](crate::LlmrtcServer::track_audio)) is resampled to
+    /// before the VAD, and so the rate of its speech segments for STT. Default 16,000 (what
+    /// the real backend gives its STT provider, and what speech models take); it must be
+    /// a rate the VAD runs at ([`VadConfig::supports_rate`]), else
+    /// [`LlmrtcServer::new`](crate::LlmrtcServer::new) refuses the configuration.
+    pub track_sample_rate: u32,
     /// Limits on what peers can make the server hold.
     pub limits: Limits,
 }
@@ -176,6 +183,7 @@ impl Default for ServerConfig {
             timeouts: ProviderTimeouts::default(),
             playbook: None,
             streaming_tts: true,
+            track_sample_rate: 16_000,
             limits: Limits::default(),
         }
     }
@@ -234,6 +242,12 @@ impl ServerConfig {
     /// Sets the limits.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets the rate track audio is resampled to for the VAD and STT.
+    pub fn with_track_sample_rate(mut self, hz: u32) -> Self {
+        self.track_sample_rate = hz;
         self
     }
 }

@@ -107,6 +107,10 @@ pub enum CommandError {
     /// after `tts_done`).
     #[error("not allowed now: {0}")]
     OutOfOrder(&'static str),
+    /// Track audio at a sample rate this server does not take: 0, or above the VAD's
+    /// [`max_sample_rate`](crate::VadConfig::max_sample_rate).
+    #[error("unsupported sample rate {0} Hz")]
+    UnsupportedRate(u32),
 }
 
 /// Why a command of the [`LlmrtcClient`](crate::LlmrtcClient) was refused.
@@ -134,4 +138,8 @@ pub enum ConfigError {
     /// The playbook is unusable.
     #[error("invalid playbook: {0}")]
     Playbook(#[from] PlaybookError),
+    /// [`ServerConfig::track_sample_rate`](crate::ServerConfig::track_sample_rate) is not a
+    /// rate the VAD runs at.
+    #[error("track sample rate {0} Hz is outside the VAD's rates")]
+    TrackSampleRate(u32),
 }

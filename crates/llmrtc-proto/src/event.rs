@@ -88,6 +88,30 @@ pub enum ServerEvent {
         /// The same frame as sent on the WebSocket.
         frame: FrameBuf,
     },
+    /// TTS audio for `conn`'s outbound WebRTC audio track (only while the application has
+    /// reported the track with [`LlmrtcServer::set_audio_track`](crate::LlmrtcServer::set_audio_track)):
+    /// encode it (Opus, 20 ms frames) and send it in real time, one frame per 20 ms. It
+    /// takes the place of `tts-chunk` messages; `tts-start` comes before the first piece,
+    /// and the server sends `tts-complete` once the audio has had time to play (counted
+    /// from the first piece, in real time).
+    TrackAudio {
+        /// The connection whose peer connection carries the track.
+        conn: ConnId,
+        /// 16-bit mono PCM.
+        samples: Vec<i16>,
+        /// Its sample rate in Hz (the TTS provider's; resample to the codec's rate).
+        sample_rate: u32,
+    },
+    /// No more [`ServerEvent::TrackAudio`] for this reply on `conn`. With `cancelled` false
+    /// the reply ended normally: play out what is buffered (pad the last frame). With
+    /// `cancelled` true (barge-in, a failed or abandoned turn): drop what is buffered now;
+    /// the client got `tts-cancelled` (or an error) instead of `tts-complete`.
+    TrackAudioEnd {
+        /// The connection.
+        conn: ConnId,
+        /// Whether the rest of the reply is dropped.
+        cancelled: bool,
+    },
     /// A message with a `type` the server does not handle, ignored as the spec says.
     Ignored {
         /// The connection.

@@ -26,6 +26,7 @@
 //! | run playbook tools | on [`ServerEvent::ToolCall`] ([`ToolCallRequest`]): [`LlmrtcServer::tool_result`]; move stages with [`LlmrtcServer::change_stage`] |
 //! | stop provider work | on [`ServerEvent::Cancel`] (barge-in, disconnect, timeout): drop the request; late answers get [`CommandError::UnknownRequest`] |
 //! | WebRTC | [`ServerConfig::webrtc`], [`ServerEvent::Offer`] → [`LlmrtcServer::signal`]; [`LlmrtcServer::set_data_channel_open`] and [`ServerEvent::DataChannel`] for the payload copies |
+//! | WebRTC audio tracks | microphone in: [`LlmrtcServer::track_audio`] (PCM, resampled to [`ServerConfig::track_sample_rate`]); TTS out: [`LlmrtcServer::set_audio_track`], then [`ServerEvent::TrackAudio`] and [`ServerEvent::TrackAudioEnd`]; rates: [`Resampler`] |
 //! | connect as a client | [`LlmrtcClient::new`] with [`ClientConfig`] ([`Reconnection`], jitter from [`SplitMix64`]); run it with `agentwire_tokio::Client::connect_dialer`; events [`ClientEvent`], states [`ConnectionState`], the session's mode [`LlmrtcClient::mode`] ([`SessionMode`]) |
 //! | observe | [`ServerEvent`] (sessions started, resumed, expired; errors sent; turns ended), getters [`LlmrtcServer::sessions`], [`LlmrtcServer::history`], [`LlmrtcServer::stage`], [`LlmrtcServer::dropped_messages`] (over the rate limits), ... |
 //! | name sessions, requests and tool calls | [`SessionId`] (the `ready.id` in every event), [`RequestId`] (one provider request), [`CallId`] (one playbook tool call, its `callId`) |
@@ -285,12 +286,48 @@
 //!     alike, and the turn ends as for the provider's own failure; the reference server
 //!     reports a provider that panics this way. A playbook tool's failures, a panic
 //!     included, stay `TOOL_ERROR` (its `tool-call-end.error` tells the LLM). (`a_failure_around_a_provider_is_internal_error_whichever_provider`)
+//! 29. **Track audio is one stream into the same turns**: PCM from the inbound WebRTC track
+//!     ([`LlmrtcServer::track_audio`], any rate up to the VAD's maximum) is resampled to
+//!     [`ServerConfig::track_sample_rate`] (16 kHz, what the real backend gives its STT) and
+//!     goes through a VAD of its own that runs across pieces: only silence ends speech
+//!     (decision 8's end-of-message rule is for `audio` messages). `speech-start` and
+//!     `speech-end` are sent as for `audio` (the real backend sends them only for its
+//!     track); utterances queue with those of `audio` messages (decision 7), and barge-in
+//!     is decision 6's: speech while TTS plays, including a track's playout. The real backend
+//!     also aborts a turn still in STT or the LLM when track speech starts; we keep the
+//!     spec's barge-in (an interruption of playback) for both sources, so a pause for
+//!     breath does not throw away an answer being prepared.
+//!     (`track_audio_is_resampled_and_makes_one_turn_with_speech_start_and_end`,
+//!     `track_sample_rate_is_a_setting_checked_against_the_vad`,
+//!     `track_audio_is_refused_for_unknown_connections_and_unsupported_rates`)
+//! 30. **TTS on the outbound track replaces `tts-chunk`, not the signalling**: while the
+//!     application reports a track ([`LlmrtcServer::set_audio_track`]), PCM replies (`pcm`
+//!     chunks, an odd byte carried to the next chunk; `wav` files at their own rate) are
+//!     emitted as [`ServerEvent::TrackAudio`], whatever [`ServerConfig::streaming_tts`]
+//!     says (the track is a stream); formats the track cannot carry (`mp3`, ...) still go
+//!     as `tts-chunk`/`tts`. `tts-start` comes first, as the real backend sends it; a
+//!     reply's end is [`ServerEvent::TrackAudioEnd`] (`cancelled: false`), barge-in or an
+//!     abandoned turn `cancelled: true` with `tts-cancelled`.
+//!     (`with_an_audio_track_tts_goes_on_the_track_and_tts_complete_waits_for_playout`,
+//!     `audio_the_track_cannot_carry_goes_as_messages_and_no_track_means_messages`,
+//!     `barge_in_while_tts_streams_to_the_track_cancels_the_request_and_the_audio`,
+//!     `a_disconnect_during_playout_drops_the_track_audio_and_the_turn`)
+//! 31. **`tts-complete` on the track waits for the audio to play**: the real backend sends
+//!     it after feeding its audio source in real time, so it means "playback finished".
+//!     The machine counts the track's playout in real time from the first piece (samples ÷
+//!     rate, back to back) and sends `tts-complete`, ending the turn, when the last sample
+//!     is due; until then the reply is still playing and speech is barge-in.
+//!     (`with_an_audio_track_tts_goes_on_the_track_and_tts_complete_waits_for_playout`,
+//!     `barge_in_on_the_track_during_playout_cancels_the_track_audio`)
 //!
 //! # Feature flags
 //!
 //! - `fuzzing`: `#[doc(hidden)] pub mod fuzzing`, the bodies of the cargo-fuzz targets
 //!   `llmrtc_decode`, `llmrtc_wav`, `llmrtc_server` and `llmrtc_client` (replayed by
 //!   `tests/fuzz_seeds.rs`).
+//!
+//! The crate has no WebRTC stack and no codec: `llmrtc-webrtc` (str0m, Opus) drives the
+//! WebRTC hooks above.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -335,8 +372,8 @@ pub use provider::{
     ChatMessage, ChatRole, LlmRequest, ProviderError, ProviderKind, SpeechSegment, StageContext,
     SttRequest, ToolCallRequest, ToolRecord, TtsRequest,
 };
-pub use server::texts::{self, CLOSE_FULL, CLOSE_HEARTBEAT, CLOSE_SESSION_MOVED};
 pub use resample::Resampler;
+pub use server::texts::{self, CLOSE_FULL, CLOSE_HEARTBEAT, CLOSE_SESSION_MOVED};
 pub use server::LlmrtcServer;
 pub use vad::{Vad, VadConfig, VadEvent};
 pub use wav::{parse_wav, write_wav, Wav, WavError, WavFormat};

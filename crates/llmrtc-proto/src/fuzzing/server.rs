@@ -27,13 +27,17 @@ use super::pick;
 /// the *strict* ones: streaming TTS off (replies gathered into whole `tts` messages), a
 /// message rate of 8 per second with bursts of 12 (so floods meet `RATE_LIMITED`), its
 /// silence sent at 4 kHz (below the VAD's range: `VAD_ERROR`), and provider failures
-/// reported as [`ProviderError::Internal`] (`INTERNAL_ERROR`). A second run instead of new
-/// steps keeps every committed seed's meaning in the first.
+/// reported as [`ProviderError::Internal`] (`INTERNAL_ERROR`). A third run, with the plain
+/// settings, drives the WebRTC audio tracks: speech and silence come as track audio
+/// ([`LlmrtcServer::track_audio`]) instead of `audio` messages, and the step that reports
+/// the data channel also reports the audio track ([`LlmrtcServer::set_audio_track`]), so
+/// TTS goes on the track and `tts-complete` waits for its playout. Runs instead of new
+/// steps keep every committed seed's meaning in the first.
 ///
 /// Checks: no panic; every frame sent is JSON with a string `type`; `ready` is the first
 /// frame of every connection; `tts-start` / `tts-complete|tts-cancelled` alternate per
-/// connection; limits hold; after every disconnect and enough time, no session, request or
-/// deadline is left.
+/// connection; track audio goes out only between them; limits hold; after every disconnect
+/// and enough time, no session, request or deadline is left.
 pub fn server(data: &[u8]) {
     server_outputs(data);
 }
@@ -41,13 +45,15 @@ pub fn server(data: &[u8]) {
 /// [`server`], returning what it reached: the frame types sent and the event kinds emitted
 /// (for choosing seeds).
 pub fn server_outputs(data: &[u8]) -> BTreeSet<String> {
-    let mut reached = run(data, false);
-    reached.extend(run(data, true));
+    let mut reached = run(data, false, false);
+    reached.extend(run(data, true, false));
+    reached.extend(run(data, false, true));
     reached
 }
 
-/// One run of [`server`] over `data`, with the strict settings or not.
-fn run(data: &[u8], strict: bool) -> BTreeSet<String> {
+/// One run of [`server`] over `data`, with the strict settings or not, with speech on the
+/// WebRTC track or in `audio` messages.
+fn run(data: &[u8], strict: bool, tracks: bool) -> BTreeSet<String> {
     let mut u = Unstructured::new(data);
     let mut limits = Limits {
         max_connections: 4,
@@ -108,6 +114,18 @@ fn run(data: &[u8], strict: bool) -> BTreeSet<String> {
                     st.gone.insert(c);
                 }
             }
+            2 | 3 if tracks => {
+                if let Some(c) = pick(&mut u, &st.open) {
+                    let samples = if op == 2 {
+                        speech_samples()
+                    } else {
+                        vec![0i16; 1600]
+                    };
+                    for piece in samples.chunks(160) {
+                        let _ = s.track_audio(c, piece, 8000, now);
+                    }
+                }
+            }
             2..=4 => {
                 if let Some(c) = pick(&mut u, &st.open) {
                     let text: String = match op {
@@ -141,6 +159,9 @@ fn run(data: &[u8], strict: bool) -> BTreeSet<String> {
                 if let Some(c) = pick(&mut u, &st.open) {
                     let open = u.arbitrary().unwrap_or(true);
                     let _ = s.set_data_channel_open(c, open);
+                    if tracks {
+                        let _ = s.set_audio_track(c, open);
+                    }
                 }
             }
         }
@@ -347,6 +368,10 @@ fn drain(s: &mut LlmrtcServer, st: &mut Tracker) {
                 st.reached.insert(format!("close:{reason}"));
             }
             Output::Event(e) => match e {
+                ServerEvent::TrackAudio { conn, .. } => {
+                    assert!(st.tts_open.contains(&conn), "track audio outside tts-start");
+                    st.reached.insert("event:TrackAudio".into());
+                }
                 ServerEvent::Stt(r) => st.requests.push((r.request, ProviderKind::Stt)),
                 ServerEvent::Llm(r) => st.requests.push((r.request, ProviderKind::Llm)),
                 ServerEvent::Tts(r) => st.requests.push((r.request, ProviderKind::Tts)),

@@ -18,6 +18,8 @@ pub(crate) struct Conn {
     pub(crate) session: Option<SessionId>,
     /// Whether the application reported its data channel open.
     pub(crate) dc_open: bool,
+    /// Whether the client receives audio on an outbound WebRTC track (TTS goes there).
+    pub(crate) audio_track: bool,
     /// Its budget of messages ([`Limits::message_rate`]).
     messages: TokenBucket,
     /// Its budget of bytes, in KiB ([`Limits::byte_rate`]).
@@ -96,6 +98,7 @@ impl Conns {
         let c = Conn {
             session,
             dc_open: false,
+            audio_track: false,
             messages: TokenBucket::new(now),
             bytes: TokenBucket::new(now),
             limited: false,
@@ -115,6 +118,7 @@ impl Conns {
         Some(Link {
             conn,
             dc_open: c.dc_open,
+            audio_track: c.audio_track,
         })
     }
 

@@ -43,11 +43,12 @@ use turn::{cut, Turn};
 use wire::{Ctx, Link, Wire};
 
 /// Which deadline is due next. At the same instant heartbeats go first, then session TTLs,
-/// then provider requests.
+/// then the end of TTS playing on WebRTC tracks, then provider requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Due {
     Heartbeat,
     Ttl,
+    Playout,
     Provider,
 }
 
@@ -83,6 +84,9 @@ impl LlmrtcServer {
     pub fn new(config: ServerConfig, ids: impl IdGen + 'static) -> Result<Self, ConfigError> {
         if let Some(p) = &config.playbook {
             p.validate()?;
+        }
+        if !config.vad.supports_rate(config.track_sample_rate) {
+            return Err(ConfigError::TrackSampleRate(config.track_sample_rate));
         }
         Ok(Self {
             requests: Requests::new(config.timeouts),
@@ -165,6 +169,61 @@ impl LlmrtcServer {
             .get_mut(conn)
             .ok_or(CommandError::UnknownConnection)?;
         c.dc_open = open;
+        Ok(())
+    }
+
+    /// Reports whether `conn`'s client receives audio on an outbound WebRTC track (its
+    /// offer had an audio m-line that receives, and the peer connection is up). While it
+    /// does, a turn's TTS audio in PCM (`pcm` chunks, `wav` files) is emitted as
+    /// [`ServerEvent::TrackAudio`] instead of `tts-chunk`/`tts` messages, with
+    /// [`ServerEvent::TrackAudioEnd`] at the end of the reply or on barge-in; `tts-start`,
+    /// `tts-complete` and `tts-cancelled` go out as without the track, `tts-complete` once
+    /// the audio has had time to play. Off (the default), TTS goes out as messages.
+    pub fn set_audio_track(&mut self, conn: ConnId, on: bool) -> Result<(), CommandError> {
+        let c = self
+            .conns
+            .get_mut(conn)
+            .ok_or(CommandError::UnknownConnection)?;
+        c.audio_track = on;
+        Ok(())
+    }
+
+    /// Whether `conn` receives TTS on a WebRTC audio track ([`set_audio_track`](Self::set_audio_track)).
+    pub fn has_audio_track(&self, conn: ConnId) -> bool {
+        self.conns.get(conn).is_some_and(|c| c.audio_track)
+    }
+
+    /// PCM from `conn`'s inbound WebRTC audio track (the client's microphone, decoded):
+    /// 16-bit mono at `sample_rate` (48,000 from Opus), in pieces of any length as they
+    /// arrive. It is resampled to [`ServerConfig::track_sample_rate`] and goes through the
+    /// session's VAD into the same turns as `audio` messages: `speech-start` and
+    /// `speech-end` are sent, speech while TTS plays is barge-in (`tts-cancelled`, then
+    /// `speech-start`), and each utterance is transcribed ([`ServerEvent::Stt`]). Unlike an
+    /// `audio` message, the end of a piece does not end speech: only silence does. Refused
+    /// for an unknown connection and for a rate of 0 or above the VAD's
+    /// [`max_sample_rate`](crate::VadConfig::max_sample_rate).
+    pub fn track_audio(
+        &mut self,
+        conn: ConnId,
+        samples: &[i16],
+        sample_rate: u32,
+        now: Instant,
+    ) -> Result<(), CommandError> {
+        let now = self.clock.observe(now);
+        let sid = self
+            .conns
+            .get(conn)
+            .and_then(|c| c.session.clone())
+            .ok_or(CommandError::UnknownConnection)?;
+        if sample_rate == 0 || sample_rate > self.config.vad.max_sample_rate {
+            return Err(CommandError::UnsupportedRate(sample_rate));
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        if let Some((s, mut ctx)) = self.session_ctx(&sid) {
+            s.last_activity = now;
+            s.on_track(&mut ctx, samples, sample_rate, &mut scratch, now);
+        }
+        self.scratch = scratch;
         Ok(())
     }
 
@@ -315,7 +374,10 @@ impl LlmrtcServer {
 
     /// One piece of TTS audio: sent as `tts-chunk` (base64 encoded straight into the frame),
     /// or, with [`ServerConfig::streaming_tts`] off, gathered for one whole `tts` at
-    /// [`tts_done`](Self::tts_done). Restarts the TTS timeout.
+    /// [`tts_done`](Self::tts_done); on a connection with a WebRTC audio track
+    /// ([`set_audio_track`](Self::set_audio_track)), PCM (`pcm`, 16-bit little-endian
+    /// mono, or a `wav` file) goes on the track instead ([`ServerEvent::TrackAudio`]),
+    /// whatever `streaming_tts` says. Restarts the TTS timeout.
     pub fn tts_chunk(
         &mut self,
         request: RequestId,
@@ -325,6 +387,13 @@ impl LlmrtcServer {
         now: Instant,
     ) -> Result<(), CommandError> {
         let sid = self.progress(request, ProviderKind::Tts, now)?;
+        let now = self.clock.observe(now);
+        if let Some((s, mut ctx)) = self.session_ctx(&sid) {
+            let turn = s.turn.as_mut();
+            if turn.is_some_and(|t| t.track_chunk(&mut ctx, format, sample_rate, audio, now)) {
+                return Ok(());
+            }
+        }
         if !self.config.streaming_tts {
             let now = self.clock.observe(now);
             if let Some((s, mut ctx)) = self.session_ctx(&sid) {
@@ -339,7 +408,8 @@ impl LlmrtcServer {
         Ok(())
     }
 
-    /// The whole TTS audio at once: sent as `tts` (then call [`tts_done`](Self::tts_done)).
+    /// The whole TTS audio at once: sent as `tts` (then call [`tts_done`](Self::tts_done)),
+    /// or, as a `wav` file on a connection with a WebRTC audio track, on the track.
     pub fn tts_audio(
         &mut self,
         request: RequestId,
@@ -348,6 +418,13 @@ impl LlmrtcServer {
         now: Instant,
     ) -> Result<(), CommandError> {
         let sid = self.progress(request, ProviderKind::Tts, now)?;
+        let now = self.clock.observe(now);
+        if let Some((s, mut ctx)) = self.session_ctx(&sid) {
+            let turn = s.turn.as_mut();
+            if turn.is_some_and(|t| t.track_chunk(&mut ctx, format, 0, audio, now)) {
+                return Ok(());
+            }
+        }
         let frame = self.wire.frame_with(|out| encode_tts(out, format, audio));
         self.send_audio(&sid, frame);
         Ok(())
@@ -355,11 +432,17 @@ impl LlmrtcServer {
 
     /// TTS finished: `tts-complete` (after the gathered audio as one `tts` when
     /// [`ServerConfig::streaming_tts`] is off), the turn ends, and the next queued utterance
-    /// starts.
+    /// starts. With audio on a WebRTC track: [`ServerEvent::TrackAudioEnd`] at once, and
+    /// `tts-complete` (and the end of the turn) once the audio has had time to play, counted
+    /// in real time from its first piece; until then speech is barge-in.
     pub fn tts_done(&mut self, request: RequestId, now: Instant) -> Result<(), CommandError> {
         let (sid, now) = self.answered(request, ProviderKind::Tts, now)?;
-        if let Some((s, mut ctx)) = self.session_ctx(&sid) {
-            s.tts_done(&mut ctx, now);
+        let playing = match self.session_ctx(&sid) {
+            Some((s, mut ctx)) => s.tts_done(&mut ctx, now),
+            None => None,
+        };
+        if let Some(at) = playing {
+            self.sessions.set_playout(&sid, at);
         }
         Ok(())
     }
@@ -447,9 +530,11 @@ impl LlmrtcServer {
     /// Where frames for session `sid` go, if it is connected.
     fn link_of(&self, sid: &str) -> Option<Link> {
         let conn = self.sessions.get(sid)?.conn?;
+        let c = self.conns.get(conn);
         Some(Link {
             conn,
-            dc_open: self.conns.get(conn).is_some_and(|c| c.dc_open),
+            dc_open: c.is_some_and(|c| c.dc_open),
+            audio_track: c.is_some_and(|c| c.audio_track),
         })
     }
 
@@ -622,6 +707,7 @@ impl LlmrtcServer {
         let to = Link {
             conn,
             dc_open: false,
+            audio_track: false,
         };
         let text = texts::SERVER_FULL.into();
         self.wire.error(to, ErrorCode::RATE_LIMITED, text);
@@ -688,8 +774,9 @@ impl LlmrtcServer {
     fn next_due(&self, now: Instant) -> Option<Due> {
         let heartbeat = self.conns.next_heartbeat().map(|at| (at, Due::Heartbeat));
         let ttl = self.sessions.next_ttl().map(|at| (at, Due::Ttl));
+        let playout = self.sessions.next_playout().map(|at| (at, Due::Playout));
         let provider = self.requests.next().map(|(at, _)| (at, Due::Provider));
-        [heartbeat, ttl, provider]
+        [heartbeat, ttl, playout, provider]
             .into_iter()
             .flatten()
             .filter(|(at, _)| *at <= now)
@@ -730,6 +817,7 @@ impl Machine for LlmrtcServer {
         let to = Link {
             conn,
             dc_open: false,
+            audio_track: false,
         };
         self.wire.send(to, &ready);
         if let Some(t) = self.config.heartbeat_timeout {
@@ -806,6 +894,13 @@ impl Machine for LlmrtcServer {
                         self.expire(&sid);
                     }
                 }
+                Due::Playout => {
+                    if let Some(sid) = self.sessions.pop_playout(now) {
+                        if let Some((s, mut ctx)) = self.session_ctx(&sid) {
+                            s.played(&mut ctx, now);
+                        }
+                    }
+                }
                 Due::Provider => {
                     if let Some(req) = self.requests.pop_expired(now) {
                         self.on_provider_timeout(req, now);
@@ -820,6 +915,7 @@ impl Machine for LlmrtcServer {
         [
             self.conns.next_heartbeat(),
             self.sessions.next_ttl(),
+            self.sessions.next_playout(),
             provider,
         ]
         .into_iter()

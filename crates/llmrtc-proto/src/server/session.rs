@@ -19,6 +19,7 @@ use crate::playbook::{Stage, REASON_KEYWORD_MATCH, REASON_TOOL_RESULT};
 use crate::provider::{
     ChatMessage, ChatRole, ProviderError, SpeechSegment, StageContext, ToolRecord,
 };
+use crate::resample::Resampler;
 use crate::vad::{Vad, VadEvent};
 use crate::wav::parse_wav;
 
@@ -37,8 +38,10 @@ pub(crate) struct Session {
     /// Attachments waiting for the next speech segment.
     pub(crate) attachments: Vec<VisionAttachment>,
     vad: Option<Vad>,
-    /// The speech segment being recorded, and its sample rate.
+    /// The speech segment being recorded from `audio` messages, and its sample rate.
     segment: Option<(Vec<i16>, u32)>,
+    /// Speech from the connection's WebRTC audio track.
+    track: TrackIn,
     /// Finished utterances waiting for the current turn.
     queued: VecDeque<Utterance>,
     pub(crate) turn: Option<Turn>,
@@ -57,6 +60,7 @@ impl Session {
             attachments: Vec::new(),
             vad: None,
             segment: None,
+            track: TrackIn::default(),
             queued: VecDeque::new(),
             turn: None,
             stage,
@@ -171,12 +175,58 @@ impl Session {
         }
         // Events of the old stream come first; a segment keeps the rate it started at.
         for ev in events.drain(..) {
-            self.on_vad(ctx, ev, rate, now);
+            self.on_vad(ctx, Intake::Message, ev, rate, now);
         }
         self.pump(ctx, now);
     }
 
-    fn on_vad(&mut self, ctx: &mut Ctx<'_>, ev: VadEvent, rate: u32, now: Instant) {
+    /// PCM from the connection's WebRTC audio track at `rate`: resampled to
+    /// [`ServerConfig::track_sample_rate`], then through the track's own VAD, which runs
+    /// on across calls (the track is one stream: only silence ends speech). A finished
+    /// utterance starts its turn when the session is idle, as for `audio` messages.
+    pub(crate) fn on_track(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        samples: &[i16],
+        rate: u32,
+        scratch: &mut AudioScratch,
+        now: Instant,
+    ) {
+        let to = ctx.config.track_sample_rate;
+        let keep = self
+            .track
+            .resampler
+            .as_ref()
+            .is_some_and(|r| r.from_rate() == rate);
+        if !keep {
+            self.track.resampler = Resampler::new(rate, to);
+        }
+        let Some(resampler) = self.track.resampler.as_mut() else {
+            return;
+        };
+        scratch.track.clear();
+        resampler.process(samples, &mut scratch.track);
+        let events = &mut scratch.vad_events;
+        events.clear();
+        self.track
+            .vad
+            .get_or_insert_with(|| Vad::new(ctx.config.vad.clone(), to))
+            .push(&scratch.track, events);
+        for ev in events.drain(..) {
+            self.on_vad(ctx, Intake::Track, ev, to, now);
+        }
+        self.pump(ctx, now);
+    }
+
+    /// The segment being recorded from `src`.
+    fn segment_of(&mut self, src: Intake) -> &mut Option<(Vec<i16>, u32)> {
+        match src {
+            Intake::Message => &mut self.segment,
+            Intake::Track => &mut self.track.segment,
+        }
+    }
+
+    fn on_vad(&mut self, ctx: &mut Ctx<'_>, src: Intake, ev: VadEvent, rate: u32, now: Instant) {
         let max_samples = ctx.config.limits.max_segment_bytes / 2;
         match ev {
             VadEvent::SpeechStart { pre_roll } => {
@@ -189,10 +239,10 @@ impl Session {
                 ctx.send(&ServerMessage::SpeechStart);
                 let mut seg = pre_roll;
                 seg.truncate(max_samples);
-                self.segment = Some((seg, rate));
+                *self.segment_of(src) = Some((seg, rate));
             }
             VadEvent::Speech(samples) => {
-                let full = match &mut self.segment {
+                let full = match self.segment_of(src) {
                     Some((seg, _)) => {
                         let room = max_samples.saturating_sub(seg.len());
                         seg.extend_from_slice(&samples[..room.min(samples.len())]);
@@ -201,17 +251,17 @@ impl Session {
                     None => false,
                 };
                 if full {
-                    self.end_segment(ctx);
+                    self.end_segment(ctx, src);
                 }
             }
-            VadEvent::SpeechEnd => self.end_segment(ctx),
+            VadEvent::SpeechEnd => self.end_segment(ctx, src),
         }
     }
 
-    /// Ends the speech segment being recorded (if any): `speech-end`, and the utterance
-    /// queues for its turn (or, over the limit, `error RATE_LIMITED`).
-    fn end_segment(&mut self, ctx: &mut Ctx<'_>) {
-        let Some((samples, sample_rate)) = self.segment.take() else {
+    /// Ends the speech segment being recorded from `src` (if any): `speech-end`, and the
+    /// utterance queues for its turn (or, over the limit, `error RATE_LIMITED`).
+    fn end_segment(&mut self, ctx: &mut Ctx<'_>, src: Intake) {
+        let Some((samples, sample_rate)) = self.segment_of(src).take() else {
             return;
         };
         let attachments = std::mem::take(&mut self.attachments);
@@ -325,6 +375,7 @@ impl Session {
         self.queued.clear();
         self.segment = None;
         self.vad = None;
+        self.track = TrackIn::default();
         if let Some(turn) = self.turn.take() {
             turn.cancel(ctx);
             ctx.event(ServerEvent::TurnEnded {
@@ -420,14 +471,28 @@ impl Session {
     }
 
     /// TTS finished: the gathered audio as one `tts` (streaming TTS off), `tts-complete`,
-    /// and the turn ends.
-    pub(crate) fn tts_done(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+    /// and the turn ends. When audio on the WebRTC track is still playing, returns when it
+    /// will have played: `tts-complete` waits for then ([`played`](Self::played)).
+    pub(crate) fn tts_done(&mut self, ctx: &mut Ctx<'_>, now: Instant) -> Option<Instant> {
+        if let Some(at) = self.turn.as_mut().and_then(|t| t.track_done(ctx, now)) {
+            return Some(at);
+        }
         if let Some(whole) = self.turn.as_mut().and_then(Turn::take_gathered) {
             let (format, audio) = whole.into_message();
             ctx.send_payload(|out| encode_tts(out, &format, &audio));
         }
         ctx.send(&ServerMessage::TtsComplete);
         self.end_turn(ctx, TurnOutcome::Completed, now);
+        None
+    }
+
+    /// The playout timer fired: if this turn's track audio has played, `tts-complete` and
+    /// the turn ends (a timer left from an earlier turn does nothing).
+    pub(crate) fn played(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        if self.turn.as_mut().is_some_and(|t| t.played(now)) {
+            ctx.send(&ServerMessage::TtsComplete);
+            self.end_turn(ctx, TurnOutcome::Completed, now);
+        }
     }
 
     /// Tool request `request` (`pending`, already out of the registry) ended with `outcome`;
@@ -467,11 +532,30 @@ impl Session {
     }
 }
 
-/// Buffers reused across `audio` messages.
+/// Where speech comes from: `audio` messages or the WebRTC audio track. Each has its own
+/// VAD and segment, so one does not cut the other's speech short.
+#[derive(Debug, Clone, Copy)]
+enum Intake {
+    Message,
+    Track,
+}
+
+/// Speech from the connection's WebRTC audio track: its resampler (from the track's rate
+/// to [`ServerConfig::track_sample_rate`]), its VAD, and its segment being recorded.
+#[derive(Debug, Default)]
+struct TrackIn {
+    resampler: Option<Resampler>,
+    vad: Option<Vad>,
+    segment: Option<(Vec<i16>, u32)>,
+}
+
+/// Buffers reused across `audio` messages and track audio.
 #[derive(Debug, Default)]
 pub(crate) struct AudioScratch {
     /// The decoded WAV file.
     wav: Vec<u8>,
+    /// Track audio resampled for the VAD.
+    track: Vec<i16>,
     /// The VAD's events of one message.
     vad_events: Vec<VadEvent>,
 }
@@ -482,6 +566,8 @@ pub(crate) struct AudioScratch {
 pub(crate) struct Sessions {
     map: BTreeMap<SessionId, Session>,
     ttl: TimerSet<SessionId>,
+    /// When a session's TTS on the WebRTC track will have played (`tts-complete` then).
+    playout: TimerSet<SessionId>,
     expired: Expired,
 }
 
@@ -513,8 +599,25 @@ impl Sessions {
 
     /// Drops session `id` (and its TTL) without remembering it as expired.
     pub(crate) fn remove(&mut self, id: &str) -> Option<Session> {
-        self.ttl.cancel(&SessionId::from(id));
+        let id_ = SessionId::from(id);
+        self.ttl.cancel(&id_);
+        self.playout.cancel(&id_);
         self.map.remove(id)
+    }
+
+    /// Session `id`'s TTS on the track will have played at `at`.
+    pub(crate) fn set_playout(&mut self, id: &str, at: Instant) {
+        self.playout.set(SessionId::from(id), at);
+    }
+
+    /// The earliest playout end.
+    pub(crate) fn next_playout(&self) -> Option<Instant> {
+        self.playout.next_deadline()
+    }
+
+    /// The session whose playout ends first, if it ended by `now`.
+    pub(crate) fn pop_playout(&mut self, now: Instant) -> Option<SessionId> {
+        self.playout.pop_expired(now)
     }
 
     /// Drops session `id` (and its TTL) and remembers its id as expired (at most `max`

@@ -7,7 +7,9 @@
 //! the ids of the requests it waits on, whose deadlines the request registry keeps.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use agentwire_core::ConnId;
 
 use serde_json::{Map, Value};
 
@@ -22,7 +24,7 @@ use crate::provider::{
     ToolCallRequest, ToolRecord, TtsRequest,
 };
 
-use crate::wav::wav_from_pcm;
+use crate::wav::{parse_wav, wav_from_pcm};
 
 use super::requests::{provider_error, ToolMeta};
 use super::texts;
@@ -48,11 +50,53 @@ enum Phase {
         calls: usize,
     },
     /// `tts-start` sent, audio streaming; or, with streaming TTS off, the audio gathered
-    /// for one whole `tts` message.
+    /// for one whole `tts` message; and what went on the WebRTC audio track.
     Tts {
         req: RequestId,
         whole: Option<Gathered>,
+        track: TrackOut,
     },
+}
+
+/// The reply's audio on the connection's WebRTC audio track: where it went, when it will
+/// have played, and a byte of PCM split between two chunks.
+#[derive(Debug, Default)]
+pub(crate) struct TrackOut {
+    /// The connection that got [`ServerEvent::TrackAudio`], once one did.
+    conn: Option<ConnId>,
+    /// When the audio sent so far will have played, in real time from the first piece.
+    playout_end: Option<Instant>,
+    /// The odd last byte of a `pcm` chunk, completed by the next chunk's first.
+    carry: Option<u8>,
+    /// Whether [`ServerEvent::TrackAudioEnd`] was sent for a normal end.
+    ended: bool,
+    /// Whether the audio has played (`tts-complete` sent); then nothing is left to cancel.
+    finished: bool,
+}
+
+impl TrackOut {
+    /// Emits `samples` at `rate` for the track of `conn` and counts their playing time.
+    fn send(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        conn: ConnId,
+        samples: Vec<i16>,
+        rate: u32,
+        now: Instant,
+    ) {
+        if samples.is_empty() {
+            return;
+        }
+        let nanos = samples.len() as u64 * 1_000_000_000 / u64::from(rate.max(1));
+        let from = self.playout_end.map_or(now, |end| end.max(now));
+        self.playout_end = Some(from + Duration::from_nanos(nanos));
+        self.conn = Some(conn);
+        ctx.event(ServerEvent::TrackAudio {
+            conn,
+            samples,
+            sample_rate: rate,
+        });
+    }
 }
 
 /// TTS chunks gathered for one whole `tts` message (streaming TTS off): the first chunk's
@@ -393,6 +437,7 @@ impl Turn {
         self.phase = Phase::Tts {
             req,
             whole: (!streaming).then(Gathered::default),
+            track: TrackOut::default(),
         };
         ctx.send(&ServerMessage::TtsStart);
         ctx.event(ServerEvent::Tts(TtsRequest {
@@ -432,6 +477,89 @@ impl Turn {
         Step::Wait
     }
 
+    /// TTS audio for the WebRTC audio track: when the connection has one and the audio is
+    /// PCM (`pcm`: 16-bit little-endian mono at `sample_rate`; `wav`: a whole file), it is
+    /// emitted as [`ServerEvent::TrackAudio`] and `true` is returned; otherwise (no track,
+    /// another format, rate 0, a WAV that does not parse) `false`, and the caller sends it
+    /// as a message.
+    pub(crate) fn track_chunk(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        format: &str,
+        sample_rate: u32,
+        audio: &[u8],
+        now: Instant,
+    ) -> bool {
+        let Some(link) = ctx.link.filter(|l| l.audio_track) else {
+            return false;
+        };
+        let Phase::Tts { track, .. } = &mut self.phase else {
+            return false;
+        };
+        if format.eq_ignore_ascii_case("pcm") && sample_rate > 0 {
+            let mut bytes = audio;
+            let mut samples = Vec::with_capacity(audio.len() / 2 + 1);
+            if let (Some(lo), Some((&hi, rest))) = (track.carry, bytes.split_first()) {
+                samples.push(i16::from_le_bytes([lo, hi]));
+                track.carry = None;
+                bytes = rest;
+            }
+            let pairs = bytes.chunks_exact(2);
+            if let [last] = pairs.remainder() {
+                track.carry = Some(*last);
+            }
+            samples.extend(pairs.map(|b| i16::from_le_bytes([b[0], b[1]])));
+            track.send(ctx, link.conn, samples, sample_rate, now);
+            return true;
+        }
+        if format.eq_ignore_ascii_case("wav") {
+            if let Ok(w) = parse_wav(audio) {
+                let rate = w.format.sample_rate;
+                let samples = w.mono_samples().collect();
+                track.send(ctx, link.conn, samples, rate, now);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// TTS is done. When audio went on the track: [`ServerEvent::TrackAudioEnd`] (not
+    /// cancelled), and, if it is still playing, when it will have played (the caller sends
+    /// `tts-complete` then, and until then speech is barge-in).
+    pub(crate) fn track_done(&mut self, ctx: &mut Ctx<'_>, now: Instant) -> Option<Instant> {
+        let Phase::Tts { track, .. } = &mut self.phase else {
+            return None;
+        };
+        let conn = track.conn?;
+        if !track.ended {
+            track.ended = true;
+            ctx.event(ServerEvent::TrackAudioEnd {
+                conn,
+                cancelled: false,
+            });
+        }
+        match track.playout_end {
+            Some(end) if end > now => Some(end),
+            _ => {
+                track.finished = true;
+                None
+            }
+        }
+    }
+
+    /// Whether the track audio of a finished TTS has played by `now` (the playout timer
+    /// of this turn, not a stale one).
+    pub(crate) fn played(&mut self, now: Instant) -> bool {
+        let Phase::Tts { track, .. } = &mut self.phase else {
+            return false;
+        };
+        let due = track.ended && !track.finished && track.playout_end.is_some_and(|e| e <= now);
+        if due {
+            track.finished = true;
+        }
+        due
+    }
+
     /// The audio gathered for a whole `tts` message, if any (taken).
     pub(crate) fn take_gathered(&mut self) -> Option<Gathered> {
         match &mut self.phase {
@@ -460,10 +588,19 @@ impl Turn {
         }
     }
 
-    /// Withdraws every request the turn still waits on ([`ServerEvent::Cancel`]).
+    /// Withdraws every request the turn still waits on ([`ServerEvent::Cancel`]), and
+    /// drops track audio that has not played ([`ServerEvent::TrackAudioEnd`], cancelled).
     pub(crate) fn cancel(self, ctx: &mut Ctx<'_>) {
         for req in self.requests() {
             ctx.cancel(req);
+        }
+        if let Phase::Tts { track, .. } = &self.phase {
+            if let (Some(conn), false) = (track.conn, track.finished) {
+                ctx.event(ServerEvent::TrackAudioEnd {
+                    conn,
+                    cancelled: true,
+                });
+            }
         }
     }
 }

@@ -10,12 +10,14 @@ use crate::message::{Channel, ErrorMessage, ServerMessage};
 
 use super::requests::Requests;
 
-/// Where a session's frames go: its connection, and whether that connection's WebRTC data
-/// channel is open (then payload messages are also emitted as [`ServerEvent::DataChannel`]).
+/// Where a session's frames go: its connection, whether that connection's WebRTC data
+/// channel is open (then payload messages are also emitted as [`ServerEvent::DataChannel`]),
+/// and whether it receives TTS on an audio track ([`ServerEvent::TrackAudio`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Link {
     pub(crate) conn: ConnId,
     pub(crate) dc_open: bool,
+    pub(crate) audio_track: bool,
 }
 
 /// The server's outputs and the buffer messages are encoded in.
