@@ -127,13 +127,14 @@ impl WebrtcClient {
     /// Builds a peer connection and sends its `offer`. Needs a connection that got
     /// `ready`; an existing peer connection is closed first.
     pub fn offer(&mut self, audio: AudioOffer, now: Instant) -> Result<(), WebrtcClientError> {
-        self.observe(now);
+        let now = self.observe(now);
         if self.inner.ready_id().is_none() || self.inner.conn().is_none() {
             return Err(WebrtcClientError::NotReady);
         }
         self.close_peer();
         // Opus only, so that a later `share_audio` offers it too.
         let mut rtc = Rtc::builder()
+            .set_sctp_max_buffered_amount(self.config.limits.max_channel_buffered_bytes)
             .clear_codecs()
             .enable_opus(true, false)
             .build(now);
@@ -165,7 +166,8 @@ impl WebrtcClient {
             conn,
             ufrag,
             now + self.config.connect_timeout,
-            self.config.limits.max_channel_buffered_bytes,
+            &self.config.limits,
+            cfg!(feature = "opus"),
         );
         peer.audio_out = audio_mid;
         self.peer = Some(peer);
@@ -178,7 +180,7 @@ impl WebrtcClient {
     /// everything else goes on the WebSocket through [`llmrtc`](Self::llmrtc)). Errors
     /// when the channel is not open.
     pub fn send_channel(&mut self, frame: FrameBuf, now: Instant) -> Result<(), WebrtcClientError> {
-        self.observe(now);
+        let now = self.observe(now);
         match self.peer.as_mut() {
             Some(p) if p.state == PeerState::Open => p.send(frame),
             _ => return Err(WebrtcClientError::ChannelClosed),
@@ -187,11 +189,30 @@ impl WebrtcClient {
         Ok(())
     }
 
+    /// Sends microphone audio (16-bit mono PCM at `sample_rate`) on the outbound track,
+    /// encoded to Opus and paced at one 20 ms frame per 20 ms. Errors without an open peer
+    /// whose offer has a sending audio track ([`WebrtcClientEvent::TrackReady`]).
+    #[cfg(feature = "opus")]
+    pub fn send_mic(
+        &mut self,
+        samples: &[i16],
+        sample_rate: u32,
+        now: Instant,
+    ) -> Result<(), WebrtcClientError> {
+        let now = self.observe(now);
+        let Some(t) = self.peer.as_mut().and_then(|p| p.track_out.as_mut()) else {
+            return Err(WebrtcClientError::ChannelClosed);
+        };
+        t.push(samples, sample_rate, now);
+        self.drive(now);
+        Ok(())
+    }
+
     /// Adds a microphone track (Opus, send and receive) to the connected peer and
     /// renegotiates: a second `offer` with the same ICE credentials, as the real web
     /// client's `shareAudio` does. The server answers on the same peer.
     pub fn share_audio(&mut self, now: Instant) -> Result<(), WebrtcClientError> {
-        self.observe(now);
+        let now = self.observe(now);
         let Some(p) = self.peer.as_mut() else {
             return Err(WebrtcClientError::ChannelClosed);
         };
@@ -223,6 +244,12 @@ impl WebrtcClient {
         if accepted.is_err() {
             self.fail_peer();
             return;
+        }
+        // A track the answer rejected (port 0: a server without audio) carries nothing.
+        if let Some(mid) = peer.audio_out {
+            if peer.rtc().media(mid).is_none_or(|m| m.disabled()) {
+                peer.audio_out = None;
+            }
         }
         self.drive(now);
     }
@@ -283,7 +310,19 @@ impl WebrtcClient {
                             .handle_data_channel_frame(Frame::Binary(&data), now),
                     }
                 }
-                PeerEvent::Audio { .. } => {}
+                #[cfg(feature = "opus")]
+                PeerEvent::Pcm { samples } => {
+                    self.out
+                        .push_back(Output::Event(WebrtcClientEvent::TrackAudio {
+                            samples,
+                            sample_rate: crate::opus::SAMPLE_RATE,
+                        }));
+                }
+                #[cfg(feature = "opus")]
+                PeerEvent::TrackReady => {
+                    self.out
+                        .push_back(Output::Event(WebrtcClientEvent::TrackReady));
+                }
                 PeerEvent::Closed => {
                     self.fail_peer();
                     break;
@@ -329,8 +368,12 @@ impl WebrtcClient {
         }
     }
 
-    fn observe(&mut self, now: Instant) {
-        self.last_now = Some(self.last_now.map_or(now, |t| t.max(now)));
+    /// Records `now` and returns it, or the latest time seen if `now` is earlier (a
+    /// driver's clock may step back; peers never see time go backwards).
+    fn observe(&mut self, now: Instant) -> Instant {
+        let now = self.last_now.map_or(now, |t| t.max(now));
+        self.last_now = Some(now);
+        now
     }
 }
 
@@ -338,26 +381,26 @@ impl Machine for WebrtcClient {
     type Event = WebrtcClientEvent;
 
     fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.inner.handle_connect(conn, peer, now);
         self.pump();
     }
 
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.inner.handle_frame(conn, frame, now);
         self.pump();
     }
 
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.close_peer();
         self.inner.handle_disconnect(conn, now);
         self.pump();
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.inner.handle_timeout(now);
         self.pump();
         if self
@@ -394,7 +437,7 @@ impl Dialer for WebrtcClient {
     }
 
     fn handle_dial_failed(&mut self, reason: &str, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.inner.handle_dial_failed(reason, now);
         self.pump();
     }
@@ -408,7 +451,7 @@ impl DatagramMachine for WebrtcClient {
         contents: &[u8],
         now: Instant,
     ) {
-        self.observe(now);
+        let now = self.observe(now);
         let local = if local.ip().is_unspecified() {
             self.config.bind
         } else {

@@ -30,9 +30,14 @@ pub struct Limits {
     /// offers a handful of host candidates); addresses beyond it are still served through
     /// the slower per-peer check.
     pub max_addrs_per_peer: usize,
+    /// Largest message written on a data channel, in bytes. Default 256 KiB, the
+    /// `max-message-size` browsers announce (and str0m's own receive limit). A larger
+    /// payload copy is not written (counted); see the crate's spec decision 7.
+    pub max_channel_message_bytes: usize,
     /// Data-channel messages queued for one peer while its channel's send buffer is full.
-    /// Default 1 MiB of bytes; a message that does not fit is dropped (the WebSocket copy
-    /// of every payload message still goes out) and counted.
+    /// Default 1 MiB (str0m's SCTP send buffer is set to the same); a message that does
+    /// not fit is dropped (the WebSocket copy of every payload message still goes out) and
+    /// counted.
     pub max_channel_buffered_bytes: usize,
 }
 
@@ -44,6 +49,7 @@ impl Default for Limits {
             offer_rate: Rate::per_minute(4, 4),
             max_datagram_bytes: 2048,
             max_addrs_per_peer: 8,
+            max_channel_message_bytes: 256 * 1024,
             max_channel_buffered_bytes: 1024 * 1024,
         }
     }

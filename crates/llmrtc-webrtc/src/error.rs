@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use llmrtc_proto::{ClientCommandError, CommandError, ConfigError};
+use llmrtc_proto::{ClientCommandError, ConfigError};
 
 /// Why an offer was not answered. Each maps to the `error` the client gets
 /// ([`code`](Self::code), [`text`](Self::text)).
@@ -78,15 +78,6 @@ pub enum WebrtcClientError {
     /// str0m refused the command.
     #[error("webrtc: {0}")]
     Rtc(String),
-}
-
-/// Why a [`WebrtcServer`](crate::WebrtcServer) command failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WebrtcServerError {
-    /// The wrapped llmrtc server refused the command.
-    #[error(transparent)]
-    Server(#[from] CommandError),
 }
 
 /// Why a [`WebrtcServer`](crate::WebrtcServer) or [`WebrtcClient`](crate::WebrtcClient)

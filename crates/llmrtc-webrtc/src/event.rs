@@ -62,4 +62,14 @@ pub enum WebrtcClientEvent {
     ChannelOpen,
     /// The peer connection failed or closed; payloads come over the WebSocket again.
     PeerClosed,
+    /// The outbound audio track is up: [`WebrtcClient::send_mic`](crate::WebrtcClient::send_mic)
+    /// may send (feature `opus`).
+    TrackReady,
+    /// TTS audio from the server's outbound track, decoded (feature `opus`).
+    TrackAudio {
+        /// 16-bit mono PCM.
+        samples: Vec<i16>,
+        /// Its sample rate (48,000).
+        sample_rate: u32,
+    },
 }

@@ -99,7 +99,10 @@ pub fn server(data: &[u8]) {
     net.shuttle(&mut s, &mut c, &mut clock);
     let _ = c.offer(AudioOffer::SendRecv, clock.t());
     net.shuttle(&mut s, &mut c, &mut clock);
-    assert!(c.is_channel_open(), "the real client connects before the steps");
+    assert!(
+        c.is_channel_open(),
+        "the real client connects before the steps"
+    );
     let mut raw: BTreeSet<ConnId> = BTreeSet::new();
     let mut next = 100;
     for _ in 0..64 {

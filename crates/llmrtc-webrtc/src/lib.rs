@@ -20,6 +20,8 @@
 //! | serve llmrtc with WebRTC | [`WebrtcServer::new`]`(ServerConfig, `[`WebrtcConfig`]`, ids)`; events [`WebrtcServerEvent`] (`Llmrtc(ServerEvent)` for provider requests, plus `PeerAnswered`, `OfferRefused`, `PeerConnected`, `PeerFailed`, `PeerClosed`) |
 //! | answer providers (STT, LLM, TTS, tools) | [`WebrtcServer::llmrtc`] → `&mut LlmrtcServer`; its outputs come out of the `WebrtcServer` |
 //! | connect as a client with WebRTC | [`WebrtcClient::new`]`(ClientConfig, jitter, `[`WebrtcConfig`]`)` (a [`Dialer`](agentwire_core::Dialer) too); after `ready`: [`WebrtcClient::offer`]`(`[`AudioOffer`]`, now)`, or [`WebrtcClient::set_auto_offer`]; commands on [`WebrtcClient::llmrtc`]; events [`WebrtcClientEvent`] |
+//! | audio tracks (feature `opus`) | server: automatic (the client's microphone track feeds [`LlmrtcServer::track_audio`](llmrtc_proto::LlmrtcServer::track_audio); TTS goes on the server's track once the peer is up and the offer receives audio, [`LlmrtcServer::set_audio_track`](llmrtc_proto::LlmrtcServer::set_audio_track)); client: [`AudioOffer::SendRecv`], [`WebrtcClient::share_audio`] (renegotiate to add the microphone), [`WebrtcClient::send_mic`], events [`WebrtcClientEvent::TrackReady`] and [`WebrtcClientEvent::TrackAudio`] |
+//! | client payloads on the data channel | [`WebrtcClient::send_channel`] (the real client sends `attachments` there) |
 //! | settings and limits | [`WebrtcConfig`] (bind address, public addresses, connect timeout, audio), [`Limits`] |
 //! | observe | [`WebrtcServer::peers`], [`WebrtcServer::is_channel_open`], [`WebrtcServer::dropped_datagrams`], [`WebrtcServer::dropped_channel_messages`], [`WebrtcClient::is_channel_open`] |
 //! | handle errors | [`OfferError`] (each maps to the `error` the client gets), [`WebrtcClientError`], [`WebrtcConfigError`] |
@@ -42,6 +44,7 @@
 //! | [`Limits::offer_rate`] | 4 per minute, burst 4, per connection | `error RATE_LIMITED` |
 //! | [`Limits::max_datagram_bytes`] | 2,048 | dropped, counted |
 //! | [`Limits::max_addrs_per_peer`] | 8 | not learned (STUN still reaches the peer) |
+//! | [`Limits::max_channel_message_bytes`] | 256 KiB | the data-channel copy is not written, counted |
 //! | [`Limits::max_channel_buffered_bytes`] | 1 MiB per peer | the data-channel copy is dropped, counted |
 //! | [`WebrtcConfig::connect_timeout`] | 10 s | peer dropped, `error CONNECTION_FAILED` |
 //!
@@ -80,6 +83,23 @@
 //!    full, [`LlmrtcServer::close`](llmrtc_proto::LlmrtcServer::close)) or the WebSocket
 //!    ends, that connection's peer is closed at once; the reconnected client offers again
 //!    on its new connection (the real client does) and gets a new peer.
+//! 7. **Payloads too large for a data channel stay on the WebSocket.** Browsers take data
+//!    channel messages up to 256 KiB (their SDP `max-message-size`). A payload message over
+//!    [`Limits::max_channel_message_bytes`] (in practice only a whole `tts` with streaming
+//!    TTS off) is not written to the channel, and one that finds the peer's send queue full
+//!    is dropped from it; both are counted
+//!    ([`WebrtcServer::dropped_channel_messages`]). Its WebSocket copy always goes out, but
+//!    the real web client ignores WebSocket payloads while its channel is open: serve such
+//!    clients with streaming TTS (the default), whose `tts-chunk`s are small.
+//! 8. **Audio tracks follow the offer.** With feature `opus` and [`WebrtcConfig::audio`]
+//!    on, an offer's audio m-line is answered with Opus (48 kHz). Audio the client sends on
+//!    it is decoded and fed to the session's VAD and STT (a packet that does not decode is
+//!    dropped); when the m-line lets the server send (`sendrecv` or `recvonly` from the
+//!    client's side), the wrapped server is told once the peer is connected, and a reply's
+//!    TTS goes on the track instead of `tts-chunk` messages, paced one 20 ms frame every
+//!    20 ms (a late timer sends at most a second's frames at once), dropped at once on
+//!    barge-in. Without `opus`, or with `audio` off, the answer rejects audio m-lines (port
+//!    0) and TTS stays in messages.
 //!
 //! # Minimum Rust
 //!
@@ -95,6 +115,8 @@
 //! index this workspace builds from, nor is its OpenSSL backend.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "opus")]
+mod audio;
 mod client;
 pub mod config;
 pub mod error;
@@ -112,6 +134,6 @@ pub mod texts;
 
 pub use client::{AudioOffer, WebrtcClient};
 pub use config::{Limits, WebrtcConfig};
-pub use error::{OfferError, WebrtcClientError, WebrtcConfigError, WebrtcServerError};
+pub use error::{OfferError, WebrtcClientError, WebrtcConfigError};
 pub use event::{WebrtcClientEvent, WebrtcServerEvent};
 pub use server::WebrtcServer;

@@ -24,12 +24,16 @@ pub(crate) enum PeerEvent {
         /// Its bytes.
         data: Vec<u8>,
     },
-    /// An Opus packet arrived on an inbound audio track.
-    #[allow(dead_code)] // the payload is read by the track-audio path
-    Audio {
-        /// The RTP payload.
-        payload: Vec<u8>,
+    /// Audio arrived on the inbound track, decoded: 16-bit mono PCM at 48 kHz.
+    #[cfg(feature = "opus")]
+    Pcm {
+        /// The samples.
+        samples: Vec<i16>,
     },
+    /// The outbound audio track can carry audio from now on (the peer is connected and
+    /// has a track we send on).
+    #[cfg(feature = "opus")]
+    TrackReady,
     /// The peer connection ended (the remote closed it, ICE disconnected, or str0m failed).
     Closed,
 }
@@ -61,6 +65,9 @@ pub(crate) struct Peer {
     pending: VecDeque<FrameBuf>,
     pending_bytes: usize,
     max_pending_bytes: usize,
+    max_message_bytes: usize,
+    /// Whether audio m-lines are served (else they were rejected in the answer).
+    audio: bool,
     next_timeout: Option<Instant>,
     /// Remote addresses learned for this peer (bounded).
     pub(crate) addrs: Vec<SocketAddr>,
@@ -69,6 +76,10 @@ pub(crate) struct Peer {
     /// Data-channel messages dropped for lack of room.
     pub(crate) channel_drops: u64,
     opened: bool,
+    #[cfg(feature = "opus")]
+    track_in: Option<crate::audio::TrackIn>,
+    #[cfg(feature = "opus")]
+    pub(crate) track_out: Option<crate::audio::TrackOut>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -88,7 +99,8 @@ impl Peer {
         conn: ConnId,
         local_ufrag: String,
         deadline: Instant,
-        max_pending_bytes: usize,
+        limits: &crate::config::Limits,
+        audio: bool,
     ) -> Self {
         Self {
             rtc,
@@ -99,12 +111,18 @@ impl Peer {
             state: PeerState::Connecting { deadline },
             pending: VecDeque::new(),
             pending_bytes: 0,
-            max_pending_bytes,
+            max_pending_bytes: limits.max_channel_buffered_bytes,
+            max_message_bytes: limits.max_channel_message_bytes,
+            audio,
             next_timeout: None,
             addrs: Vec::new(),
             audio_out: None,
             channel_drops: 0,
             opened: false,
+            #[cfg(feature = "opus")]
+            track_in: None,
+            #[cfg(feature = "opus")]
+            track_out: None,
         }
     }
 
@@ -130,10 +148,17 @@ impl Peer {
             PeerState::Connecting { deadline } => Some(deadline),
             _ => None,
         };
-        match (self.next_timeout, deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        #[cfg(feature = "opus")]
+        let audio = self
+            .track_out
+            .as_ref()
+            .and_then(crate::audio::TrackOut::next_due);
+        #[cfg(not(feature = "opus"))]
+        let audio = None;
+        [self.next_timeout, deadline, audio]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Whether str0m would take `input` (see [`Rtc::accepts`]).
@@ -165,6 +190,10 @@ impl Peer {
     /// Writes `frame` on the data channel, or queues it while the SCTP buffer is full. A
     /// frame that does not fit the queue is dropped and counted.
     pub(crate) fn send(&mut self, frame: FrameBuf) {
+        if frame.len() > self.max_message_bytes {
+            self.channel_drops += 1;
+            return;
+        }
         if self.pending.is_empty() && self.try_write(&frame) {
             return;
         }
@@ -222,7 +251,13 @@ impl Peer {
             }
         }
         self.flush();
+        #[cfg(feature = "opus")]
+        if let Some(t) = self.track_out.as_mut() {
+            t.send_due(&mut self.rtc, now);
+        }
         self.poll(transmits, events);
+        #[cfg(feature = "opus")]
+        self.start_track(events);
         if !self.pending.is_empty() {
             // A poll may have made room (SACKs processed): try again once.
             self.flush();
@@ -275,15 +310,44 @@ impl Peer {
                 self.fail(events)
             }
             Event::MediaAdded(m)
-                if m.kind == MediaKind::Audio
+                if self.audio
+                    && m.kind == MediaKind::Audio
+                    && self.rtc.media(m.mid).is_some_and(|x| !x.disabled())
                     && matches!(m.direction, Direction::SendRecv | Direction::SendOnly) =>
             {
                 self.audio_out = Some(m.mid);
             }
-            Event::MediaData(d) => events.push(PeerEvent::Audio {
-                payload: d.data.to_vec(),
-            }),
+            #[cfg(feature = "opus")]
+            Event::MediaData(d) if self.audio => {
+                if self.track_in.is_none() {
+                    self.track_in = crate::audio::TrackIn::new();
+                }
+                if let Some(pcm) = self.track_in.as_mut().and_then(|t| t.decode(&d.data)) {
+                    events.push(PeerEvent::Pcm {
+                        samples: pcm.to_vec(),
+                    });
+                }
+            }
             _ => {}
+        }
+    }
+
+    /// Makes the outbound track's encoder once the peer is open and has a track to send
+    /// on, and reports it.
+    #[cfg(feature = "opus")]
+    fn start_track(&mut self, events: &mut Vec<PeerEvent>) {
+        if self.state != PeerState::Open {
+            return;
+        }
+        let Some(mid) = self.audio_out else {
+            return;
+        };
+        if self.track_out.as_ref().is_some_and(|t| t.mid() == mid) {
+            return;
+        }
+        self.track_out = crate::audio::TrackOut::new(mid);
+        if self.track_out.is_some() {
+            events.push(PeerEvent::TrackReady);
         }
     }
 

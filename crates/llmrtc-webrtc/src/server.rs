@@ -173,6 +173,22 @@ impl WebrtcServer {
                 Output::Event(ServerEvent::DataChannel { conn, frame }) => {
                     self.write_channel(conn, frame);
                 }
+                #[cfg(feature = "opus")]
+                Output::Event(ServerEvent::TrackAudio {
+                    conn,
+                    samples,
+                    sample_rate,
+                }) => self.track_audio(conn, &samples, sample_rate),
+                #[cfg(feature = "opus")]
+                Output::Event(ServerEvent::TrackAudioEnd { conn, cancelled }) => {
+                    if let Some(t) = self.peers.get_mut(conn).and_then(|p| p.track_out.as_mut()) {
+                        if cancelled {
+                            t.clear();
+                        } else {
+                            t.finish();
+                        }
+                    }
+                }
                 Output::Event(e) => self
                     .out
                     .push_back(Output::Event(WebrtcServerEvent::Llmrtc(e))),
@@ -197,6 +213,18 @@ impl WebrtcServer {
             self.dropped_channel_messages += 1;
         }
         if let Some(now) = self.last_now {
+            self.drive(conn, now);
+        }
+    }
+
+    /// TTS for `conn`'s outbound track: queued and paced out, one frame per 20 ms.
+    #[cfg(feature = "opus")]
+    fn track_audio(&mut self, conn: ConnId, samples: &[i16], sample_rate: u32) {
+        let Some(now) = self.last_now else {
+            return;
+        };
+        if let Some(t) = self.peers.get_mut(conn).and_then(|p| p.track_out.as_mut()) {
+            t.push(samples, sample_rate, now);
             self.drive(conn, now);
         }
     }
@@ -271,6 +299,7 @@ impl WebrtcServer {
         let mut builder = Rtc::builder()
             .set_ice_lite(true)
             .set_local_ice_credentials(creds.clone())
+            .set_sctp_max_buffered_amount(self.config.limits.max_channel_buffered_bytes)
             .clear_codecs();
         if self.config.audio {
             builder = builder.enable_opus(true, false);
@@ -291,7 +320,8 @@ impl WebrtcServer {
             conn,
             creds.ufrag,
             deadline,
-            self.config.limits.max_channel_buffered_bytes,
+            &self.config.limits,
+            self.config.audio,
         );
         peer.remote_ufrag = offer.ice_ufrag;
         self.peers.insert(peer);
@@ -311,6 +341,8 @@ impl WebrtcServer {
         }
         if was_open {
             let _ = self.inner.set_data_channel_open(conn, false);
+            #[cfg(feature = "opus")]
+            let _ = self.inner.set_audio_track(conn, false);
             self.out
                 .push_back(Output::Event(WebrtcServerEvent::PeerClosed { conn }));
         }
@@ -337,7 +369,17 @@ impl WebrtcServer {
             PeerEvent::ChannelData { binary, data } => {
                 self.on_channel_data(conn, binary, &data, now)
             }
-            PeerEvent::Audio { .. } => {}
+            #[cfg(feature = "opus")]
+            PeerEvent::Pcm { samples } => {
+                let _ = self
+                    .inner
+                    .track_audio(conn, &samples, crate::opus::SAMPLE_RATE, now);
+                self.pump();
+            }
+            #[cfg(feature = "opus")]
+            PeerEvent::TrackReady => {
+                let _ = self.inner.set_audio_track(conn, true);
+            }
             PeerEvent::Closed => self.on_peer_closed(conn),
         }
     }
@@ -365,6 +407,8 @@ impl WebrtcServer {
         }
         if p.was_open() {
             let _ = self.inner.set_data_channel_open(conn, false);
+            #[cfg(feature = "opus")]
+            let _ = self.inner.set_audio_track(conn, false);
             self.out
                 .push_back(Output::Event(WebrtcServerEvent::PeerClosed { conn }));
         } else {
@@ -379,8 +423,12 @@ impl WebrtcServer {
         self.pump();
     }
 
-    fn observe(&mut self, now: Instant) {
-        self.last_now = Some(self.last_now.map_or(now, |t| t.max(now)));
+    /// Records `now` and returns it, or the latest time seen if `now` is earlier (a
+    /// driver's clock may step back; peers never see time go backwards).
+    fn observe(&mut self, now: Instant) -> Instant {
+        let now = self.last_now.map_or(now, |t| t.max(now));
+        self.last_now = Some(now);
+        now
     }
 }
 
@@ -410,19 +458,19 @@ impl Machine for WebrtcServer {
     type Event = WebrtcServerEvent;
 
     fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.inner.handle_connect(conn, peer, now);
         self.pump();
     }
 
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.inner.handle_frame(conn, frame, now);
         self.pump();
     }
 
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.drop_peer(conn);
         self.offer_buckets.remove(&conn);
         self.inner.handle_disconnect(conn, now);
@@ -430,7 +478,7 @@ impl Machine for WebrtcServer {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.observe(now);
+        let now = self.observe(now);
         self.inner.handle_timeout(now);
         self.pump();
         for conn in self.peers.due(now) {
@@ -467,7 +515,7 @@ impl DatagramMachine for WebrtcServer {
         contents: &[u8],
         now: Instant,
     ) {
-        self.observe(now);
+        let now = self.observe(now);
         if contents.len() > self.config.limits.max_datagram_bytes {
             self.peers.dropped_datagrams += 1;
             return;

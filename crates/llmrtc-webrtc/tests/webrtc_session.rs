@@ -185,3 +185,115 @@ fn ice_that_never_completes_fails_after_the_timeout_and_the_session_goes_on() {
     assert_eq!(errors_seen(&net, 0).len(), 2);
     assert!(net.clients[0].m.llmrtc_ref().ready_id().is_some());
 }
+
+#[test]
+fn a_payload_too_large_for_the_data_channel_does_not_block_the_next_ones() {
+    let llmrtc = llmrtc_proto::ServerConfig::default().with_streaming_tts(false);
+    let mut net = Net::with(llmrtc, llmrtc_webrtc::WebrtcConfig::new(common::SERVER_UDP));
+    net.add_client(50000);
+    net.run_for(Duration::from_millis(50));
+    let now = net.now;
+    net.clients[0].m.offer(AudioOffer::None, now).unwrap();
+    assert!(net.run_until(Duration::from_secs(2), |n| n.clients[0].m.is_channel_open()));
+    // An utterance as an `audio` message: silence, "speech", silence at 16 kHz.
+    let mut samples = vec![0i16; 3200];
+    samples.extend((0..8000).map(|i| if i % 16 < 8 { 3000 } else { -3000 }));
+    samples.extend(vec![0i16; 11200]);
+    let wav = llmrtc_proto::wav::wav_from_samples(16000, &samples);
+    let now = net.now;
+    net.clients[0]
+        .m
+        .llmrtc()
+        .send_audio(&wav, &[], now)
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    let request = |net: &Net, kind: &str| {
+        net.server_llmrtc_events()
+            .into_iter()
+            .find_map(|e| match (kind, e) {
+                ("stt", llmrtc_proto::ServerEvent::Stt(r)) => Some(r.request),
+                ("llm", llmrtc_proto::ServerEvent::Llm(r)) => Some(r.request),
+                ("tts", llmrtc_proto::ServerEvent::Tts(r)) => Some(r.request),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{kind} request"))
+    };
+    let now = net.now;
+    let stt = request(&net, "stt");
+    net.server
+        .llmrtc()
+        .stt_result(stt, Ok("Hi".into()), now)
+        .unwrap();
+    net.settle();
+    let llm = request(&net, "llm");
+    net.server.llmrtc().llm_chunk(llm, "Hello!", now).unwrap();
+    net.server.llmrtc().llm_done(llm, now).unwrap();
+    net.settle();
+    let tts = request(&net, "tts");
+    // 8 s of 24 kHz PCM: its whole `tts` message is over 256 KiB.
+    let pcm = vec![1u8; 384_000];
+    net.server
+        .llmrtc()
+        .tts_chunk(tts, "pcm", 24_000, &pcm, now)
+        .unwrap();
+    net.server.llmrtc().tts_done(tts, now).unwrap();
+    net.run_for(Duration::from_millis(500));
+    let types: Vec<String> = net
+        .client_messages(0)
+        .into_iter()
+        .filter_map(|e| match e {
+            ClientEvent::Message(m) => Some(m.type_name().to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert!(!types.contains(&"tts".to_owned()), "{types:?}");
+    assert_eq!(net.server.dropped_channel_messages(), 1);
+    // What came after it still arrives over the channel.
+    net.client_ws_send(0, bad_audio());
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(
+        errors_seen(&net, 0),
+        vec!["AUDIO_PROCESSING_ERROR".to_owned()]
+    );
+}
+
+#[test]
+fn without_audio_the_answer_rejects_the_audio_m_line() {
+    use agentwire_core::{Frame, Machine, Output, PeerInfo};
+    let webrtc = llmrtc_webrtc::WebrtcConfig::new(common::SERVER_UDP).with_audio(false);
+    let mut net = Net::with(Default::default(), webrtc);
+    let now = net.now;
+    let mut rtc = str0m::Rtc::builder().build(now);
+    let addr = "127.0.0.1:50000".parse().unwrap();
+    rtc.add_local_candidate(str0m::Candidate::host(addr, "udp").unwrap());
+    let mut api = rtc.sdp_api();
+    api.add_channel("data".into());
+    api.add_media(
+        str0m::media::MediaKind::Audio,
+        str0m::media::Direction::SendRecv,
+        None,
+        None,
+        None,
+    );
+    let (offer, _) = api.apply().unwrap();
+    let c = agentwire_core::ConnId::new(9);
+    net.server.handle_connect(c, &PeerInfo::new(None), now);
+    let msg = serde_json::json!({"type": "offer", "signal": {"type": "offer", "sdp": offer.to_sdp_string()}});
+    net.server
+        .handle_frame(c, Frame::Text(&msg.to_string()), now);
+    let mut answer = None;
+    while let Some(o) = net.server.poll_output() {
+        if let Output::Send { frame, .. } = o {
+            let v: serde_json::Value = serde_json::from_slice(frame.as_bytes()).unwrap();
+            if v["type"] == "signal" {
+                answer = v["signal"]["sdp"].as_str().map(str::to_owned);
+            }
+        }
+    }
+    let answer = answer.expect("answered");
+    assert!(answer.contains("\r\nm=application 9 "), "{answer}");
+    assert!(
+        answer.contains("\r\nm=audio 0 "),
+        "the audio m-line is rejected: {answer}"
+    );
+}
