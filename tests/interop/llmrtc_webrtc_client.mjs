@@ -2,7 +2,8 @@
 // against an llmrtc server over WebRTC: the data channel and the audio tracks.
 //
 // Node has no browser globals, so this script gives the client what a browser gives it:
-// `WebSocket` is the `ws` package (wrapped to see the client's own pings and the pongs), the
+// `WebSocket` is the `ws` package (wrapped to see the client's own pings and the pongs, and to
+// deliver messages as separate tasks, as browsers do), the
 // WebRTC classes come from `@roamhq/wrtc` (the peer connection class is wrapped to see every
 // message that arrives on the data channel). The microphone is wrtc's nonstandard
 // `RTCAudioSource`, fed in real time with speech from `espeak-ng` (48 kHz, 10 ms frames); the
@@ -75,6 +76,19 @@ class ObservedWebSocket extends WebSocket {
   constructor(...args) {
     super(...args);
     this.addEventListener('message', (ev) => record('ws-in', ev.data));
+  }
+
+  // A browser delivers `open` and each message as tasks of their own. `ws` emits `open` and
+  // the frames read together with the HTTP 101 in one tick, before the client (which awaits
+  // `open`) listens for `ready`, so it loses a `ready` sent at once (the real backend sends it
+  // at once; README.md). Messages and `close` go out as later tasks here, in order, as in a
+  // browser: this harness tests WebRTC, llmrtc_web_client.mjs tests that race.
+  emit(event, ...args) {
+    if (event === 'message' || event === 'close') {
+      setImmediate(() => super.emit(event, ...args));
+      return true;
+    }
+    return super.emit(event, ...args);
   }
 
   send(data, ...rest) {
