@@ -14,10 +14,14 @@
 //!   a streamed reply and TTS heard on the audio track by the page's WebAudio analyser; the
 //!   page's screenshot is saved under `target/tmp/llmrtc_webrtc_real/` (its path printed).
 //!
-//! Each runs against the real backend (`tests/interop/llmrtc_backend.mjs`, offline stand-in
-//! providers), which pins what the real peers do over WebRTC and proves the harnesses, and
-//! against our `llmrtc_server` (the apps' `server_app::start_webrtc`, as the example runs it
-//! by default: one UDP socket on 127.0.0.1 for every peer).
+//! - our client over WebRTC (`LlmrtcClientApp::start_webrtc`) against the real backend: the
+//!   data channel opens, a turn's payloads come from it (each once), and the backend's speech
+//!   arrives on the audio track the client offered to receive, decoded from Opus.
+//!
+//! Each harness runs against the real backend (`tests/interop/llmrtc_backend.mjs`, offline
+//! stand-in providers), which pins what the real peers do over WebRTC and proves the
+//! harnesses, and against our `llmrtc_server` (the apps' `server_app::start_webrtc`, as the
+//! example runs it by default: one UDP socket on 127.0.0.1 for every peer).
 //!
 //! Needs `node` with the packages of `tests/interop/package.json` (`npm ci --ignore-scripts
 //! --prefix tests/interop`), `espeak-ng`, and for the browser Debian's `chromium` (`CHROMIUM`
@@ -29,16 +33,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
-use agentwire::llmrtc::{ServerConfig, ServerEvent};
+use agentwire::llmrtc::{ClientConfig, ClientEvent, ServerConfig, ServerEvent, ServerMessage};
 use agentwire_apps::llmrtc;
+use llmrtc::audio::utterance_wav;
+use llmrtc::client_app::LlmrtcClientApp;
 use llmrtc::providers::{Providers, ScriptedStt};
 use llmrtc::server_app::{self, LlmrtcApp, Pacing, WebrtcOptions};
+use llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 /// How long a harness may take: the Node one waits 15 s for the client's own heartbeat, and
 /// the real backend's `ready` race can cost a reconnect attempt its 10 s ready timeout.
 const HARNESS_BOUND: Duration = Duration::from_secs(240);
+
+/// The failure bound of every wait of our client (never a timing assertion).
+const PATIENCE: Duration = Duration::from_secs(30);
 
 /// One test of this file at a time: WebRTC peers, Chromium and real-time audio on two cores.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -307,6 +317,95 @@ async fn the_real_web_client_in_chromium_against_the_real_backend() {
     .await;
     let shot = assert_browser_steps(&out);
     eprintln!("screenshot of the page: {}", shot.display());
+}
+
+/// Our client over WebRTC (`LlmrtcClientApp::start_webrtc`, offering to receive TTS on an
+/// Opus track) against the real backend: the data channel opens, and a turn sent as an
+/// `audio` message completes with its payloads taken from the data channel, each once, while
+/// the backend plays the reply on the audio track.
+#[tokio::test]
+async fn our_client_over_webrtc_against_the_real_backend() {
+    let test = "our_client_over_webrtc_against_the_real_backend";
+    let Some(node) = webrtc_peers(test, false) else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let backend = Backend::start(&node).await;
+    let mut c = LlmrtcClientApp::start_webrtc(
+        &backend.url(),
+        ClientConfig::default(),
+        11,
+        AudioOffer::RecvOnly,
+    )
+    .await
+    .expect("client");
+    c.wait_for_event(
+        "the data channel to open",
+        PATIENCE,
+        |_| {},
+        |e| matches!(e, WebrtcClientEvent::ChannelOpen),
+    )
+    .await
+    .expect("the data channel opens");
+    assert!(c.channel_open().await.expect("call"));
+
+    c.send_audio(utterance_wav(600)).await.expect("send");
+    let (mut finals, mut replies, mut track_loud, mut tts_chunks) = (Vec::new(), 0, 0, 0);
+    let mut speaking = false;
+    c.wait_for_event(
+        "tts-complete",
+        PATIENCE,
+        |e| match e {
+            WebrtcClientEvent::Llmrtc(ClientEvent::Message(ServerMessage::Transcript(t)))
+                if t.is_final =>
+            {
+                finals.push(t.text.clone());
+            }
+            WebrtcClientEvent::Llmrtc(ClientEvent::LlmReply { text, streamed }) => {
+                assert_eq!(text, streamed, "the chunks add up to the llm text");
+                replies += 1;
+            }
+            WebrtcClientEvent::Llmrtc(ClientEvent::Message(ServerMessage::TtsStart)) => {
+                speaking = true;
+            }
+            WebrtcClientEvent::Llmrtc(ClientEvent::TtsChunk { .. }) => tts_chunks += 1,
+            WebrtcClientEvent::TrackAudio { samples, .. }
+                if speaking && samples.iter().any(|s| s.unsigned_abs() >= 300) =>
+            {
+                track_loud += 1;
+            }
+            _ => {}
+        },
+        |e| {
+            matches!(
+                e,
+                WebrtcClientEvent::Llmrtc(ClientEvent::Message(ServerMessage::TtsComplete))
+            )
+        },
+    )
+    .await
+    .expect("a turn over the data channel");
+    assert_eq!(
+        finals,
+        ["hello number 1"],
+        "one final transcript, delivered once"
+    );
+    assert_eq!(replies, 1, "one llm reply, delivered once");
+    assert_eq!(
+        tts_chunks, 0,
+        "the backend speaks on the track, not in tts-chunk"
+    );
+    assert!(
+        track_loud > 0,
+        "the reply's speech arrived on the audio track, decoded"
+    );
+    assert!(
+        c.channel_open().await.expect("call"),
+        "the channel stays open"
+    );
+    tokio::time::timeout(PATIENCE, c.close())
+        .await
+        .expect("client close");
 }
 
 // ---------------------------------------------------------------------------------------
