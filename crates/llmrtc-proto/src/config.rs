@@ -342,6 +342,12 @@ pub struct ClientConfig {
     pub max_queued: usize,
     /// Bytes of queued commands; beyond it they are refused. Default: 16 MiB.
     pub max_queued_bytes: usize,
+    /// The hand-over to the data channel: payload frames handled from the WebSocket in
+    /// this time before the data channel opened are recognized when the channel repeats
+    /// them first, and dropped (the server may have opened its side first). Default: 2 s
+    /// (a copy arrives within a round trip); zero turns the check off. At most 32 frames
+    /// are remembered.
+    pub data_channel_overlap: Duration,
 }
 
 impl Default for ClientConfig {
@@ -358,6 +364,7 @@ impl Default for ClientConfig {
             max_tts_audio_bytes: 32 << 20,
             max_queued: 16,
             max_queued_bytes: 16 << 20,
+            data_channel_overlap: Duration::from_secs(2),
         }
     }
 }

@@ -129,6 +129,10 @@ pub enum ClientCommandError {
     /// The message could not be encoded (an attachment or signal that is not JSON).
     #[error("cannot encode: {0}")]
     Encode(String),
+    /// An `offer` before `ready` on the current connection (or without one): a peer
+    /// connection belongs to one WebSocket connection, so offers are not queued.
+    #[error("not ready (client is {0})")]
+    NotReady(ConnectionState),
 }
 
 /// Why a server could not be built.

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use agentwire_core::FrameBuf;
+
 use crate::error::ProtocolError;
 use crate::ids::SessionId;
 use crate::message::{IceServer, ServerMessage, SessionMode};
@@ -134,6 +136,13 @@ pub enum ClientEvent {
         /// Why.
         reason: IgnoreReason,
     },
+    /// Send `frame` on the WebRTC data channel (it is open): a payload message the client
+    /// sends there rather than on the WebSocket (`attachments`, as the real web client
+    /// does). Signalling and `audio` always go on the WebSocket.
+    DataChannelSend {
+        /// The message.
+        frame: FrameBuf,
+    },
     /// A message that could not be decoded (or broke a limit); ignored, the connection stays.
     ProtocolViolation {
         /// What was wrong.
@@ -151,4 +160,7 @@ pub enum IgnoreReason {
     BeforeReady,
     /// The dual-channel rule takes this message from the other channel.
     OtherChannel,
+    /// The data channel repeated a payload message already handled from the WebSocket just
+    /// before the channel opened ([`ClientConfig::data_channel_overlap`](crate::ClientConfig::data_channel_overlap)).
+    Duplicate,
 }

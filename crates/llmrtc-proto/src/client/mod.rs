@@ -2,6 +2,7 @@
 
 mod event;
 mod jitter;
+mod overlap;
 mod reply;
 pub(crate) mod state;
 
@@ -24,6 +25,7 @@ use crate::message::{
 
 pub use event::{ClientEvent, IgnoreReason, LossReason};
 pub use jitter::{FixedJitter, JitterSource, SplitMix64};
+use overlap::Overlap;
 use reply::Reply;
 pub use state::ConnectionState;
 
@@ -89,7 +91,8 @@ enum Source {
 /// - commands: [`LlmrtcClient::start`], [`LlmrtcClient::close`],
 ///   [`LlmrtcClient::drop_connection`],
 ///   [`LlmrtcClient::send_audio`], [`LlmrtcClient::send_attachments`],
-///   [`LlmrtcClient::send_offer`], [`LlmrtcClient::set_data_channel_open`],
+///   [`LlmrtcClient::offer`] (alias [`send_offer`](LlmrtcClient::send_offer)),
+///   [`LlmrtcClient::set_data_channel_open`],
 ///   [`LlmrtcClient::set_wall_clock`];
 /// - getters: [`LlmrtcClient::state`], [`LlmrtcClient::session_id`],
 ///   [`LlmrtcClient::ready_id`], [`LlmrtcClient::server_protocol_version`],
@@ -112,7 +115,9 @@ enum Source {
 /// 3. **A failed first connection goes to `reconnecting`** (the web client's
 ///    `CONNECTING → RECONNECTING`), and **`failed` is not terminal**: `start` tries again with
 ///    a fresh count; only `closed` is terminal ([`Dial::Stop`]) (`close_is_terminal`).
-/// 4. **`connected` means `ready` arrived** (this client has no WebRTC to wait for)
+/// 4. **`connected` means `ready` arrived**: this machine is the WebSocket session; the
+///    WebRTC peer is the application's (`llmrtc-webrtc`'s `WebrtcClient` builds it on
+///    [`offer`](Self::offer) and the data-channel hooks) and reports its own state
 ///    (`starts_disconnected_and_dials_only_after_start`, `the_full_state_cycle`).
 /// 5. **`reconnect` goes out right after `ready`, then the commands queued meanwhile**,
 ///    without waiting for `reconnect-ack`: the server handles one connection's messages in
@@ -147,6 +152,30 @@ enum Source {
 ///     `pipeline` (older servers always run it); an unknown mode is kept, not refused
 ///     (`core_1_3_messages_surface_as_events_and_mode_follows_mode_changed`,
 ///     `dual_channel_each_payload_message_is_handled_once`).
+/// 13. **An `offer` needs `ready` and is never queued** ([`ClientCommandError::NotReady`]):
+///     a peer connection belongs to one WebSocket connection, and after a reconnect the
+///     real client makes a new peer and offers after `reconnect`; `signal` surfaces as
+///     [`ClientEvent::Message`] from the WebSocket only
+///     (`offer_needs_ready_and_goes_on_the_websocket_and_signal_comes_back_from_it`).
+/// 14. **What goes on the data channel**: `attachments`, while it is open
+///     ([`ClientEvent::DataChannelSend`]); that is all the real web client sends there, and
+///     all the real backend reads from it. `audio` (the spec's fallback for a missing
+///     track), `ping`, `offer` and `reconnect` stay on the WebSocket
+///     (`attachments_go_on_the_data_channel_while_it_is_open_and_the_rest_on_the_websocket`).
+/// 15. **No payload twice across the hand-over**: the server copies payloads to the data
+///     channel from when its side opens, the client reads them from when its side opens;
+///     a message between the two is handled from the WebSocket and then repeated by the
+///     channel. The channel's first frames are compared, in order and byte for byte (the
+///     server writes the same frame to both), with the payload frames handled from the
+///     WebSocket in [`ClientConfig::data_channel_overlap`] (2 s) before the channel
+///     opened; matching ones are dropped ([`IgnoreReason::Duplicate`]); the first that
+///     does not match ends the hand-over, as does one whose twin came on the WebSocket
+///     after the channel opened (a new message, sent on both). Without sequence numbers
+///     on the wire this is a judgement: a new message identical to one of the last
+///     moments' whose channel copy outruns its WebSocket copy would be dropped, which needs
+///     identical payloads within milliseconds around the opening. The other way round (a channel that closes with
+///     copies in flight) may lose those messages, as in the real client
+///     (`the_data_channel_repeating_what_the_websocket_gave_before_it_opened_is_dropped`).
 ///
 /// # Limits
 ///
@@ -173,6 +202,7 @@ pub struct LlmrtcClient {
     ice_servers: Option<Vec<IceServer>>,
     mode: Option<SessionMode>,
     data_channel_open: bool,
+    overlap: Overlap,
     missed_pongs: u32,
     last_ping: Option<(u64, Instant)>,
     wall_clock: Option<WallClock>,
@@ -215,6 +245,7 @@ impl LlmrtcClient {
             ice_servers: None,
             mode: None,
             data_channel_open: false,
+            overlap: Overlap::default(),
             missed_pongs: 0,
             last_ping: None,
             wall_clock: None,
@@ -319,6 +350,7 @@ impl LlmrtcClient {
         self.ready = false;
         self.want_dial = false;
         self.data_channel_open = false;
+        self.overlap.reset();
         self.timers.clear();
         self.queue.clear();
         self.queued_bytes = 0;
@@ -352,7 +384,9 @@ impl LlmrtcClient {
         self.send_or_queue(FrameBuf::json_from_vec(buf))
     }
 
-    /// Sends `attachments` (queued by the server for the next speech segment).
+    /// Sends `attachments` (queued by the server for the next speech segment): on the data
+    /// channel while it is open ([`ClientEvent::DataChannelSend`], as the real web client
+    /// sends them), else on the WebSocket (queued while not connected).
     pub fn send_attachments(
         &mut self,
         attachments: Vec<VisionAttachment>,
@@ -361,22 +395,52 @@ impl LlmrtcClient {
         self.clock.observe(now);
         let msg = ClientMessage::Attachments(Attachments { attachments });
         let frame = msg.to_frame(&mut self.scratch);
+        if self.data_channel_open && self.ready {
+            self.out.event(ClientEvent::DataChannelSend { frame });
+            return Ok(());
+        }
         self.send_or_queue(frame)
     }
 
-    /// Sends a WebRTC SDP `offer` (opaque JSON); the answer arrives as a `signal` message.
-    pub fn send_offer(&mut self, signal: RawJson, now: Instant) -> Result<(), ClientCommandError> {
+    /// Sends a WebRTC SDP `offer` (opaque JSON, an `RTCSessionDescriptionInit`) on the
+    /// WebSocket; the answer arrives as [`ClientEvent::Message`] with
+    /// [`ServerMessage::Signal`], from the WebSocket only. Only once `ready` came on the
+    /// current connection ([`ClientCommandError::NotReady`] before, and never queued: a
+    /// peer connection belongs to one WebSocket connection, so after a reconnect the
+    /// application makes a new peer and offers again, after the `reconnect` this client
+    /// sends first).
+    pub fn offer(&mut self, signal: RawJson, now: Instant) -> Result<(), ClientCommandError> {
         self.clock.observe(now);
+        let conn = match (self.ready, self.conn) {
+            (true, Some(conn)) if self.state != ConnectionState::Closed => conn,
+            _ => return Err(ClientCommandError::NotReady(self.state)),
+        };
         let frame = ClientMessage::Offer(Offer { signal }).to_frame(&mut self.scratch);
-        self.send_or_queue(frame)
+        self.out.send(conn, frame);
+        Ok(())
+    }
+
+    /// The same as [`offer`](Self::offer), under the name of the other `send_*` commands.
+    pub fn send_offer(&mut self, signal: RawJson, now: Instant) -> Result<(), ClientCommandError> {
+        self.offer(signal, now)
     }
 
     /// Reports whether the current connection's WebRTC data channel is open. While it is,
     /// payload messages are taken from [`handle_data_channel_frame`](Self::handle_data_channel_frame)
-    /// and their WebSocket copies ignored. Reset to closed whenever the connection ends.
+    /// and their WebSocket copies ignored, and `attachments` go on the channel; when it
+    /// opens, the channel's copies of payloads already handled from the WebSocket are
+    /// dropped ([`ClientConfig::data_channel_overlap`]). Reset to closed whenever the
+    /// connection ends.
     pub fn set_data_channel_open(&mut self, open: bool, now: Instant) {
-        self.clock.observe(now);
-        self.data_channel_open = open && self.conn.is_some();
+        let now = self.clock.observe(now);
+        let open = open && self.conn.is_some();
+        if open && !self.data_channel_open {
+            self.overlap
+                .channel_opened(now, self.config.data_channel_overlap);
+        } else if !open {
+            self.overlap.reset();
+        }
+        self.data_channel_open = open;
     }
 
     /// Ties `ping` timestamps to the wall clock: `unix_ms` is the time in milliseconds since
@@ -440,6 +504,7 @@ impl LlmrtcClient {
         self.ready = false;
         self.want_dial = false;
         self.data_channel_open = false;
+        self.overlap.reset();
         self.missed_pongs = 0;
         self.last_ping = None;
         self.reply.reset();
@@ -483,6 +548,7 @@ impl LlmrtcClient {
     }
 
     fn on_message(&mut self, src: Source, frame: Frame<'_>, now: Instant) {
+        let bytes = frame.as_bytes();
         let msg = match ServerMessage::decode(frame, self.config.max_message_bytes) {
             Ok(Decoded::Message(m)) => m,
             Ok(Decoded::Unknown { type_name }) => {
@@ -499,12 +565,29 @@ impl LlmrtcClient {
             return;
         }
         // INTEROP.md's dual-channel rule: each payload message is handled from one channel.
-        let wanted = match channel_of(ty) {
+        let channel = channel_of(ty);
+        let wanted = match channel {
             Channel::WebSocket => src == Source::WebSocket,
             Channel::Both => (src == Source::DataChannel) == self.data_channel_open,
         };
         if !wanted {
+            if channel == Channel::Both && src == Source::WebSocket {
+                self.overlap.seen_on_websocket(bytes);
+            }
             return self.ignore(ty, IgnoreReason::OtherChannel);
+        }
+        // The hand-over: the channel's copies of what the WebSocket gave just before.
+        if channel == Channel::Both {
+            match src {
+                Source::WebSocket => {
+                    let window = self.config.data_channel_overlap;
+                    self.overlap.handled_from_websocket(bytes, now, window);
+                }
+                Source::DataChannel if self.overlap.is_copy(bytes, now) => {
+                    return self.ignore(ty, IgnoreReason::Duplicate);
+                }
+                Source::DataChannel => {}
+            }
         }
         self.on_server_message(msg, now);
     }
@@ -648,6 +731,7 @@ impl Machine for LlmrtcClient {
         self.want_dial = false;
         self.ready = false;
         self.data_channel_open = false;
+        self.overlap.reset();
         self.timers.cancel(&Timer::Retry);
         self.timers
             .set(Timer::Ready, now + self.config.ready_timeout);

@@ -323,6 +323,14 @@ fn drain(c: &mut LlmrtcClient, st: &mut ClientTracker, now: Instant) {
                     }
                 }
                 ClientEvent::ConnectionLost { .. } => st.ready = false,
+                ClientEvent::DataChannelSend { frame } => {
+                    assert!(st.ready, "a data-channel frame before ready");
+                    let v: Value = serde_json::from_slice(frame.as_bytes()).expect("JSON out");
+                    assert_eq!(
+                        v["type"], "attachments",
+                        "only attachments go on the channel"
+                    );
+                }
                 _ => {}
             },
         }
