@@ -107,8 +107,8 @@ pub enum CommandError {
     /// after `tts_done`).
     #[error("not allowed now: {0}")]
     OutOfOrder(&'static str),
-    /// Track audio at a sample rate this server does not take: 0, or above the VAD's
-    /// [`max_sample_rate`](crate::VadConfig::max_sample_rate).
+    /// Track audio at a sample rate this server does not take: outside the VAD's
+    /// ([`VadConfig::supports_rate`](crate::VadConfig::supports_rate)).
     #[error("unsupported sample rate {0} Hz")]
     UnsupportedRate(u32),
 }

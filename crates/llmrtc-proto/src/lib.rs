@@ -287,7 +287,7 @@
 //!     reports a provider that panics this way. A playbook tool's failures, a panic
 //!     included, stay `TOOL_ERROR` (its `tool-call-end.error` tells the LLM). (`a_failure_around_a_provider_is_internal_error_whichever_provider`)
 //! 29. **Track audio is one stream into the same turns**: PCM from the inbound WebRTC track
-//!     ([`LlmrtcServer::track_audio`], any rate up to the VAD's maximum) is resampled to
+//!     ([`LlmrtcServer::track_audio`], any rate the VAD runs at) is resampled to
 //!     [`ServerConfig::track_sample_rate`] (16 kHz, what the real backend gives its STT) and
 //!     goes through a VAD of its own that runs across pieces: only silence ends speech
 //!     (decision 8's end-of-message rule is for `audio` messages). `speech-start` and

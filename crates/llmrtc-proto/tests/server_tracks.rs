@@ -139,6 +139,11 @@ fn track_audio_is_refused_for_unknown_connections_and_unsupported_rates() {
         h.server.track_audio(c, &[0; 960], 1_000_000, now),
         Err(CommandError::UnsupportedRate(1_000_000))
     );
+    // A rate far below the VAD's would make a small piece huge once resampled.
+    assert_eq!(
+        h.server.track_audio(c, &[0; 960], 1, now),
+        Err(CommandError::UnsupportedRate(1))
+    );
     // Any rate the VAD range allows is resampled: 44.1 kHz works too.
     feed_track(&mut h, c, 44_100, &utterance(44_100, 400));
     assert_eq!(h.types(c), ["speech-start", "speech-end"]);

@@ -206,8 +206,18 @@ impl OpusEncoder {
 
     /// Buffers mono PCM at `sample_rate`, resampled to 48 kHz (a new rate starts a new
     /// stream for the resampler). Refused as a whole, with nothing buffered, when it would
-    /// pass the bound.
+    /// pass the bound (checked before resampling, so a low rate cannot make it allocate
+    /// beyond the bound).
     pub fn push_pcm(&mut self, samples: &[i16], sample_rate: u32) -> Result<(), OpusError> {
+        if sample_rate == 0 {
+            return Err(OpusError::ZeroSampleRate);
+        }
+        let at_48k = samples.len() as u64 * u64::from(SAMPLE_RATE) / u64::from(sample_rate);
+        if self.buffered_samples() as u64 + at_48k > self.max_buffered as u64 {
+            return Err(OpusError::BufferFull {
+                max: self.max_buffered,
+            });
+        }
         self.resample(samples, sample_rate)?;
         self.take_scratch()
     }
@@ -424,6 +434,13 @@ mod tests {
         );
         assert_eq!(enc.buffered_samples(), FRAME_SAMPLES);
         assert_eq!(enc.push_pcm(&[1], 0), Err(OpusError::ZeroSampleRate));
+        // 1 Hz would be 48,000 samples each: refused before anything is resampled.
+        assert_eq!(
+            enc.push_pcm(&[1; 1_000], 1),
+            Err(OpusError::BufferFull {
+                max: 2 * FRAME_SAMPLES
+            })
+        );
         enc.push_pcm_le(&[1, 0, 2, 0, 3], 48_000).unwrap(); // two samples, odd byte ignored
         assert_eq!(enc.buffered_samples(), FRAME_SAMPLES + 2);
         assert_eq!(enc.frames_ready(), 1);

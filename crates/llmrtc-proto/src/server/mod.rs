@@ -200,8 +200,9 @@ impl LlmrtcServer {
     /// `speech-end` are sent, speech while TTS plays is barge-in (`tts-cancelled`, then
     /// `speech-start`), and each utterance is transcribed ([`ServerEvent::Stt`]). Unlike an
     /// `audio` message, the end of a piece does not end speech: only silence does. Refused
-    /// for an unknown connection and for a rate of 0 or above the VAD's
-    /// [`max_sample_rate`](crate::VadConfig::max_sample_rate).
+    /// for an unknown connection and for a rate outside the VAD's
+    /// ([`VadConfig::supports_rate`](crate::VadConfig::supports_rate), 8 kHz to 384 kHz by
+    /// default), which also bounds what resampling can make of a piece.
     pub fn track_audio(
         &mut self,
         conn: ConnId,
@@ -215,7 +216,7 @@ impl LlmrtcServer {
             .get(conn)
             .and_then(|c| c.session.clone())
             .ok_or(CommandError::UnknownConnection)?;
-        if sample_rate == 0 || sample_rate > self.config.vad.max_sample_rate {
+        if !self.config.vad.supports_rate(sample_rate) {
             return Err(CommandError::UnsupportedRate(sample_rate));
         }
         let mut scratch = std::mem::take(&mut self.scratch);
