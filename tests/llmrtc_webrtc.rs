@@ -437,3 +437,138 @@ async fn the_server_command_serves_webrtc_unless_told_not_to() {
     c.close().await;
     within("shutdown", app.shutdown()).await;
 }
+
+/// A client offering a microphone track, its data channel open and its track up.
+async fn open_audio_client(app: &LlmrtcApp, seed: u64) -> LlmrtcClientApp {
+    let mut c =
+        LlmrtcClientApp::start_webrtc(&app.url(), fast_client(), seed, AudioOffer::SendRecv)
+            .await
+            .expect("client");
+    let (mut open, mut track) = (false, false);
+    c.wait_for_event(
+        "the data channel and the microphone track",
+        PATIENCE,
+        |_| {},
+        |e| {
+            match e {
+                WebrtcClientEvent::ChannelOpen => open = true,
+                WebrtcClientEvent::TrackReady => track = true,
+                _ => {}
+            }
+            open && track
+        },
+    )
+    .await
+    .expect("channel and track");
+    c
+}
+
+/// What the client saw of a turn spoken on the microphone track, up to `until`.
+#[derive(Debug, Default)]
+struct TrackTurn {
+    handled: Vec<&'static str>,
+    transcript: Option<String>,
+    /// Loudest sample of the TTS heard on the server's track.
+    track_peak: i16,
+    track_samples: usize,
+    tts_messages: usize,
+}
+
+async fn speak(c: &mut LlmrtcClientApp, until: &'static str) -> TrackTurn {
+    c.send_mic_wav(&utterance_wav(600)).await.expect("mic");
+    listen(c, until).await
+}
+
+async fn listen(c: &mut LlmrtcClientApp, until: &'static str) -> TrackTurn {
+    let mut t = TrackTurn::default();
+    c.wait_for_event(
+        until,
+        PATIENCE,
+        |e| match e {
+            WebrtcClientEvent::TrackAudio { samples, .. } => {
+                t.track_samples += samples.len();
+                t.track_peak = t
+                    .track_peak
+                    .max(samples.iter().map(|s| s.saturating_abs()).max().unwrap_or(0));
+            }
+            WebrtcClientEvent::Llmrtc(ClientEvent::Message(m)) => {
+                t.handled.push(m.type_name());
+                if let ServerMessage::Transcript(tr) = m {
+                    if tr.is_final {
+                        t.transcript = Some(tr.text.clone());
+                    }
+                }
+            }
+            WebrtcClientEvent::Llmrtc(ClientEvent::TtsAudio { .. }) => t.tts_messages += 1,
+            _ => {}
+        },
+        |e| matches!(e, WebrtcClientEvent::Llmrtc(ClientEvent::Message(m)) if m.type_name() == until),
+    )
+    .await
+    .expect(until);
+    t
+}
+
+#[tokio::test]
+async fn a_turn_over_the_audio_tracks_and_a_barge_in() {
+    let app = webrtc_server(WebrtcOptions::default()).await;
+    let mut c = open_audio_client(&app, 7).await;
+
+    // A turn spoken on the microphone track; the reply's speech comes on the server's track.
+    let t = speak(&mut c, "tts-complete").await;
+    for ty in [
+        "speech-start",
+        "speech-end",
+        "transcript",
+        "llm",
+        "tts-start",
+    ] {
+        assert!(t.handled.contains(&ty), "{ty}: {t:?}");
+    }
+    assert_eq!(
+        t.transcript.as_deref(),
+        Some("Hello there, who am I talking to?"),
+        "{t:?}"
+    );
+    assert!(
+        !t.handled.contains(&"tts-chunk"),
+        "TTS goes on the track: {t:?}"
+    );
+    assert_eq!(t.tts_messages, 0, "{t:?}");
+    // The track's audio may trail tts-complete by its jitter; hear it in the next turn's
+    // silence if not yet.
+    let heard_first = t.track_samples;
+
+    // Barge-in: the long reply starts speaking on the track, the user talks over it.
+    let t = speak(&mut c, "tts-start").await;
+    assert_eq!(
+        t.transcript.as_deref(),
+        Some("Tell me a story please."),
+        "{t:?}"
+    );
+    c.send_mic_wav(&utterance_wav(500)).await.expect("mic");
+    let cancelled = listen(&mut c, "tts-cancelled").await;
+    assert!(
+        !cancelled.handled.contains(&"tts-complete"),
+        "the long reply is cut off, never completed: {cancelled:?}"
+    );
+    let next = listen(&mut c, "speech-end").await;
+    assert!(
+        next.handled.contains(&"speech-start") || cancelled.handled.contains(&"speech-start"),
+        "the interruption is heard as speech: {cancelled:?} {next:?}"
+    );
+    let t = listen(&mut c, "tts-complete").await;
+    assert_eq!(
+        t.transcript.as_deref(),
+        Some("Sorry to interrupt, what time is it?"),
+        "{t:?}"
+    );
+    let heard = heard_first + cancelled.track_samples + next.track_samples + t.track_samples;
+    assert!(heard > 0, "TTS was heard on the server's track");
+    assert!(
+        t.track_peak > 1000 || cancelled.track_peak > 1000,
+        "the track carries sound, not silence: {t:?} {cancelled:?}"
+    );
+    c.close().await;
+    within("shutdown", app.shutdown()).await;
+}

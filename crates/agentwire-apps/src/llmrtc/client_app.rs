@@ -109,6 +109,23 @@ impl LlmrtcClientApp {
         Ok(Self { handle, events })
     }
 
+    /// Sends a WAV file's speech (PCM 16-bit, mono or stereo, any rate) on the microphone
+    /// track: a client started with [`AudioOffer::SendRecv`] whose track is up
+    /// ([`WebrtcClientEvent::TrackReady`]). The machine encodes it to Opus and paces it in
+    /// real time (one 20 ms frame every 20 ms), as a microphone would.
+    pub async fn send_mic_wav(&self, wav: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+        let parsed = agentwire::llmrtc::wav::parse_wav(wav)?;
+        let rate = parsed.format.sample_rate;
+        let samples: Vec<i16> = parsed.mono_samples().collect();
+        self.handle
+            .call(move |c, now| match c.webrtc_mut() {
+                Some(w) => w.send_mic(&samples, rate, now).map_err(|e| e.to_string()),
+                None => Err("no WebRTC: start the client with start_webrtc".to_owned()),
+            })
+            .await??;
+        Ok(())
+    }
+
     /// Whether the WebRTC data channel is open now (always `false` without WebRTC).
     pub async fn channel_open(&self) -> Result<bool, Closed> {
         self.handle
