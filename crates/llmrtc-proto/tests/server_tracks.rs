@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use agentwire_core::ConnId;
+use agentwire_core::{ConnId, Machine};
 use common::*;
 
 use llmrtc_proto::{
@@ -310,4 +310,25 @@ fn a_disconnect_during_playout_drops_the_track_audio_and_the_turn() {
     }));
     h.advance(Duration::from_secs(5));
     assert!(h.take(c).is_empty());
+}
+
+#[test]
+fn the_playout_end_is_the_next_deadline_and_fires_once() {
+    let mut h = Harness::new(ServerConfig::default().with_heartbeat_timeout(None));
+    let (c, _) = h.client();
+    reply_playing_on_track(&mut h, c, 1_000);
+    let end = h.now + Duration::from_secs(1);
+    assert_eq!(h.server.poll_timeout(), Some(end));
+    // An early call changes nothing.
+    h.server.handle_timeout(h.now + Duration::from_millis(500));
+    h.drain();
+    assert!(h.take(c).is_empty());
+    assert_eq!(h.server.poll_timeout(), Some(end));
+    h.server.handle_timeout(end);
+    h.drain();
+    assert_eq!(h.types(c), ["tts-complete"]);
+    assert_eq!(h.server.poll_timeout(), None);
+    h.server.handle_timeout(end);
+    h.drain();
+    assert!(h.take(c).is_empty(), "fires once");
 }
