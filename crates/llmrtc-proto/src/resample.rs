@@ -179,6 +179,23 @@ mod tests {
         out
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_rates_and_cuts_give_the_expected_length_and_the_same_output(
+            from in 8_000u32..400_000,
+            to in 8_000u32..400_000,
+            input in proptest::collection::vec(proptest::num::i16::ANY, 0..600),
+            cut in 1usize..97,
+        ) {
+            let whole = convert_in_chunks(from, to, &input, input.len().max(1));
+            proptest::prop_assert_eq!(convert_in_chunks(from, to, &input, cut), whole.clone());
+            let expected = input.len() as f64 * f64::from(to) / f64::from(from);
+            let slack = f64::from(to) / f64::from(from) + 2.0;
+            proptest::prop_assert!((whole.len() as f64 - expected).abs() <= slack,
+                "{} samples for {} expected", whole.len(), expected);
+        }
+    }
+
     #[test]
     fn zero_rates_are_refused() {
         assert!(Resampler::new(0, 16_000).is_none());
