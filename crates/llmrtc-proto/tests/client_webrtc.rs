@@ -137,6 +137,7 @@ fn attachments_go_on_the_data_channel_while_it_is_open_and_the_rest_on_the_webso
 fn the_data_channel_repeating_what_the_websocket_gave_before_it_opened_is_dropped() {
     let mut h = H::default_started();
     let c = h.connected("s");
+    h.c.offer(sdp_offer(), h.now).expect("offer");
     let start = json!({"type":"speech-start"});
     let end = json!({"type":"speech-end"});
     let text = json!({"type":"transcript","text":"Hello","isFinal":true});
@@ -183,6 +184,7 @@ fn the_data_channel_repeating_what_the_websocket_gave_before_it_opened_is_droppe
 fn after_the_overlap_window_or_a_new_message_the_channel_is_taken_as_it_comes() {
     let mut h = H::default_started();
     let c = h.connected("s");
+    h.c.offer(sdp_offer(), h.now).expect("offer");
     let start = json!({"type":"speech-start"});
     h.recv(c, start.clone());
     // Opened long after: a speech-start on the channel is a new one.
@@ -204,6 +206,7 @@ fn after_the_overlap_window_or_a_new_message_the_channel_is_taken_as_it_comes() 
     let mut h = H::new(config);
     h.c.start(h.now).expect("start");
     let c = h.connected("s");
+    h.c.offer(sdp_offer(), h.now).expect("offer");
     h.recv(c, json!({"type":"speech-end"}));
     h.c.set_data_channel_open(true, h.now);
     h.recv_dc(json!({"type":"speech-end"}));

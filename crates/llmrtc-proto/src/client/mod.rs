@@ -168,7 +168,7 @@ enum Source {
 ///     channel. The channel's first frames are compared, in order and byte for byte (the
 ///     server writes the same frame to both), with the payload frames handled from the
 ///     WebSocket in [`ClientConfig::data_channel_overlap`] (2 s) before the channel
-///     opened; matching ones are dropped ([`IgnoreReason::Duplicate`]); the first that
+///     opened (remembered only once an `offer` went out on the connection); matching ones are dropped ([`IgnoreReason::Duplicate`]); the first that
 ///     does not match ends the hand-over, as does one whose twin came on the WebSocket
 ///     after the channel opened (a new message, sent on both). Without sequence numbers
 ///     on the wire this is a judgement: a new message identical to one of the last
@@ -350,7 +350,7 @@ impl LlmrtcClient {
         self.ready = false;
         self.want_dial = false;
         self.data_channel_open = false;
-        self.overlap.reset();
+        self.overlap.end_connection();
         self.timers.clear();
         self.queue.clear();
         self.queued_bytes = 0;
@@ -417,6 +417,7 @@ impl LlmrtcClient {
         };
         let frame = ClientMessage::Offer(Offer { signal }).to_frame(&mut self.scratch);
         self.out.send(conn, frame);
+        self.overlap.arm();
         Ok(())
     }
 
@@ -504,7 +505,7 @@ impl LlmrtcClient {
         self.ready = false;
         self.want_dial = false;
         self.data_channel_open = false;
-        self.overlap.reset();
+        self.overlap.end_connection();
         self.missed_pongs = 0;
         self.last_ping = None;
         self.reply.reset();
@@ -731,7 +732,7 @@ impl Machine for LlmrtcClient {
         self.want_dial = false;
         self.ready = false;
         self.data_channel_open = false;
-        self.overlap.reset();
+        self.overlap.end_connection();
         self.timers.cancel(&Timer::Retry);
         self.timers
             .set(Timer::Ready, now + self.config.ready_timeout);

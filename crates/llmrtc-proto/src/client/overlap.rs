@@ -22,6 +22,10 @@ const MAX_REMEMBERED: usize = 32;
 /// The state of the hand-over.
 #[derive(Debug, Default)]
 pub(crate) struct Overlap {
+    /// Whether an `offer` went out on this connection: only then can a data channel open,
+    /// so only then are WebSocket payloads remembered (hashing them costs a pass over
+    /// each).
+    armed: bool,
     /// Fingerprints of the payload frames handled from the WebSocket lately, oldest first.
     handled: VecDeque<(Instant, u64)>,
     /// After the channel opened: the fingerprints its first frames may repeat, and whether
@@ -36,9 +40,14 @@ pub(crate) struct Overlap {
 }
 
 impl Overlap {
+    /// An `offer` went out on this connection: a data channel may open.
+    pub(crate) fn arm(&mut self) {
+        self.armed = true;
+    }
+
     /// A payload frame was handled from the WebSocket at `now` (the channel is closed).
     pub(crate) fn handled_from_websocket(&mut self, bytes: &[u8], now: Instant, window: Duration) {
-        if window.is_zero() {
+        if !self.armed || window.is_zero() {
             return;
         }
         while self
@@ -110,7 +119,13 @@ impl Overlap {
         }
     }
 
-    /// Forgets everything (the channel closed, or the connection ended).
+    /// The connection ended: forgets everything, and no offer is out.
+    pub(crate) fn end_connection(&mut self) {
+        self.reset();
+        self.armed = false;
+    }
+
+    /// Forgets the frames remembered (the channel closed).
     pub(crate) fn reset(&mut self) {
         self.handled.clear();
         self.pending.clear();
