@@ -10,14 +10,17 @@
 //! (.png/.jpg/.jpeg/.gif/.webp, at most 4 MiB, sent as a base64 data URI), or a `data:` URI
 //! or `http(s)://` URL as given. `--webrtc` offers a WebRTC peer connection after `ready`
 //! (and after every reconnect, with a new peer): transcripts, the streamed reply and TTS
-//! then arrive on the data channel, each once; the utterance itself still goes as `audio`
-//! messages on the WebSocket (this client has no microphone track yet).
+//! then arrive on the data channel, each once. With `--webrtc --wav FILE` the peer also
+//! has an Opus audio track each way: the WAV is spoken on the microphone track in real time
+//! (followed by a second of silence, so the server's VAD hears the end), and the reply's
+//! speech comes back on the server's track and is written to `--out` as a 48 kHz WAV.
 //!
 //! ```text
 //! cargo run --release --example llmrtc_server &
 //! cargo run --release --example llmrtc_client -- --turns 2 --drop-after 1
 //! cargo run --release --example llmrtc_client -- --attach menu.png
 //! cargo run --release --example llmrtc_client -- --webrtc --turns 2 --drop-after 1
+//! espeak-ng -w hello.wav "hello there" && cargo run --release --example llmrtc_client -- --webrtc --wav hello.wav
 //! ```
 
 #[tokio::main]

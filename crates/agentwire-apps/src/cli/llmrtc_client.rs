@@ -39,8 +39,9 @@ struct Args {
     #[arg(long = "attach", value_name = "FILE|DATA_URI|URL")]
     attach: Vec<String>,
     /// Offer a WebRTC peer connection after `ready` (and after every reconnect): payloads
-    /// then arrive on the data channel, each once. The turn's audio still goes as `audio`
-    /// messages on the WebSocket (the client has no microphone track yet).
+    /// then arrive on the data channel, each once. With `--wav`, the peer also has an Opus
+    /// audio track both ways: the WAV is spoken on the microphone track (in real time) and
+    /// the reply's speech comes back on the server's track (written to `--out` at 48 kHz).
     #[arg(long)]
     webrtc: bool,
 }
@@ -62,9 +63,15 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .map(|a| attachment_from_arg(a))
         .collect::<Result<Vec<_>, _>>()?;
     let (_, seed) = crate::common::clocks();
+    // With --webrtc and --wav the utterance goes on a microphone track.
+    let mic = args.webrtc && args.wav.is_some();
     let mut client = if args.webrtc {
-        LlmrtcClientApp::start_webrtc(&args.url, ClientConfig::default(), seed, AudioOffer::None)
-            .await?
+        let audio = if mic {
+            AudioOffer::SendRecv
+        } else {
+            AudioOffer::None
+        };
+        LlmrtcClientApp::start_webrtc(&args.url, ClientConfig::default(), seed, audio).await?
     } else {
         LlmrtcClientApp::start(&args.url, ClientConfig::default(), seed).await?
     };
@@ -93,32 +100,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("could not connect to {}; gave up after every try", args.url).into());
     }
     if args.webrtc {
-        // The offer went out with `ready`; wait for the channel, or for the server's
-        // refusal (then the session goes on over the WebSocket).
-        let opened = client
-            .wait_for_event(
-                "the data channel",
-                patience,
-                |e| transcript.print_event(e),
-                |e| {
-                    matches!(
-                        e,
-                        WebrtcClientEvent::ChannelOpen
-                            | WebrtcClientEvent::Llmrtc(ClientEvent::Message(
-                                ServerMessage::Error(_)
-                            ))
-                    )
-                },
-            )
-            .await?;
-        if !matches!(opened, WebrtcClientEvent::ChannelOpen) {
+        // The offer went out with `ready`; wait for the channel (and the track), or for
+        // the server's refusal (then the session goes on over the WebSocket).
+        if !peer_up(&mut client, &mut transcript, mic, false, patience).await? {
             println!("--- no WebRTC: the session goes on over the WebSocket");
-        }
-        if args.wav.is_some() {
-            println!(
-                "--- the WAV goes as `audio` messages on the WebSocket (no microphone track in \
-                 this client yet); the replies come on the data channel"
-            );
+            if mic {
+                return Err("the server refused WebRTC; run without --webrtc".into());
+            }
         }
     }
     if !attachments.is_empty() {
@@ -129,57 +117,158 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         client.send_attachments(attachments).await?;
     }
     for turn in 1..=args.turns {
-        println!("--- turn {turn}: sending {} bytes of WAV", wav.len());
-        client.send_audio(wav.clone()).await?;
-        let audio = client
-            .wait_for(
-                "the reply's audio",
-                patience,
-                |e| transcript.print(e),
-                |e| {
-                    matches!(
-                        e,
-                        ClientEvent::TtsAudio { .. }
-                            | ClientEvent::Message(ServerMessage::Error(_))
-                    )
-                },
-            )
-            .await?;
-        if let ClientEvent::TtsAudio {
-            format,
-            sample_rate,
-            audio,
-        } = audio
-        {
-            // PCM gets a WAV header; a whole file (wav, mp3, ...) is written as it came.
-            let path = if format == "pcm" {
-                let path = args.out.join(format!("reply-{turn}.wav"));
-                write_wav_file(&path, sample_rate.unwrap_or(24_000), &audio)?;
-                path
-            } else {
-                let mut ext: String = format.chars().filter(char::is_ascii_alphanumeric).collect();
-                if ext.is_empty() {
-                    ext = "bin".into();
-                }
-                let path = args.out.join(format!("reply-{turn}.{ext}"));
-                std::fs::write(&path, &audio).map_err(|e| format!("{}: {e}", path.display()))?;
-                path
-            };
-            println!("wrote {}", path.display());
+        if mic {
+            println!(
+                "--- turn {turn}: speaking {} bytes of WAV on the microphone track",
+                wav.len()
+            );
+            client.send_mic_wav(&wav).await?;
+            let samples = track_reply(&mut client, &mut transcript, patience).await?;
+            let path = args.out.join(format!("reply-{turn}.wav"));
+            let pcm: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+            write_wav_file(&path, 48_000, &pcm)?;
+            println!(
+                "heard {:.2} s of speech on the server's track; wrote {}",
+                samples.len() as f64 / 48_000.0,
+                path.display()
+            );
+        } else {
+            println!("--- turn {turn}: sending {} bytes of WAV", wav.len());
+            client.send_audio(wav.clone()).await?;
+            let audio = client
+                .wait_for(
+                    "the reply's audio",
+                    patience,
+                    |e| transcript.print(e),
+                    |e| {
+                        matches!(
+                            e,
+                            ClientEvent::TtsAudio { .. }
+                                | ClientEvent::Message(ServerMessage::Error(_))
+                        )
+                    },
+                )
+                .await?;
+            if let ClientEvent::TtsAudio {
+                format,
+                sample_rate,
+                audio,
+            } = audio
+            {
+                // PCM gets a WAV header; a whole file (wav, mp3, ...) is written as it came.
+                let path = if format == "pcm" {
+                    let path = args.out.join(format!("reply-{turn}.wav"));
+                    write_wav_file(&path, sample_rate.unwrap_or(24_000), &audio)?;
+                    path
+                } else {
+                    let mut ext: String =
+                        format.chars().filter(char::is_ascii_alphanumeric).collect();
+                    if ext.is_empty() {
+                        ext = "bin".into();
+                    }
+                    let path = args.out.join(format!("reply-{turn}.{ext}"));
+                    std::fs::write(&path, &audio)
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    path
+                };
+                println!("wrote {}", path.display());
+            }
         }
         if args.drop_after == Some(turn) {
             println!("--- dropping the connection (--drop-after {turn})");
             client.drop_connection().await?;
-            client
-                .wait_for(
-                    "reconnect-ack",
-                    patience,
-                    |e| transcript.print(e),
-                    |e| matches!(e, ClientEvent::Resumed { .. }),
-                )
-                .await?;
+            if args.webrtc {
+                // The reconnect-ack and the new peer come in either order.
+                peer_up(&mut client, &mut transcript, mic, true, patience).await?;
+            } else {
+                client
+                    .wait_for(
+                        "reconnect-ack",
+                        patience,
+                        |e| transcript.print(e),
+                        |e| matches!(e, ClientEvent::Resumed { .. }),
+                    )
+                    .await?;
+            }
         }
     }
     client.close().await;
     Ok(())
+}
+
+/// Waits for the data channel (and, with `mic`, the microphone track) of the peer offered
+/// after `ready`, and with `resume` for the `reconnect-ack` too; `false` if the server
+/// answered the offer with an error instead.
+async fn peer_up(
+    client: &mut LlmrtcClientApp,
+    transcript: &mut Transcript,
+    mic: bool,
+    resume: bool,
+    patience: Duration,
+) -> Result<bool, Box<dyn std::error::Error>> {
+    let (mut open, mut track, mut resumed) = (false, !mic, !resume);
+    let last = client
+        .wait_for_event(
+            "the WebRTC peer",
+            patience,
+            |e| transcript.print_event(e),
+            |e| {
+                match e {
+                    WebrtcClientEvent::ChannelOpen => open = true,
+                    WebrtcClientEvent::TrackReady => track = true,
+                    WebrtcClientEvent::Llmrtc(ClientEvent::Resumed { .. }) => resumed = true,
+                    WebrtcClientEvent::Llmrtc(ClientEvent::Message(ServerMessage::Error(_))) => {
+                        return true
+                    }
+                    _ => {}
+                }
+                open && track && resumed
+            },
+        )
+        .await?;
+    Ok(!matches!(
+        last,
+        WebrtcClientEvent::Llmrtc(ClientEvent::Message(ServerMessage::Error(_)))
+    ))
+}
+
+/// The reply to an utterance spoken on the microphone track: the events up to
+/// `tts-complete` (or an error), and the speech heard on the server's track meanwhile and
+/// in the half second after (the track plays in real time; its last frames may trail).
+async fn track_reply(
+    client: &mut LlmrtcClientApp,
+    transcript: &mut Transcript,
+    patience: Duration,
+) -> Result<Vec<i16>, Box<dyn std::error::Error>> {
+    let mut samples = Vec::new();
+    let mut take = |e: &WebrtcClientEvent, transcript: &mut Transcript| {
+        if let WebrtcClientEvent::TrackAudio { samples: s, .. } = e {
+            samples.extend_from_slice(s);
+        }
+        transcript.print_event(e);
+    };
+    let end = client
+        .wait_for_event(
+            "the reply",
+            patience,
+            |e| take(e, transcript),
+            |e| {
+                matches!(e, WebrtcClientEvent::Llmrtc(ClientEvent::Message(m))
+                    if matches!(m.type_name(), "tts-complete" | "error"))
+            },
+        )
+        .await?;
+    if let WebrtcClientEvent::Llmrtc(ClientEvent::Message(ServerMessage::Error(e))) = end {
+        return Err(format!("the server answered with an error: {}", e.message).into());
+    }
+    // The trailing frames: whatever arrives in the next half second.
+    let _ = client
+        .wait_for_event(
+            "trailing track audio",
+            Duration::from_millis(500),
+            |e| take(e, transcript),
+            |_| false,
+        )
+        .await;
+    Ok(samples)
 }

@@ -112,11 +112,14 @@ impl LlmrtcClientApp {
     /// Sends a WAV file's speech (PCM 16-bit, mono or stereo, any rate) on the microphone
     /// track: a client started with [`AudioOffer::SendRecv`] whose track is up
     /// ([`WebrtcClientEvent::TrackReady`]). The machine encodes it to Opus and paces it in
-    /// real time (one 20 ms frame every 20 ms), as a microphone would.
+    /// real time (one 20 ms frame every 20 ms), as a microphone would; one second of
+    /// silence follows, because a microphone goes on sending after the speaker stops and
+    /// the server's VAD ends an utterance on silence, not on the end of a track's frames.
     pub async fn send_mic_wav(&self, wav: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
         let parsed = agentwire::llmrtc::wav::parse_wav(wav)?;
         let rate = parsed.format.sample_rate;
-        let samples: Vec<i16> = parsed.mono_samples().collect();
+        let mut samples: Vec<i16> = parsed.mono_samples().collect();
+        samples.resize(samples.len() + rate as usize, 0);
         self.handle
             .call(move |c, now| match c.webrtc_mut() {
                 Some(w) => w.send_mic(&samples, rate, now).map_err(|e| e.to_string()),
