@@ -170,20 +170,27 @@ async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
 
     println!("\n== 4. reconnect (the client drops its connection, resumes the session, new peer)");
     client.drop_connection().await?;
-    let ack = client
-        .wait_for("reconnect-ack", PATIENCE, &mut show, |e| {
-            matches!(e, ClientEvent::Resumed { .. })
-        })
-        .await?;
+    // The reconnect-ack and the new peer's data channel come in either order.
+    let mut ack = None;
+    let mut reopened = false;
     client
         .wait_for_event(
-            "the new data channel",
+            "reconnect-ack and the new data channel",
             PATIENCE,
-            |_| {},
-            |e| matches!(e, WebrtcClientEvent::ChannelOpen),
+            |e| t.print_event(e),
+            |e| {
+                match e {
+                    WebrtcClientEvent::Llmrtc(r @ ClientEvent::Resumed { .. }) => {
+                        ack = Some(r.clone());
+                    }
+                    WebrtcClientEvent::ChannelOpen => reopened = true,
+                    _ => {}
+                }
+                ack.is_some() && reopened
+            },
         )
         .await?;
-    println!("    WebRTC data channel open again (a new peer connection)");
+    let ack = ack.ok_or("no reconnect-ack")?;
     check(
         ack == ClientEvent::Resumed {
             success: true,
@@ -203,6 +210,69 @@ async fn run(app: &server_app::LlmrtcApp) -> Res<()> {
         .await?;
     println!("    server history of {session}: {history} messages");
     check(history >= 6, "history kept across the reconnect")?;
+    client.close().await;
+    spoken_on_the_track(app).await
+}
+
+/// A second client whose utterance goes on a microphone track and whose reply's speech
+/// comes back on the server's track.
+async fn spoken_on_the_track(app: &server_app::LlmrtcApp) -> Res<()> {
+    println!("\n== 5. a turn spoken on a WebRTC microphone track (the reply's speech on the server's track)");
+    let mut client =
+        LlmrtcClientApp::start_webrtc(&app.url(), ClientConfig::default(), 8, AudioOffer::SendRecv)
+            .await?;
+    let mut t = Transcript::new("    ");
+    let (mut open, mut track) = (false, false);
+    client
+        .wait_for_event(
+            "the data channel and the microphone track",
+            PATIENCE,
+            |e| t.print_event(e),
+            |e| {
+                match e {
+                    WebrtcClientEvent::ChannelOpen => open = true,
+                    WebrtcClientEvent::TrackReady => track = true,
+                    _ => {}
+                }
+                open && track
+            },
+        )
+        .await?;
+    println!("    microphone track up; speaking (in real time)");
+    client.send_mic_wav(&utterance_wav(600)).await?;
+    let mut heard = 0usize;
+    let mut peak = 0i16;
+    client
+        .wait_for_event(
+            "tts-complete",
+            PATIENCE,
+            |e| {
+                if let WebrtcClientEvent::TrackAudio { samples, .. } = e {
+                    heard += samples.len();
+                    peak = peak.max(
+                        samples
+                            .iter()
+                            .map(|s| s.saturating_abs())
+                            .max()
+                            .unwrap_or(0),
+                    );
+                }
+                t.print_event(e);
+            },
+            |e| {
+                matches!(e, WebrtcClientEvent::Llmrtc(ClientEvent::Message(m))
+                    if m.type_name() == "tts-complete")
+            },
+        )
+        .await?;
+    println!(
+        "    heard {:.2} s of the reply's speech on the server's track (peak level {peak})",
+        heard as f64 / 48_000.0
+    );
+    check(
+        heard > 0 && peak > 1000,
+        "speech on the server's audio track",
+    )?;
     client.close().await;
     Ok(())
 }
