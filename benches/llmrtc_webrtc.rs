@@ -1,0 +1,445 @@
+//! llmrtc over WebRTC on loopback: the reference server with WebRTC
+//! (`server_app::start_webrtc`) and the reference client (`LlmrtcClientApp`), every figure
+//! against the WebSocket path measured in the same group and run (absolute numbers drift on
+//! shared machines; ratios hold).
+//!
+//! Groups (criterion):
+//!
+//! - `llmrtc_webrtc/payload`: one payload message (`error`, which goes on both channels)
+//!   from a server command to the client's event: `data_channel` for a client whose data
+//!   channel is open (the WebSocket copy is set aside), `websocket` for a client without
+//!   WebRTC on the same server.
+//! - `llmrtc_webrtc/burst_200`: 200 payload messages from one command, until the client
+//!   has all of them (messages per second through one data channel, and through one
+//!   WebSocket; 200 stays under the transport's 256-frame send queue per connection).
+//!
+//! Measured once per run and printed:
+//!
+//! - memory (first, before anything is freed, so no measurement reuses another's freed
+//!   memory): RSS growth per idle WebSocket session without WebRTC (1,000 raw upgrades that
+//!   never read) on a server without WebRTC and on the WebRTC server, then per connected
+//!   WebRTC session (100 sessions, both ends in this process, so the server's share is at
+//!   most that);
+//! - setup: offer -> data channel open (client start to `ChannelOpen`), median of 20, and
+//!   the CPU time of both peers per setup (this thread's `schedstat`: the runtime is
+//!   current-thread), and setups per second done one after another.
+//!
+//! Latency benches use a current-thread runtime (client and server tasks on one thread).
+//!
+//! Run: `cargo bench --bench llmrtc_webrtc` (add `-- --quick` for a short run). The figures
+//! are printed at the end and recorded in `crates/llmrtc-webrtc/README.md`.
+#![allow(missing_docs)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agentwire::core::ConnId;
+use agentwire::llmrtc::{ClientConfig, ClientEvent, ErrorCode, ServerConfig, ServerEvent};
+use agentwire::llmrtc::{Reconnection, ServerMessage};
+use agentwire_apps::common::AddressLimits;
+use agentwire_apps::llmrtc::client_app::LlmrtcClientApp;
+use agentwire_apps::llmrtc::providers::{Providers, ScriptedStt};
+use agentwire_apps::llmrtc::server_app::{self, LlmrtcApp, Pacing, WebrtcOptions};
+use agentwire_apps::llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
+use agentwire_testkit::bench::median_ns;
+use criterion::Criterion;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::runtime::Runtime;
+use tokio::sync::mpsc;
+
+/// Messages per burst: one command's worth, under the transport's 256-frame send queue
+/// (a command that queues more than that for one connection closes it as a slow reader).
+const BURST: usize = 200;
+/// Setups timed.
+const SETUPS: usize = 20;
+/// Connected WebRTC sessions measured.
+const RTC_SESSIONS: usize = 100;
+/// Idle WebSocket sessions measured.
+const IDLE_CONNS: usize = 1000;
+/// Bound of every wait.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The server with WebRTC; its connections are reported on the receiver.
+async fn server() -> (LlmrtcApp, mpsc::UnboundedReceiver<ConnId>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let app = server_app::start_webrtc(
+        "127.0.0.1:0",
+        ServerConfig::default(),
+        WebrtcOptions::default(),
+        Providers::stand_ins(ScriptedStt::example()),
+        Pacing::fast(),
+        move |e| {
+            if let ServerEvent::SessionStarted { conn, .. } = e {
+                let _ = tx.send(*conn);
+            }
+        },
+    )
+    .await
+    .expect("bind");
+    (app, rx)
+}
+
+fn client_config() -> ClientConfig {
+    let mut r = Reconnection::default();
+    r.base_delay = Duration::from_millis(20);
+    ClientConfig::default().with_reconnection(r)
+}
+
+async fn channel_open(c: &mut LlmrtcClientApp) {
+    c.wait_for_event(
+        "data channel",
+        PATIENCE,
+        |_| {},
+        |e| matches!(e, WebrtcClientEvent::ChannelOpen),
+    )
+    .await
+    .expect("data channel open");
+}
+
+async fn ready(c: &mut LlmrtcClientApp) {
+    c.wait_for(
+        "ready",
+        PATIENCE,
+        |_| {},
+        |e| matches!(e, ClientEvent::Ready { .. }),
+    )
+    .await
+    .expect("ready");
+}
+
+/// Sends `n` payload messages to `conn` in one command and waits until the client has
+/// them all.
+async fn payloads(app: &LlmrtcApp, conn: ConnId, c: &mut LlmrtcClientApp, n: usize) {
+    app.handle
+        .call(move |m, _| {
+            for _ in 0..n {
+                m.send_error(conn, ErrorCode::INTERNAL_ERROR, "bench")
+                    .expect("send");
+            }
+        })
+        .await
+        .expect("call");
+    let mut got = 0;
+    c.wait_for(
+        "payloads",
+        PATIENCE,
+        |_| {},
+        |e| {
+            if matches!(e, ClientEvent::Message(ServerMessage::Error(_))) {
+                got += 1;
+            }
+            got == n
+        },
+    )
+    .await
+    .expect("payloads");
+}
+
+/// A server with one WebRTC client (channel open) and one WebSocket-only client.
+struct Pair {
+    app: LlmrtcApp,
+    rtc: (ConnId, LlmrtcClientApp),
+    ws: (ConnId, LlmrtcClientApp),
+}
+
+async fn pair() -> Pair {
+    let (app, mut conns) = server().await;
+    let mut ws = LlmrtcClientApp::start(&app.url(), client_config(), 1)
+        .await
+        .expect("client");
+    ready(&mut ws).await;
+    let ws_conn = conns.recv().await.expect("conn");
+    let mut rtc = LlmrtcClientApp::start_webrtc(&app.url(), client_config(), 2, AudioOffer::None)
+        .await
+        .expect("client");
+    channel_open(&mut rtc).await;
+    let rtc_conn = conns.recv().await.expect("conn");
+    Pair {
+        app,
+        rtc: (rtc_conn, rtc),
+        ws: (ws_conn, ws),
+    }
+}
+
+fn timed(
+    rt: &Runtime,
+    app: &LlmrtcApp,
+    target: &mut (ConnId, LlmrtcClientApp),
+    iters: u64,
+    n: usize,
+) -> Duration {
+    rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        for _ in 0..iters {
+            payloads(app, target.0, &mut target.1, n).await;
+        }
+        start.elapsed()
+    })
+}
+
+fn payload_benches(c: &mut Criterion) {
+    let rt = runtime();
+    let mut p = rt.block_on(pair());
+    for (group, n) in [
+        ("llmrtc_webrtc/payload".to_owned(), 1usize),
+        (format!("llmrtc_webrtc/burst_{BURST}"), BURST),
+    ] {
+        let mut g = c.benchmark_group(group);
+        g.throughput(criterion::Throughput::Elements(n as u64));
+        if n > 1 {
+            g.sample_size(10);
+        }
+        g.bench_function("data_channel", |b| {
+            b.iter_custom(|iters| timed(&rt, &p.app, &mut p.rtc, iters, n))
+        });
+        g.bench_function("websocket", |b| {
+            b.iter_custom(|iters| timed(&rt, &p.app, &mut p.ws, iters, n))
+        });
+        g.finish();
+    }
+    rt.block_on(async {
+        p.rtc.1.close().await;
+        p.ws.1.close().await;
+        p.app.shutdown().await;
+    });
+}
+
+/// This thread's CPU time so far (`/proc/thread-self/schedstat`, nanoseconds).
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Setup figures: median ms offer -> open, CPU ms per setup, setups per second.
+struct Setup {
+    median_ms: f64,
+    cpu_ms: Option<f64>,
+    per_second: f64,
+}
+
+fn setups() -> Setup {
+    let rt = runtime();
+    rt.block_on(async {
+        let (app, _conns) = server().await;
+        let mut times = Vec::with_capacity(SETUPS);
+        let cpu_before = thread_cpu_ns();
+        let all = tokio::time::Instant::now();
+        for seed in 0..SETUPS as u64 {
+            let start = tokio::time::Instant::now();
+            let mut c =
+                LlmrtcClientApp::start_webrtc(&app.url(), client_config(), seed, AudioOffer::None)
+                    .await
+                    .expect("client");
+            channel_open(&mut c).await;
+            times.push(start.elapsed());
+            c.close().await;
+        }
+        let wall = all.elapsed();
+        let cpu = cpu_before
+            .zip(thread_cpu_ns())
+            .map(|(a, b)| b.saturating_sub(a) as f64 / 1e6 / SETUPS as f64);
+        app.shutdown().await;
+        times.sort();
+        Setup {
+            median_ms: times[SETUPS / 2].as_secs_f64() * 1e3,
+            cpu_ms: cpu,
+            per_second: SETUPS as f64 / wall.as_secs_f64(),
+        }
+    })
+}
+
+async fn open_idle(addr: SocketAddr) -> Vec<TcpStream> {
+    let request = format!(
+        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    let mut socks = Vec::with_capacity(IDLE_CONNS);
+    let mut buf = [0u8; 1024];
+    for _ in 0..IDLE_CONNS {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(request.as_bytes()).await.expect("write");
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).await.expect("read");
+            assert!(n > 0, "server hung up during the upgrade");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 101"), "upgrade refused");
+        socks.push(s);
+    }
+    socks
+}
+
+/// Memory figures, KiB of RSS growth: per idle WebSocket session without WebRTC, on a
+/// server without WebRTC and on the WebRTC server, and per connected WebRTC session (both
+/// ends in this process).
+///
+/// Measured first in the run, and nothing is freed between the three (freed memory would be
+/// reused by the next measurement and hide its growth).
+struct Memory {
+    idle_plain: f64,
+    idle_webrtc: f64,
+    rtc_session: f64,
+}
+
+async fn idle_sessions(app: &LlmrtcApp) -> Option<(f64, Vec<TcpStream>)> {
+    let before = rss_kib()?;
+    let socks = open_idle(app.local_addr()).await;
+    for _ in 0..1000 {
+        let n = app.handle.call(|m, _| m.connections()).await.ok()?;
+        if n == IDLE_CONNS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // `ready` goes out after the first-frame delay.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let after = rss_kib()?;
+    Some((
+        after.saturating_sub(before) as f64 / IDLE_CONNS as f64,
+        socks,
+    ))
+}
+
+fn memory(rt: &Runtime) -> Option<Memory> {
+    AddressLimits {
+        max_connections_per_address: IDLE_CONNS * 2,
+        max_pending_handshakes_per_address: IDLE_CONNS * 2,
+    }
+    .install();
+    rt.block_on(async {
+        let plain = server_app::start(
+            "127.0.0.1:0",
+            ServerConfig::default(),
+            Providers::stand_ins(ScriptedStt::example()),
+            Pacing::fast(),
+            |_| {},
+        )
+        .await
+        .expect("bind");
+        let (rtc_app, _conns) = server().await;
+        // The connected sessions get a server of their own: the idle ones fill the first
+        // one's connection limit.
+        let (sessions_app, _conns2) = server().await;
+        // Warm up: the first WebRTC session pays for lazily built tables.
+        let mut warm = LlmrtcClientApp::start_webrtc(
+            &sessions_app.url(),
+            client_config(),
+            99,
+            AudioOffer::None,
+        )
+        .await
+        .expect("client");
+        channel_open(&mut warm).await;
+        let (idle_plain, plain_socks) = idle_sessions(&plain).await?;
+        let (idle_webrtc, rtc_socks) = idle_sessions(&rtc_app).await?;
+        let before = rss_kib()?;
+        let mut clients = Vec::with_capacity(RTC_SESSIONS);
+        for seed in 0..RTC_SESSIONS as u64 {
+            let mut c = LlmrtcClientApp::start_webrtc(
+                &sessions_app.url(),
+                client_config(),
+                seed,
+                AudioOffer::None,
+            )
+            .await
+            .expect("client");
+            channel_open(&mut c).await;
+            clients.push(c);
+        }
+        let after = rss_kib()?;
+        let rtc_session = after.saturating_sub(before) as f64 / RTC_SESSIONS as f64;
+        drop((plain_socks, rtc_socks));
+        for c in clients {
+            c.close().await;
+        }
+        warm.close().await;
+        sessions_app.shutdown().await;
+        rtc_app.shutdown().await;
+        plain.shutdown().await;
+        Some(Memory {
+            idle_plain,
+            idle_webrtc,
+            rtc_session,
+        })
+    })
+}
+
+fn report(setup: &Setup, memory: Option<&Memory>) {
+    println!();
+    println!("llmrtc over WebRTC (medians of this run; data channel / WebSocket, lower is better)");
+    for group in [
+        "llmrtc_webrtc/payload".to_owned(),
+        format!("llmrtc_webrtc/burst_{BURST}"),
+    ] {
+        let (Some(d), Some(w)) = (
+            median_ns(&group, "data_channel"),
+            median_ns(&group, "websocket"),
+        ) else {
+            println!("  {group}: no estimates (filtered out?)");
+            continue;
+        };
+        println!(
+            "  {group}: data channel {:.1} us, websocket {:.1} us, ratio {:.2}x",
+            d / 1e3,
+            w / 1e3,
+            d / w
+        );
+        if group.contains("burst") {
+            println!(
+                "    messages/s: data channel {:.0}, websocket {:.0}",
+                BURST as f64 / (d / 1e9),
+                BURST as f64 / (w / 1e9)
+            );
+        }
+    }
+    println!(
+        "  setup (offer -> data channel open): median {:.1} ms of {SETUPS}; {:.1} setups/s one \
+         after another; CPU per setup, both peers: {}",
+        setup.median_ms,
+        setup.per_second,
+        setup
+            .cpu_ms
+            .map_or("n/a".to_owned(), |ms| format!("{ms:.1} ms"))
+    );
+    match memory {
+        Some(m) => {
+            println!(
+                "  memory per connected WebRTC session (both ends in this process): {:.0} KiB",
+                m.rtc_session
+            );
+            println!(
+                "  memory per idle WebSocket session: {:.1} KiB on the WebRTC server, {:.1} KiB \
+                 on a server without WebRTC",
+                m.idle_webrtc, m.idle_plain
+            );
+        }
+        None => println!("  memory: n/a (no /proc)"),
+    }
+}
+
+fn main() {
+    let memory = memory(&runtime());
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    payload_benches(&mut c);
+    c.final_summary();
+    let setup = setups();
+    report(&setup, memory.as_ref());
+}
