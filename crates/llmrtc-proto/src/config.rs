@@ -337,7 +337,7 @@ pub struct ClientConfig {
     /// Largest TTS audio assembled from `tts-chunk`s (decoded bytes); beyond it the reply's
     /// audio is dropped. Default: 32 MiB (about 11 minutes of 24 kHz 16-bit mono).
     pub max_tts_audio_bytes: usize,
-    /// Commands (`audio`, `attachments`, `offer`) queued while not connected; beyond it
+    /// Commands (`audio`, `attachments`; never `offer`) queued while not connected; beyond it
     /// they are refused. Default: 16.
     pub max_queued: usize,
     /// Bytes of queued commands; beyond it they are refused. Default: 16 MiB.
