@@ -5,7 +5,7 @@
 //! Each shape has one type, so the apps, the server's provider loop and the tests that run
 //! commands on them (`app.handle.call(|m, _| m.history(..))`) are the same with WebRTC on or
 //! off: [`ServerMachine`] dereferences to the wrapped [`LlmrtcServer`], [`ClientMachine`]
-//! to the wrapped [`LlmrtcClient`].
+//! to the wrapped [`LlmrtcClient`]. Both are a [`Dual`].
 
 use std::net::SocketAddr;
 use std::ops::{Deref, DerefMut};
@@ -21,58 +21,94 @@ use llmrtc_webrtc::{WebrtcClient, WebrtcClientEvent, WebrtcServer, WebrtcServerE
 ///
 /// Its events are [`WebrtcServerEvent`]s: without WebRTC only
 /// [`WebrtcServerEvent::Llmrtc`]. Commands for the llmrtc server (provider answers, getters)
-/// reach it through `Deref`/`DerefMut` or [`llmrtc`](Self::llmrtc).
-#[derive(Debug)]
-pub struct ServerMachine {
-    inner: Inner,
+/// reach it through `Deref`/`DerefMut` or [`llmrtc`](Dual::llmrtc).
+pub type ServerMachine = Dual<LlmrtcServer, WebrtcServer>;
+
+/// The reference client's machine: an [`LlmrtcClient`], over the WebSocket alone or with
+/// WebRTC ([`WebrtcClient`]: it offers a peer connection and takes payloads from the data
+/// channel once it is open).
+///
+/// Its events are [`WebrtcClientEvent`]s: without WebRTC only
+/// [`WebrtcClientEvent::Llmrtc`]. It dereferences to the wrapped [`LlmrtcClient`].
+pub type ClientMachine = Dual<LlmrtcClient, WebrtcClient>;
+
+/// A machine that is either `W` (the WebSocket alone) or `R` (`W` wrapped with WebRTC),
+/// with `R`'s events: `W`'s are wrapped as `R` would wrap them.
+///
+/// The WebSocket shape is never given a UDP socket; as a [`DatagramMachine`] it drops any
+/// datagram and sends none.
+pub struct Dual<W: Machine, R: Machine> {
+    inner: Shape<W, R>,
+    /// How `W`'s events become `R`'s.
+    wrap: fn(W::Event) -> R::Event,
 }
 
-#[derive(Debug)]
-enum Inner {
-    /// No WebRTC: every `offer` gets `error WEBRTC_UNAVAILABLE` (or, with
-    /// `ServerConfig::webrtc` on, is left to the application), and the machine is never
-    /// given a UDP socket.
-    WebSocket(Box<LlmrtcServer>),
-    /// WebRTC: offers get peers on the driver's UDP socket.
-    Webrtc(Box<WebrtcServer>),
+impl<W: Machine, R: Machine> std::fmt::Debug for Dual<W, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.inner {
+            Shape::WebSocket(_) => "Dual::WebSocket",
+            Shape::Webrtc(_) => "Dual::Webrtc",
+        })
+    }
+}
+
+enum Shape<W, R> {
+    /// No WebRTC.
+    WebSocket(Box<W>),
+    /// WebRTC on the driver's UDP socket.
+    Webrtc(Box<R>),
+}
+
+impl<W: Machine, R: Machine> Dual<W, R> {
+    fn with(inner: Shape<W, R>, wrap: fn(W::Event) -> R::Event) -> Self {
+        Self { inner, wrap }
+    }
+
+    /// The WebRTC machine, when WebRTC is on.
+    pub fn webrtc_ref(&self) -> Option<&R> {
+        match &self.inner {
+            Shape::WebSocket(_) => None,
+            Shape::Webrtc(r) => Some(r),
+        }
+    }
+
+    /// The WebRTC machine, when WebRTC is on.
+    pub fn webrtc_mut(&mut self) -> Option<&mut R> {
+        match &mut self.inner {
+            Shape::WebSocket(_) => None,
+            Shape::Webrtc(r) => Some(r),
+        }
+    }
 }
 
 impl ServerMachine {
-    /// The llmrtc server over the WebSocket alone.
+    /// The llmrtc server over the WebSocket alone: every `offer` gets `error
+    /// WEBRTC_UNAVAILABLE` (unless its `ServerConfig::webrtc` is on).
     pub fn websocket(server: LlmrtcServer) -> Self {
-        Self {
-            inner: Inner::WebSocket(Box::new(server)),
-        }
+        Self::with(
+            Shape::WebSocket(Box::new(server)),
+            WebrtcServerEvent::Llmrtc,
+        )
     }
 
     /// The llmrtc server with WebRTC.
     pub fn webrtc(server: WebrtcServer) -> Self {
-        Self {
-            inner: Inner::Webrtc(Box::new(server)),
-        }
+        Self::with(Shape::Webrtc(Box::new(server)), WebrtcServerEvent::Llmrtc)
     }
 
     /// The wrapped llmrtc server (what it sends comes out of this machine's outputs).
     pub fn llmrtc(&mut self) -> &mut LlmrtcServer {
         match &mut self.inner {
-            Inner::WebSocket(s) => s,
-            Inner::Webrtc(w) => w.llmrtc(),
+            Shape::WebSocket(s) => s,
+            Shape::Webrtc(w) => w.llmrtc(),
         }
     }
 
     /// The wrapped llmrtc server, for its getters.
     pub fn llmrtc_ref(&self) -> &LlmrtcServer {
         match &self.inner {
-            Inner::WebSocket(s) => s,
-            Inner::Webrtc(w) => w.llmrtc_ref(),
-        }
-    }
-
-    /// The WebRTC machine, when WebRTC is on (peers, candidates, drop counters).
-    pub fn webrtc_ref(&self) -> Option<&WebrtcServer> {
-        match &self.inner {
-            Inner::WebSocket(_) => None,
-            Inner::Webrtc(w) => Some(w),
+            Shape::WebSocket(s) => s,
+            Shape::Webrtc(w) => w.llmrtc_ref(),
         }
     }
 }
@@ -91,154 +127,33 @@ impl DerefMut for ServerMachine {
     }
 }
 
-impl Machine for ServerMachine {
-    type Event = WebrtcServerEvent;
-
-    fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant) {
-        match &mut self.inner {
-            Inner::WebSocket(s) => s.handle_connect(conn, peer, now),
-            Inner::Webrtc(w) => w.handle_connect(conn, peer, now),
-        }
-    }
-
-    fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
-        match &mut self.inner {
-            Inner::WebSocket(s) => s.handle_frame(conn, frame, now),
-            Inner::Webrtc(w) => w.handle_frame(conn, frame, now),
-        }
-    }
-
-    fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
-        match &mut self.inner {
-            Inner::WebSocket(s) => s.handle_disconnect(conn, now),
-            Inner::Webrtc(w) => w.handle_disconnect(conn, now),
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        match &mut self.inner {
-            Inner::WebSocket(s) => s.handle_timeout(now),
-            Inner::Webrtc(w) => w.handle_timeout(now),
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        match &self.inner {
-            Inner::WebSocket(s) => s.poll_timeout(),
-            Inner::Webrtc(w) => w.poll_timeout(),
-        }
-    }
-
-    fn poll_output(&mut self) -> Option<Output<WebrtcServerEvent>> {
-        match &mut self.inner {
-            Inner::WebSocket(s) => s.poll_output().map(|o| match o {
-                Output::Send { conn, frame } => Output::Send { conn, frame },
-                Output::Close { conn, code, reason } => Output::Close { conn, code, reason },
-                Output::Event(e) => Output::Event(WebrtcServerEvent::Llmrtc(e)),
-            }),
-            Inner::Webrtc(w) => w.poll_output(),
-        }
-    }
-
-    fn poll_flow(&mut self) -> Option<Flow> {
-        match &mut self.inner {
-            Inner::WebSocket(s) => s.poll_flow(),
-            Inner::Webrtc(w) => w.poll_flow(),
-        }
-    }
-
-    fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
-        match &mut self.inner {
-            Inner::WebSocket(s) => s.handle_wall_clock(now, unix_ms),
-            Inner::Webrtc(w) => w.handle_wall_clock(now, unix_ms),
-        }
-    }
-}
-
-impl DatagramMachine for ServerMachine {
-    /// Without WebRTC the machine has no UDP socket; a datagram (none is ever given) is
-    /// dropped.
-    fn handle_datagram(
-        &mut self,
-        remote: SocketAddr,
-        local: SocketAddr,
-        contents: &[u8],
-        now: Instant,
-    ) {
-        if let Inner::Webrtc(w) = &mut self.inner {
-            w.handle_datagram(remote, local, contents, now);
-        }
-    }
-
-    fn poll_transmit(&mut self) -> Option<Transmit> {
-        match &mut self.inner {
-            Inner::WebSocket(_) => None,
-            Inner::Webrtc(w) => w.poll_transmit(),
-        }
-    }
-}
-
-/// The reference client's machine: an [`LlmrtcClient`], over the WebSocket alone or with
-/// WebRTC ([`WebrtcClient`]: it offers a peer connection and takes payloads from the data
-/// channel once it is open).
-///
-/// Its events are [`WebrtcClientEvent`]s: without WebRTC only
-/// [`WebrtcClientEvent::Llmrtc`]. It dereferences to the wrapped [`LlmrtcClient`].
-#[derive(Debug)]
-pub struct ClientMachine {
-    inner: ClientInner,
-}
-
-#[derive(Debug)]
-enum ClientInner {
-    WebSocket(Box<LlmrtcClient>),
-    Webrtc(Box<WebrtcClient>),
-}
-
 impl ClientMachine {
     /// The llmrtc client over the WebSocket alone.
     pub fn websocket(client: LlmrtcClient) -> Self {
-        Self {
-            inner: ClientInner::WebSocket(Box::new(client)),
-        }
+        Self::with(
+            Shape::WebSocket(Box::new(client)),
+            WebrtcClientEvent::Llmrtc,
+        )
     }
 
     /// The llmrtc client with WebRTC.
     pub fn webrtc(client: WebrtcClient) -> Self {
-        Self {
-            inner: ClientInner::Webrtc(Box::new(client)),
-        }
+        Self::with(Shape::Webrtc(Box::new(client)), WebrtcClientEvent::Llmrtc)
     }
 
     /// The wrapped llmrtc client (what it sends comes out of this machine's outputs).
     pub fn llmrtc(&mut self) -> &mut LlmrtcClient {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c,
-            ClientInner::Webrtc(w) => w.llmrtc(),
+            Shape::WebSocket(c) => c,
+            Shape::Webrtc(w) => w.llmrtc(),
         }
     }
 
     /// The wrapped llmrtc client, for its getters.
     pub fn llmrtc_ref(&self) -> &LlmrtcClient {
         match &self.inner {
-            ClientInner::WebSocket(c) => c,
-            ClientInner::Webrtc(w) => w.llmrtc_ref(),
-        }
-    }
-
-    /// The WebRTC machine, when WebRTC is on.
-    pub fn webrtc_mut(&mut self) -> Option<&mut WebrtcClient> {
-        match &mut self.inner {
-            ClientInner::WebSocket(_) => None,
-            ClientInner::Webrtc(w) => Some(w),
-        }
-    }
-
-    /// The WebRTC machine, for its getters, when WebRTC is on.
-    pub fn webrtc_ref(&self) -> Option<&WebrtcClient> {
-        match &self.inner {
-            ClientInner::WebSocket(_) => None,
-            ClientInner::Webrtc(w) => Some(w),
+            Shape::WebSocket(c) => c,
+            Shape::Webrtc(w) => w.llmrtc_ref(),
         }
     }
 }
@@ -257,89 +172,88 @@ impl DerefMut for ClientMachine {
     }
 }
 
-impl Machine for ClientMachine {
-    type Event = WebrtcClientEvent;
+impl<W: Machine, R: Machine> Machine for Dual<W, R> {
+    type Event = R::Event;
 
     fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant) {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c.handle_connect(conn, peer, now),
-            ClientInner::Webrtc(w) => w.handle_connect(conn, peer, now),
+            Shape::WebSocket(w) => w.handle_connect(conn, peer, now),
+            Shape::Webrtc(r) => r.handle_connect(conn, peer, now),
         }
     }
 
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant) {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c.handle_frame(conn, frame, now),
-            ClientInner::Webrtc(w) => w.handle_frame(conn, frame, now),
+            Shape::WebSocket(w) => w.handle_frame(conn, frame, now),
+            Shape::Webrtc(r) => r.handle_frame(conn, frame, now),
         }
     }
 
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c.handle_disconnect(conn, now),
-            ClientInner::Webrtc(w) => w.handle_disconnect(conn, now),
+            Shape::WebSocket(w) => w.handle_disconnect(conn, now),
+            Shape::Webrtc(r) => r.handle_disconnect(conn, now),
         }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c.handle_timeout(now),
-            ClientInner::Webrtc(w) => w.handle_timeout(now),
+            Shape::WebSocket(w) => w.handle_timeout(now),
+            Shape::Webrtc(r) => r.handle_timeout(now),
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         match &self.inner {
-            ClientInner::WebSocket(c) => c.poll_timeout(),
-            ClientInner::Webrtc(w) => w.poll_timeout(),
+            Shape::WebSocket(w) => w.poll_timeout(),
+            Shape::Webrtc(r) => r.poll_timeout(),
         }
     }
 
-    fn poll_output(&mut self) -> Option<Output<WebrtcClientEvent>> {
+    fn poll_output(&mut self) -> Option<Output<R::Event>> {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c.poll_output().map(|o| match o {
+            Shape::WebSocket(w) => w.poll_output().map(|o| match o {
                 Output::Send { conn, frame } => Output::Send { conn, frame },
                 Output::Close { conn, code, reason } => Output::Close { conn, code, reason },
-                Output::Event(e) => Output::Event(WebrtcClientEvent::Llmrtc(e)),
+                Output::Event(e) => Output::Event((self.wrap)(e)),
             }),
-            ClientInner::Webrtc(w) => w.poll_output(),
+            Shape::Webrtc(r) => r.poll_output(),
         }
     }
 
     fn poll_flow(&mut self) -> Option<Flow> {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c.poll_flow(),
-            ClientInner::Webrtc(w) => w.poll_flow(),
+            Shape::WebSocket(w) => w.poll_flow(),
+            Shape::Webrtc(r) => r.poll_flow(),
         }
     }
 
     fn handle_wall_clock(&mut self, now: Instant, unix_ms: u64) {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c.handle_wall_clock(now, unix_ms),
-            ClientInner::Webrtc(w) => w.handle_wall_clock(now, unix_ms),
+            Shape::WebSocket(w) => w.handle_wall_clock(now, unix_ms),
+            Shape::Webrtc(r) => r.handle_wall_clock(now, unix_ms),
         }
     }
 }
 
-impl Dialer for ClientMachine {
+impl<W: Dialer, R: Dialer> Dialer for Dual<W, R> {
     fn poll_dial(&self) -> Dial {
         match &self.inner {
-            ClientInner::WebSocket(c) => c.poll_dial(),
-            ClientInner::Webrtc(w) => w.poll_dial(),
+            Shape::WebSocket(w) => w.poll_dial(),
+            Shape::Webrtc(r) => r.poll_dial(),
         }
     }
 
     fn handle_dial_failed(&mut self, reason: &str, now: Instant) {
         match &mut self.inner {
-            ClientInner::WebSocket(c) => c.handle_dial_failed(reason, now),
-            ClientInner::Webrtc(w) => w.handle_dial_failed(reason, now),
+            Shape::WebSocket(w) => w.handle_dial_failed(reason, now),
+            Shape::Webrtc(r) => r.handle_dial_failed(reason, now),
         }
     }
 }
 
-impl DatagramMachine for ClientMachine {
-    /// Without WebRTC the machine has no UDP socket; a datagram (none is ever given) is
-    /// dropped.
+impl<W: Machine, R: DatagramMachine> DatagramMachine for Dual<W, R> {
+    /// The WebSocket shape has no UDP socket; a datagram (none is ever given) is dropped.
     fn handle_datagram(
         &mut self,
         remote: SocketAddr,
@@ -347,15 +261,15 @@ impl DatagramMachine for ClientMachine {
         contents: &[u8],
         now: Instant,
     ) {
-        if let ClientInner::Webrtc(w) = &mut self.inner {
-            w.handle_datagram(remote, local, contents, now);
+        if let Shape::Webrtc(r) = &mut self.inner {
+            r.handle_datagram(remote, local, contents, now);
         }
     }
 
     fn poll_transmit(&mut self) -> Option<Transmit> {
         match &mut self.inner {
-            ClientInner::WebSocket(_) => None,
-            ClientInner::Webrtc(w) => w.poll_transmit(),
+            Shape::WebSocket(_) => None,
+            Shape::Webrtc(r) => r.poll_transmit(),
         }
     }
 }
