@@ -11,7 +11,10 @@
 //! - a client that drops all its UDP: the server gives up on the peer after its connect
 //!   timeout with `error CONNECTION_FAILED` and the session goes on over the WebSocket;
 //! - garbage, oversized and protocol-shaped junk datagrams sprayed at the server's socket
-//!   hurt no session;
+//!   hurt no session, nor do the client's own datagrams (valid STUN checks, the DTLS
+//!   handshake, SCTP) replayed from another address;
+//! - a turn spoken on the microphone track with TTS heard on the server's track, and a
+//!   barge-in over it;
 //! - with WebRTC off (`--no-webrtc`), an offer still gets `WEBRTC_UNAVAILABLE`.
 
 use std::future::Future;
@@ -19,6 +22,11 @@ use std::time::Duration;
 
 use agentwire::llmrtc::{ClientConfig, ClientEvent, IgnoreReason, Reconnection, ServerConfig};
 use agentwire::llmrtc::{ErrorCode, ServerMessage, SplitMix64};
+use std::net::SocketAddr;
+
+use agentwire::core::{
+    ConnId, DatagramMachine, Dial, Dialer, Frame, Machine, Output, PeerInfo, Transmit,
+};
 use agentwire::tokio::Client;
 use agentwire_apps::llmrtc;
 use clap::Parser as _;
@@ -570,5 +578,173 @@ async fn a_turn_over_the_audio_tracks_and_a_barge_in() {
         "the track carries sound, not silence: {t:?} {cancelled:?}"
     );
     c.close().await;
+    within("shutdown", app.shutdown()).await;
+}
+
+/// A WebRTC client machine that keeps a copy of every datagram it sends, for replays.
+struct Tap {
+    inner: ClientMachine,
+    sent: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Machine for Tap {
+    type Event = WebrtcClientEvent;
+
+    fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: std::time::Instant) {
+        self.inner.handle_connect(conn, peer, now);
+    }
+
+    fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: std::time::Instant) {
+        self.inner.handle_frame(conn, frame, now);
+    }
+
+    fn handle_disconnect(&mut self, conn: ConnId, now: std::time::Instant) {
+        self.inner.handle_disconnect(conn, now);
+    }
+
+    fn handle_timeout(&mut self, now: std::time::Instant) {
+        self.inner.handle_timeout(now);
+    }
+
+    fn poll_timeout(&self) -> Option<std::time::Instant> {
+        self.inner.poll_timeout()
+    }
+
+    fn poll_output(&mut self) -> Option<Output<WebrtcClientEvent>> {
+        self.inner.poll_output()
+    }
+
+    fn handle_wall_clock(&mut self, now: std::time::Instant, unix_ms: u64) {
+        self.inner.handle_wall_clock(now, unix_ms);
+    }
+}
+
+impl Dialer for Tap {
+    fn poll_dial(&self) -> Dial {
+        self.inner.poll_dial()
+    }
+
+    fn handle_dial_failed(&mut self, reason: &str, now: std::time::Instant) {
+        self.inner.handle_dial_failed(reason, now);
+    }
+}
+
+impl DatagramMachine for Tap {
+    fn handle_datagram(
+        &mut self,
+        remote: SocketAddr,
+        local: SocketAddr,
+        contents: &[u8],
+        now: std::time::Instant,
+    ) {
+        self.inner.handle_datagram(remote, local, contents, now);
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        let t = self.inner.poll_transmit()?;
+        if let Ok(mut sent) = self.sent.lock() {
+            sent.push(t.contents.clone());
+        }
+        Some(t)
+    }
+}
+
+/// Events of a tapped client until one matches `pred`.
+async fn tapped_wait(
+    events: &mut agentwire::tokio::Events<WebrtcClientEvent>,
+    what: &str,
+    mut pred: impl FnMut(&WebrtcClientEvent) -> bool,
+) {
+    within(what, async {
+        while let Some(e) = events.recv().await {
+            if pred(&e) {
+                return;
+            }
+        }
+        panic!("client ended before {what}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_clients_own_datagrams_replayed_from_another_address_hurt_no_session() {
+    let app = webrtc_server(WebrtcOptions::default()).await;
+    let server_udp = app.udp_addr().expect("udp");
+    let udp = llmrtc::client_app::udp_socket_towards(&app.url())
+        .await
+        .expect("udp");
+    let bind = udp.local_addr().expect("addr");
+    let mut client = WebrtcClient::new(fast_client(), SplitMix64::new(9), WebrtcConfig::new(bind))
+        .expect("client");
+    client.set_auto_offer(Some(AudioOffer::None));
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let tap = Tap {
+        inner: ClientMachine::webrtc(client),
+        sent: std::sync::Arc::clone(&sent),
+    };
+    let (handle, mut events) =
+        Client::connect_dialer_with_udp(&app.url(), udp, tap, transport_config()).expect("connect");
+    let (now, unix_ms) = agentwire_apps::common::clocks();
+    handle
+        .call(move |t, _| {
+            t.inner.set_wall_clock(now, unix_ms);
+            t.inner.start(now)
+        })
+        .await
+        .expect("call")
+        .expect("start");
+    tapped_wait(&mut events, "the data channel", |e| {
+        matches!(e, WebrtcClientEvent::ChannelOpen)
+    })
+    .await;
+    // Every datagram the client sent so far (STUN checks with valid credentials, the DTLS
+    // handshake, SCTP), replayed twice from another address, in order and reversed.
+    let recorded = sent.lock().expect("lock").clone();
+    assert!(recorded.len() > 5, "{} datagrams recorded", recorded.len());
+    let attacker = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    for d in recorded.iter().chain(recorded.iter().rev()) {
+        attacker.send_to(d, server_udp).await.expect("replay");
+    }
+    // The session still works on its data channel: a turn's payloads arrive on it, once.
+    handle
+        .call(|t, now| t.inner.send_audio(&utterance_wav(600), &[], now))
+        .await
+        .expect("call")
+        .expect("audio");
+    let (mut on_channel, mut reply) = (0, None);
+    tapped_wait(&mut events, "the reply's audio", |e| match e {
+        WebrtcClientEvent::Llmrtc(ClientEvent::Ignored {
+            reason: IgnoreReason::OtherChannel,
+            ..
+        }) => {
+            on_channel += 1;
+            false
+        }
+        WebrtcClientEvent::Llmrtc(ClientEvent::LlmReply { text, streamed }) => {
+            reply = Some((text.clone(), streamed.clone()));
+            false
+        }
+        WebrtcClientEvent::Llmrtc(ClientEvent::TtsAudio { .. }) => true,
+        _ => false,
+    })
+    .await;
+    let (text, streamed) = reply.expect("a reply");
+    assert_eq!(text, streamed, "each chunk once");
+    assert!(
+        on_channel > 5,
+        "the payloads came on the data channel: {on_channel}"
+    );
+    let open = handle
+        .call(|t, _| {
+            t.inner
+                .webrtc_ref()
+                .is_some_and(WebrtcClient::is_channel_open)
+        })
+        .await
+        .expect("call");
+    assert!(open, "the channel is still open");
+    handle.shutdown().await;
     within("shutdown", app.shutdown()).await;
 }
