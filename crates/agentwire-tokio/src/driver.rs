@@ -15,7 +15,6 @@ use crate::clock;
 use crate::config::Limits;
 use crate::conn::{self, close_frame, ConnSlot, ConnTx, Inbound, SendError};
 use crate::handle::Command;
-use crate::udp::Udp;
 use crate::wall::{WallAnchor, WallClockSync};
 
 /// Capacity of the channel from all reader tasks to the owner task.
@@ -247,8 +246,8 @@ impl<M: Machine> Core<M> {
         }
     }
 
-    /// Ends one owner-loop step: drains the outputs (and the datagrams to send, if the
-    /// driver has a UDP socket), then, if input is still waiting, yields
+    /// Ends one owner-loop step: drains the outputs, runs `after_drain` (the UDP side sends
+    /// the machine's datagrams there), then, if input is still waiting, yields
     /// so the writers can empty their queues before the next slice of input (otherwise a
     /// peer's burst could make its own writer look like a slow reader).
     ///
@@ -259,10 +258,10 @@ impl<M: Machine> Core<M> {
         &mut self,
         more_input: bool,
         commands: &mut mpsc::Receiver<Command<M>>,
-        udp: &mut Option<Udp<M>>,
+        after_drain: impl FnOnce(&mut M),
     ) {
         self.drain(Some(commands)).await;
-        crate::udp::flush(udp, &mut self.machine);
+        after_drain(&mut self.machine);
         if more_input {
             tokio::task::yield_now().await;
         }

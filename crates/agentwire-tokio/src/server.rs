@@ -248,13 +248,16 @@ async fn run<M: Machine>(
             // Disabled (never polled) without a socket.
             () = Udp::readable(&udp), if udp.is_some() => {
                 if let Some(u) = udp.as_mut() {
-                    more_input = u.receive(&mut core);
+                    let now = core.wake();
+                    more_input = u.receive(&mut core.machine, now);
                 }
             }
             _ = control.stop.changed() => {}
         }
-        core.finish_step(more_input, &mut control.commands, &mut udp)
-            .await;
+        core.finish_step(more_input, &mut control.commands, |m| {
+            crate::udp::flush(&mut udp, m);
+        })
+        .await;
         core.take_ended();
     }
     tracing::debug!(open = core.len(), "shutting down");

@@ -20,7 +20,6 @@ use agentwire_core::{DatagramMachine, Machine, Transmit};
 use tokio::net::UdpSocket;
 
 use crate::config::UdpLimits;
-use crate::driver::Core;
 
 /// Counters of a driver's UDP socket, read with [`Handle::udp_stats`](crate::Handle::udp_stats).
 ///
@@ -167,18 +166,17 @@ impl<M: Machine> Udp<M> {
         }
     }
 
-    /// Hands the datagrams waiting on the socket to the machine, at most
-    /// `datagrams_per_wake` of them. Returns whether the budget ran out (more may wait:
+    /// Hands the datagrams waiting on the socket to the machine (with `now`, read once for
+    /// the wake-up), at most `datagrams_per_wake` of them. Returns whether the budget ran out (more may wait:
     /// the caller drains outputs and yields before taking more).
-    pub(crate) fn receive(&mut self, core: &mut Core<M>) -> bool {
-        let now = core.wake();
+    pub(crate) fn receive(&mut self, machine: &mut M, now: Instant) -> bool {
         for _ in 0..self.per_wake {
             match self.socket.try_recv_from(&mut self.buf) {
                 Ok((len, remote)) => {
                     UdpCounters::add(&self.counters.received, 1);
                     UdpCounters::add(&self.counters.received_bytes, len as u64);
                     let contents = &self.buf[..len];
-                    (self.handle_datagram)(&mut core.machine, remote, self.local, contents, now);
+                    (self.handle_datagram)(machine, remote, self.local, contents, now);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) => {
