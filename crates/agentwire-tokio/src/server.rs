@@ -200,8 +200,12 @@ where
     /// datagrams are taken per wake-up; sends never wait: a full send buffer drops the
     /// datagram and counts it ([`udp_stats`](Self::udp_stats)). Bind the socket yourself
     /// (`tokio::net::UdpSocket::bind`), typically on the same IP as `addr`, port 0 for any
-    /// free port; [`udp_local_addr`](Self::udp_local_addr) tells which. The socket is
-    /// closed when the server stops.
+    /// free port; [`udp_local_addr`](Self::udp_local_addr) tells which. Size its kernel
+    /// buffers before you pass it if many peers stream audio through it (`SO_RCVBUF`, e.g.
+    /// with the `socket2` crate): the driver sets nothing. A [`Transmit`]'s `local` is not
+    /// used (one socket). The socket is closed when the server stops.
+    ///
+    /// [`Transmit`]: agentwire_core::Transmit
     ///
     /// ```no_run
     /// # use agentwire_core::DatagramMachine;
