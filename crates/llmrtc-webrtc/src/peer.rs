@@ -242,7 +242,11 @@ impl Peer {
         transmits: &mut VecDeque<Transmit>,
         events: &mut Vec<PeerEvent>,
     ) {
-        if self.rtc.handle_input(Input::Timeout(now)).is_err() {
+        // str0m's timers only need the time when one is due (a datagram handed over with
+        // `receive` has already moved them); new writes go out on the poll below.
+        if self.next_timeout.is_none_or(|t| t <= now)
+            && self.rtc.handle_input(Input::Timeout(now)).is_err()
+        {
             self.fail(events);
         }
         if let PeerState::Connecting { deadline } = self.state {
