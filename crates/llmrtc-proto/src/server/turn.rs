@@ -3,8 +3,9 @@
 //! A [`Turn`] is a state machine over [`Phase`]s. Each provider answer moves it and returns
 //! a [`Step`] that tells its session what follows: wait, ask the LLM with what was heard,
 //! start another LLM round, speak the reply, fail, or end. The turn owns its data (the
-//! reply streamed so far, the held-back chunk, the round's tool calls and their records) and
-//! the ids of the requests it waits on, whose deadlines the request registry keeps.
+//! reply streamed so far, the held-back chunk, the round's tool calls and their records, the
+//! reply's audio on a WebRTC track and when it will have played) and the ids of the
+//! requests it waits on, whose deadlines the request registry keeps.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
