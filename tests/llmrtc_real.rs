@@ -17,9 +17,10 @@
 //! (or without `node`, or `AGENTWIRE_NODE` naming another binary) these tests skip with the
 //! reason printed, except under `CI`, where they fail.
 
-use std::io::{BufRead, BufReader};
+#[path = "support/llmrtc_node.rs"]
+mod llmrtc_node;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use agentwire::llmrtc::{
@@ -32,6 +33,7 @@ use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::LlmrtcClientApp;
 use llmrtc::providers::{load_playbook, Providers, ScriptedStt};
 use llmrtc::server_app::{self, LlmrtcApp, Pacing};
+use llmrtc_node::{node_peers, run_script, scratch, script_outcome, Backend, Tools};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -52,97 +54,6 @@ const PINNED: &[(&str, &str)] = &[
     ("ws", "8.18.3"),
     ("typescript", "5.9.3"),
 ];
-
-fn interop_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
-
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
-/// The `node` binary when it and the pinned packages are there. Otherwise `None` (the test
-/// skips, saying why), or a failure under CI.
-fn node_peers(test: &str) -> Option<PathBuf> {
-    let node: PathBuf =
-        std::env::var_os("AGENTWIRE_NODE").map_or_else(|| "node".into(), Into::into);
-    let mut missing = Vec::new();
-    match Command::new(&node).arg("--version").output() {
-        Ok(o) if o.status.success() => {}
-        _ => missing.push(format!("`{}` does not run", node.display())),
-    }
-    for (package, version) in PINNED {
-        let manifest = interop_dir()
-            .join("node_modules")
-            .join(package)
-            .join("package.json");
-        let found = std::fs::read(&manifest)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .and_then(|v| v["version"].as_str().map(str::to_owned));
-        match found {
-            Some(v) if v == *version => {}
-            Some(v) => missing.push(format!("{package} is {v}, not the pinned {version}")),
-            None => missing.push(format!("{package}@{version} is not installed")),
-        }
-    }
-    if missing.is_empty() {
-        return Some(node);
-    }
-    let why = format!(
-        "{} (run `npm ci --ignore-scripts --prefix tests/interop`)",
-        missing.join("; ")
-    );
-    assert!(
-        !under_ci(),
-        "{test} needs the node interop peers under CI: {why}"
-    );
-    eprintln!("skipping {test}: {why}");
-    None
-}
-
-/// Runs `node tests/interop/<script> <args>` to its end (bounded) and returns its stdout;
-/// panics with both outputs when it fails.
-async fn run_script(node: &Path, script: &str, args: Vec<String>, bound: Duration) -> String {
-    let (ok, stdout, stderr) = script_outcome(node, script, args, bound).await;
-    assert!(ok, "{script} failed:\n{stdout}\n{stderr}");
-    stdout
-}
-
-/// Runs a script to its end (bounded): (exit status 0, stdout, stderr).
-async fn script_outcome(
-    node: &Path,
-    script: &str,
-    args: Vec<String>,
-    bound: Duration,
-) -> (bool, String, String) {
-    let mut cmd = Command::new(node);
-    cmd.arg(interop_dir().join(script))
-        .args(args)
-        .current_dir(interop_dir())
-        .stdin(Stdio::null());
-    let run = tokio::task::spawn_blocking(move || cmd.output());
-    let out = tokio::time::timeout(bound, run)
-        .await
-        .unwrap_or_else(|_| panic!("{script} did not finish within {bound:?}"))
-        .expect("join")
-        .expect("node runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// A fresh, empty directory under cargo's per-target temp dir.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("llmrtc_real")
-        .join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
 
 fn data(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -370,7 +281,8 @@ async fn check_frames(node: &Path, name: &str, frames: &[String]) -> (bool, Stri
 
 #[tokio::test]
 async fn every_frame_of_our_server_passes_core_checks_and_tsc() {
-    let Some(node) = node_peers("every_frame_of_our_server_passes_core_checks_and_tsc") else {
+    let test = "every_frame_of_our_server_passes_core_checks_and_tsc";
+    let Some(node) = node_peers(test, PINNED, Tools::default()) else {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
@@ -393,7 +305,8 @@ async fn every_frame_of_our_server_passes_core_checks_and_tsc() {
 
 #[tokio::test]
 async fn a_wrong_frame_fails_the_core_check() {
-    let Some(node) = node_peers("a_wrong_frame_fails_the_core_check") else {
+    let test = "a_wrong_frame_fails_the_core_check";
+    let Some(node) = node_peers(test, PINNED, Tools::default()) else {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
@@ -438,83 +351,6 @@ async fn a_wrong_frame_fails_the_core_check() {
 
 // ---------------------------------------------------------------------------------------
 // Our client against the real backend.
-
-/// `node tests/interop/llmrtc_backend.mjs PORT`, stopped (stdin closed, then killed) on drop.
-struct Backend {
-    child: Option<Child>,
-    stdin: Option<ChildStdin>,
-    port: u16,
-}
-
-impl Backend {
-    async fn start(node: &Path, port: u16) -> Self {
-        Self::start_with(node, port, false).await
-    }
-
-    /// [`start`](Self::start), with the backend's `streamingTTS` off when `whole_tts`.
-    async fn start_with(node: &Path, port: u16, whole_tts: bool) -> Self {
-        let mut child = Command::new(node)
-            .arg(interop_dir().join("llmrtc_backend.mjs"))
-            .arg(port.to_string())
-            .args(whole_tts.then_some("whole-tts"))
-            .current_dir(interop_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("node runs");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let port = tokio::time::timeout(PATIENCE, async {
-            while let Some(line) = rx.recv().await {
-                if let Some(p) = line.strip_prefix("listening ") {
-                    return p.trim().parse::<u16>().expect("port");
-                }
-            }
-            panic!("the backend exited before listening");
-        })
-        .await
-        .expect("the backend listens in time");
-        Self {
-            child: Some(child),
-            stdin,
-            port,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}/", self.port)
-    }
-
-    /// Closes its stdin (it stops its server and exits) and waits for the process.
-    async fn stop(mut self) {
-        drop(self.stdin.take());
-        let mut child = self.child.take().expect("running");
-        let exited = tokio::task::spawn_blocking(move || child.wait());
-        match tokio::time::timeout(PATIENCE, exited).await {
-            Ok(Ok(status)) => assert!(status.expect("wait").success(), "backend exit"),
-            _ => panic!("the backend did not stop in time"),
-        }
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 /// What our client saw of one turn: the transcript and the reply.
 async fn client_turn(c: &mut LlmrtcClientApp) -> (String, String) {
@@ -566,11 +402,12 @@ async fn resumed(c: &mut LlmrtcClientApp) -> (bool, SessionId, bool) {
 
 #[tokio::test]
 async fn our_client_against_the_real_backend() {
-    let Some(node) = node_peers("our_client_against_the_real_backend") else {
+    let test = "our_client_against_the_real_backend";
+    let Some(node) = node_peers(test, PINNED, Tools::default()) else {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
-    let backend = Backend::start(&node, 0).await;
+    let backend = Backend::start(&node, 0, false).await;
     let port = backend.port;
     // Pings every 200 ms; reconnects patient enough to outlast a backend restart (node takes
     // a second or two to start).
@@ -644,7 +481,7 @@ async fn our_client_against_the_real_backend() {
 
     // A backend restart on the same port: the old session is gone, the client moves on.
     backend.stop().await;
-    let backend = Backend::start(&node, port).await;
+    let backend = Backend::start(&node, port, false).await;
     let (success, session, history) = resumed(&mut c).await;
     assert!(!success && !history, "a new backend knows no old session");
     assert_ne!(session, first);
@@ -669,13 +506,12 @@ async fn our_client_against_the_real_backend() {
 
 #[tokio::test]
 async fn the_real_backend_without_streaming_tts_sends_tts_between_start_and_complete() {
-    let Some(node) =
-        node_peers("the_real_backend_without_streaming_tts_sends_tts_between_start_and_complete")
-    else {
+    let test = "the_real_backend_without_streaming_tts_sends_tts_between_start_and_complete";
+    let Some(node) = node_peers(test, PINNED, Tools::default()) else {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
-    let backend = Backend::start_with(&node, 0, true).await;
+    let backend = Backend::start(&node, 0, true).await;
     let mut c = LlmrtcClientApp::start(&backend.url(), ClientConfig::default(), 8)
         .await
         .expect("client");
@@ -737,7 +573,8 @@ async fn the_real_backend_without_streaming_tts_sends_tts_between_start_and_comp
 
 #[tokio::test]
 async fn the_real_web_client_catches_ready_on_20_of_20_connections() {
-    let Some(node) = node_peers("the_real_web_client_catches_ready_on_20_of_20_connections") else {
+    let test = "the_real_web_client_catches_ready_on_20_of_20_connections";
+    let Some(node) = node_peers(test, PINNED, Tools::default()) else {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
@@ -753,13 +590,13 @@ async fn the_real_web_client_catches_ready_on_20_of_20_connections() {
         out.contains("ready caught on 20 of 20 connections"),
         "{out}"
     );
-    eprintln!("{}", out.trim());
     app.shutdown().await;
 }
 
 #[tokio::test]
 async fn the_real_web_client_plays_a_whole_tts_reply() {
-    let Some(node) = node_peers("the_real_web_client_plays_a_whole_tts_reply") else {
+    let test = "the_real_web_client_plays_a_whole_tts_reply";
+    let Some(node) = node_peers(test, PINNED, Tools::default()) else {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
@@ -773,13 +610,13 @@ async fn the_real_web_client_plays_a_whole_tts_reply() {
     .await;
     assert!(out.contains("whole tts ok: "), "{out}");
     assert!(out.contains("web client interop ok"), "{out}");
-    eprintln!("{}", out.trim());
     app.shutdown().await;
 }
 
 #[tokio::test]
 async fn the_real_web_client_over_the_websocket_path() {
-    let Some(node) = node_peers("the_real_web_client_over_the_websocket_path") else {
+    let test = "the_real_web_client_over_the_websocket_path";
+    let Some(node) = node_peers(test, PINNED, Tools::default()) else {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
@@ -793,7 +630,6 @@ async fn the_real_web_client_over_the_websocket_path() {
     )
     .await;
     assert!(out.contains("web client interop ok"), "{out}");
-    eprintln!("{}", out.trim());
     let session = out
         .lines()
         .find_map(|l| l.strip_prefix("session "))

@@ -28,9 +28,10 @@
 //! names another binary); `.ci/run` installs them. Without them these tests skip with the
 //! reason printed, except under `CI`, where they fail.
 
-use std::io::{BufRead, BufReader};
+#[path = "support/llmrtc_node.rs"]
+mod llmrtc_node;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use agentwire::llmrtc::{ClientConfig, ClientEvent, ServerConfig, ServerEvent, ServerMessage};
@@ -40,7 +41,7 @@ use llmrtc::client_app::LlmrtcClientApp;
 use llmrtc::providers::{Providers, ScriptedStt};
 use llmrtc::server_app::{self, LlmrtcApp, Pacing, WebrtcOptions};
 use llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
-use serde_json::Value;
+use llmrtc_node::{node_peers, run_script, scratch, Backend, Tools};
 use tokio::sync::mpsc;
 
 /// How long a harness may take: the Node one waits 15 s for the client's own heartbeat, and
@@ -63,104 +64,14 @@ const PINNED: &[(&str, &str)] = &[
     ("esbuild", "0.28.2"),
 ];
 
-fn interop_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
-
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
-fn runs(program: &Path, arg: &str) -> bool {
-    Command::new(program)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// The browser binary: `CHROMIUM`, else Debian's `/usr/bin/chromium`.
-fn chromium() -> PathBuf {
-    std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), Into::into)
-}
-
 /// The `node` binary when it, the pinned packages, `espeak-ng` and (for `browser`) Chromium
 /// are there. Otherwise `None` (the test skips, saying why), or a failure under CI.
 fn webrtc_peers(test: &str, browser: bool) -> Option<PathBuf> {
-    let node: PathBuf =
-        std::env::var_os("AGENTWIRE_NODE").map_or_else(|| "node".into(), Into::into);
-    let mut missing = Vec::new();
-    if !runs(&node, "--version") {
-        missing.push(format!("`{}` does not run", node.display()));
-    }
-    for (package, version) in PINNED {
-        let manifest = interop_dir()
-            .join("node_modules")
-            .join(package)
-            .join("package.json");
-        let found = std::fs::read(&manifest)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .and_then(|v| v["version"].as_str().map(str::to_owned));
-        match found {
-            Some(v) if v == *version => {}
-            Some(v) => missing.push(format!("{package} is {v}, not the pinned {version}")),
-            None => missing.push(format!(
-                "{package}@{version} is not installed (npm ci --ignore-scripts --prefix tests/interop)"
-            )),
-        }
-    }
-    let espeak: PathBuf =
-        std::env::var_os("ESPEAK_NG").map_or_else(|| "espeak-ng".into(), Into::into);
-    if !runs(&espeak, "--version") {
-        missing.push("`espeak-ng` does not run (apt-get install espeak-ng)".to_owned());
-    }
-    if browser && !runs(&chromium(), "--version") {
-        missing.push(format!(
-            "`{}` does not run (apt-get install chromium, or set CHROMIUM)",
-            chromium().display()
-        ));
-    }
-    if missing.is_empty() {
-        return Some(node);
-    }
-    let why = missing.join("; ");
-    assert!(!under_ci(), "{test} needs its peers under CI: {why}");
-    eprintln!("skipping {test}: {why}");
-    None
-}
-
-/// Runs `node tests/interop/<script> <args>` to its end (bounded); returns its stdout, and
-/// panics with both outputs when it fails.
-async fn run_script(node: &Path, script: &str, args: Vec<String>) -> String {
-    let mut cmd = Command::new(node);
-    cmd.arg(interop_dir().join(script))
-        .args(args)
-        .current_dir(interop_dir())
-        .env("CHROMIUM", chromium())
-        .stdin(Stdio::null());
-    let run = tokio::task::spawn_blocking(move || cmd.output());
-    let out = tokio::time::timeout(HARNESS_BOUND, run)
-        .await
-        .unwrap_or_else(|_| panic!("{script} did not finish within {HARNESS_BOUND:?}"))
-        .expect("join")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
-    eprintln!("{}", stdout.trim());
-    stdout
-}
-
-/// A fresh, empty directory under cargo's per-target temp dir (`target/tmp/...`).
-fn artifacts(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("llmrtc_webrtc_real")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("artifacts dir");
-    dir
+    let tools = Tools {
+        espeak_ng: true,
+        chromium: browser,
+    };
+    node_peers(test, PINNED, tools)
 }
 
 /// Our reference server (the example's code) on 127.0.0.1, port 0, serving WebRTC as
@@ -183,64 +94,6 @@ async fn our_server() -> (LlmrtcApp, mpsc::UnboundedReceiver<ServerEvent>) {
     .await
     .expect("bind");
     (app, rx)
-}
-
-/// `node tests/interop/llmrtc_backend.mjs 0`: the real backend, killed on drop.
-struct Backend {
-    child: Child,
-    _stdin: ChildStdin,
-    port: u16,
-}
-
-impl Backend {
-    async fn start(node: &Path) -> Self {
-        let mut child = Command::new(node)
-            .arg(interop_dir().join("llmrtc_backend.mjs"))
-            .arg("0")
-            .current_dir(interop_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("node runs");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let port = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = rx.recv().await {
-                if let Some(p) = line.strip_prefix("listening ") {
-                    return p.trim().parse::<u16>().expect("port");
-                }
-            }
-            panic!("the backend exited before listening");
-        })
-        .await
-        .expect("the backend listens in time");
-        Self {
-            child,
-            _stdin: stdin,
-            port,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// What every run of the Node harness must have printed.
@@ -290,8 +143,14 @@ async fn the_real_web_client_in_node_over_webrtc_against_the_real_backend() {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
-    let backend = Backend::start(&node).await;
-    let out = run_script(&node, "llmrtc_webrtc_client.mjs", vec![backend.url()]).await;
+    let backend = Backend::start(&node, 0, false).await;
+    let out = run_script(
+        &node,
+        "llmrtc_webrtc_client.mjs",
+        vec![backend.url()],
+        HARNESS_BOUND,
+    )
+    .await;
     assert_node_steps(&out);
     // The stand-in LLM counts the history it was given: the reconnect kept it.
     assert!(
@@ -307,12 +166,13 @@ async fn the_real_web_client_in_chromium_against_the_real_backend() {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
-    let backend = Backend::start(&node).await;
-    let dir = artifacts("chromium-real-backend");
+    let backend = Backend::start(&node, 0, false).await;
+    let dir = scratch("chromium-real-backend");
     let out = run_script(
         &node,
         "llmrtc_browser.mjs",
         vec![backend.url(), dir.display().to_string()],
+        HARNESS_BOUND,
     )
     .await;
     let shot = assert_browser_steps(&out);
@@ -330,7 +190,7 @@ async fn our_client_over_webrtc_against_the_real_backend() {
         return;
     };
     let _serial = ONE_AT_A_TIME.lock().await;
-    let backend = Backend::start(&node).await;
+    let backend = Backend::start(&node, 0, false).await;
     let mut c = LlmrtcClientApp::start_webrtc(
         &backend.url(),
         ClientConfig::default(),
@@ -406,6 +266,7 @@ async fn our_client_over_webrtc_against_the_real_backend() {
     tokio::time::timeout(PATIENCE, c.close())
         .await
         .expect("client close");
+    backend.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -418,7 +279,13 @@ async fn the_real_web_client_in_node_over_webrtc() {
     };
     let _serial = ONE_AT_A_TIME.lock().await;
     let (app, _events) = our_server().await;
-    let out = run_script(&node, "llmrtc_webrtc_client.mjs", vec![app.url()]).await;
+    let out = run_script(
+        &node,
+        "llmrtc_webrtc_client.mjs",
+        vec![app.url()],
+        HARNESS_BOUND,
+    )
+    .await;
     assert_node_steps(&out);
     let session = out
         .lines()
@@ -445,11 +312,12 @@ async fn the_real_web_client_in_chromium() {
     };
     let _serial = ONE_AT_A_TIME.lock().await;
     let (app, _events) = our_server().await;
-    let dir = artifacts("chromium");
+    let dir = scratch("chromium");
     let out = run_script(
         &node,
         "llmrtc_browser.mjs",
         vec![app.url(), dir.display().to_string()],
+        HARNESS_BOUND,
     )
     .await;
     let shot = assert_browser_steps(&out);
