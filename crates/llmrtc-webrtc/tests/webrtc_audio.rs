@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::Net;
-use llmrtc_proto::{ClientEvent, ServerEvent};
+use llmrtc_proto::ClientEvent;
 use llmrtc_webrtc::{AudioOffer, WebrtcClientEvent};
 
 /// `ms` of a loud 200 Hz square wave at 48 kHz.
@@ -31,70 +31,19 @@ fn types_seen(net: &Net) -> Vec<String> {
 #[test]
 fn a_spoken_turn_goes_over_the_audio_tracks() {
     let mut net = Net::new();
-    net.add_client(50000);
-    net.run_for(Duration::from_millis(50));
-    let now = net.now;
-    net.clients[0].m.offer(AudioOffer::SendRecv, now).unwrap();
-    let ready = net.run_until(Duration::from_secs(2), |n| {
-        n.clients[0]
-            .events
-            .iter()
-            .any(|e| matches!(e, WebrtcClientEvent::TrackReady))
-    });
-    assert!(ready, "the client's track is up");
+    tracks_up(&mut net);
     let conn = net.clients[0].server_conn.unwrap();
     assert!(net.server.llmrtc_ref().has_audio_track(conn));
 
     // The microphone: silence, speech, silence, in 20 ms pieces as a capture device gives.
-    let mut mic = vec![0i16; 300 * 48];
-    mic.extend(speech(600));
-    mic.extend(vec![0i16; 1200 * 48]);
-    for piece in mic.chunks(960) {
-        let now = net.now;
-        net.clients[0].m.send_mic(piece, 48_000, now).unwrap();
-        net.run_for(Duration::from_millis(20));
-    }
+    speak(&mut net, &utterance());
     net.run_for(Duration::from_millis(200));
-    let stt = net
-        .server_llmrtc_events()
-        .into_iter()
-        .find_map(|e| match e {
-            ServerEvent::Stt(r) => Some(r.request),
-            _ => None,
-        })
-        .expect("the track's utterance is transcribed");
     let types = types_seen(&net);
     assert!(types.contains(&"speech-start".to_owned()), "{types:?}");
     assert!(types.contains(&"speech-end".to_owned()), "{types:?}");
-
+    // The track's utterance is transcribed (`answer_up_to_tts` finds the STT request).
+    let tts = net.answer_up_to_tts("Hello", "Hi there!");
     let now = net.now;
-    net.server
-        .llmrtc()
-        .stt_result(stt, Ok("Hello".into()), now)
-        .unwrap();
-    net.settle();
-    let llm = net
-        .server_llmrtc_events()
-        .into_iter()
-        .find_map(|e| match e {
-            ServerEvent::Llm(r) => Some(r.request),
-            _ => None,
-        })
-        .expect("llm request");
-    net.server
-        .llmrtc()
-        .llm_chunk(llm, "Hi there!", now)
-        .unwrap();
-    net.server.llmrtc().llm_done(llm, now).unwrap();
-    net.settle();
-    let tts = net
-        .server_llmrtc_events()
-        .into_iter()
-        .find_map(|e| match e {
-            ServerEvent::Tts(r) => Some(r.request),
-            _ => None,
-        })
-        .expect("tts request");
     // 500 ms of 24 kHz speech from the TTS provider.
     let reply: Vec<u8> = (0..12_000)
         .map(|i: i32| if (i / 60) % 2 == 0 { 8000i16 } else { -8000 })
@@ -185,32 +134,7 @@ fn speech_during_track_tts_cuts_it_off() {
     tracks_up(&mut net);
     speak(&mut net, &utterance());
     let now = net.now;
-    let find = |net: &Net, kind: &str| {
-        net.server_llmrtc_events()
-            .into_iter()
-            .filter_map(|e| match (kind, e) {
-                ("stt", ServerEvent::Stt(r)) => Some(r.request),
-                ("llm", ServerEvent::Llm(r)) => Some(r.request),
-                ("tts", ServerEvent::Tts(r)) => Some(r.request),
-                _ => None,
-            })
-            .last()
-            .unwrap_or_else(|| panic!("{kind} request"))
-    };
-    let stt = find(&net, "stt");
-    net.server
-        .llmrtc()
-        .stt_result(stt, Ok("Hello".into()), now)
-        .unwrap();
-    net.settle();
-    let llm = find(&net, "llm");
-    net.server
-        .llmrtc()
-        .llm_chunk(llm, "A long answer.", now)
-        .unwrap();
-    net.server.llmrtc().llm_done(llm, now).unwrap();
-    net.settle();
-    let tts = find(&net, "tts");
+    let tts = net.answer_up_to_tts("Hello", "A long answer.");
     // 4 s of reply.
     let reply: Vec<u8> = (0..96_000)
         .map(|i: i32| if (i / 60) % 2 == 0 { 8000i16 } else { -8000 })

@@ -8,18 +8,7 @@ use std::time::Duration;
 
 use agentwire_core::{DatagramMachine, FrameBuf};
 use common::{Net, SERVER_UDP};
-use llmrtc_proto::{ClientEvent, ServerMessage};
 use llmrtc_webrtc::{AudioOffer, Limits, WebrtcConfig, WebrtcServerEvent};
-
-fn errors_seen(net: &Net, i: usize) -> Vec<String> {
-    net.client_messages(i)
-        .into_iter()
-        .filter_map(|e| match e {
-            ClientEvent::Message(ServerMessage::Error(err)) => Some(err.code.as_str().to_owned()),
-            _ => None,
-        })
-        .collect()
-}
 
 fn open_all(net: &mut Net) {
     let now = net.now;
@@ -37,14 +26,14 @@ fn open_all(net: &mut Net) {
 /// Each client gets one payload (an `error` for bad audio) and sees it once.
 fn payload_reaches_everyone(net: &mut Net) {
     let before: Vec<usize> = (0..net.clients.len())
-        .map(|i| errors_seen(net, i).len())
+        .map(|i| net.errors_seen(i).len())
         .collect();
     for i in 0..net.clients.len() {
         net.client_ws_send(i, FrameBuf::text(r#"{"type":"audio","data":"%%%"}"#));
     }
     net.run_for(Duration::from_millis(200));
     for (i, b) in before.iter().enumerate() {
-        assert_eq!(errors_seen(net, i).len(), b + 1, "client {i}");
+        assert_eq!(net.errors_seen(i).len(), b + 1, "client {i}");
     }
 }
 
@@ -124,8 +113,8 @@ fn hostile_offers_get_connection_failed_and_the_session_stays_usable() {
             FrameBuf::text(format!(r#"{{"type":"offer","signal":{signal}}}"#)),
         );
         net.run_for(Duration::from_millis(10));
-        assert_eq!(errors_seen(&net, 0).len(), k + 1, "offer {k}: {signal:.80}");
-        assert_eq!(errors_seen(&net, 0)[k], "CONNECTION_FAILED");
+        assert_eq!(net.errors_seen(0).len(), k + 1, "offer {k}: {signal:.80}");
+        assert_eq!(net.errors_seen(0)[k], "CONNECTION_FAILED");
     }
     assert_eq!(net.server.peers(), 0);
     let refused = net
@@ -152,7 +141,7 @@ fn a_flood_of_offers_is_bounded() {
         net.client_ws_send(0, FrameBuf::text(offer));
     }
     net.run_for(Duration::from_millis(500));
-    let errs = errors_seen(&net, 0);
+    let errs = net.errors_seen(0);
     // Four offers within the burst are read (and refused); the fifth gets RATE_LIMITED;
     // the rest of the run are dropped without a reply.
     let limit = Limits::default().offer_rate.burst() as usize;
@@ -187,7 +176,7 @@ fn peers_are_bounded() {
     net.run_for(Duration::from_millis(500));
     net.clients[1].m.offer(AudioOffer::None, now).unwrap();
     net.run_for(Duration::from_millis(500));
-    assert_eq!(errors_seen(&net, 1), vec!["CONNECTION_FAILED".to_owned()]);
+    assert_eq!(net.errors_seen(1), vec!["CONNECTION_FAILED".to_owned()]);
     assert!(net.clients[0].m.is_channel_open());
     assert_eq!(net.server.peers(), 1);
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agentwire_core::FrameBuf;
 use common::Net;
-use llmrtc_proto::{ClientEvent, ServerMessage};
+use llmrtc_proto::ClientEvent;
 use llmrtc_webrtc::{AudioOffer, WebrtcClientEvent, WebrtcServerEvent};
 
 fn connected_pair() -> Net {
@@ -46,16 +46,6 @@ fn an_offer_is_answered_and_the_data_channel_opens() {
     assert_eq!(net.server.peers(), 1);
 }
 
-fn errors_seen(net: &Net, i: usize) -> Vec<String> {
-    net.client_messages(i)
-        .into_iter()
-        .filter_map(|e| match e {
-            ClientEvent::Message(ServerMessage::Error(err)) => Some(err.code.as_str().to_owned()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn bad_audio() -> FrameBuf {
     FrameBuf::text(r#"{"type":"audio","data":"%%%"}"#)
 }
@@ -68,7 +58,7 @@ fn a_payload_message_reaches_the_client_once() {
     net.run_for(Duration::from_millis(100));
     // The `error` went on both channels; the client took the data channel's copy only.
     assert_eq!(
-        errors_seen(&net, 0),
+        net.errors_seen(0),
         vec!["AUDIO_PROCESSING_ERROR".to_owned()]
     );
     assert_eq!(net.server.dropped_channel_messages(), before);
@@ -83,10 +73,10 @@ fn the_payload_is_carried_by_the_data_channel() {
     net.clients[0].udp_blocked = true;
     net.client_ws_send(0, bad_audio());
     net.run_for(Duration::from_millis(100));
-    assert!(errors_seen(&net, 0).is_empty());
+    assert!(net.errors_seen(0).is_empty());
     net.clients[0].udp_blocked = false;
     net.run_for(Duration::from_secs(2));
-    assert_eq!(errors_seen(&net, 0).len(), 1, "retransmitted over SCTP");
+    assert_eq!(net.errors_seen(0).len(), 1, "retransmitted over SCTP");
 }
 
 #[test]
@@ -100,7 +90,7 @@ fn a_client_message_on_the_data_channel_is_handled_once() {
         .unwrap();
     net.run_for(Duration::from_millis(100));
     assert_eq!(
-        errors_seen(&net, 0),
+        net.errors_seen(0),
         vec!["AUDIO_PROCESSING_ERROR".to_owned()]
     );
     // Signalling on the data channel is not taken.
@@ -170,10 +160,10 @@ fn ice_that_never_completes_fails_after_the_timeout_and_the_session_goes_on() {
     let now = net.now;
     net.clients[0].m.offer(AudioOffer::None, now).unwrap();
     net.run_for(Duration::from_millis(9_900));
-    assert!(errors_seen(&net, 0).is_empty(), "not before the timeout");
+    assert!(net.errors_seen(0).is_empty(), "not before the timeout");
     assert_eq!(net.server.peers(), 1);
     net.run_for(Duration::from_millis(200));
-    assert_eq!(errors_seen(&net, 0), vec!["CONNECTION_FAILED".to_owned()]);
+    assert_eq!(net.errors_seen(0), vec!["CONNECTION_FAILED".to_owned()]);
     assert_eq!(net.server.peers(), 0);
     assert!(net
         .take_server_events()
@@ -182,7 +172,7 @@ fn ice_that_never_completes_fails_after_the_timeout_and_the_session_goes_on() {
     // The session goes on over the WebSocket.
     net.client_ws_send(0, bad_audio());
     net.run_for(Duration::from_millis(100));
-    assert_eq!(errors_seen(&net, 0).len(), 2);
+    assert_eq!(net.errors_seen(0).len(), 2);
     assert!(net.clients[0].m.llmrtc_ref().ready_id().is_some());
 }
 
@@ -207,29 +197,8 @@ fn a_payload_too_large_for_the_data_channel_does_not_block_the_next_ones() {
         .send_audio(&wav, &[], now)
         .unwrap();
     net.run_for(Duration::from_millis(100));
-    let request = |net: &Net, kind: &str| {
-        net.server_llmrtc_events()
-            .into_iter()
-            .find_map(|e| match (kind, e) {
-                ("stt", llmrtc_proto::ServerEvent::Stt(r)) => Some(r.request),
-                ("llm", llmrtc_proto::ServerEvent::Llm(r)) => Some(r.request),
-                ("tts", llmrtc_proto::ServerEvent::Tts(r)) => Some(r.request),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("{kind} request"))
-    };
+    let tts = net.answer_up_to_tts("Hi", "Hello!");
     let now = net.now;
-    let stt = request(&net, "stt");
-    net.server
-        .llmrtc()
-        .stt_result(stt, Ok("Hi".into()), now)
-        .unwrap();
-    net.settle();
-    let llm = request(&net, "llm");
-    net.server.llmrtc().llm_chunk(llm, "Hello!", now).unwrap();
-    net.server.llmrtc().llm_done(llm, now).unwrap();
-    net.settle();
-    let tts = request(&net, "tts");
     // 8 s of 24 kHz PCM: its whole `tts` message is over 256 KiB.
     let pcm = vec![1u8; 384_000];
     net.server
@@ -252,7 +221,7 @@ fn a_payload_too_large_for_the_data_channel_does_not_block_the_next_ones() {
     net.client_ws_send(0, bad_audio());
     net.run_for(Duration::from_millis(100));
     assert_eq!(
-        errors_seen(&net, 0),
+        net.errors_seen(0),
         vec!["AUDIO_PROCESSING_ERROR".to_owned()]
     );
 }

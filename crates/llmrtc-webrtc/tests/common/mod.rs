@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use agentwire_core::{
     ConnId, DatagramMachine, Dial, Dialer, FrameBuf, Machine, Output, PeerInfo, SequentialIds,
 };
-use llmrtc_proto::{ClientConfig, ClientEvent, FixedJitter, ServerConfig, ServerEvent};
+use llmrtc_proto::{
+    ClientConfig, ClientEvent, FixedJitter, RequestId, ServerConfig, ServerEvent, ServerMessage,
+};
 use llmrtc_webrtc::{
     WebrtcClient, WebrtcClientEvent, WebrtcConfig, WebrtcServer, WebrtcServerEvent,
 };
@@ -267,5 +269,49 @@ impl Net {
         let conn = self.clients[i].server_conn.expect("connected");
         let now = self.now;
         self.server.handle_frame(conn, frame.as_frame(), now);
+    }
+
+    /// The codes of the `error`s client `i` got, in order.
+    pub fn errors_seen(&self, i: usize) -> Vec<String> {
+        self.client_messages(i)
+            .into_iter()
+            .filter_map(|e| match e {
+                ClientEvent::Message(ServerMessage::Error(err)) => {
+                    Some(err.code.as_str().to_owned())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The latest provider request of `kind` (`"stt"`, `"llm"` or `"tts"`) the server made.
+    pub fn latest_request(&self, kind: &str) -> RequestId {
+        self.server_llmrtc_events()
+            .into_iter()
+            .filter_map(|e| match (kind, e) {
+                ("stt", ServerEvent::Stt(r)) => Some(r.request),
+                ("llm", ServerEvent::Llm(r)) => Some(r.request),
+                ("tts", ServerEvent::Tts(r)) => Some(r.request),
+                _ => None,
+            })
+            .last()
+            .unwrap_or_else(|| panic!("no {kind} request"))
+    }
+
+    /// Answers the latest STT request with `heard` and the LLM with `reply`; returns the
+    /// TTS request that follows.
+    pub fn answer_up_to_tts(&mut self, heard: &str, reply: &str) -> RequestId {
+        let now = self.now;
+        let stt = self.latest_request("stt");
+        self.server
+            .llmrtc()
+            .stt_result(stt, Ok(heard.into()), now)
+            .unwrap();
+        self.settle();
+        let llm = self.latest_request("llm");
+        self.server.llmrtc().llm_chunk(llm, reply, now).unwrap();
+        self.server.llmrtc().llm_done(llm, now).unwrap();
+        self.settle();
+        self.latest_request("tts")
     }
 }
