@@ -266,3 +266,73 @@ fn without_audio_the_answer_rejects_the_audio_m_line() {
         "the audio m-line is rejected: {answer}"
     );
 }
+
+#[test]
+fn the_server_takes_the_first_data_channel_whatever_its_label() {
+    use agentwire_core::{DatagramMachine, Frame, Machine, Output, PeerInfo};
+    use str0m::net::{Protocol, Receive};
+    use str0m::{Candidate, Event, Input, Output as RtcOutput, Rtc};
+
+    let mut net = Net::new();
+    let mut now = net.now;
+    let client_udp = "127.0.0.1:50000".parse().unwrap();
+    let mut rtc = Rtc::builder().build(now);
+    rtc.add_local_candidate(Candidate::host(client_udp, "udp").unwrap());
+    let mut api = rtc.sdp_api();
+    api.add_channel("chat".into());
+    let (offer, pending) = api.apply().unwrap();
+    let conn = agentwire_core::ConnId::new(5);
+    net.server.handle_connect(conn, &PeerInfo::new(None), now);
+    let msg = serde_json::json!({"type": "offer", "signal": {"type": "offer", "sdp": offer.to_sdp_string()}});
+    net.server
+        .handle_frame(conn, Frame::Text(&msg.to_string()), now);
+    let mut answer = None;
+    while let Some(o) = net.server.poll_output() {
+        if let Output::Send { frame, .. } = o {
+            let v: serde_json::Value = serde_json::from_slice(frame.as_bytes()).unwrap();
+            if v["type"] == "signal" {
+                answer = v["signal"]["sdp"].as_str().map(str::to_owned);
+            }
+        }
+    }
+    let answer = str0m::change::SdpAnswer::from_sdp_string(&answer.expect("answered")).unwrap();
+    rtc.sdp_api().accept_answer(pending, answer).unwrap();
+    let mut client_open = false;
+    for _ in 0..2000 {
+        let mut timeout = now + Duration::from_millis(100);
+        loop {
+            match rtc.poll_output().unwrap() {
+                RtcOutput::Timeout(t) => {
+                    timeout = timeout.min(t);
+                    break;
+                }
+                RtcOutput::Transmit(t) => {
+                    net.server
+                        .handle_datagram(client_udp, common::SERVER_UDP, &t.contents, now)
+                }
+                RtcOutput::Event(Event::ChannelOpen(..)) => client_open = true,
+                RtcOutput::Event(_) => {}
+            }
+        }
+        while let Some(t) = net.server.poll_transmit() {
+            let r =
+                Receive::new(Protocol::Udp, common::SERVER_UDP, client_udp, &t.contents).unwrap();
+            rtc.handle_input(Input::Receive(now, r)).unwrap();
+        }
+        while net.server.poll_output().is_some() {}
+        if client_open && net.server.is_channel_open(conn) {
+            break;
+        }
+        if let Some(t) = net.server.poll_timeout() {
+            timeout = timeout.min(t);
+        }
+        now = timeout.max(now);
+        rtc.handle_input(Input::Timeout(now)).unwrap();
+        net.server.handle_timeout(now);
+    }
+    assert!(client_open, "the client's channel opened");
+    assert!(
+        net.server.is_channel_open(conn),
+        "the server took the channel labelled chat"
+    );
+}
