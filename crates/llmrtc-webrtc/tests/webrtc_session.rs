@@ -336,3 +336,26 @@ fn the_server_takes_the_first_data_channel_whatever_its_label() {
         "the server took the channel labelled chat"
     );
 }
+
+#[test]
+fn a_connected_peer_that_goes_silent_is_dropped_quietly() {
+    let mut net = connected_pair();
+    let conn = net.clients[0].server_conn.unwrap();
+    net.take_server_events();
+    // The client's network goes away; its WebSocket stays (it keeps pinging).
+    net.clients[0].udp_blocked = true;
+    let gone = net.run_until(Duration::from_secs(40), |n| n.server.peers() == 0);
+    assert!(gone, "ICE consent ran out and the peer was dropped");
+    let ev = net.take_server_events();
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, WebrtcServerEvent::PeerClosed { conn: c } if *c == conn)));
+    assert!(!ev
+        .iter()
+        .any(|e| matches!(e, WebrtcServerEvent::PeerFailed { .. })));
+    assert!(!net.server.is_channel_open(conn));
+    assert!(
+        net.errors_seen(0).is_empty(),
+        "no CONNECTION_FAILED for a peer that was up"
+    );
+}
