@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use agentwire_core::sim::{check_timer_contract, TimerInput};
 use agentwire_core::{FrameBuf, SequentialIds};
-use llmrtc_proto::ServerConfig;
-use llmrtc_webrtc::{WebrtcConfig, WebrtcServer};
+use llmrtc_proto::{ClientConfig, FixedJitter, ServerConfig};
+use llmrtc_webrtc::{AudioOffer, WebrtcClient, WebrtcConfig, WebrtcServer};
 use proptest::prelude::*;
 
 fn t0() -> Instant {
@@ -59,6 +59,46 @@ proptest! {
         let mut server = WebrtcServer::new(ServerConfig::default(), WebrtcConfig::new(udp), SequentialIds::new(0))
             .expect("config");
         if let Err(e) = check_timer_contract(&mut server, t0(), &inputs) {
+            panic!("{e}");
+        }
+    }
+}
+
+fn client_frames() -> Vec<FrameBuf> {
+    vec![
+        FrameBuf::text(
+            r#"{"type":"ready","id":"00000000-0000-4000-8000-000000000001","protocolVersion":1}"#,
+        ),
+        FrameBuf::text(r#"{"type":"signal","signal":{"type":"answer","sdp":"garbage"}}"#),
+        FrameBuf::text(r#"{"type":"pong","timestamp":1}"#),
+        FrameBuf::text("garbage"),
+    ]
+}
+
+fn client_input() -> impl Strategy<Value = TimerInput> {
+    let f = client_frames();
+    prop_oneof![
+        Just(TimerInput::Connect),
+        (any::<usize>(), 0..f.len()).prop_map(move |(n, i)| TimerInput::Frame(n, f[i].clone())),
+        any::<usize>().prop_map(TimerInput::Disconnect),
+        (0u64..15_000).prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
+        (0u64..5_000).prop_map(|ms| TimerInput::Rewind(Duration::from_millis(ms))),
+        Just(TimerInput::Timeout),
+        Just(TimerInput::FireDue),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// The client, set to offer after every `ready` (a peer with its own timers).
+    #[test]
+    fn the_client_keeps_the_timer_rules(inputs in prop::collection::vec(client_input(), 0..40)) {
+        let udp: SocketAddr = "127.0.0.1:50000".parse().unwrap();
+        let mut client = WebrtcClient::new(ClientConfig::default(), FixedJitter(0), WebrtcConfig::new(udp))
+            .expect("config");
+        client.set_auto_offer(Some(AudioOffer::SendRecv));
+        client.llmrtc().start(t0()).expect("start");
+        if let Err(e) = check_timer_contract(&mut client, t0(), &inputs) {
             panic!("{e}");
         }
     }
