@@ -156,7 +156,8 @@ pub fn seats(movie: &str, theater: &str, date: &str, time: &str) -> Vec<Item> {
                 _ => "standard",
             };
             // About a third of the seats are taken; never the accessible ones.
-            let taken = kind != "accessible" && fnv1a(&[movie, theater, date, time, &id]) % 3 == 0;
+            let taken =
+                kind != "accessible" && fnv1a(&[movie, theater, date, time, &id]).is_multiple_of(3);
             items.push(obj(json!({"id": id, "row": row.to_string(), "number": n,
                                   "type": kind, "available": !taken})));
         }
