@@ -18,6 +18,10 @@
 //!   data channel opens, a turn's payloads come from it (each once), and the backend's speech
 //!   arrives on the audio track the client offered to receive, decoded from Opus.
 //!
+//! - hostile datagrams (garbage, oversized, protocol-shaped, replayed, and the web client's
+//!   own STUN requests replayed) sprayed from a plain UDP socket at our server's UDP port
+//!   while the real web client in Node runs its whole harness: the session is unharmed.
+//!
 //! Each harness runs against the real backend (`tests/interop/llmrtc_backend.mjs`, offline
 //! stand-in providers), which pins what the real peers do over WebRTC and proves the
 //! harnesses, and against our `llmrtc_server` (the apps' `server_app::start_webrtc`, as the
@@ -323,4 +327,254 @@ async fn the_real_web_client_in_chromium() {
     let shot = assert_browser_steps(&out);
     eprintln!("screenshot of the page: {}", shot.display());
     app.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Hostile datagrams at our server's UDP socket while the real web client talks over it.
+
+/// The most bursts of hostile datagrams one test sends for each kind of trigger.
+const MAX_BURSTS_EACH: usize = 8;
+
+/// The most of the client's own datagrams the trap keeps for replay.
+const MAX_CAPTURED: usize = 16;
+
+/// Datagrams no peer sends, for every class the socket tells apart by the first byte
+/// (RFC 7983: 0-3 STUN, 20-63 DTLS, 128-191 RTP/RTCP, and the rest): empty, one byte,
+/// oversized (9,000 bytes, and 65,507, the largest IPv4 UDP payload), STUN, DTLS and RTP
+/// headers with nonsense behind them, and seeded pseudo-random bytes.
+fn hostile_datagrams() -> Vec<Vec<u8>> {
+    let mut all = vec![
+        Vec::new(),
+        vec![0x01],
+        vec![0x80; 9_000],
+        vec![0x16; 65_507],
+    ];
+    // A STUN binding request (magic cookie) whose USERNAME names no session and whose
+    // length runs past the datagram.
+    let mut stun = vec![0x00, 0x01, 0x00, 0x40, 0x21, 0x12, 0xa4, 0x42];
+    stun.extend_from_slice(&[0x5a; 12]);
+    stun.extend_from_slice(&[0x00, 0x06, 0x00, 0x0b]);
+    stun.extend_from_slice(b"nobody:none\0");
+    all.push(stun);
+    // A DTLS ClientHello record header claiming 16 KiB, and an alert for no association.
+    all.push(vec![
+        22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x00, 1, 0, 0x3f,
+    ]);
+    all.push(vec![21, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 2, 2, 40]);
+    // RTP with Opus's payload type and RTCP sender-report headers, for no SSRC known.
+    all.push(vec![
+        0x80, 111, 0, 7, 0, 0, 3, 0xc0, 0xca, 0xfe, 0xba, 0xbe, 0xf8, 0xff, 0xfe,
+    ]);
+    all.push(vec![0x81, 200, 0, 6, 0xca, 0xfe, 0xba, 0xbe]);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for first in [
+        0u8, 1, 2, 3, 16, 19, 20, 22, 23, 63, 64, 79, 127, 128, 160, 191, 192, 255,
+    ] {
+        let mut d = vec![first];
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = usize::try_from(x % 1_400).expect("small") + 1;
+        for _ in 0..len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            d.push(x.to_le_bytes()[0]);
+        }
+        all.push(d);
+    }
+    all
+}
+
+/// A UDP socket the Node harness is told is its STUN server: it never answers, keeps the
+/// first [`MAX_CAPTURED`] datagrams the client sends it (its own binding requests, from the
+/// port its ICE agent uses) for replay at the server, and reports each one that arrives
+/// (the client sends them while it gathers candidates for a new peer connection, and
+/// retransmits them through its ICE and DTLS handshake). An empty datagram stops it.
+struct StunTrap {
+    addr: std::net::SocketAddr,
+    captured: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl StunTrap {
+    fn start(arrived: mpsc::UnboundedSender<()>) -> Self {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind the trap");
+        let addr = socket.local_addr().expect("trap address");
+        let captured = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = captured.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 2048];
+            while let Ok((n, _)) = socket.recv_from(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut kept = keep.lock().expect("trap lock");
+                if kept.len() < MAX_CAPTURED {
+                    kept.push(buf[..n].to_vec());
+                }
+                drop(kept);
+                let _ = arrived.send(());
+            }
+        });
+        Self {
+            addr,
+            captured,
+            thread,
+        }
+    }
+
+    fn captured(&self) -> Vec<Vec<u8>> {
+        self.captured.lock().expect("trap lock").clone()
+    }
+
+    /// Stops the thread (an empty datagram) and returns what it kept.
+    fn stop(self) -> Vec<Vec<u8>> {
+        let stopper = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        stopper.send_to(&[], self.addr).expect("stop the trap");
+        self.thread.join().expect("trap thread");
+        self.captured.lock().expect("trap lock").clone()
+    }
+}
+
+/// What the spray did: its bursts' triggers, the client's STUN requests seen, datagrams
+/// sent, and replays of the client's own among them.
+#[derive(Debug, Default)]
+struct Spray {
+    triggers: Vec<&'static str>,
+    client_stun: usize,
+    sent: usize,
+    replayed: usize,
+}
+
+/// The real web client in Node over WebRTC completes its whole run (two spoken turns, its
+/// heartbeat, a reconnect with a new peer connection) while a plain `std::net::UdpSocket`
+/// sprays our server's UDP port with hostile datagrams: a burst at every session start,
+/// the client's STUN requests (while it sets up a peer connection: gathering, then its
+/// retransmissions through ICE and DTLS; the 1st, 2nd, 4th, 8th...), every speech segment sent to the STT
+/// (mid-turn) and every resumed session, at most [`MAX_BURSTS_EACH`] of each. Each burst sends
+/// [`hostile_datagrams`] twice (replayed) and replays, twice each, the client's own STUN
+/// requests caught by a [`StunTrap`] posing as its STUN server. The session is unharmed:
+/// every step of the harness passes, the session has both turns in its history, and the
+/// server dropped and counted the junk.
+#[tokio::test]
+async fn hostile_datagrams_leave_the_real_web_client_unharmed() {
+    let test = "hostile_datagrams_leave_the_real_web_client_unharmed";
+    let Some(node) = webrtc_peers(test, false) else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let (app, mut events) = our_server().await;
+    let server_udp = app.udp_addr().expect("the server serves WebRTC");
+    let (arrived_tx, mut arrived) = mpsc::unbounded_channel();
+    let trap = StunTrap::start(arrived_tx);
+    let replays = trap.captured.clone();
+    let attacker = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind the attacker");
+    let dropped_before = app
+        .handle
+        .call(|m, _| m.webrtc_ref().map_or(0, |w| w.dropped_datagrams()))
+        .await
+        .expect("call");
+
+    let spray = tokio::spawn(async move {
+        let junk = hostile_datagrams();
+        let mut spray = Spray::default();
+        loop {
+            // Until the server's events end (it shut down).
+            let trigger = tokio::select! {
+                ev = events.recv() => match ev {
+                    None => break,
+                    Some(ServerEvent::SessionStarted { .. }) => "session-started",
+                    Some(ServerEvent::Stt(_)) => "stt",
+                    Some(ServerEvent::SessionResumed { .. }) => "session-resumed",
+                    Some(_) => continue,
+                },
+                Some(()) = arrived.recv() => {
+                    // The 1st, 2nd, 4th, 8th... request: spread over the client's
+                    // exponentially backed-off retransmissions, so over its handshake.
+                    spray.client_stun += 1;
+                    if !spray.client_stun.is_power_of_two() {
+                        continue;
+                    }
+                    "client-stun"
+                }
+            };
+            if spray.triggers.iter().filter(|t| **t == trigger).count() == MAX_BURSTS_EACH {
+                continue;
+            }
+            spray.triggers.push(trigger);
+            let own = replays.lock().expect("trap lock").clone();
+            for _ in 0..2 {
+                for d in junk.iter().chain(&own) {
+                    // A datagram the OS refuses to send is no test of the server; skip it.
+                    if attacker.send_to(d, server_udp).is_ok() {
+                        spray.sent += 1;
+                    }
+                }
+            }
+            spray.replayed += 2 * own.len();
+        }
+        spray
+    });
+
+    let out = run_script(
+        &node,
+        "llmrtc_webrtc_client.mjs",
+        vec![app.url(), format!("stun:{}", trap.addr)],
+        HARNESS_BOUND,
+    )
+    .await;
+    assert_node_steps(&out);
+    let session = out
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("the harness names its session")
+        .trim()
+        .to_owned();
+    let history = app
+        .handle
+        .call(move |m, _| m.history(&session).map_or(0, Iterator::count))
+        .await
+        .expect("call");
+    assert_eq!(history, 4, "both spoken turns reached the session");
+    let dropped_after = app
+        .handle
+        .call(|m, _| m.webrtc_ref().map_or(0, |w| w.dropped_datagrams()))
+        .await
+        .expect("call");
+    let caught = trap.captured().len();
+    app.shutdown().await;
+    let spray = tokio::time::timeout(PATIENCE, spray)
+        .await
+        .expect("the spray ends with the server's events")
+        .expect("spray task");
+    let kept = trap.stop();
+    eprintln!(
+        "hostile bursts at {:?} ({} STUN requests of the client seen): {} datagrams sent, {} \
+         of them the client's own {} STUN requests replayed; the server dropped {} datagrams",
+        spray.triggers,
+        spray.client_stun,
+        spray.sent,
+        spray.replayed,
+        kept.len(),
+        dropped_after - dropped_before
+    );
+    for trigger in ["session-started", "client-stun", "stt", "session-resumed"] {
+        assert!(
+            spray.triggers.contains(&trigger),
+            "a burst at {trigger}: {spray:?}"
+        );
+    }
+    assert!(
+        caught > 0,
+        "the client sent its STUN server binding requests"
+    );
+    assert!(
+        spray.replayed > 0,
+        "the client's own datagrams were replayed"
+    );
+    assert!(
+        dropped_after > dropped_before,
+        "junk is dropped and counted: {dropped_before} -> {dropped_after}"
+    );
 }

@@ -26,7 +26,8 @@
 //     session (`reconnected(true)`, same session id), builds a new peer whose data channel
 //     opens, re-adds the microphone track, and a second spoken turn runs as in 3.
 //
-// usage: node llmrtc_webrtc_client.mjs ws://127.0.0.1:PORT/
+// usage: node llmrtc_webrtc_client.mjs ws://127.0.0.1:PORT/ [stun:127.0.0.1:PORT]
+// (the optional second argument replaces the STUN server's address, default stun:127.0.0.1:3478)
 // Prints `session <id>` and ends with `webrtc web client ok`.
 
 import WebSocket from 'ws';
@@ -34,8 +35,8 @@ import wrtc from '@roamhq/wrtc';
 import { LLMRTCWebClient } from '@llmrtc/llmrtc-web-client';
 import { browserGlobals, check, fail, once, spokenUtterance, within } from './llmrtc_common.mjs';
 
-const [url] = process.argv.slice(2);
-if (!url) fail('usage: node llmrtc_webrtc_client.mjs ws://127.0.0.1:PORT/');
+const [url, stun = 'stun:127.0.0.1:3478'] = process.argv.slice(2);
+if (!url) fail('usage: node llmrtc_webrtc_client.mjs ws://127.0.0.1:PORT/ [stun:127.0.0.1:PORT]');
 
 const RATE = 48000;
 const FRAME = RATE / 100; // 10 ms
@@ -115,7 +116,7 @@ class ObservedPeerConnection extends wrtc.RTCPeerConnection {
 // The client's console.error lines still reach stderr, which the test shows when it fails.
 const log = browserGlobals(wrtc, ObservedWebSocket, ObservedPeerConnection);
 
-const ICE = [{ urls: 'stun:127.0.0.1:3478' }];
+const ICE = [{ urls: stun }];
 
 /** The microphone: an RTCAudioSource track, fed in real time by `speak`. */
 class Microphone {
