@@ -40,8 +40,9 @@ pub enum AudioOffer {
 /// `"data"` (the real web client's label) and, if asked, an Opus track, and sends `offer`;
 /// the server's `signal` completes it. Once the channel opens, the wrapped client takes
 /// payload messages from it and ignores their WebSocket copies (the real client's rule);
-/// [`ClientEvent`]s come out once. With [`set_auto_offer`](Self::set_auto_offer) the client
-/// offers by itself after every `ready` (a reconnect makes a new peer connection, as the
+/// [`ClientEvent`]s come out once. While the channel is open, `attachments` go on it (the
+/// real client sends them there); everything else stays on the WebSocket. With
+/// [`set_auto_offer`](Self::set_auto_offer) the client offers by itself after every `ready` (a reconnect makes a new peer connection, as the
 /// real client does). A lost WebSocket closes the peer.
 pub struct WebrtcClient {
     inner: LlmrtcClient,
@@ -159,7 +160,7 @@ impl WebrtcClient {
         let ufrag = sdp::attribute(&offer.to_sdp_string(), "ice-ufrag")
             .unwrap_or_default()
             .to_owned();
-        self.inner.send_offer(sdp::offer_json(&offer), now)?;
+        self.inner.offer(sdp::offer_json(&offer), now)?;
         let conn = self.inner.conn().unwrap_or(ConnId::new(0));
         let mut peer = Peer::new(
             rtc,
@@ -176,9 +177,9 @@ impl WebrtcClient {
         Ok(())
     }
 
-    /// Sends `frame` on the data channel (the real web client sends `attachments` there;
-    /// everything else goes on the WebSocket through [`llmrtc`](Self::llmrtc)). Errors
-    /// when the channel is not open.
+    /// Sends `frame` on the data channel. Errors when the channel is not open. (The
+    /// wrapped client's `attachments` go there by themselves while the channel is open, as
+    /// the real web client's do; everything else it sends goes on the WebSocket.)
     pub fn send_channel(&mut self, frame: FrameBuf, now: Instant) -> Result<(), WebrtcClientError> {
         let now = self.observe(now);
         match self.peer.as_mut() {
@@ -224,7 +225,7 @@ impl WebrtcClient {
         let Some((offer, pending)) = api.apply() else {
             return Err(WebrtcClientError::Rtc("nothing to offer".into()));
         };
-        self.inner.send_offer(sdp::offer_json(&offer), now)?;
+        self.inner.offer(sdp::offer_json(&offer), now)?;
         p.audio_out = Some(mid);
         self.pending = Some(pending);
         self.drive(now);
@@ -354,6 +355,14 @@ impl WebrtcClient {
                     if let (Some(audio), Some(now)) = (self.auto_offer, self.last_now) {
                         // Queued after the `reconnect` the wrapped client sends first.
                         let _ = self.offer(audio, now);
+                    }
+                }
+                Output::Event(ClientEvent::DataChannelSend { frame }) => {
+                    // `attachments` while the channel is open, as the real web client
+                    // sends them.
+                    if let (Some(p), Some(now)) = (self.peer.as_mut(), self.last_now) {
+                        p.send(frame);
+                        self.drive(now);
                     }
                 }
                 Output::Event(e) => self

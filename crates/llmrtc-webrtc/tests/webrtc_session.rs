@@ -359,3 +359,28 @@ fn a_connected_peer_that_goes_silent_is_dropped_quietly() {
         "no CONNECTION_FAILED for a peer that was up"
     );
 }
+
+#[test]
+fn attachments_go_on_the_open_data_channel() {
+    let mut net = connected_pair();
+    let session = net.clients[0].m.llmrtc_ref().ready_id().unwrap().to_owned();
+    let attachment: llmrtc_proto::VisionAttachment =
+        serde_json::from_str(r#"{"data":"data:image/jpeg;base64,AAAA"}"#).unwrap();
+    // With the client's UDP cut, an attachment on the WebSocket would still arrive.
+    net.clients[0].udp_blocked = true;
+    let now = net.now;
+    net.clients[0]
+        .m
+        .llmrtc()
+        .send_attachments(vec![attachment], now)
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.server.llmrtc_ref().queued_attachments(&session), 0);
+    net.clients[0].udp_blocked = false;
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(
+        net.server.llmrtc_ref().queued_attachments(&session),
+        1,
+        "it came on the channel, once"
+    );
+}
