@@ -1,7 +1,7 @@
 //! Opus for the audio tracks (feature `opus`): RTP payloads to PCM and PCM to 20 ms frames.
 //!
 //! The codec is the system's libopus (Debian's `libopus-dev`, found with `pkg-config` and
-//! linked dynamically) through the [`opus`](::opus) crate's safe bindings; nothing here
+//! linked dynamically) through the [`opus`] crate's safe bindings; nothing here
 //! codes audio by hand. WebRTC's Opus runs at 48 kHz; the llmrtc pipeline runs at other
 //! rates (speech-to-text at 16 kHz, TTS providers at 24 kHz), so both directions change rate
 //! with [`llmrtc_proto::Resampler`].
