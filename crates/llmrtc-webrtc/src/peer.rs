@@ -76,6 +76,8 @@ pub(crate) struct Peer {
     /// Data-channel messages dropped for lack of room.
     pub(crate) channel_drops: u64,
     opened: bool,
+    /// Written to since the last [`drive`](Self::drive).
+    written: bool,
     #[cfg(feature = "opus")]
     track_in: Option<crate::audio::TrackIn>,
     #[cfg(feature = "opus")]
@@ -119,6 +121,7 @@ impl Peer {
             audio_out: None,
             channel_drops: 0,
             opened: false,
+            written: false,
             #[cfg(feature = "opus")]
             track_in: None,
             #[cfg(feature = "opus")]
@@ -227,6 +230,12 @@ impl Peer {
         }
     }
 
+    /// Notes a write that the next [`drive`](Self::drive) sends; whether it is the first
+    /// since the last drive (the caller then schedules one).
+    pub(crate) fn mark_written(&mut self) -> bool {
+        !std::mem::replace(&mut self.written, true)
+    }
+
     /// Starts a local close (DTLS close_notify, SCTP shutdown); the next drives send it.
     pub(crate) fn close(&mut self) {
         let _ = self.rtc.close();
@@ -242,6 +251,7 @@ impl Peer {
         transmits: &mut VecDeque<Transmit>,
         events: &mut Vec<PeerEvent>,
     ) {
+        self.written = false;
         // str0m's timers only need the time when one is due (a datagram handed over with
         // `receive` has already moved them); new writes go out on the poll below.
         if self.next_timeout.is_none_or(|t| t <= now)

@@ -51,6 +51,10 @@ pub struct WebrtcServer {
     events: Vec<PeerEvent>,
     last_now: Option<Instant>,
     dropped_channel_messages: u64,
+    /// Peers written to since they were last driven: driven once, after every write of the
+    /// step, so SCTP bundles the step's messages into as few packets (DTLS records, UDP
+    /// datagrams) as fit.
+    written: Vec<ConnId>,
 }
 
 impl std::fmt::Debug for WebrtcServer {
@@ -103,6 +107,7 @@ impl WebrtcServer {
             events: Vec::new(),
             last_now: None,
             dropped_channel_messages: 0,
+            written: Vec::new(),
         })
     }
 
@@ -212,8 +217,21 @@ impl WebrtcServer {
         if p.channel_drops != drops {
             self.dropped_channel_messages += 1;
         }
-        if let Some(now) = self.last_now {
+        if p.mark_written() {
+            self.written.push(conn);
+        }
+    }
+
+    /// Drives every peer written to since it was last driven: the step's channel messages
+    /// go out together (see `written`).
+    fn drive_written(&mut self) {
+        let Some(now) = self.last_now else {
+            return;
+        };
+        while let Some(conn) = self.written.pop() {
             self.drive(conn, now);
+            // Whatever the drive made the wrapped server send.
+            self.pump();
         }
     }
 
@@ -481,12 +499,17 @@ impl Machine for WebrtcServer {
         let now = self.observe(now);
         self.inner.handle_timeout(now);
         self.pump();
+        self.drive_written();
         for conn in self.peers.due(now) {
             self.drive(conn, now);
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
+        if !self.written.is_empty() {
+            // Channel writes not yet driven (outputs not drained): due now.
+            return self.last_now;
+        }
         match (self.inner.poll_timeout(), self.peers.next_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -495,6 +518,9 @@ impl Machine for WebrtcServer {
 
     fn poll_output(&mut self) -> Option<Output<WebrtcServerEvent>> {
         self.pump();
+        if self.out.is_empty() {
+            self.drive_written();
+        }
         self.out.pop_front()
     }
 
@@ -538,6 +564,7 @@ impl DatagramMachine for WebrtcServer {
 
     fn poll_transmit(&mut self) -> Option<Transmit> {
         self.pump();
+        self.drive_written();
         self.transmits.pop_front()
     }
 }

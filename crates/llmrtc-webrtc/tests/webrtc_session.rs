@@ -384,3 +384,25 @@ fn attachments_go_on_the_open_data_channel() {
         "it came on the channel, once"
     );
 }
+
+#[test]
+fn payloads_sent_in_one_step_share_datagrams() {
+    let mut net = connected_pair();
+    let conn = net.clients[0].server_conn.unwrap();
+    let before = net.server_sent.len();
+    for _ in 0..50 {
+        net.server
+            .llmrtc()
+            .send_error(conn, llmrtc_proto::ErrorCode::INTERNAL_ERROR, "burst")
+            .unwrap();
+    }
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.errors_seen(0).len(), 50, "every message arrives once");
+    // One datagram per message would be 50: SCTP bundles the step's messages (about 110
+    // bytes each) into packets of up to its MTU.
+    let sent = net.server_sent.len() - before;
+    assert!(
+        sent <= 10,
+        "{sent} datagrams for 50 messages sent in one step"
+    );
+}
