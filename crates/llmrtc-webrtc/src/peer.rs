@@ -236,6 +236,11 @@ impl Peer {
         !std::mem::replace(&mut self.written, true)
     }
 
+    /// Whether it was written to since the last [`drive`](Self::drive).
+    pub(crate) fn is_written(&self) -> bool {
+        self.written
+    }
+
     /// Starts a local close (DTLS close_notify, SCTP shutdown); the next drives send it.
     pub(crate) fn close(&mut self) {
         let _ = self.rtc.close();

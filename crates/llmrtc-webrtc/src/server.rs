@@ -352,10 +352,16 @@ impl WebrtcServer {
             return;
         };
         let was_open = p.was_open() && p.state != PeerState::Closed;
-        p.close();
         if let Some(now) = self.last_now {
             let mut events = Vec::new();
+            if p.is_written() {
+                // This step's channel writes leave before the close.
+                p.drive(now, &mut self.transmits, &mut events);
+            }
+            p.close();
             p.drive(now, &mut self.transmits, &mut events);
+        } else {
+            p.close();
         }
         if was_open {
             let _ = self.inner.set_data_channel_open(conn, false);

@@ -406,3 +406,28 @@ fn payloads_sent_in_one_step_share_datagrams() {
         "{sent} datagrams for 50 messages sent in one step"
     );
 }
+
+#[test]
+fn payloads_written_in_the_step_that_closes_the_session_still_leave() {
+    let mut net = connected_pair();
+    let conn = net.clients[0].server_conn.unwrap();
+    let before = net.server_sent.len();
+    for _ in 0..3 {
+        net.server
+            .llmrtc()
+            .send_error(conn, llmrtc_proto::ErrorCode::INTERNAL_ERROR, "last")
+            .unwrap();
+    }
+    net.server.llmrtc().close(conn).unwrap();
+    net.run_for(Duration::from_millis(100));
+    // The three messages (about 60 bytes each) go out before the peer's close alert.
+    let carried: usize = net.server_sent[before..]
+        .iter()
+        .map(|(_, d)| d.len())
+        .filter(|n| *n > 100)
+        .sum();
+    assert!(
+        carried >= 200,
+        "{carried} bytes of channel data before the close"
+    );
+}
