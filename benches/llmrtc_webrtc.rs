@@ -30,7 +30,6 @@
 //! are printed at the end and recorded in `crates/llmrtc-webrtc/README.md`.
 #![allow(missing_docs)]
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use agentwire::core::ConnId;
@@ -41,9 +40,8 @@ use agentwire_apps::llmrtc::client_app::LlmrtcClientApp;
 use agentwire_apps::llmrtc::providers::{Providers, ScriptedStt};
 use agentwire_apps::llmrtc::server_app::{self, LlmrtcApp, Pacing, WebrtcOptions};
 use agentwire_apps::llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
-use agentwire_testkit::bench::median_ns;
+use agentwire_testkit::bench::{median_ns, open_idle_websockets, rss_kib};
 use criterion::Criterion;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -218,12 +216,6 @@ fn thread_cpu_ns() -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
-fn rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Setup figures: median ms offer -> open, CPU ms per setup, setups per second.
 struct Setup {
     median_ms: f64,
@@ -262,28 +254,6 @@ fn setups() -> Setup {
     })
 }
 
-async fn open_idle(addr: SocketAddr) -> Vec<TcpStream> {
-    let request = format!(
-        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    );
-    let mut socks = Vec::with_capacity(IDLE_CONNS);
-    let mut buf = [0u8; 1024];
-    for _ in 0..IDLE_CONNS {
-        let mut s = TcpStream::connect(addr).await.expect("connect");
-        s.write_all(request.as_bytes()).await.expect("write");
-        let mut got = Vec::new();
-        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = s.read(&mut buf).await.expect("read");
-            assert!(n > 0, "server hung up during the upgrade");
-            got.extend_from_slice(&buf[..n]);
-        }
-        assert!(got.starts_with(b"HTTP/1.1 101"), "upgrade refused");
-        socks.push(s);
-    }
-    socks
-}
-
 /// Memory figures, KiB of RSS growth: per idle WebSocket session without WebRTC, on a
 /// server without WebRTC and on the WebRTC server, and per connected WebRTC session (both
 /// ends in this process).
@@ -298,7 +268,7 @@ struct Memory {
 
 async fn idle_sessions(app: &LlmrtcApp) -> Option<(f64, Vec<TcpStream>)> {
     let before = rss_kib()?;
-    let socks = open_idle(app.local_addr()).await;
+    let socks = open_idle_websockets(app.local_addr(), IDLE_CONNS).await;
     for _ in 0..1000 {
         let n = app.handle.call(|m, _| m.connections()).await.ok()?;
         if n == IDLE_CONNS {

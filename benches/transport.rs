@@ -27,7 +27,7 @@
 //! printed at the end and recorded in `crates/agentwire-tokio/README.md`.
 #![allow(missing_docs)]
 
-use agentwire_testkit::bench::median_ns;
+use agentwire_testkit::bench::{median_ns, open_idle_websockets, rss_kib};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -37,7 +37,6 @@ use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Outbox, Output, PeerInfo}
 use agentwire_tokio::{Limits, Server, ServerConfig};
 use criterion::Criterion;
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio_tungstenite::tungstenite::Message;
@@ -335,36 +334,6 @@ fn loopback_oneway(c: &mut Criterion) {
     }
 }
 
-/// The process's resident set size in KiB.
-fn rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Opens `IDLE_CONNS` upgraded connections to `addr` by hand; returns the sockets.
-async fn open_idle(addr: SocketAddr) -> Vec<TcpStream> {
-    let request = format!(
-        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    );
-    let mut socks = Vec::with_capacity(IDLE_CONNS);
-    let mut buf = [0u8; 1024];
-    for _ in 0..IDLE_CONNS {
-        let mut s = TcpStream::connect(addr).await.expect("connect");
-        s.write_all(request.as_bytes()).await.expect("write");
-        let mut got = Vec::new();
-        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = s.read(&mut buf).await.expect("read");
-            assert!(n > 0, "server hung up during the upgrade");
-            got.extend_from_slice(&buf[..n]);
-        }
-        assert!(got.starts_with(b"HTTP/1.1 101"), "upgrade refused");
-        socks.push(s);
-    }
-    socks
-}
-
 /// RSS growth per idle connection (KiB), agentwire first, then bare tokio-tungstenite.
 fn idle_connections() -> Option<(f64, f64)> {
     let rt = runtime();
@@ -379,7 +348,7 @@ fn idle_connections() -> Option<(f64, f64)> {
         .expect("bind");
         let handle = server.handle();
         let before = rss_kib()?;
-        let socks = open_idle(server.local_addr()).await;
+        let socks = open_idle_websockets(server.local_addr(), IDLE_CONNS).await;
         // Every connection has reached the machine (and its tasks are running).
         for _ in 0..1000 {
             let n = handle.call(|m: &mut Bench, _| m.counts.len()).await.ok()?;
@@ -396,7 +365,7 @@ fn idle_connections() -> Option<(f64, f64)> {
     let bare_kib = rt.block_on(async {
         let addr = bare(Mode::Count, None).await;
         let before = rss_kib()?;
-        let socks = open_idle(addr).await;
+        let socks = open_idle_websockets(addr, IDLE_CONNS).await;
         for _ in 0..100 {
             tokio::task::yield_now().await;
         }

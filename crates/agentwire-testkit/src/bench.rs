@@ -109,6 +109,43 @@ pub fn family_filter() -> impl Fn(&str) -> bool {
     }
 }
 
+/// The process's resident set size in KiB (`VmRSS` of `/proc/self/status`); `None` where
+/// that file does not exist (not Linux).
+pub fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Opens `n` WebSocket connections to `addr` by hand (a raw upgrade request each, read up to
+/// the end of the `101` response) and returns the idle sockets, for memory-per-connection
+/// figures. Panics if the server refuses an upgrade or hangs up.
+pub async fn open_idle_websockets(
+    addr: std::net::SocketAddr,
+    n: usize,
+) -> Vec<tokio::net::TcpStream> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!(
+        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    let mut socks = Vec::with_capacity(n);
+    let mut buf = [0u8; 1024];
+    for _ in 0..n {
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        s.write_all(request.as_bytes()).await.expect("write");
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = s.read(&mut buf).await.expect("read");
+            assert!(read > 0, "server hung up during the upgrade");
+            got.extend_from_slice(&buf[..read]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 101"), "upgrade refused");
+        socks.push(s);
+    }
+    socks
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
