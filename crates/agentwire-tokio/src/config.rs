@@ -413,6 +413,106 @@ impl ServerConfig {
     }
 }
 
+/// Configuration of a [`Router`](crate::Router)'s listener: what comes before a request
+/// reaches a route (TLS, pending-handshake caps, reading the request head, the answer to
+/// an unknown path). Each route's own [`ServerConfig`] keeps everything after that.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ListenerConfig {
+    /// TCP connections still in the TLS handshake or reading their request head beyond
+    /// which new ones are dropped at once. Default: 4096.
+    pub max_pending_handshakes: usize,
+    /// Handshakes one peer address may have in progress; further TCP connections from it
+    /// are answered at once (plain `ws://`: a short HTTP 429; `wss://`: dropped).
+    /// Default: 64.
+    pub max_pending_handshakes_per_address: usize,
+    /// How long the TLS handshake, the request head and the upgrade may take together;
+    /// the socket is dropped after it. Default: 10 s.
+    pub handshake_timeout: Duration,
+    /// Bytes a client may send before its upgrade is done (request head included).
+    /// Default: 16 KiB.
+    pub max_header_bytes: usize,
+    /// The text body of the `404 Not Found` answer to a request for a path no route
+    /// serves. Default: a sentence saying no WebSocket endpoint is at this path.
+    pub not_found_body: String,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        let limits = Limits::default();
+        Self {
+            max_pending_handshakes: 4096,
+            max_pending_handshakes_per_address: 64,
+            handshake_timeout: limits.handshake_timeout,
+            max_header_bytes: limits.max_header_bytes,
+            not_found_body: "No WebSocket endpoint at this path.\n".to_owned(),
+            tls: None,
+        }
+    }
+}
+
+impl fmt::Debug for ListenerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerConfig")
+            .field("max_pending_handshakes", &self.max_pending_handshakes)
+            .field(
+                "max_pending_handshakes_per_address",
+                &self.max_pending_handshakes_per_address,
+            )
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_header_bytes", &self.max_header_bytes)
+            .field("not_found_body", &self.not_found_body)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl ListenerConfig {
+    /// Sets [`max_pending_handshakes`](Self::max_pending_handshakes).
+    pub fn with_max_pending_handshakes(mut self, n: usize) -> Self {
+        self.max_pending_handshakes = n;
+        self
+    }
+
+    /// Sets [`max_pending_handshakes_per_address`](Self::max_pending_handshakes_per_address).
+    pub fn with_max_pending_handshakes_per_address(mut self, n: usize) -> Self {
+        self.max_pending_handshakes_per_address = n;
+        self
+    }
+
+    /// Sets [`handshake_timeout`](Self::handshake_timeout).
+    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Sets [`max_header_bytes`](Self::max_header_bytes).
+    pub fn with_max_header_bytes(mut self, bytes: usize) -> Self {
+        self.max_header_bytes = bytes;
+        self
+    }
+
+    /// Sets [`not_found_body`](Self::not_found_body).
+    pub fn with_not_found_body(mut self, body: impl Into<String>) -> Self {
+        self.not_found_body = body.into();
+        self
+    }
+
+    /// Serves `wss://` on every route: every accepted socket does a TLS handshake first.
+    ///
+    /// See [`tls::server_config`](crate::tls::server_config) to build one from PEM.
+    pub fn with_tls(mut self, tls: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Whether TLS is configured.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+}
+
 /// Configuration of a [`Client`](crate::Client).
 #[derive(Clone)]
 #[non_exhaustive]

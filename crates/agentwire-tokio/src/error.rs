@@ -1,6 +1,7 @@
 //! Errors of the transport's setup functions.
 
-/// A [`Client`](crate::Client) could not be configured.
+/// A [`Client`](crate::Client) or a [`Router`](crate::Router)'s route could not be
+/// configured.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -28,6 +29,13 @@ pub enum ConfigError {
     /// duplicated for sending, or its local address read).
     #[error("udp socket: {0}")]
     Udp(#[source] std::io::Error),
+    /// A route's path does not start with `/`, or another route already has it.
+    #[error("route path {0:?} is not a path, or already routed")]
+    InvalidRoute(String),
+    /// A route's [`ServerConfig`](crate::ServerConfig) sets TLS: on a shared listener TLS
+    /// is the listener's ([`ListenerConfig::with_tls`](crate::ListenerConfig::with_tls)).
+    #[error("route {0:?} sets TLS; set it on the listener")]
+    TlsOnRoute(String),
 }
 
 /// A TLS configuration could not be built from the given PEM.

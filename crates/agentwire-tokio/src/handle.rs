@@ -134,9 +134,37 @@ impl<M> Handle<M> {
         self.udp.as_ref().map(|c| c.snapshot())
     }
 
+    /// The machine-independent part that stops the driver and sees it stopped.
+    pub(crate) fn stopper(&self) -> Stopper {
+        Stopper {
+            stop: Arc::clone(&self.stop),
+            done: self.done.clone(),
+        }
+    }
+
     /// Attaches the UDP socket's counters.
     pub(crate) fn set_udp(&mut self, counters: Arc<UdpCounters>) {
         self.udp = Some(counters);
+    }
+}
+
+/// Stops a driver without knowing its machine type (a [`Handle`]'s stop half).
+#[derive(Clone)]
+pub(crate) struct Stopper {
+    stop: Arc<watch::Sender<bool>>,
+    done: watch::Receiver<bool>,
+}
+
+impl Stopper {
+    /// Asks the driver to stop, without waiting.
+    pub(crate) fn request(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Waits until the driver has stopped.
+    pub(crate) async fn stopped(&self) {
+        let mut done = self.done.clone();
+        let _ = done.wait_for(|d| *d).await;
     }
 }
 

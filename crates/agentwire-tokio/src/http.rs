@@ -11,8 +11,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 pub(crate) enum Head {
     /// Asks for a WebSocket upgrade (or cannot be read as HTTP: tungstenite reports it).
     Upgrade(Vec<u8>),
-    /// A complete HTTP request head without `Upgrade: websocket`.
-    Plain,
+    /// A complete HTTP request head without `Upgrade: websocket` (the bytes read).
+    Plain(Vec<u8>),
 }
 
 /// Reads the request head (up to the blank line; the socket's byte cap bounds it) and says
@@ -33,7 +33,7 @@ pub(crate) async fn read_head<S: AsyncRead + Unpin>(io: &mut S) -> io::Result<He
         if let Some(end) = find_blank_line(&buf[from..]) {
             let head = &buf[..from + end];
             return Ok(if looks_like_http(head) && !asks_for_websocket(head) {
-                Head::Plain
+                Head::Plain(buf)
             } else {
                 Head::Upgrade(buf)
             });
@@ -76,10 +76,44 @@ fn asks_for_websocket(head: &[u8]) -> bool {
     })
 }
 
+/// The path of the request target in the first line of `head` (without the query), for
+/// an origin-form target (`GET /agent/ws?x=1 HTTP/1.1` gives `/agent/ws`).
+pub(crate) fn request_path(head: &[u8]) -> Option<&str> {
+    let line = head.split(|b| *b == b'\n').next()?;
+    let target = line.trim_ascii().split(|b| *b == b' ').nth(1)?;
+    let path = target.split(|b| *b == b'?').next()?;
+    if path.first() != Some(&b'/') {
+        return None;
+    }
+    std::str::from_utf8(path).ok()
+}
+
 /// Writes `426 Upgrade Required` with `body` and closes the write side.
 pub(crate) async fn answer_426<S: AsyncWrite + Unpin>(io: &mut S, body: &str) -> io::Result<()> {
+    answer(
+        io,
+        "426 Upgrade Required",
+        "Upgrade: websocket\r\nConnection: Upgrade, close",
+        body,
+    )
+    .await
+}
+
+/// Writes `404 Not Found` with `body` and closes the write side.
+pub(crate) async fn answer_404<S: AsyncWrite + Unpin>(io: &mut S, body: &str) -> io::Result<()> {
+    answer(io, "404 Not Found", "Connection: close", body).await
+}
+
+/// Writes a complete response (`status`, the `headers` lines, a text `body`) and closes
+/// the write side.
+async fn answer<S: AsyncWrite + Unpin>(
+    io: &mut S,
+    status: &str,
+    headers: &str,
+    body: &str,
+) -> io::Result<()> {
     let response = format!(
-        "HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nConnection: Upgrade, close\r\n\
+        "HTTP/1.1 {status}\r\n{headers}\r\n\
          Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
@@ -143,7 +177,7 @@ mod tests {
     #[tokio::test]
     async fn tells_upgrades_from_plain_requests() {
         let plain = b"GET / HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n";
-        assert!(matches!(head_of(plain).await, Ok(Head::Plain)));
+        assert!(matches!(head_of(plain).await, Ok(Head::Plain(_))));
         let up = b"GET /ws HTTP/1.1\r\nHost: x\r\nconnection: Upgrade\r\nUPGRADE:  h2c, WebSocket \r\n\r\n";
         match head_of(up).await {
             Ok(Head::Upgrade(bytes)) => assert_eq!(bytes, up),
@@ -155,6 +189,17 @@ mod tests {
             Ok(Head::Upgrade(_))
         ));
         assert!(head_of(b"GET / HTTP/1.1\r\nHost").await.is_err());
+    }
+
+    #[test]
+    fn request_path_is_the_target_without_its_query() {
+        assert_eq!(
+            request_path(b"GET /agent/ws?t=1 HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Some("/agent/ws")
+        );
+        assert_eq!(request_path(b"GET / HTTP/1.1\r\n\r\n"), Some("/"));
+        assert_eq!(request_path(b"GET http://x/ HTTP/1.1\r\n\r\n"), None);
+        assert_eq!(request_path(b"\x16\x03\x01"), None);
     }
 
     #[tokio::test]

@@ -140,6 +140,43 @@
 //! # }
 //! ```
 //!
+//! # Several machines on one listener
+//!
+//! A [`Router`] puts several machines on one TCP listener, each at its own request path
+//! (e.g. a relay at `/agent/ws` beside a bus at `/bus`). [`Router::route`] starts a whole
+//! driver per machine, exactly as a [`Server`] has one: its own owner task,
+//! [`ServerConfig`] (limits, connection caps, per-address cap and refusal, hook,
+//! plain-HTTP body, event capacity, wall clock), [`Handle`] and [`Events`];
+//! [`Router::route_with_udp`] gives a route its UDP socket as [`Server::bind_with_udp`]
+//! does. [`Router::bind`] starts one accept loop for all of them ([`Listener`]). The
+//! accept loop only does what comes before a machine is chosen, under a
+//! [`ListenerConfig`]: the pending-handshake caps (total and per address), TLS, and
+//! reading the request head; then the route whose path equals the request path (query
+//! aside) takes over. A plain HTTP request gets that route's `426`, an upgrade goes
+//! through that route's capacity checks and hook and lands in that route's owner task,
+//! which no other route's traffic ever wakes. A path no route serves gets
+//! `404 Not Found` before any upgrade (decision 10). [`Handle::shutdown`] on one route
+//! closes its connections with 1001 and its path answers 404 from then on; the others
+//! serve on. [`Listener::shutdown`] stops accepting and shuts every route down the same
+//! way. A single-machine [`Server`] does not go through the router at all.
+//!
+//! ```no_run
+//! # use agentwire_core::Machine;
+//! # async fn run<A, B>(bus: A, relay: B) -> Result<(), Box<dyn std::error::Error>>
+//! # where A: Machine + Send + 'static, A::Event: Send + 'static,
+//! #       B: Machine + Send + 'static, B::Event: Send + 'static {
+//! use agentwire_tokio::{ListenerConfig, Router, ServerConfig};
+//! let mut router = Router::new(ListenerConfig::default()); // .with_tls(..) for wss://
+//! let bus_config = ServerConfig::default().with_endpoint("jsonrpc-bus", "/bus");
+//! let (_bus, _bus_events) = router.route("/bus", bus, bus_config)?;
+//! let relay_config = ServerConfig::default().with_endpoint("agent-relay", "/agent/ws");
+//! let (_relay, _relay_events) = router.route("/agent/ws", relay, relay_config)?;
+//! let listener = router.bind("127.0.0.1:8080").await?;
+//! listener.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # UDP beside the WebSocket
 //!
 //! A machine that also speaks UDP (an [`agentwire_core::DatagramMachine`], e.g. a WebRTC
@@ -181,6 +218,8 @@
 //! | [`WallClockSync::period`] / [`max_jump`](WallClockSync::max_jump) | 60 s / 100 ms | the machine's wall clock is re-anchored this often, and at once after a suspend or a clock step |
 //! | [`UdpLimits::datagrams_per_wake`] | 64 | a datagram flood cannot starve frames, commands or timers |
 //! | [`UdpLimits::max_datagram_size`] | 65 535 | one receive buffer per driver; every UDP datagram fits |
+//! | [`ListenerConfig`] pending caps, `handshake_timeout`, `max_header_bytes` | 4096 / 64 per address, 10 s, 16 KiB | a [`Router`]'s listener: the same as a [`Server`]'s, applied before a route is chosen |
+//! | [`ListenerConfig::not_found_body`] | "No WebSocket endpoint at this path." | the body of the `404` for a path no route serves |
 //!
 //! A client machine with its own reconnect rules (the llmrtc client's at most 5 tries with
 //! jittered backoff, ending in a `failed` state) implements
@@ -210,7 +249,8 @@
 //!    text body naming the protocol and path, on any path: the transport reads the request
 //!    head itself before tungstenite (which would drop such a connection). An upgrade to a
 //!    wrong path is still the hook's to refuse (e.g. 404)
-//!    (`plain_http_gets_426_naming_the_protocol_and_path`).
+//!    (`plain_http_gets_426_naming_the_protocol_and_path`). Under a [`Router`] the route's
+//!    body answers on its own path and other paths get 404 (decision 10).
 //! 5. **The reconnect backoff counts early closes.** An open alone does not reset it: only a
 //!    connection that stayed open for `stable_after` does, so a peer rejected right after its
 //!    hello is redialled after 1 s, 2 s, 4 s ... (simulated time:
@@ -245,6 +285,21 @@
 //!    connection of the machine behind one socket buffer
 //!    (`a_transmit_the_os_refuses_is_counted_and_the_driver_goes_on`,
 //!    `a_fresh_socket_sends_the_first_transmit_at_once`).
+//! 10. **A [`Router`] matches the exact path and answers anything else with 404.** The
+//!     request path without its query must equal a route's path (`/a/` is not `/a`; no
+//!     prefixes, no wildcards: an operator reads the routes as a list of endpoints). An
+//!     unknown path, or the path of a route that was shut down, gets `404 Not Found`
+//!     with [`ListenerConfig::not_found_body`] before any upgrade, whether the request
+//!     asks for one or is plain HTTP; a plain request on a routed path gets that route's
+//!     `426`. Each route keeps its own per-address connection cap and refusal (one
+//!     protocol's peers cannot use up another's); the pending-handshake caps, TLS and
+//!     the handshake timeout are the listener's, because they apply before the path is
+//!     known, and a route's [`ServerConfig`] that sets TLS is refused
+//!     ([`ConfigError::TlsOnRoute`]) rather than silently ignored (`tests/router.rs`:
+//!     `an_unknown_path_gets_404_and_a_plain_get_gets_the_routes_426`,
+//!     `shutting_one_route_down_leaves_the_others_serving`,
+//!     `the_per_address_cap_is_each_routes_own`,
+//!     `a_tls_listener_serves_every_route_over_wss`).
 //!
 //! What the transport does **not** own: protocol heartbeats (`hello`, JSON `ping`),
 //! request timeouts and version checks. Those are machine timers.
@@ -267,6 +322,7 @@ mod handle;
 mod hook;
 mod http;
 mod per_address;
+mod router;
 mod server;
 mod stream;
 pub mod tls;
@@ -276,10 +332,11 @@ mod wall;
 pub use agentwire_core;
 pub use backoff::Backoff;
 pub use client::Client;
-pub use config::{ClientConfig, Limits, ServerConfig, UdpLimits};
+pub use config::{ClientConfig, Limits, ListenerConfig, ServerConfig, UdpLimits};
 pub use error::{ConfigError, TlsError};
 pub use handle::{Closed, Events, Handle};
 pub use hook::{Accept, Refusal, Reject, UpgradeHook, UpgradeRequest};
+pub use router::{Listener, Router};
 pub use server::Server;
 pub use udp::UdpStats;
 pub use wall::{WallClockSync, WallSource};

@@ -1,5 +1,6 @@
 //! The WebSocket server driver: accept loop, handshakes, and the owner task.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
@@ -25,43 +26,62 @@ use crate::udp::{Udp, UdpStats};
 use crate::{Limits, ServerConfig};
 
 /// The socket type of an upgraded server connection.
-type ServerWs = WebSocketStream<Replay<Capped<ServerIo>>>;
+pub(crate) type ServerWs = WebSocketStream<Replay<Capped<ServerIo>>>;
 
 /// An upgraded socket on its way to the owner task.
-struct Accepted {
+pub(crate) struct Accepted {
     ws: ServerWs,
     peer: PeerInfo,
     slot: ConnSlot,
 }
 
 /// What the upgrade callback decided.
-enum Outcome {
+pub(crate) enum Outcome {
     /// Hand the connection to the machine.
     Open(PeerInfo, ConnSlot),
     /// Over the per-address cap with [`Refusal::Close`]: close it here, unseen by the machine.
     Refuse,
 }
 
-/// What every handshake task shares.
-struct AcceptShared {
-    limits: Limits,
-    max_connections: usize,
-    max_open_per_address: usize,
-    open: Arc<AtomicUsize>,
-    per_address: Arc<PerAddress>,
-    refusal: Refusal,
-    plain_http_body: String,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    hook: Option<Arc<dyn UpgradeHook>>,
-    accepted: mpsc::Sender<Accepted>,
+/// What every handshake task of one machine shares.
+pub(crate) struct AcceptShared {
+    pub(crate) limits: Limits,
+    pub(crate) max_connections: usize,
+    pub(crate) max_open_per_address: usize,
+    pub(crate) open: Arc<AtomicUsize>,
+    pub(crate) per_address: Arc<PerAddress>,
+    pub(crate) refusal: Refusal,
+    pub(crate) plain_http_body: String,
+    pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
+    pub(crate) hook: Option<Arc<dyn UpgradeHook>>,
+    pub(crate) accepted: mpsc::Sender<Accepted>,
+}
+
+impl AcceptShared {
+    /// The shared state of a machine served with `config`, handing upgraded sockets to
+    /// `accepted`.
+    pub(crate) fn new(config: &ServerConfig, accepted: mpsc::Sender<Accepted>) -> Self {
+        Self {
+            limits: config.limits.clone(),
+            max_connections: config.max_connections,
+            max_open_per_address: config.max_connections_per_address,
+            open: Arc::new(AtomicUsize::new(0)),
+            per_address: Arc::new(PerAddress::default()),
+            refusal: config.address_refusal.clone(),
+            plain_http_body: config.plain_http_body.clone(),
+            tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
+            hook: config.hook.clone(),
+            accepted,
+        }
+    }
 }
 
 /// The accept loop's bounds on handshakes in progress.
 #[derive(Clone, Copy)]
-struct PendingCaps {
-    total: usize,
-    per_address: usize,
-    plain: bool,
+pub(crate) struct PendingCaps {
+    pub(crate) total: usize,
+    pub(crate) per_address: usize,
+    pub(crate) plain: bool,
 }
 
 /// A WebSocket server driving one machine that owns every connection.
@@ -117,24 +137,16 @@ where
             handle.set_udp(u.counters());
         }
         let (accepted_tx, accepted_rx) = mpsc::channel(64);
-        let shared = Arc::new(AcceptShared {
-            limits: config.limits.clone(),
-            max_connections: config.max_connections,
-            max_open_per_address: config.max_connections_per_address,
-            open: Arc::new(AtomicUsize::new(0)),
-            per_address: Arc::new(PerAddress::default()),
-            refusal: config.address_refusal.clone(),
-            plain_http_body: config.plain_http_body.clone(),
-            tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
-            hook: config.hook.clone(),
-            accepted: accepted_tx,
-        });
+        let shared = Arc::new(AcceptShared::new(&config, accepted_tx));
         let caps = PendingCaps {
             total: config.max_pending_handshakes,
             per_address: config.max_pending_handshakes_per_address,
             plain: config.tls.is_none(),
         };
-        let accept_task = tokio::spawn(accept_loop(listener, shared, caps));
+        let pending = Arc::clone(&shared.per_address);
+        let accept_task = tokio::spawn(accept_loop(listener, pending, caps, move |tcp, addr| {
+            handshake(tcp, addr, Arc::clone(&shared))
+        }));
         let core = Core::new(
             machine,
             config.limits,
@@ -143,7 +155,7 @@ where
             config.wall_clock,
         );
         tokio::spawn(
-            run(core, control, accepted_rx, accept_task, udp)
+            run(core, control, accepted_rx, Some(accept_task), udp)
                 .instrument(tracing::info_span!("server", addr = %local_addr)),
         );
         Ok((
@@ -230,12 +242,13 @@ where
     }
 }
 
-/// The owner task.
-async fn run<M: Machine>(
+/// The owner task. `accept_task` is the accept loop it owns (a [`Server`]'s); a routed
+/// machine shares its listener's and has none.
+pub(crate) async fn run<M: Machine>(
     mut core: Core<M>,
     mut control: Control<M>,
     mut accepted: mpsc::Receiver<Accepted>,
-    accept_task: tokio::task::JoinHandle<()>,
+    accept_task: Option<tokio::task::JoinHandle<()>>,
     mut udp: Option<Udp<M>>,
 ) {
     let mut timer = Timer::new();
@@ -265,7 +278,9 @@ async fn run<M: Machine>(
         core.take_ended();
     }
     tracing::debug!(open = core.len(), "shutting down");
-    accept_task.abort();
+    if let Some(task) = accept_task {
+        task.abort();
+    }
     accepted.close();
     while accepted.try_recv().is_ok() {}
     core.close_all(CloseCode::GOING_AWAY, "going away").await;
@@ -277,15 +292,24 @@ async fn run<M: Machine>(
 
 /// What a plain-`ws://` peer over its pending-handshake cap is told before the socket is
 /// dropped (nothing of its request has been read).
-const TOO_MANY_HANDSHAKES: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\n\
+pub(crate) const TOO_MANY_HANDSHAKES: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\n\
 Content-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\nConnection: close\r\n\r\n\
 too many handshakes from this address\n";
 
-/// Accepts sockets and runs each handshake in its own task.
+/// Accepts sockets and runs `handshake` for each in its own task.
 ///
-/// A socket over the total or per-address pending cap is answered and dropped at once; it
-/// never displaces another handshake, and established connections are not touched.
-async fn accept_loop(listener: TcpListener, shared: Arc<AcceptShared>, caps: PendingCaps) {
+/// A socket over the total or per-address (`pending`) pending cap is answered and dropped
+/// at once; it never displaces another handshake, and established connections are not
+/// touched.
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    pending: Arc<PerAddress>,
+    caps: PendingCaps,
+    handshake: F,
+) where
+    F: Fn(TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let mut handshakes = JoinSet::new();
     loop {
         tokio::select! {
@@ -295,8 +319,8 @@ async fn accept_loop(listener: TcpListener, shared: Arc<AcceptShared>, caps: Pen
                         tracing::debug!(peer = %addr, "too many pending handshakes; dropped");
                         continue;
                     }
-                    let Some(pending) =
-                        shared.per_address.reserve(addr.ip(), Kind::Pending, caps.per_address)
+                    let Some(slot) =
+                        pending.reserve(addr.ip(), Kind::Pending, caps.per_address)
                     else {
                         tracing::debug!(peer = %addr, "too many pending handshakes from this address; refused");
                         if caps.plain {
@@ -305,11 +329,11 @@ async fn accept_loop(listener: TcpListener, shared: Arc<AcceptShared>, caps: Pen
                         }
                         continue;
                     };
-                    let shared = Arc::clone(&shared);
+                    let work = handshake(tcp, addr);
                     handshakes.spawn(
                         async move {
-                            handshake(tcp, addr, shared).await;
-                            drop(pending);
+                            work.await;
+                            drop(slot);
                         }
                         .instrument(tracing::debug_span!("handshake", peer = %addr)),
                     );
@@ -326,7 +350,6 @@ async fn accept_loop(listener: TcpListener, shared: Arc<AcceptShared>, caps: Pen
 }
 
 /// TLS (if configured) and the WebSocket upgrade of one socket, under `handshake_timeout`.
-#[allow(clippy::result_large_err)] // the callback's signature is tungstenite's
 async fn handshake(tcp: TcpStream, addr: SocketAddr, shared: Arc<AcceptShared>) {
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(error = %e, "set_nodelay failed");
@@ -339,33 +362,51 @@ async fn handshake(tcp: TcpStream, addr: SocketAddr, shared: Arc<AcceptShared>) 
         let mut capped = Capped::new(io, shared.limits.max_header_bytes);
         let head = match crate::http::read_head(&mut capped).await? {
             Head::Upgrade(head) => head,
-            Head::Plain => {
+            Head::Plain(_) => {
                 tracing::debug!("plain HTTP request; answered 426");
                 crate::http::answer_426(&mut capped, &shared.plain_http_body).await?;
                 return Ok(None);
             }
         };
-        let mut outcome: Option<Outcome> = None;
-        let callback =
-            |req: &Request, resp: Response| decide(&shared, addr, req, resp, &mut outcome);
-        let ws = tokio_tungstenite::accept_hdr_async_with_config(
-            Replay::new(head, capped),
-            callback,
-            Some(shared.limits.websocket_config()),
-        )
-        .await
-        .map_err(|e| io::Error::other(e.to_string()))?;
-        Ok::<_, io::Error>(outcome.map(|o| (ws, o)))
+        upgrade(&shared, addr, head, capped).await
     };
     match tokio::time::timeout(shared.limits.handshake_timeout, work).await {
-        Ok(Ok(Some((mut ws, Outcome::Open(peer, slot))))) => {
-            ws.get_mut().get_mut().disarm();
-            let _ = shared.accepted.send(Accepted { ws, peer, slot }).await;
-        }
-        Ok(Ok(Some((ws, Outcome::Refuse)))) => refuse_open(ws, &shared).await,
+        Ok(Ok(Some((ws, outcome)))) => deliver(&shared, ws, outcome).await,
         Ok(Ok(None)) => {}
         Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
         Err(_) => tracing::debug!("handshake timed out"),
+    }
+}
+
+/// The WebSocket upgrade of a socket whose request `head` was already read: the
+/// machine's capacity checks and hook decide (see [`decide`]).
+#[allow(clippy::result_large_err)] // the callback's signature is tungstenite's
+pub(crate) async fn upgrade(
+    shared: &AcceptShared,
+    addr: SocketAddr,
+    head: Vec<u8>,
+    capped: Capped<ServerIo>,
+) -> io::Result<Option<(ServerWs, Outcome)>> {
+    let mut outcome: Option<Outcome> = None;
+    let callback = |req: &Request, resp: Response| decide(shared, addr, req, resp, &mut outcome);
+    let ws = tokio_tungstenite::accept_hdr_async_with_config(
+        Replay::new(head, capped),
+        callback,
+        Some(shared.limits.websocket_config()),
+    )
+    .await
+    .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(outcome.map(|o| (ws, o)))
+}
+
+/// Hands an upgraded socket to the owner task, or refuses it over its address's cap.
+pub(crate) async fn deliver(shared: &AcceptShared, mut ws: ServerWs, outcome: Outcome) {
+    match outcome {
+        Outcome::Open(peer, slot) => {
+            ws.get_mut().get_mut().disarm();
+            let _ = shared.accepted.send(Accepted { ws, peer, slot }).await;
+        }
+        Outcome::Refuse => refuse_open(ws, shared).await,
     }
 }
 

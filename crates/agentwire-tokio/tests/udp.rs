@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use agentwire_core::{
     ConnId, DatagramMachine, Frame, FrameBuf, Machine, Outbox, Output, PeerInfo, Transmit,
 };
-use agentwire_tokio::{Client, ClientConfig, Server, ServerConfig, UdpLimits};
+use agentwire_tokio::{
+    Client, ClientConfig, ListenerConfig, Router, Server, ServerConfig, UdpLimits,
+};
 use common::*;
 use tokio::net::UdpSocket;
 use tokio_tungstenite::tungstenite::Message;
@@ -352,4 +354,59 @@ async fn a_client_keeps_its_udp_socket_across_reconnects() {
     assert_eq!((stats.received, stats.sent), (2, 2));
     handle.shutdown().await;
     ws_server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_routed_machine_drives_its_udp_socket_beside_the_other_routes() {
+    let mut router = Router::new(ListenerConfig::default());
+    let udp = UdpSocket::bind("127.0.0.1:0").await.expect("bind udp");
+    let udp_addr = udp.local_addr().expect("udp address");
+    let (rtc, mut rtc_events) = router
+        .route_with_udp("/llmrtc", udp, reporting(), ServerConfig::default())
+        .expect("route");
+    let (_bus, mut bus_events) = router
+        .route("/bus", TestMachine::echo(), ServerConfig::default())
+        .expect("route");
+    let listener = router.bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("ws://{}", listener.local_addr());
+
+    // The routed machine gets its WebSocket connections and its datagrams ...
+    let mut ws = raw_client(&format!("{base}/llmrtc")).await;
+    let conn = match within(20, "connect", rtc_events.recv()).await {
+        Some(UdpEv::Connected(c)) => c,
+        other => panic!("expected a connect, got {other:?}"),
+    };
+    let peer = UdpSocket::bind("127.0.0.1:0").await.expect("bind peer");
+    peer.send_to(b"hello", udp_addr).await.expect("send");
+    assert_eq!(recv(&peer).await, (b"hello".to_vec(), udp_addr));
+    assert_eq!(
+        within(20, "a datagram event", rtc_events.recv()).await,
+        Some(UdpEv::Datagram {
+            remote: peer.local_addr().expect("addr"),
+            local: udp_addr,
+            contents: b"hello".to_vec(),
+        })
+    );
+    assert_eq!(
+        round_trip(&mut ws, Message::text("ws")).await,
+        Message::text("ws")
+    );
+    let stats = rtc.udp_stats().expect("stats");
+    assert_eq!((stats.received, stats.sent), (1, 1));
+    // ... and the other route serves on the same listener.
+    let mut bus = raw_client(&format!("{base}/bus")).await;
+    assert_eq!(
+        round_trip(&mut bus, Message::text("bus")).await,
+        Message::text("bus")
+    );
+    next_connected(&mut bus_events).await;
+    drop(bus);
+
+    let ((), code) = tokio::join!(listener.shutdown(), close_code(&mut ws));
+    assert_eq!(code, Some(1001));
+    assert_eq!(
+        within(20, "disconnect", rtc_events.recv()).await,
+        Some(UdpEv::Disconnected(conn))
+    );
+    assert!(rtc.is_closed());
 }
