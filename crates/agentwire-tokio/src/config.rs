@@ -284,14 +284,20 @@ pub struct ServerConfig {
     pub(crate) hook: Option<Arc<dyn UpgradeHook>>,
 }
 
+/// Default of [`ServerConfig::max_pending_handshakes`] and
+/// [`ListenerConfig::max_pending_handshakes`].
+const MAX_PENDING_HANDSHAKES: usize = 4096;
+/// Default of the two configs' `max_pending_handshakes_per_address`.
+const MAX_PENDING_HANDSHAKES_PER_ADDRESS: usize = 64;
+
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
             max_connections: 10_000,
-            max_pending_handshakes: 4096,
+            max_pending_handshakes: MAX_PENDING_HANDSHAKES,
             max_connections_per_address: 256,
-            max_pending_handshakes_per_address: 64,
+            max_pending_handshakes_per_address: MAX_PENDING_HANDSHAKES_PER_ADDRESS,
             address_refusal: Refusal::default(),
             plain_http_body:
                 "This is a WebSocket endpoint; connect to it with a WebSocket client.\n".to_owned(),
@@ -442,8 +448,8 @@ impl Default for ListenerConfig {
     fn default() -> Self {
         let limits = Limits::default();
         Self {
-            max_pending_handshakes: 4096,
-            max_pending_handshakes_per_address: 64,
+            max_pending_handshakes: MAX_PENDING_HANDSHAKES,
+            max_pending_handshakes_per_address: MAX_PENDING_HANDSHAKES_PER_ADDRESS,
             handshake_timeout: limits.handshake_timeout,
             max_header_bytes: limits.max_header_bytes,
             not_found_body: "No WebSocket endpoint at this path.\n".to_owned(),
