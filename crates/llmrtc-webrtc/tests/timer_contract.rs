@@ -1,21 +1,16 @@
-//! The server keeps the timer rules of the `Machine` contract under arbitrary input,
+//! The server and the client keep the timer rules of the `Machine` contract under arbitrary input,
 //! offers (good and bad) included: peers' timers move forward, and an early or repeated
 //! `handle_timeout` does nothing.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentwire_core::sim::{check_timer_contract, TimerInput};
 use agentwire_core::{FrameBuf, SequentialIds};
+use agentwire_testkit::timer::{t0, timer_inputs, TimerMix};
 use llmrtc_proto::{ClientConfig, FixedJitter, ServerConfig};
 use llmrtc_webrtc::{AudioOffer, WebrtcClient, WebrtcConfig, WebrtcServer};
 use proptest::prelude::*;
-
-fn t0() -> Instant {
-    #[allow(clippy::disallowed_methods)]
-    let now = Instant::now();
-    now
-}
 
 /// A browser-like offer (a data channel) made by str0m.
 fn good_offer() -> String {
@@ -38,23 +33,21 @@ fn frames() -> Vec<FrameBuf> {
     ]
 }
 
-fn input() -> impl Strategy<Value = TimerInput> {
-    let f = frames();
-    prop_oneof![
-        Just(TimerInput::Connect),
-        (any::<usize>(), 0..f.len()).prop_map(move |(n, i)| TimerInput::Frame(n, f[i].clone())),
-        any::<usize>().prop_map(TimerInput::Disconnect),
-        (0u64..15_000).prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
-        (0u64..5_000).prop_map(|ms| TimerInput::Rewind(Duration::from_millis(ms))),
-        Just(TimerInput::Timeout),
-        Just(TimerInput::FireDue),
-    ]
+/// Runs of inputs over `frames`: advances below 15 s (past the 10 s ICE setup timeout),
+/// rewinds below 5 s.
+fn inputs(frames: Vec<FrameBuf>) -> impl Strategy<Value = Vec<TimerInput>> {
+    let mix = TimerMix {
+        max_advance: Duration::from_secs(15),
+        max_rewind: Duration::from_secs(5),
+        ..TimerMix::default()
+    };
+    timer_inputs(proptest::sample::select(frames), mix)
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
     #[test]
-    fn timers_move_forward_and_handle_timeout_is_idempotent(inputs in prop::collection::vec(input(), 0..40)) {
+    fn timers_move_forward_and_handle_timeout_is_idempotent(inputs in inputs(frames())) {
         let udp: SocketAddr = "127.0.0.1:40000".parse().unwrap();
         let mut server = WebrtcServer::new(ServerConfig::default(), WebrtcConfig::new(udp), SequentialIds::new(0))
             .expect("config");
@@ -75,24 +68,11 @@ fn client_frames() -> Vec<FrameBuf> {
     ]
 }
 
-fn client_input() -> impl Strategy<Value = TimerInput> {
-    let f = client_frames();
-    prop_oneof![
-        Just(TimerInput::Connect),
-        (any::<usize>(), 0..f.len()).prop_map(move |(n, i)| TimerInput::Frame(n, f[i].clone())),
-        any::<usize>().prop_map(TimerInput::Disconnect),
-        (0u64..15_000).prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
-        (0u64..5_000).prop_map(|ms| TimerInput::Rewind(Duration::from_millis(ms))),
-        Just(TimerInput::Timeout),
-        Just(TimerInput::FireDue),
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
     /// The client, set to offer after every `ready` (a peer with its own timers).
     #[test]
-    fn the_client_keeps_the_timer_rules(inputs in prop::collection::vec(client_input(), 0..40)) {
+    fn the_client_keeps_the_timer_rules(inputs in inputs(client_frames())) {
         let udp: SocketAddr = "127.0.0.1:50000".parse().unwrap();
         let mut client = WebrtcClient::new(ClientConfig::default(), FixedJitter(0), WebrtcConfig::new(udp))
             .expect("config");
