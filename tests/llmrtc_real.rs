@@ -33,7 +33,9 @@ use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::LlmrtcClientApp;
 use llmrtc::providers::{load_playbook, Providers, ScriptedStt};
 use llmrtc::server_app::{self, LlmrtcApp, Pacing};
-use llmrtc_node::{node_peers, run_script, scratch, script_outcome, Backend, Tools};
+use llmrtc_node::{
+    history_of_named_session, node_peers, run_script, scratch, script_outcome, Backend, Tools,
+};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -630,17 +632,7 @@ async fn the_real_web_client_over_the_websocket_path() {
     )
     .await;
     assert!(out.contains("web client interop ok"), "{out}");
-    let session = out
-        .lines()
-        .find_map(|l| l.strip_prefix("session "))
-        .expect("the script names its session")
-        .trim()
-        .to_owned();
-    let history = app
-        .handle
-        .call(move |m, _| m.history(&session).map_or(0, Iterator::count))
-        .await
-        .expect("call");
+    let history = history_of_named_session(&app, &out).await;
     assert_eq!(
         history, 4,
         "two turns, user and assistant each, in one session"

@@ -45,7 +45,7 @@ use llmrtc::client_app::LlmrtcClientApp;
 use llmrtc::providers::{Providers, ScriptedStt};
 use llmrtc::server_app::{self, LlmrtcApp, Pacing, WebrtcOptions};
 use llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
-use llmrtc_node::{node_peers, run_script, scratch, Backend, Tools};
+use llmrtc_node::{history_of_named_session, node_peers, run_script, scratch, Backend, Tools};
 use tokio::sync::mpsc;
 
 /// How long a harness may take: the Node one waits 15 s for the client's own heartbeat, and
@@ -291,17 +291,7 @@ async fn the_real_web_client_in_node_over_webrtc() {
     )
     .await;
     assert_node_steps(&out);
-    let session = out
-        .lines()
-        .find_map(|l| l.strip_prefix("session "))
-        .expect("the harness names its session")
-        .trim()
-        .to_owned();
-    let history = app
-        .handle
-        .call(move |m, _| m.history(&session).map_or(0, Iterator::count))
-        .await
-        .expect("call");
+    let history = history_of_named_session(&app, &out).await;
     assert_eq!(
         history, 4,
         "two spoken turns, user and assistant each, in one session across the reconnect"
@@ -525,17 +515,7 @@ async fn hostile_datagrams_leave_the_real_web_client_unharmed() {
     )
     .await;
     assert_node_steps(&out);
-    let session = out
-        .lines()
-        .find_map(|l| l.strip_prefix("session "))
-        .expect("the harness names its session")
-        .trim()
-        .to_owned();
-    let history = app
-        .handle
-        .call(move |m, _| m.history(&session).map_or(0, Iterator::count))
-        .await
-        .expect("call");
+    let history = history_of_named_session(&app, &out).await;
     assert_eq!(history, 4, "both spoken turns reached the session");
     let dropped_after = app
         .handle

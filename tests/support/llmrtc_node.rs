@@ -242,3 +242,21 @@ impl Drop for Backend {
         }
     }
 }
+
+/// How many history entries (user and assistant messages) our server holds for the session a
+/// harness named in its output (its `session <id>` line).
+pub(crate) async fn history_of_named_session(
+    app: &agentwire_apps::llmrtc::server_app::LlmrtcApp,
+    out: &str,
+) -> usize {
+    let session = out
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("the harness names its session")
+        .trim()
+        .to_owned();
+    app.handle
+        .call(move |m, _| m.history(&session).map_or(0, Iterator::count))
+        .await
+        .expect("call")
+}
