@@ -14,5 +14,5 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    agentwire_apps::cli::bus_client::main().await
+    agentwire_server::cli::bus_client::main().await
 }

@@ -13,5 +13,5 @@
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    agentwire_apps::cli::bus_demo::main().await
+    agentwire_server::cli::bus_demo::main().await
 }

@@ -10,5 +10,5 @@
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    agentwire_apps::cli::bus_server::main().await
+    agentwire_server::cli::bus_server::main().await
 }

@@ -12,5 +12,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    agentwire_apps::cli::chopsticks_agent::main().await
+    agentwire_server::cli::chopsticks_agent::main().await
 }

@@ -21,5 +21,5 @@
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    agentwire_apps::cli::chopsticks_controller::main().await
+    agentwire_server::cli::chopsticks_controller::main().await
 }

@@ -7,5 +7,5 @@
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    agentwire_apps::cli::chopsticks_demo::main().await
+    agentwire_server::cli::chopsticks_demo::main().await
 }

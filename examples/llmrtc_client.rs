@@ -25,5 +25,5 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    agentwire_apps::cli::llmrtc_client::main().await
+    agentwire_server::cli::llmrtc_client::main().await
 }

@@ -13,5 +13,5 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    agentwire_apps::cli::llmrtc_demo::main().await
+    agentwire_server::cli::llmrtc_demo::main().await
 }

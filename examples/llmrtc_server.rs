@@ -7,7 +7,7 @@
 //! into the program, so it runs from anywhere), an LLM that echoes the transcript token by
 //! token (and calls playbook tools whose name the user says), and a TTS that "speaks" in
 //! PCM tones. `--playbook FILE` turns on playbook mode (stages and tools as JSON, see
-//! `crates/agentwire-apps/src/llmrtc/data/playbook.json`); `--example-playbook` uses that
+//! `crates/agentwire-server/src/llmrtc/data/playbook.json`); `--example-playbook` uses that
 //! file's built-in copy. `--no-streaming-tts` sends each reply's audio whole, in one `tts`
 //! message (a WAV file), instead of `tts-chunk`s. Each client may send 50 messages and
 //! 1 MiB a second (bursts of 100 and 16 MiB); beyond that it gets `error RATE_LIMITED`.
@@ -29,5 +29,5 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    agentwire_apps::cli::llmrtc_server::main().await
+    agentwire_server::cli::llmrtc_server::main().await
 }

@@ -23,5 +23,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    agentwire_apps::cli::mcpw_agent::main().await
+    agentwire_server::cli::mcpw_agent::main().await
 }

@@ -7,5 +7,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    agentwire_apps::cli::mcpw_demo::main().await
+    agentwire_server::cli::mcpw_demo::main().await
 }

@@ -21,5 +21,5 @@
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    agentwire_apps::cli::mcpw_server::main().await
+    agentwire_server::cli::mcpw_server::main().await
 }

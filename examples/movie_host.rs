@@ -31,5 +31,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    agentwire_apps::cli::movie_host::main().await
+    agentwire_server::cli::movie_host::main().await
 }

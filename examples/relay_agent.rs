@@ -11,5 +11,5 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    agentwire_apps::cli::relay_agent::main().await
+    agentwire_server::cli::relay_agent::main().await
 }

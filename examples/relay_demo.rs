@@ -10,5 +10,5 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    agentwire_apps::cli::relay_demo::main().await
+    agentwire_server::cli::relay_demo::main().await
 }

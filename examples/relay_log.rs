@@ -17,5 +17,5 @@
 //! ```
 
 fn main() -> std::process::ExitCode {
-    agentwire_apps::cli::relay_log::main()
+    agentwire_server::cli::relay_log::main()
 }

@@ -22,5 +22,5 @@
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    agentwire_apps::cli::relay_server::main().await
+    agentwire_server::cli::relay_server::main().await
 }

@@ -15,7 +15,7 @@ use agentwire::jsonrpc_bus::{
     BusConfig, BusEvent, ClientConfig, ClientEvent, ErrorCode, HopOutcome, MatchMode,
 };
 use agentwire::tokio::{Backoff, ClientConfig as TransportClientConfig};
-use agentwire_apps::bus;
+use agentwire_server::bus;
 use bus::client_app::{BusClientApp, Delivery, DELIVERY_QUEUE};
 use bus::server_app::BusApp;
 use futures_util::{SinkExt, StreamExt};

@@ -15,7 +15,7 @@ use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
 use agentwire::mcpw::{Capability, CollaborationRequest};
-use agentwire_apps::mcpw;
+use agentwire_server::mcpw;
 use mcpw::agent_app::{AgentEvent, AgentSettings, TASKS_COMPLETED};
 use mcpw::pool::{AgentPool, PoolConfig, PoolEvents};
 use mcpw::server_app::ServerApp;

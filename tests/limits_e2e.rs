@@ -16,7 +16,7 @@ use agentwire::agent_relay::RelayConfig;
 use agentwire::chopsticks::ControllerConfig;
 use agentwire::jsonrpc_bus::BusConfig;
 use agentwire::mcpw::orchestrator::{OrchestratorConfig, UpgradeConfig};
-use agentwire_apps::{bus, chopsticks, llmrtc, mcpw, relay};
+use agentwire_server::{bus, chopsticks, llmrtc, mcpw, relay};
 use futures_util::{SinkExt, StreamExt};
 use temp_dir::{temp_dir, TempDir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -62,7 +62,7 @@ struct Target {
 
 /// Sets the per-address caps of every reference server, as their flags do.
 fn install_caps() {
-    agentwire_apps::common::AddressLimits {
+    agentwire_server::common::AddressLimits {
         max_connections_per_address: OPEN_CAP,
         max_pending_handshakes_per_address: PENDING_CAP,
     }
@@ -101,7 +101,7 @@ async fn start_all() -> (Vec<Target>, TempDir) {
     });
 
     let transcript = std::path::PathBuf::from(format!(
-        "{}/crates/agentwire-apps/src/llmrtc/data/transcript.txt",
+        "{}/crates/agentwire-server/src/llmrtc/data/transcript.txt",
         env!("CARGO_MANIFEST_DIR")
     ));
     let stt = llmrtc::providers::ScriptedStt::from_file(&transcript).expect("transcript");

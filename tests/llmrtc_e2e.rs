@@ -14,7 +14,7 @@ use agentwire::llmrtc::{
     ClientConfig, ClientEvent, ConnectionState, Reconnection, ServerConfig, ServerEvent,
     ServerMessage,
 };
-use agentwire_apps::llmrtc;
+use agentwire_server::llmrtc;
 use clap::Parser as _;
 use futures_util::{SinkExt, StreamExt};
 use llmrtc::audio::utterance_wav;
@@ -40,7 +40,7 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 
 fn data(file: &str) -> std::path::PathBuf {
     format!(
-        "{}/crates/agentwire-apps/src/llmrtc/data/{file}",
+        "{}/crates/agentwire-server/src/llmrtc/data/{file}",
         env!("CARGO_MANIFEST_DIR")
     )
     .into()

@@ -27,7 +27,7 @@ use agentwire::llmrtc::{
     ClientConfig, ClientEvent, ConnectionState, Reconnection, ServerConfig, ServerEvent,
     ServerMessage, SessionId,
 };
-use agentwire_apps::llmrtc;
+use agentwire_server::llmrtc;
 use futures_util::{SinkExt, StreamExt};
 use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::LlmrtcClientApp;
@@ -59,7 +59,7 @@ const PINNED: &[(&str, &str)] = &[
 
 fn data(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("crates/agentwire-apps/src/llmrtc/data")
+        .join("crates/agentwire-server/src/llmrtc/data")
         .join(file)
 }
 

@@ -28,7 +28,7 @@ use agentwire::core::{
     ConnId, DatagramMachine, Dial, Dialer, Frame, Machine, Output, PeerInfo, Transmit,
 };
 use agentwire::tokio::Client;
-use agentwire_apps::llmrtc;
+use agentwire_server::llmrtc;
 use clap::Parser as _;
 use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::{transport_config, LlmrtcClientApp};
@@ -255,7 +255,7 @@ async fn a_client_that_drops_its_udp_gets_connection_failed_and_goes_on_over_the
         transport_config(),
     )
     .expect("connect");
-    let (now, unix_ms) = agentwire_apps::common::clocks();
+    let (now, unix_ms) = agentwire_server::common::clocks();
     handle
         .call(move |c, _| {
             c.set_wall_clock(now, unix_ms);
@@ -684,7 +684,7 @@ async fn the_clients_own_datagrams_replayed_from_another_address_hurt_no_session
     };
     let (handle, mut events) =
         Client::connect_dialer_with_udp(&app.url(), udp, tap, transport_config()).expect("connect");
-    let (now, unix_ms) = agentwire_apps::common::clocks();
+    let (now, unix_ms) = agentwire_server::common::clocks();
     handle
         .call(move |t, _| {
             t.inner.set_wall_clock(now, unix_ms);

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentwire::llmrtc::{ClientConfig, ClientEvent, ServerConfig, ServerEvent, ServerMessage};
-use agentwire_apps::llmrtc;
+use agentwire_server::llmrtc;
 use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::LlmrtcClientApp;
 use llmrtc::providers::{Providers, ScriptedStt};
@@ -82,7 +82,7 @@ fn webrtc_peers(test: &str, browser: bool) -> Option<PathBuf> {
 /// `llmrtc_server` does by default (one UDP socket on 127.0.0.1, any free port).
 async fn our_server() -> (LlmrtcApp, mpsc::UnboundedReceiver<ServerEvent>) {
     let transcript = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("crates/agentwire-apps/src/llmrtc/data/transcript.txt");
+        .join("crates/agentwire-server/src/llmrtc/data/transcript.txt");
     let stt = ScriptedStt::from_file(&transcript).expect("transcript");
     let (tx, rx) = mpsc::unbounded_channel();
     let app = server_app::start_webrtc(

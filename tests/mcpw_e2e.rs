@@ -14,7 +14,7 @@ use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
 use agentwire::mcpw::{AgentEvent as McpwEvent, Capability};
-use agentwire_apps::mcpw;
+use agentwire_server::mcpw;
 use example_bin::example;
 use mcpw::agent_app::{connect, connect_with_backoff, AgentEvent, AgentSettings, Backoff};
 use mcpw::server_app::ServerApp;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use agentwire::core::{ConnId, Frame, FrameBuf, Machine, Output, PeerInfo, SequentialIds};
 use agentwire::mcpw::orchestrator::{Orchestrator, OrchestratorConfig, TaskSpec};
 use agentwire::mcpw::{Capability, Codec, Flags, Form, Header, MessageType, Method};
-use agentwire_apps::mcpw;
+use agentwire_server::mcpw;
 use mcpw::agent_app::{AgentEvent, AgentMachine, AgentSettings};
 use serde_json::json;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentwire::mcpw::orchestrator::{OrchestratorConfig, OrchestratorEvent, UpgradeConfig};
 use agentwire::mcpw::{Agent, AgentConfig, AgentEvent, AgentRegister, Capability, ErrorCode};
 use agentwire::tokio::{Client, ClientConfig, Events, Handle};
-use agentwire_apps::mcpw;
+use agentwire_server::mcpw;
 use mcpw::server_app::ServerApp;
 use tokio::sync::mpsc;
 

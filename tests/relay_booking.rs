@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentwire::agent_relay::{HostConfig, RelayConfig};
-use agentwire_apps::relay;
+use agentwire_server::relay;
 use relay::agent_app::{Agent, AgentError, Plan};
 use relay::demo;
 use relay::host_app::MovieHost;

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use agentwire::agent_relay::{Direction, RelayConfig, RelayEvent, Role};
-use agentwire_apps::relay;
+use agentwire_server::relay;
 use example_bin::example;
 use futures_util::{SinkExt, StreamExt};
 use relay::log_check;

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use agentwire::agent_relay::{Direction, LogRecord, Relay, RelayConfig, SessionId};
 use agentwire::core::{ConnId, Frame, Machine, Output, PeerInfo, SequentialIds, Utf8Bytes};
-use agentwire_apps::relay;
+use agentwire_server::relay;
 use relay::log_check::{check, is_iso8601_ms};
 use relay::log_name::file_name;
 use relay::log_writer::{LogFile, LogOp, OsStorage, Storage, StudyLog, SyncHandle, SyncPolicy};

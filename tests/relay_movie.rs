@@ -1,4 +1,4 @@
-//! The movie host's UI (agentwire-apps: relay/movie) under the `Host` machine, in memory: the
+//! The movie host's UI (agentwire-server: relay/movie) under the `Host` machine, in memory: the
 //! per-stage tool table we chose (INTEROP.md has none), each tool's behaviour and its errors
 //! as an agent receives them, and the reset at the end of a session.
 
@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use agentwire::agent_relay::{Host, HostConfig, HostEvent};
 use agentwire::core::{ConnId, Frame, Machine, Output, PeerInfo};
-use agentwire_apps::relay;
+use agentwire_server::relay;
 use relay::movie::schema::{BOOKED_TOOLS, STAGES, STAGE_TOOLS};
 use relay::movie::MovieTools;
 use serde_json::{json, Value};

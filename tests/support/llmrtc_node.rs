@@ -246,7 +246,7 @@ impl Drop for Backend {
 /// How many history entries (user and assistant messages) our server holds for the session a
 /// harness named in its output (its `session <id>` line).
 pub(crate) async fn history_of_named_session(
-    app: &agentwire_apps::llmrtc::server_app::LlmrtcApp,
+    app: &agentwire_server::llmrtc::server_app::LlmrtcApp,
     out: &str,
 ) -> usize {
     let session = out

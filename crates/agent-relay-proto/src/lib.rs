@@ -368,7 +368,7 @@
 //!     ([`RelayStats::log_records_dropped`]) rather than refused: nobody sent them.
 //!     (`the_log_cap_refuses_what_would_pass_it_and_resets_at_session_ended`)
 //!
-//! The study-log writer of the reference relay (`agentwire-apps`, `src/relay/`; tests in the workspace's
+//! The study-log writer of the reference relay (`agentwire-server`, `src/relay/`; tests in the workspace's
 //! `tests/relay_log.rs` and `tests/relay_e2e.rs`), which drives this crate's [`Relay`]:
 //!
 //! 39. **A `session.ended` is never forwarded for a log that was not saved.** If a record of

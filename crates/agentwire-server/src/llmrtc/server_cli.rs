@@ -25,12 +25,12 @@ pub struct ServerArgs {
     #[arg(long, conflicts_with = "example_playbook")]
     pub playbook: Option<PathBuf>,
     /// Playbook mode with the example playbook built into the program
-    /// (`crates/agentwire-apps/src/llmrtc/data/playbook.json`: a `bookTable` tool, two
+    /// (`crates/agentwire-server/src/llmrtc/data/playbook.json`: a `bookTable` tool, two
     /// stages).
     #[arg(long)]
     pub example_playbook: bool,
     /// Stand-in STT script: one utterance's text per line. Default: the example script built
-    /// into the program (`crates/agentwire-apps/src/llmrtc/data/transcript.txt`).
+    /// into the program (`crates/agentwire-server/src/llmrtc/data/transcript.txt`).
     #[arg(long)]
     pub transcript: Option<PathBuf>,
     /// Stream LLM tokens and TTS audio fast instead of at about real time.
