@@ -24,6 +24,7 @@
 //! | [`WallClock`], [`rfc3339_utc`], [`iso8601_ms`], [`UtcDateTime`] | wall-clock time from an anchor (`Instant` + Unix ms) and its RFC 3339 / ISO 8601 forms |
 //! | [`Dialer`], [`Dial`] | client machines that own their reconnect policy (when to dial, when to give up) |
 //! | [`Rate`], [`TokenBucket`] | a per-connection (or per-key) rate limiter, time passed in |
+//! | [`RotatingSecrets`] | API keys / runner secrets rotated with an overlap, compared in constant time |
 //! | [`check_json_depth`] | the nesting bound for raw JSON a crate forwards or stores unparsed |
 //! | `json` (feature `json`) | `RawJson` (raw JSON kept as text) and the tagged-enum probe decoder |
 //! | `fuzzing` (feature `fuzzing`) | `FuzzClock`, the timer-contract check and the input helpers the crates' fuzz bodies share |
@@ -92,6 +93,7 @@ mod machine;
 mod output;
 mod peer;
 mod rate;
+mod secrets;
 mod time;
 
 #[cfg(feature = "fuzzing")]
@@ -114,6 +116,7 @@ pub use machine::Machine;
 pub use output::{Flow, Outbox, Output};
 pub use peer::PeerInfo;
 pub use rate::{Rate, TokenBucket};
+pub use secrets::RotatingSecrets;
 pub use time::{
     iso8601_ms, rfc3339_utc, DeadlineQueue, Monotonic, TimerSet, UtcDateTime, WallClock,
     MAX_FORMATTED_UNIX_MS,
