@@ -207,6 +207,7 @@ where
         events_tx,
         control.stop.clone(),
         config.wall_clock,
+        handle.counters(),
     );
     let span = tracing::info_span!("client", url = %target.url);
     let pace = Pace::new(config.backoff, config.stable_after);

@@ -19,6 +19,7 @@ use tracing::Instrument;
 
 use crate::clock;
 use crate::config::Limits;
+use crate::stats::{DropReason, TransportCounters};
 
 /// What reader tasks tell the owner task.
 pub(crate) enum Inbound {
@@ -284,6 +285,7 @@ pub(crate) fn spawn<S>(
     inbound: mpsc::Sender<Inbound>,
     slot: Option<ConnSlot>,
     span: tracing::Span,
+    stats: Arc<TransportCounters>,
 ) -> ConnTx
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -311,6 +313,7 @@ where
             queued_bytes: Arc::clone(&queued_bytes),
             live: Arc::clone(&live),
             limits: t,
+            stats: Arc::clone(&stats),
         }
         .run(kill_rx, err_rx, done_tx)
         .instrument(span.clone()),
@@ -323,6 +326,7 @@ where
             Arc::clone(&live),
             (err_tx, done_rx, pause_rx),
             t,
+            stats,
         )
         .instrument(span),
     );
@@ -395,6 +399,7 @@ async fn read_loop<S>(
     live: Arc<Liveness>,
     (err_tx, done_rx, mut pause): ReaderSignals,
     t: TaskLimits,
+    stats: Arc<TransportCounters>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -426,6 +431,7 @@ async fn read_loop<S>(
                                 break 'outer;
                             }
                             if let Some(frame) = error_close(&e) {
+                                stats.dropped(DropReason::BadFrame);
                                 if err_tx.send(frame).is_ok() {
                                     // Let the writer send the close frame (bounded by its own
                                     // timeout).
@@ -538,6 +544,8 @@ struct Writer<S> {
     queued_bytes: Arc<AtomicUsize>,
     live: Arc<Liveness>,
     limits: TaskLimits,
+    /// Counts the frames and close frames written.
+    stats: Arc<TransportCounters>,
 }
 
 impl<S> Writer<S>
@@ -580,6 +588,7 @@ where
             }
         };
         if let Some(frame) = close {
+            self.stats.close_sent(frame.code.into());
             let send = self.sink.send(Message::Close(Some(frame)));
             if tokio::time::timeout(self.limits.close_timeout, send)
                 .await
@@ -614,6 +623,7 @@ where
                 let due = self.live.last() + self.limits.pong_timeout;
                 if clock::now() >= due {
                     tracing::debug!("pong timeout");
+                    self.stats.dropped(DropReason::PongTimeout);
                     return Step::Close(close_frame(CloseCode::POLICY, "pong timeout"));
                 }
                 if let Some(sleep) = watchdog.as_mut() {
@@ -628,19 +638,24 @@ where
     async fn write_batch(&mut self, first: Message) -> Step {
         let mut next = Some(first);
         let mut close = None;
+        let (mut frames, mut bytes) = (0u64, 0u64);
         while let Some(msg) = next.take() {
             let len = msg.len();
             if let Err(e) = self.sink.feed(msg).await {
                 tracing::debug!(error = %e, "write failed");
+                self.stats.sent(frames, bytes);
                 return Step::Stop;
             }
             self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            frames += 1;
+            bytes += len as u64;
             match self.queue.try_recv() {
                 Ok(Cmd::Frame(m)) => next = Some(m),
                 Ok(Cmd::Close(f)) => close = Some(f),
                 Err(_) => {}
             }
         }
+        self.stats.sent(frames, bytes);
         if let Err(e) = self.sink.flush().await {
             tracing::debug!(error = %e, "flush failed");
             return Step::Stop;

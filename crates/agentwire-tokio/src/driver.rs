@@ -2,6 +2,7 @@
 //! connections, and the routing of its outputs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use agentwire_core::{CloseCode, ConnId, Flow, Frame, Machine, Output, PeerInfo};
@@ -15,6 +16,7 @@ use crate::clock;
 use crate::config::Limits;
 use crate::conn::{self, close_frame, ConnSlot, ConnTx, Inbound, SendError};
 use crate::handle::Command;
+use crate::stats::{DropReason, TransportCounters};
 use crate::wall::{WallAnchor, WallClockSync};
 
 /// Capacity of the channel from all reader tasks to the owner task.
@@ -43,6 +45,8 @@ pub(crate) struct Core<M: Machine> {
     resumed: Vec<ConnId>,
     /// The machine's last wall-clock anchor (rule 9 of the `Machine` contract).
     wall: WallAnchor,
+    /// The driver's transport counters ([`Handle::stats`](crate::Handle::stats)).
+    stats: Arc<TransportCounters>,
 }
 
 impl<M: Machine> Core<M> {
@@ -52,6 +56,7 @@ impl<M: Machine> Core<M> {
         events: mpsc::Sender<M::Event>,
         stop: watch::Receiver<bool>,
         wall: WallClockSync,
+        stats: Arc<TransportCounters>,
     ) -> Self {
         let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
         Self {
@@ -66,6 +71,7 @@ impl<M: Machine> Core<M> {
             ended: Vec::new(),
             resumed: Vec::new(),
             wall: WallAnchor::new(wall),
+            stats,
         }
     }
 
@@ -102,8 +108,17 @@ impl<M: Machine> Core<M> {
             None => tracing::info_span!("conn", id = conn.get(), peer = "?"),
         };
         span.in_scope(|| tracing::debug!(path = %peer.path, "connected"));
-        let tx = conn::spawn(conn, ws, &self.limits, self.inbound_tx.clone(), slot, span);
+        let tx = conn::spawn(
+            conn,
+            ws,
+            &self.limits,
+            self.inbound_tx.clone(),
+            slot,
+            span,
+            Arc::clone(&self.stats),
+        );
         self.conns.insert(conn, tx);
+        self.stats.opened();
         let now = self.wake();
         self.machine.handle_connect(conn, &peer, now);
         conn
@@ -129,8 +144,13 @@ impl<M: Machine> Core<M> {
 
     fn apply(&mut self, input: Inbound, now: Instant) {
         match input {
-            Inbound::Frame(conn, msg) => self.frame_or_hold(conn, msg, now),
+            Inbound::Frame(conn, msg) => {
+                self.stats.received(1, msg.len() as u64);
+                self.frame_or_hold(conn, msg, now);
+            }
             Inbound::Frames(conn, msgs) => {
+                let bytes = msgs.iter().map(Message::len).sum::<usize>();
+                self.stats.received(msgs.len() as u64, bytes as u64);
                 for msg in msgs {
                     self.frame_or_hold(conn, msg, now);
                 }
@@ -142,6 +162,7 @@ impl<M: Machine> Core<M> {
                         self.frame(conn, &msg, now);
                     }
                     self.ended.push((conn, tx.ended()));
+                    self.stats.ended();
                     self.machine.handle_disconnect(conn, now);
                 }
             }
@@ -242,6 +263,7 @@ impl<M: Machine> Core<M> {
             );
             let writer = tx.kill(close_frame(code, reason));
             self.ended.push((conn, writer));
+            self.stats.ended();
             self.machine.handle_disconnect(conn, clock::now());
         }
     }
@@ -297,6 +319,7 @@ impl<M: Machine> Core<M> {
                             "slow consumer: its send queue is full (the peer is not reading); \
                              closing it"
                         );
+                        self.stats.dropped(DropReason::SlowReader);
                         self.kill(conn, code, "send queue full");
                     }
                 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::stats::{TransportCounters, TransportStats};
 use crate::udp::{UdpCounters, UdpStats};
 
 /// A command for the owner task: runs with the machine and the current time.
@@ -27,6 +28,8 @@ pub struct Handle<M> {
     done: watch::Receiver<bool>,
     /// The UDP socket's counters, when the driver has one.
     udp: Option<Arc<UdpCounters>>,
+    /// The driver's transport counters.
+    stats: Arc<TransportCounters>,
 }
 
 impl<M> Clone for Handle<M> {
@@ -36,6 +39,7 @@ impl<M> Clone for Handle<M> {
             stop: Arc::clone(&self.stop),
             done: self.done.clone(),
             udp: self.udp.clone(),
+            stats: Arc::clone(&self.stats),
         }
     }
 }
@@ -76,6 +80,7 @@ pub(crate) fn handle_pair<M>() -> (Handle<M>, Control<M>) {
             stop: Arc::clone(&stop_tx),
             done: done_rx,
             udp: None,
+            stats: Arc::default(),
         },
         Control {
             commands: cmd_rx,
@@ -132,6 +137,18 @@ impl<M> Handle<M> {
     /// them takes no lock and does not reach the owner task.
     pub fn udp_stats(&self) -> Option<UdpStats> {
         self.udp.as_ref().map(|c| c.snapshot())
+    }
+
+    /// The driver's transport counters: connections, frames and bytes each way, close
+    /// frames by code, drops by reason (see [`TransportStats`]). Reading them takes no lock
+    /// and does not reach the owner task.
+    pub fn stats(&self) -> TransportStats {
+        self.stats.snapshot()
+    }
+
+    /// The live counters behind [`stats`](Self::stats), for the tasks that write them.
+    pub(crate) fn counters(&self) -> Arc<TransportCounters> {
+        Arc::clone(&self.stats)
     }
 
     /// The machine-independent part that stops the driver and sees it stopped.

@@ -16,6 +16,7 @@ use crate::handle::{handle_pair, Events, Handle, Stopper};
 use crate::http::Head;
 use crate::per_address::PerAddress;
 use crate::server::{accept_loop, deliver, run, upgrade, AcceptShared, PendingCaps};
+use crate::stats::{DropReason, TransportCounters, TransportStats};
 use crate::stream::{Capped, ServerIo};
 use crate::udp::Udp;
 use crate::{ConfigError, ListenerConfig, ServerConfig};
@@ -147,13 +148,14 @@ impl Router {
             handle.set_udp(u.counters());
         }
         let (accepted_tx, accepted_rx) = mpsc::channel(64);
-        let shared = Arc::new(AcceptShared::new(&config, accepted_tx));
+        let shared = Arc::new(AcceptShared::new(&config, accepted_tx, handle.counters()));
         let core = Core::new(
             machine,
             config.limits,
             events_tx,
             control.stop.clone(),
             config.wall_clock,
+            handle.counters(),
         );
         tokio::spawn(
             run(core, control, accepted_rx, None, udp)
@@ -173,7 +175,9 @@ impl Router {
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
         let routes: Arc<[Route]> = std::mem::take(&mut self.routes).into();
+        let stats = Arc::new(TransportCounters::default());
         let shared = Arc::new(ListenerShared {
+            stats: Arc::clone(&stats),
             tls: self.config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
             handshake_timeout: self.config.handshake_timeout,
             max_header_bytes: self.config.max_header_bytes,
@@ -187,15 +191,20 @@ impl Router {
         };
         let pending = Arc::new(PerAddress::default());
         let accept_task = tokio::spawn(
-            accept_loop(listener, pending, caps, move |tcp, addr| {
-                routed_handshake(tcp, addr, Arc::clone(&shared))
-            })
+            accept_loop(
+                listener,
+                pending,
+                caps,
+                Arc::clone(&stats),
+                move |tcp, addr| routed_handshake(tcp, addr, Arc::clone(&shared)),
+            )
             .instrument(tracing::info_span!("listener", addr = %local_addr)),
         );
         Ok(Listener {
             local_addr,
             accept_task,
             routes,
+            stats,
         })
     }
 }
@@ -217,6 +226,7 @@ pub struct Listener {
     local_addr: SocketAddr,
     accept_task: JoinHandle<()>,
     routes: Arc<[Route]>,
+    stats: Arc<TransportCounters>,
 }
 
 impl std::fmt::Debug for Listener {
@@ -237,6 +247,14 @@ impl Listener {
     /// The routed paths, in the order they were added.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.routes.iter().map(|r| r.path.as_str())
+    }
+
+    /// The listener's own transport counters: what happens before a route is chosen
+    /// (sockets the pending-handshake caps refuse, handshakes that time out or fail,
+    /// 404s). Each route's connections, frames, closes and refusals are
+    /// in its [`Handle::stats`].
+    pub fn stats(&self) -> TransportStats {
+        self.stats.snapshot()
     }
 
     /// Stops accepting (handshakes in progress are dropped), then stops every route's
@@ -260,6 +278,8 @@ struct ListenerShared {
     max_header_bytes: usize,
     not_found_body: String,
     routes: Arc<[Route]>,
+    /// The listener's own counters ([`Listener::stats`]).
+    stats: Arc<TransportCounters>,
 }
 
 impl ListenerShared {
@@ -289,6 +309,7 @@ async fn routed_handshake(tcp: TcpStream, addr: SocketAddr, shared: Arc<Listener
             Head::Plain(head) => (head, true),
         };
         let Some(route) = shared.route_for(&head) else {
+            shared.stats.dropped(DropReason::NotFound);
             tracing::debug!("no route for this path; answered 404");
             crate::http::answer_404(&mut capped, &shared.not_found_body).await?;
             return Ok(None);
@@ -305,7 +326,13 @@ async fn routed_handshake(tcp: TcpStream, addr: SocketAddr, shared: Arc<Listener
     match tokio::time::timeout(shared.handshake_timeout, work).await {
         Ok(Ok(Some((machine, (ws, outcome))))) => deliver(&machine, ws, outcome).await,
         Ok(Ok(None)) => {}
-        Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
-        Err(_) => tracing::debug!("handshake timed out"),
+        Ok(Err(e)) => {
+            shared.stats.dropped(DropReason::HandshakeFailed);
+            tracing::debug!(error = %e, "handshake failed");
+        }
+        Err(_) => {
+            shared.stats.dropped(DropReason::HandshakeTimeout);
+            tracing::debug!("handshake timed out");
+        }
     }
 }

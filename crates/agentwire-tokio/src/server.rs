@@ -21,6 +21,7 @@ use crate::handle::{handle_pair, Control, Events, Handle};
 use crate::hook::{Accept, Refusal, Reject, UpgradeHook, UpgradeRequest};
 use crate::http::{Head, Replay};
 use crate::per_address::{Kind, PerAddress};
+use crate::stats::{DropReason, TransportCounters};
 use crate::stream::{Capped, ServerIo};
 use crate::udp::{Udp, UdpStats};
 use crate::{Limits, ServerConfig};
@@ -55,12 +56,18 @@ pub(crate) struct AcceptShared {
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
     pub(crate) hook: Option<Arc<dyn UpgradeHook>>,
     pub(crate) accepted: mpsc::Sender<Accepted>,
+    /// The machine's transport counters (refusals are counted here).
+    pub(crate) stats: Arc<TransportCounters>,
 }
 
 impl AcceptShared {
     /// The shared state of a machine served with `config`, handing upgraded sockets to
-    /// `accepted`.
-    pub(crate) fn new(config: &ServerConfig, accepted: mpsc::Sender<Accepted>) -> Self {
+    /// `accepted`, counting into `stats`.
+    pub(crate) fn new(
+        config: &ServerConfig,
+        accepted: mpsc::Sender<Accepted>,
+        stats: Arc<TransportCounters>,
+    ) -> Self {
         Self {
             limits: config.limits.clone(),
             max_connections: config.max_connections,
@@ -72,6 +79,7 @@ impl AcceptShared {
             tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
             hook: config.hook.clone(),
             accepted,
+            stats,
         }
     }
 }
@@ -137,22 +145,27 @@ where
             handle.set_udp(u.counters());
         }
         let (accepted_tx, accepted_rx) = mpsc::channel(64);
-        let shared = Arc::new(AcceptShared::new(&config, accepted_tx));
+        let shared = Arc::new(AcceptShared::new(&config, accepted_tx, handle.counters()));
         let caps = PendingCaps {
             total: config.max_pending_handshakes,
             per_address: config.max_pending_handshakes_per_address,
             plain: config.tls.is_none(),
         };
         let pending = Arc::clone(&shared.per_address);
-        let accept_task = tokio::spawn(accept_loop(listener, pending, caps, move |tcp, addr| {
-            handshake(tcp, addr, Arc::clone(&shared))
-        }));
+        let accept_task = tokio::spawn(accept_loop(
+            listener,
+            pending,
+            caps,
+            handle.counters(),
+            move |tcp, addr| handshake(tcp, addr, Arc::clone(&shared)),
+        ));
         let core = Core::new(
             machine,
             config.limits,
             events_tx,
             control.stop.clone(),
             config.wall_clock,
+            handle.counters(),
         );
         tokio::spawn(
             run(core, control, accepted_rx, Some(accept_task), udp)
@@ -305,6 +318,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     listener: TcpListener,
     pending: Arc<PerAddress>,
     caps: PendingCaps,
+    stats: Arc<TransportCounters>,
     handshake: F,
 ) where
     F: Fn(TcpStream, SocketAddr) -> Fut,
@@ -316,12 +330,14 @@ pub(crate) async fn accept_loop<F, Fut>(
             res = listener.accept() => match res {
                 Ok((tcp, addr)) => {
                     if handshakes.len() >= caps.total {
+                        stats.dropped(DropReason::HandshakeCap);
                         tracing::debug!(peer = %addr, "too many pending handshakes; dropped");
                         continue;
                     }
                     let Some(slot) =
                         pending.reserve(addr.ip(), Kind::Pending, caps.per_address)
                     else {
+                        stats.dropped(DropReason::HandshakeCap);
                         tracing::debug!(peer = %addr, "too many pending handshakes from this address; refused");
                         if caps.plain {
                             // Best effort, never waits: the socket's send buffer is empty.
@@ -373,8 +389,14 @@ async fn handshake(tcp: TcpStream, addr: SocketAddr, shared: Arc<AcceptShared>) 
     match tokio::time::timeout(shared.limits.handshake_timeout, work).await {
         Ok(Ok(Some((ws, outcome)))) => deliver(&shared, ws, outcome).await,
         Ok(Ok(None)) => {}
-        Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
-        Err(_) => tracing::debug!("handshake timed out"),
+        Ok(Err(e)) => {
+            shared.stats.dropped(DropReason::HandshakeFailed);
+            tracing::debug!(error = %e, "handshake failed");
+        }
+        Err(_) => {
+            shared.stats.dropped(DropReason::HandshakeTimeout);
+            tracing::debug!("handshake timed out");
+        }
     }
 }
 
@@ -406,7 +428,10 @@ pub(crate) async fn deliver(shared: &AcceptShared, mut ws: ServerWs, outcome: Ou
             ws.get_mut().get_mut().disarm();
             let _ = shared.accepted.send(Accepted { ws, peer, slot }).await;
         }
-        Outcome::Refuse => refuse_open(ws, shared).await,
+        Outcome::Refuse => {
+            shared.stats.dropped(DropReason::AddressCap);
+            refuse_open(ws, shared).await;
+        }
     }
 }
 
@@ -428,6 +453,7 @@ async fn refuse_open(mut ws: ServerWs, shared: &AcceptShared) {
         "too many connections from this address; refused"
     );
     let close = crate::conn::close_frame(*code, reason);
+    shared.stats.close_sent(close.code.into());
     let work = async {
         if let Some(frame) = frame.clone().and_then(crate::conn::to_message) {
             ws.feed(frame).await?;
@@ -452,6 +478,7 @@ fn decide(
     outcome: &mut Option<Outcome>,
 ) -> Result<Response, ErrorResponse> {
     let Some(slot) = ConnSlot::reserve(&shared.open, shared.max_connections) else {
+        shared.stats.dropped(DropReason::ConnectionCap);
         return Err(reject(Reject::unavailable()));
     };
     let Some(addr_slot) =
@@ -460,7 +487,10 @@ fn decide(
             .reserve(addr.ip(), Kind::Open, shared.max_open_per_address)
     else {
         return match &shared.refusal {
-            Refusal::Http(r) => Err(reject(r.clone())),
+            Refusal::Http(r) => {
+                shared.stats.dropped(DropReason::AddressCap);
+                Err(reject(r.clone()))
+            }
             Refusal::Close { .. } => {
                 *outcome = Some(Outcome::Refuse);
                 Ok(resp)
@@ -485,7 +515,10 @@ fn decide(
         remote_addr: addr,
     };
     let accept = match &shared.hook {
-        Some(hook) => hook.check(&upgrade).map_err(reject)?,
+        Some(hook) => hook.check(&upgrade).map_err(|r| {
+            shared.stats.dropped(DropReason::Rejected);
+            reject(r)
+        })?,
         None => Accept::new(),
     };
     let mut subprotocol = None;
