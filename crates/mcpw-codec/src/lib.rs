@@ -623,6 +623,14 @@
 //!     requests; answers never wait).
 //!     (`with_a_linger_small_notifications_leave_together_and_errors_do_not_wait`,
 //!     `the_agent_batches_what_it_starts_within_its_linger`)
+//! 59. **Token rotation** (the spec's "Support for rotating authentication tokens"):
+//!     [`UpgradePolicy::rotate_api_keys`](orchestrator::UpgradePolicy::rotate_api_keys)
+//!     replaces the accepted API keys at `now`; a removed key is still accepted for the
+//!     overlap given and refused with 401 after (connections it opened stay up: the key is
+//!     checked at the upgrade). Once keys are required they stay required: rotating to no
+//!     keys refuses everyone after the overlap rather than opening the server.
+//!     (`a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap`,
+//!     `keys_rotated_into_an_open_policy_turn_authentication_on`)
 //!
 //! # Features
 //!

@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use agentwire_core::{Rate, TokenBucket};
-use subtle::ConstantTimeEq;
+use agentwire_core::{Rate, RotatingSecrets, TokenBucket};
 
 /// The subprotocol the spec requires every client to offer, and the server echoes.
 pub const SUBPROTOCOL: &str = "mcp.v1";
@@ -21,7 +20,8 @@ pub struct UpgradeConfig {
     /// API keys accepted, in any of the three headers the reference server reads:
     /// `Authorization: Bearer <key>`, `Authorization: <key>` (no scheme) and
     /// `X-API-Key: <key>`. Empty (the default): no authentication, any or no credentials
-    /// are accepted.
+    /// are accepted. The policy starts with these;
+    /// [`UpgradePolicy::rotate_api_keys`] replaces them at run time.
     pub api_keys: Vec<String>,
     /// New connections per API key over time. Default `Some(60/min, burst 20)`; only
     /// applies when [`api_keys`](Self::api_keys) is set (the key is what is counted).
@@ -87,7 +87,8 @@ pub struct Admission {
     pub subprotocol: Option<String>,
     /// The protocol version selected, the one the subprotocol names.
     pub version: Option<u8>,
-    /// Index into [`UpgradeConfig::api_keys`] of the key used, when keys are configured.
+    /// Position of the key used in the policy's key set ([`UpgradePolicy::api_keys`]),
+    /// when keys are required; until a rotation, its index in [`UpgradeConfig::api_keys`].
     pub key_index: Option<usize>,
     /// The `X-Agent-ID` header.
     pub agent_id: Option<String>,
@@ -169,9 +170,11 @@ impl Refusal {
 /// 1. a subprotocol `mcp.v<n>` offered for a version of
 ///    [`protocol_versions`](UpgradeConfig::protocol_versions) (the highest such is
 ///    selected), if required → else **426**;
-/// 2. if keys are configured, a configured key in `Authorization: Bearer <key>`,
+/// 2. if keys are configured, a valid key in `Authorization: Bearer <key>`,
 ///    `Authorization: <key>` or `X-API-Key: <key>` (every candidate compared in constant
-///    time against every key) → else **401** with an [`AuthFailure`] saying why;
+///    time against every key) → else **401** with an [`AuthFailure`] saying why. Keys
+///    rotate with [`rotate_api_keys`](Self::rotate_api_keys): a removed key is still
+///    accepted for the overlap given, and refused after (connections it opened stay up);
 /// 3. fewer than `max_connections` open → else **503**;
 /// 4. the key's connection rate → else **429** (a token is spent only on admission).
 ///
@@ -181,22 +184,45 @@ impl Refusal {
 #[derive(Debug, Clone)]
 pub struct UpgradePolicy {
     config: UpgradeConfig,
-    /// One bucket per configured key (bounded by the configuration).
-    buckets: BTreeMap<usize, TokenBucket>,
+    /// The keys accepted now, current and retiring.
+    keys: RotatingSecrets,
+    /// One bucket per key in `keys` (bounded by them: pruned at each rotation).
+    buckets: BTreeMap<String, TokenBucket>,
 }
 
 impl UpgradePolicy {
     /// A policy with `config`.
     pub fn new(config: UpgradeConfig) -> Self {
         Self {
+            keys: RotatingSecrets::new(config.api_keys.iter().cloned()),
             config,
             buckets: BTreeMap::new(),
         }
     }
 
-    /// The configuration.
+    /// The configuration (its `api_keys` are the keys the policy started with).
     pub fn config(&self) -> &UpgradeConfig {
         &self.config
+    }
+
+    /// The keys accepted now: current ones, and removed ones until their overlap ends.
+    pub fn api_keys(&self) -> &RotatingSecrets {
+        &self.keys
+    }
+
+    /// Replaces the accepted keys with `keys` at `now`: a key no longer listed is still
+    /// accepted until `now + overlap` and refused after. Once keys are required they stay
+    /// required: an empty list refuses everyone after the overlap.
+    pub fn rotate_api_keys<S: Into<String>>(
+        &mut self,
+        keys: impl IntoIterator<Item = S>,
+        overlap: Duration,
+        now: Instant,
+    ) {
+        self.keys.rotate(keys, overlap, now);
+        let kept = &self.keys;
+        self.buckets
+            .retain(|key, _| kept.secrets().any(|(k, _)| k == key));
     }
 
     /// Checks one upgrade request. `headers` are `(name, value)` pairs (any case);
@@ -223,23 +249,27 @@ impl UpgradePolicy {
         if self.config.require_subprotocol && version.is_none() {
             return Err(Refusal::UpgradeRequired);
         }
-        let key_index = if self.config.api_keys.is_empty() {
-            None
-        } else {
+        let key_index = if self.keys.is_required() {
             let found = authenticate(
-                &self.config.api_keys,
+                &self.keys,
                 header("authorization"),
                 header("x-api-key"),
+                now,
             );
             Some(found.map_err(Refusal::Unauthorized)?)
+        } else {
+            None
         };
         if open >= self.config.max_connections {
             return Err(Refusal::Unavailable);
         }
-        if let (Some(i), Some(rate)) = (key_index, self.config.connect_rate) {
+        let key = key_index
+            .and_then(|i| self.keys.secrets().nth(i))
+            .map(|(k, _)| k);
+        if let (Some(key), Some(rate)) = (key, self.config.connect_rate) {
             let bucket = self
                 .buckets
-                .entry(i)
+                .entry(key.to_owned())
                 .or_insert_with(|| TokenBucket::new(now));
             if !bucket.take(&rate, now) {
                 return Err(Refusal::RateLimited {
@@ -274,15 +304,16 @@ fn authorization_key(value: &str) -> Result<Option<&str>, AuthFailure> {
     }
 }
 
-/// The index of the configured key the request's credentials name.
+/// The position of the valid key the request's credentials name.
 ///
 /// Both headers are looked at (the reference reads `X-API-Key` only when `Authorization`
 /// is absent; we also accept a key there beside an `Authorization` that holds none of
 /// ours, e.g. a proxy's), and every candidate is compared with every key.
 fn authenticate(
-    keys: &[String],
+    keys: &RotatingSecrets,
     authorization: Option<&str>,
     x_api_key: Option<&str>,
+    now: Instant,
 ) -> Result<usize, AuthFailure> {
     let from_auth = authorization.map(authorization_key);
     let from_header = x_api_key.map(str::trim).filter(|k| !k.is_empty());
@@ -296,22 +327,9 @@ fn authenticate(
         .flatten()
     {
         failure = AuthFailure::UnknownKey;
-        found = found.or(find_key(keys, token));
+        found = found.or(keys.find(token, now));
     }
     found.ok_or(failure)
-}
-
-/// The index of the key equal to `token`, comparing against every key in constant time
-/// per byte (no early exit on the first difference or the first match).
-fn find_key(keys: &[String], token: &str) -> Option<usize> {
-    let mut found = None;
-    for (i, k) in keys.iter().enumerate() {
-        // `subtle`, as the HMAC check uses: a length difference is not secret, bytes are.
-        if bool::from(k.as_bytes().ct_eq(token.as_bytes())) && !k.is_empty() {
-            found = found.or(Some(i));
-        }
-    }
-    found
 }
 
 #[cfg(test)]
@@ -513,17 +531,72 @@ mod tests {
 
     #[test]
     fn empty_keys_never_match() {
-        assert_eq!(find_key(&[String::new()], ""), None);
+        let t = t0();
+        let empty = RotatingSecrets::new([""]);
+        assert_eq!(empty.find("", t), None);
         assert_eq!(authorization_key("Bearer "), Ok(None));
         assert_eq!(
-            authenticate(&[String::new()], Some(""), Some("")),
+            authenticate(&empty, Some(""), Some(""), t),
             Err(AuthFailure::Missing)
         );
-        let keys = ["abc".to_owned(), "xyz".to_owned()];
-        assert_eq!(find_key(&keys, "abc"), Some(0));
-        assert_eq!(find_key(&keys, "xyz"), Some(1));
-        assert_eq!(find_key(&keys, "abd"), None);
-        assert_eq!(find_key(&keys, "ab"), None);
-        assert_eq!(find_key(&keys, "abcd"), None);
+        let mut p = UpgradePolicy::new(UpgradeConfig::default().with_api_keys([""]));
+        assert_eq!(
+            p.check(&h(&[("Authorization", "Bearer ")]), &mcp(), 0, t),
+            Err(Refusal::Unauthorized(AuthFailure::Missing))
+        );
+        let keys = RotatingSecrets::new(["abc", "xyz"]);
+        assert_eq!(authenticate(&keys, None, Some("abc"), t), Ok(0));
+        assert_eq!(authenticate(&keys, None, Some("xyz"), t), Ok(1));
+        for wrong in ["abd", "ab", "abcd"] {
+            assert_eq!(
+                authenticate(&keys, None, Some(wrong), t),
+                Err(AuthFailure::UnknownKey)
+            );
+        }
+    }
+
+    #[test]
+    fn a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap() {
+        let t = t0();
+        let overlap = Duration::from_secs(300);
+        let mut p = UpgradePolicy::new(UpgradeConfig::default().with_api_keys(["old"]));
+        let with = |key: &str| h(&[("Authorization", &format!("Bearer {key}"))]);
+        assert!(p.check(&with("old"), &mcp(), 0, t).is_ok());
+        assert_eq!(
+            p.check(&with("new"), &mcp(), 0, t),
+            Err(Refusal::Unauthorized(AuthFailure::UnknownKey))
+        );
+        p.rotate_api_keys(["new"], overlap, t);
+        let during = t + overlap - Duration::from_secs(1);
+        assert!(p.check(&with("new"), &mcp(), 0, during).is_ok());
+        assert!(p.check(&with("old"), &mcp(), 0, during).is_ok());
+        assert_eq!(
+            p.check(&with("old"), &mcp(), 0, t + overlap),
+            Err(Refusal::Unauthorized(AuthFailure::UnknownKey))
+        );
+        assert!(p.check(&with("new"), &mcp(), 0, t + overlap).is_ok());
+        // The retired key's rate bucket is dropped with it at the next rotation.
+        p.rotate_api_keys(["new"], overlap, t + overlap);
+        assert_eq!(p.buckets.len(), 1);
+        assert_eq!(p.api_keys().current().collect::<Vec<_>>(), ["new"]);
+    }
+
+    #[test]
+    fn keys_rotated_into_an_open_policy_turn_authentication_on() {
+        let t = t0();
+        let mut p = UpgradePolicy::new(UpgradeConfig::default());
+        assert!(p.check(&[], &mcp(), 0, t).is_ok());
+        p.rotate_api_keys(["k"], Duration::from_secs(300), t);
+        assert_eq!(
+            p.check(&[], &mcp(), 0, t),
+            Err(Refusal::Unauthorized(AuthFailure::Missing))
+        );
+        // Emptying the keys never turns it off again: after the overlap nobody is let in.
+        p.rotate_api_keys(Vec::<String>::new(), Duration::from_secs(300), t);
+        let after = t + Duration::from_secs(300);
+        assert_eq!(
+            p.check(&h(&[("X-API-Key", "k")]), &mcp(), 0, after),
+            Err(Refusal::Unauthorized(AuthFailure::UnknownKey))
+        );
     }
 }
