@@ -20,6 +20,7 @@ pub mod bus;
 pub mod chopsticks;
 pub mod cli;
 pub mod common;
+pub mod config;
 pub mod llmrtc;
 pub mod mcpw;
 pub mod relay;
