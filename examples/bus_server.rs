@@ -9,6 +9,6 @@
 //! ```
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::bus_server::main().await
 }

@@ -11,6 +11,6 @@
 //! ```
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::chopsticks_agent::main().await
 }

@@ -20,6 +20,6 @@
 //! ```
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::chopsticks_controller::main().await
 }

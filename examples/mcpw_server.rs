@@ -20,6 +20,6 @@
 //! ```
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::mcpw_server::main().await
 }

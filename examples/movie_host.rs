@@ -30,6 +30,6 @@
 //! ```
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::movie_host::main().await
 }

@@ -21,6 +21,6 @@
 //! ```
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::relay_server::main().await
 }

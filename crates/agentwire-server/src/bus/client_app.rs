@@ -239,6 +239,11 @@ pub fn connect(
                 }
             }
         }
+        // The driver has stopped (e.g. a client without reconnect could not connect):
+        // requests still waiting will never be answered, so they fail now.
+        if let Ok(mut m) = w.lock() {
+            m.clear();
+        }
     });
     Ok((
         BusClientApp {

@@ -14,22 +14,32 @@ use serde_json::Value;
 /// A command-line JSON-RPC bus client.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
-    /// Bus URL (`ws://` or `wss://`).
-    #[arg(long, default_value = "ws://127.0.0.1:7892")]
-    url: String,
-    /// `clientId` sent in `initialize`.
-    #[arg(long, default_value = "bus-client")]
-    client_id: String,
-    /// Seconds to wait for an answer (a publish waits for the whole chain).
-    #[arg(long, default_value_t = 30)]
-    timeout: u64,
+pub struct Args {
+    /// Where and as whom to connect (before or after the subcommand).
+    #[command(flatten)]
+    pub connection: Connection,
+    /// What to do.
     #[command(subcommand)]
-    command: Command,
+    pub command: Command,
 }
 
+/// The flags every bus client subcommand takes: where and as whom it connects.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Connection {
+    /// Bus URL (`ws://` or `wss://`).
+    #[arg(long, global = true, default_value = "ws://127.0.0.1:7892")]
+    url: String,
+    /// `clientId` sent in `initialize`.
+    #[arg(long, global = true, default_value = "bus-client")]
+    client_id: String,
+    /// Seconds to wait for an answer (a publish waits for the whole chain).
+    #[arg(long, global = true, default_value_t = 30)]
+    timeout: u64,
+}
+
+/// A bus client subcommand.
 #[derive(Subcommand, Debug)]
-enum Command {
+pub enum Command {
     /// Prints every delivery on PATTERN as a JSON line and answers it.
     Subscribe {
         /// Topic pattern (`inbound:*`, `agent:spawn`, ...).
@@ -54,8 +64,19 @@ enum Command {
 pub async fn main() -> ExitCode {
     crate::common::init_tracing("warn");
     let args = Args::parse();
-    let timeout = Duration::from_secs(args.timeout);
-    let mut cfg = ClientConfig::new(&args.client_id).with_request_timeout(timeout);
+    run(args.connection, args.command).await
+}
+
+/// Runs `command` over `connection`, as `main` does after parsing them (the `agentwire bus`
+/// subcommands call it with the same flags); installs no tracing subscriber.
+pub async fn run(connection: Connection, command: Command) -> ExitCode {
+    let args = Args {
+        connection,
+        command,
+    };
+    let url = args.connection.url.clone();
+    let timeout = Duration::from_secs(args.connection.timeout);
+    let mut cfg = ClientConfig::new(&args.connection.client_id).with_request_timeout(timeout);
     if matches!(args.command, Command::Subscribe { .. }) {
         cfg = cfg.intercepting();
     }
@@ -64,11 +85,10 @@ pub async fn main() -> ExitCode {
     let one_shot = !matches!(args.command, Command::Subscribe { .. });
     let stopping = Arc::new(AtomicBool::new(false));
     let quiet = stopping.clone();
-    let connect = bus::client_app::connect(
-        &args.url,
-        cfg,
-        bus::client_app::transport_config(),
-        move |ev| match ev {
+    // A one-shot command tries once: an unreachable bus is an error at once, not a retry.
+    let transport = bus::client_app::transport_config().with_reconnect(!one_shot);
+    let connect =
+        bus::client_app::connect(&args.connection.url, cfg, transport, move |ev| match ev {
             ClientEvent::Initialized(init) if !one_shot => eprintln!(
                 "connected to {} ({} {})",
                 init.server_id, init.server_info.name, init.server_info.version
@@ -78,8 +98,7 @@ pub async fn main() -> ExitCode {
             }
             ClientEvent::ProtocolViolation(e) => eprintln!("the bus broke the protocol: {e}"),
             _ => {}
-        },
-    );
+        });
     let (client, mut deliveries) = match connect {
         Ok(c) => c,
         Err(e) => {
@@ -96,7 +115,7 @@ pub async fn main() -> ExitCode {
                     id.as_deref().unwrap_or("no subscriptionId")
                 ),
                 Err(e) => {
-                    eprintln!("bus_client: subscribe failed: {e}");
+                    eprintln!("bus_client: subscribe failed: {}", reason(&e, &url));
                     client.shutdown().await;
                     return ExitCode::FAILURE;
                 }
@@ -126,7 +145,7 @@ pub async fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("bus_client: publish failed: {e}");
+                    eprintln!("bus_client: publish failed: {}", reason(&e, &url));
                     ExitCode::FAILURE
                 }
             },
@@ -137,11 +156,20 @@ pub async fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("bus_client: ping failed: {e}");
+                eprintln!("bus_client: ping failed: {}", reason(&e, &url));
                 ExitCode::FAILURE
             }
         },
     };
     client.shutdown().await;
     code
+}
+
+/// Why a command failed, in words: a stopped client means the bus could not be reached (or
+/// the connection ended and is not retried).
+fn reason(failure: &bus::client_app::Failure, url: &str) -> String {
+    match failure {
+        bus::client_app::Failure::Stopped => format!("no connection to {url}"),
+        other => other.to_string(),
+    }
 }

@@ -1,6 +1,7 @@
 //! The `bus_server` command: its flags and its `main`. `examples/bus_server.rs` is the binary, and
 //! its documentation says what the command does and how to run it.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::bus;
@@ -21,7 +22,7 @@ enum Mode {
 /// Reference JSON-RPC bus server.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
+pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7892")]
     listen: String,
@@ -118,9 +119,18 @@ impl Args {
 }
 
 /// Runs the `bus_server` command, as `cargo run --example bus_server` does.
-pub async fn main() -> std::io::Result<()> {
+pub async fn main() -> ExitCode {
     crate::common::init_tracing("info");
-    let args = Args::parse();
+    run(Args::parse()).await
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> ExitCode {
+    crate::common::exit_code("bus_server", body(args).await.map_err(Into::into))
+}
+
+async fn body(args: Args) -> std::io::Result<()> {
     args.address.install();
     let cfg = args.bus_config();
     tracing::info!(

@@ -5,11 +5,12 @@ use crate::chopsticks;
 use agentwire::chopsticks::AgentConfig;
 use chopsticks::agent_app::AgentLog;
 use clap::Parser;
+use std::process::ExitCode;
 
 /// A mock Chopsticks music agent.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire")]
-struct Args {
+pub struct Args {
     /// Controller URL (`ws://` or `wss://`).
     #[arg(long, default_value = "ws://127.0.0.1:8787")]
     url: String,
@@ -31,9 +32,18 @@ struct Args {
 }
 
 /// Runs the `chopsticks_agent` command, as `cargo run --example chopsticks_agent` does.
-pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub async fn main() -> ExitCode {
     crate::common::init_tracing("warn");
-    let args = Args::parse();
+    run(Args::parse()).await
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> ExitCode {
+    crate::common::exit_code("chopsticks_agent", body(args).await)
+}
+
+async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut cfg = AgentConfig::new(&args.agent_id)
         .with_guilds(args.guilds)
         .with_pool(args.pool)

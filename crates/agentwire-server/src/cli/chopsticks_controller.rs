@@ -2,6 +2,7 @@
 //! `examples/chopsticks_controller.rs` is the binary, and its documentation says what the command
 //! does and how to run it.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::chopsticks;
@@ -12,7 +13,7 @@ use clap::Parser;
 /// Reference Chopsticks controller.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire")]
-struct Args {
+pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8787")]
     listen: String,
@@ -45,9 +46,21 @@ struct Args {
 }
 
 /// Runs the `chopsticks_controller` command, as `cargo run --example chopsticks_controller` does.
-pub async fn main() -> std::io::Result<()> {
+pub async fn main() -> ExitCode {
     crate::common::init_tracing("warn");
-    let args = Args::parse();
+    run(Args::parse()).await
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> ExitCode {
+    crate::common::exit_code(
+        "chopsticks_controller",
+        body(args).await.map_err(Into::into),
+    )
+}
+
+async fn body(args: Args) -> std::io::Result<()> {
     args.address.install();
     let mut cfg = ControllerConfig::default()
         .with_supported_versions(args.supported_versions)

@@ -14,7 +14,7 @@ use llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
 /// Reference llmrtc client.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
+pub struct Args {
     /// Server URL.
     #[arg(long, default_value = "ws://127.0.0.1:8787/")]
     url: String,
@@ -49,10 +49,16 @@ struct Args {
 /// Runs the `llmrtc_client` command, as `cargo run --example llmrtc_client` does.
 pub async fn main() -> std::process::ExitCode {
     crate::common::init_tracing("warn");
-    crate::common::exit_code("llmrtc_client", run(Args::parse()).await)
+    run(Args::parse()).await
 }
 
-async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> std::process::ExitCode {
+    crate::common::exit_code("llmrtc_client", body(args).await)
+}
+
+async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let wav = match &args.wav {
         Some(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
         None => utterance_wav(700),

@@ -12,10 +12,16 @@ use llmrtc::server_log;
 /// Runs the `llmrtc_server` command, as `cargo run --example llmrtc_server` does.
 pub async fn main() -> std::process::ExitCode {
     crate::common::init_tracing("info");
-    crate::common::exit_code("llmrtc_server", run(ServerArgs::parse()).await)
+    run(ServerArgs::parse()).await
 }
 
-async fn run(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: ServerArgs) -> std::process::ExitCode {
+    crate::common::exit_code("llmrtc_server", body(args).await)
+}
+
+async fn body(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     args.address.install();
     let providers = Providers::stand_ins(args.stt()?);
     let app = match args.webrtc() {

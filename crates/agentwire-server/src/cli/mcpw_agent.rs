@@ -1,6 +1,7 @@
 //! The `mcpw_agent` command: its flags and its `main`. `examples/mcpw_agent.rs` is the binary, and
 //! its documentation says what the command does and how to run it.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::mcpw;
@@ -11,7 +12,7 @@ use mcpw::agent_app::{connect_machine, AgentEvent, AgentSettings};
 /// Reference MCPW agent.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
+pub struct Args {
     /// Server URL.
     #[arg(long, default_value = "ws://127.0.0.1:8080/")]
     url: String,
@@ -65,9 +66,18 @@ struct Args {
 }
 
 /// Runs the `mcpw_agent` command, as `cargo run --example mcpw_agent` does.
-pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub async fn main() -> ExitCode {
     crate::common::init_tracing("warn");
-    let args = Args::parse();
+    run(Args::parse()).await
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> ExitCode {
+    crate::common::exit_code("mcpw_agent", body(args).await)
+}
+
+async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let capabilities: Vec<_> = args
         .capabilities
         .iter()

@@ -1,6 +1,7 @@
 //! The `mcpw_server` command: its flags and its `main`. `examples/mcpw_server.rs` is the binary,
 //! and its documentation says what the command does and how to run it.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::mcpw;
@@ -12,7 +13,7 @@ use clap::Parser;
 /// Reference MCPW orchestration server.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
+pub struct Args {
     /// Address of the WebSocket endpoint.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
@@ -54,9 +55,18 @@ struct Args {
 }
 
 /// Runs the `mcpw_server` command, as `cargo run --example mcpw_server` does.
-pub async fn main() -> std::io::Result<()> {
+pub async fn main() -> ExitCode {
     crate::common::init_tracing("info");
-    let args = Args::parse();
+    run(Args::parse()).await
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> ExitCode {
+    crate::common::exit_code("mcpw_server", body(args).await.map_err(Into::into))
+}
+
+async fn body(args: Args) -> std::io::Result<()> {
     args.address.install();
     // Ctrl-C is caught from here on (before "listening" is logged), so it always stops the
     // server cleanly.

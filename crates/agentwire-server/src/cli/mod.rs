@@ -1,6 +1,8 @@
-//! The example commands (`cargo run --example NAME`), one module per command: its flags
-//! and its `main`, which the example binary calls.
+//! The commands, one module per command: its flags, its `main` and its `run`. The example
+//! binaries (`cargo run --example NAME`) call a module's `main`; [`agentwire`] is the
+//! `agentwire` binary, whose subcommands call the same modules' `run` with the same flags.
 
+pub mod agentwire;
 pub mod bus_client;
 pub mod bus_demo;
 pub mod bus_server;

@@ -2,6 +2,7 @@
 //! its documentation says what the command does and how to run it.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use crate::relay;
 use agentwire::agent_relay::{HostConfig, DEFAULT_SESSION};
@@ -14,7 +15,7 @@ use relay::participant;
 /// A movie-booking UI host joining an agent relay.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
+pub struct Args {
     /// The relay's endpoint.
     #[arg(long, default_value = "ws://127.0.0.1:3000/agent/ws")]
     url: String,
@@ -28,9 +29,18 @@ struct Args {
 }
 
 /// Runs the `movie_host` command, as `cargo run --example movie_host` does.
-pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub async fn main() -> ExitCode {
     crate::common::init_tracing("info");
-    let args = Args::parse();
+    run(Args::parse()).await
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> ExitCode {
+    crate::common::exit_code("movie_host", body(args).await)
+}
+
+async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // The relay writes a study session's records to `<log dir>/<sessionId>.jsonl`; number
     // after the newest such file, so a restart never reuses an id (and its file).
     let last = newest_study_session(&args.log_dir);

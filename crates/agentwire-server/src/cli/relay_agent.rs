@@ -11,7 +11,7 @@ use relay::agent_app::{book_ticket, describe, Agent, Plan};
 /// An agent that books movie tickets through an agent relay.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
+pub struct Args {
     /// The relay's endpoint.
     #[arg(long, default_value = "ws://127.0.0.1:3000/agent/ws")]
     url: String,
@@ -35,7 +35,12 @@ struct Args {
 /// Runs the `relay_agent` command, as `cargo run --example relay_agent` does.
 pub async fn main() -> ExitCode {
     crate::common::init_tracing("warn");
-    let args = Args::parse();
+    run(Args::parse()).await
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> ExitCode {
     let plan = Plan {
         study_id: args.study_id,
         participant_id: args.participant_id,

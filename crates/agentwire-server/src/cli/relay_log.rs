@@ -10,7 +10,7 @@ use clap::Parser;
 /// Validates and summarises agent-relay study logs.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
+pub struct Args {
     /// Log files, or directories whose `*.jsonl` files are checked.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
@@ -34,7 +34,12 @@ fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// Runs the `relay_log` command, as `cargo run --example relay_log` does.
 pub fn main() -> ExitCode {
-    let args = Args::parse();
+    run(Args::parse())
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags).
+pub fn run(args: Args) -> ExitCode {
     let (mut inconsistent, mut unreadable) = (0, 0);
     for path in &args.paths {
         let list = match files(path) {

@@ -2,6 +2,7 @@
 //! and its documentation says what the command does and how to run it.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::relay;
@@ -22,7 +23,7 @@ enum SyncArg {
 /// Reference agent-relay server.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version)]
-struct Args {
+pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: String,
@@ -134,9 +135,18 @@ impl Args {
 }
 
 /// Runs the `relay_server` command, as `cargo run --example relay_server` does.
-pub async fn main() -> std::io::Result<()> {
+pub async fn main() -> ExitCode {
     crate::common::init_tracing("info");
-    let args = Args::parse();
+    run(Args::parse()).await
+}
+
+/// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
+/// binary's subcommand calls it with the same flags); installs no tracing subscriber.
+pub async fn run(args: Args) -> ExitCode {
+    crate::common::exit_code("relay_server", body(args).await.map_err(Into::into))
+}
+
+async fn body(args: Args) -> std::io::Result<()> {
     args.address.install();
     let cfg = args.relay_config();
     tracing::info!(

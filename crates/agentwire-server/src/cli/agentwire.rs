@@ -1,0 +1,208 @@
+//! The `agentwire` command: its subcommands and its `main`. `src/main.rs` is the binary.
+//!
+//! The client subcommands are the example commands with the same flags (one implementation:
+//! `agentwire bus publish` runs [`bus_client`](super::bus_client), `agentwire relay agent`
+//! runs [`relay_agent`](super::relay_agent), ...), and `agentwire PROTOCOL server` runs that
+//! protocol's single reference server with its example's flags.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use super::{
+    bus_client, bus_server, chopsticks_agent, chopsticks_controller, llmrtc_client, llmrtc_server,
+    mcpw_agent, mcpw_server, movie_host, relay_agent, relay_log, relay_server,
+};
+
+/// The agentwire server: the reference servers of the five agentwire protocols in one
+/// process, their clients, and a demo of all five.
+#[derive(Parser, Debug)]
+#[command(name = "agentwire", version, propagate_version = true)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// An `agentwire` subcommand.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// JSON-RPC bus clients (publish, subscribe, ping) and the bus server alone.
+    Bus(BusArgs),
+    /// The Chopsticks mock music agent and the controller alone.
+    Chopsticks(ChopsticksArgs),
+    /// The MCPW reference agent and the orchestrator alone.
+    Mcpw(McpwArgs),
+    /// The llmrtc reference client and the llmrtc server alone.
+    Llmrtc(LlmrtcArgs),
+    /// The agent relay's booking agent, movie host, study-log checker and the relay alone.
+    Relay(RelayArgs),
+}
+
+/// `agentwire bus`.
+#[derive(clap::Args, Debug)]
+pub struct BusArgs {
+    /// Where and as whom a client connects (client subcommands only).
+    #[command(flatten)]
+    pub connection: bus_client::Connection,
+    /// What to run.
+    #[command(subcommand)]
+    pub command: BusCommand,
+}
+
+/// `agentwire bus ...`.
+#[derive(Subcommand, Debug)]
+pub enum BusCommand {
+    /// A client command (`subscribe`, `publish`, `ping`).
+    #[command(flatten)]
+    Client(bus_client::Command),
+    /// Runs the JSON-RPC bus server alone (the `bus_server` example's flags).
+    Server(bus_server::Args),
+}
+
+/// `agentwire chopsticks`.
+#[derive(clap::Args, Debug)]
+pub struct ChopsticksArgs {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: ChopsticksCommand,
+}
+
+/// `agentwire chopsticks ...`.
+#[derive(Subcommand, Debug)]
+pub enum ChopsticksCommand {
+    /// A mock Chopsticks music agent (the `chopsticks_agent` example's flags).
+    Agent(chopsticks_agent::Args),
+    /// Runs the Chopsticks controller alone (the `chopsticks_controller` example's flags).
+    Server(chopsticks_controller::Args),
+}
+
+/// `agentwire mcpw`.
+#[derive(clap::Args, Debug)]
+pub struct McpwArgs {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: McpwCommand,
+}
+
+/// `agentwire mcpw ...`.
+#[derive(Subcommand, Debug)]
+pub enum McpwCommand {
+    /// The reference MCPW agent (the `mcpw_agent` example's flags).
+    Agent(mcpw_agent::Args),
+    /// Runs the MCPW orchestrator alone (the `mcpw_server` example's flags).
+    Server(mcpw_server::Args),
+}
+
+/// `agentwire llmrtc`.
+#[derive(clap::Args, Debug)]
+pub struct LlmrtcArgs {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: LlmrtcCommand,
+}
+
+/// `agentwire llmrtc ...`.
+#[derive(Subcommand, Debug)]
+pub enum LlmrtcCommand {
+    /// The reference llmrtc client (the `llmrtc_client` example's flags).
+    Client(llmrtc_client::Args),
+    /// Runs the llmrtc server alone (the `llmrtc_server` example's flags).
+    Server(crate::llmrtc::server_cli::ServerArgs),
+}
+
+/// `agentwire relay`.
+#[derive(clap::Args, Debug)]
+pub struct RelayArgs {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: RelayCommand,
+}
+
+/// `agentwire relay ...`.
+#[derive(Subcommand, Debug)]
+pub enum RelayCommand {
+    /// An agent that books movie tickets through the relay (the `relay_agent` example's
+    /// flags).
+    Agent(relay_agent::Args),
+    /// The movie-booking UI host (the `movie_host` example's flags).
+    Host(movie_host::Args),
+    /// Validates and summarises study logs (the `relay_log` example's flags).
+    Log(relay_log::Args),
+    /// Runs the agent relay alone (the `relay_server` example's flags).
+    Server(relay_server::Args),
+}
+
+impl Command {
+    /// The log filter when `RUST_LOG` is unset: servers log what they do, clients only
+    /// warnings (their output is on stdout).
+    fn default_log_level(&self) -> &'static str {
+        match self {
+            Self::Bus(BusArgs {
+                command: BusCommand::Server(_),
+                ..
+            })
+            | Self::Mcpw(McpwArgs {
+                command: McpwCommand::Server(_),
+            })
+            | Self::Llmrtc(LlmrtcArgs {
+                command: LlmrtcCommand::Server(_),
+            })
+            | Self::Relay(RelayArgs {
+                command: RelayCommand::Server(_) | RelayCommand::Host(_),
+            }) => "info",
+            _ => "warn",
+        }
+    }
+}
+
+/// Runs the `agentwire` command: parses the command line (a bad one prints clap's error and
+/// exits 2), installs logging and runs the subcommand.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::common::init_tracing(cli.command.default_log_level());
+    run(cli.command).await
+}
+
+/// Runs one subcommand (logging is the caller's).
+pub async fn run(command: Command) -> ExitCode {
+    match command {
+        Command::Bus(BusArgs {
+            connection,
+            command,
+        }) => match command {
+            BusCommand::Client(c) => bus_client::run(connection, c).await,
+            BusCommand::Server(args) => bus_server::run(args).await,
+        },
+        Command::Chopsticks(ChopsticksArgs { command }) => match command {
+            ChopsticksCommand::Agent(args) => chopsticks_agent::run(args).await,
+            ChopsticksCommand::Server(args) => chopsticks_controller::run(args).await,
+        },
+        Command::Mcpw(McpwArgs { command }) => match command {
+            McpwCommand::Agent(args) => mcpw_agent::run(args).await,
+            McpwCommand::Server(args) => mcpw_server::run(args).await,
+        },
+        Command::Llmrtc(LlmrtcArgs { command }) => match command {
+            LlmrtcCommand::Client(args) => llmrtc_client::run(args).await,
+            LlmrtcCommand::Server(args) => llmrtc_server::run(args).await,
+        },
+        Command::Relay(RelayArgs { command }) => match command {
+            RelayCommand::Agent(args) => relay_agent::run(args).await,
+            RelayCommand::Host(args) => movie_host::run(args).await,
+            RelayCommand::Log(args) => relay_log::run(args),
+            RelayCommand::Server(args) => relay_server::run(args).await,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_tree_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
