@@ -10,16 +10,19 @@ use agentwire::jsonrpc_bus::message::{RawJson, SendMessageResult};
 use agentwire::jsonrpc_bus::{
     Bus, BusConfig, BusEvent, CommandError, DeliveryId, DropReason, HopOutcome,
 };
-use agentwire::tokio::{Handle, Server, ServerConfig};
+use agentwire::tokio::{Handle, ServerConfig};
 use serde_json::Value;
 use tokio::sync::oneshot;
+
+use crate::endpoint::{Endpoint, Mount, Place};
 
 type Waiters = Arc<Mutex<BTreeMap<DeliveryId, oneshot::Sender<SendMessageResult>>>>;
 
 /// A running bus.
 pub struct BusApp {
-    /// The server (for its address and shutdown).
-    pub server: Server<Bus>,
+    /// Where the bus is served (its address, URL and shutdown): a listener of its own
+    /// ([`start`]) or a route of a shared one ([`mount`]).
+    pub server: Endpoint<Bus>,
     /// Commands to the bus machine.
     pub handle: Handle<Bus>,
     waiters: Waiters,
@@ -66,11 +69,43 @@ pub async fn start_with(
     addr: &str,
     config: BusConfig,
     transport: ServerConfig,
+    on_event: impl FnMut(&BusEvent) + Send + 'static,
+) -> std::io::Result<BusApp> {
+    serve(Place::Bind(addr), config, transport, on_event).await
+}
+
+/// Serves a bus on the route `at` of a shared listener, with [`server_config`] (its
+/// plain-HTTP answer naming the route's path); otherwise as [`start`].
+pub async fn mount(
+    at: Mount<'_>,
+    config: BusConfig,
+    on_event: impl FnMut(&BusEvent) + Send + 'static,
+) -> std::io::Result<BusApp> {
+    let transport = server_config(&config).with_endpoint("jsonrpc-bus", at.path);
+    mount_with(at, config, transport, on_event).await
+}
+
+/// [`mount`] with explicit transport settings.
+pub async fn mount_with(
+    at: Mount<'_>,
+    config: BusConfig,
+    transport: ServerConfig,
+    on_event: impl FnMut(&BusEvent) + Send + 'static,
+) -> std::io::Result<BusApp> {
+    serve(Place::Route(at), config, transport, on_event).await
+}
+
+/// The one body of [`start_with`] and [`mount_with`]: the bus, its transport and its event
+/// task, at `place`.
+async fn serve(
+    place: Place<'_>,
+    config: BusConfig,
+    transport: ServerConfig,
     mut on_event: impl FnMut(&BusEvent) + Send + 'static,
 ) -> std::io::Result<BusApp> {
     let (now, unix_ms) = crate::common::clocks();
     let bus = Bus::new(config, UuidV4Ids, now, unix_ms);
-    let (server, mut events) = Server::bind(addr, bus, transport).await?;
+    let (server, mut events) = place.serve(bus, transport).await?;
     let waiters: Waiters = Arc::default();
     let w = waiters.clone();
     let events_task = tokio::spawn(async move {
@@ -104,9 +139,9 @@ impl BusApp {
         self.server.local_addr()
     }
 
-    /// `ws://<local_addr>`.
+    /// `ws://<local_addr>` (with the route's path when mounted; `wss://` over TLS).
     pub fn url(&self) -> String {
-        format!("ws://{}", self.local_addr())
+        self.server.url("")
     }
 
     /// Publishes `payload` on `topic` from the bus itself and waits for the chain's result.

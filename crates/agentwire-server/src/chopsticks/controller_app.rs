@@ -15,9 +15,11 @@ use agentwire::chopsticks::{
     Resp, AGENT_OFFLINE, AGENT_TIMEOUT,
 };
 use agentwire::core::{Id128, UuidV4Ids};
-use agentwire::tokio::{Handle, Limits, Server, ServerConfig};
+use agentwire::tokio::{Handle, Limits, ServerConfig};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
+
+use crate::endpoint::{Endpoint, Mount, Place};
 
 /// The acting user sent when none is configured: a placeholder that real agents answer with
 /// `not-in-guild` (a user they cannot find) instead of `missing-actor`. Pass a Discord user
@@ -90,8 +92,9 @@ type Waiters = Arc<Mutex<BTreeMap<Id128, oneshot::Sender<Outcome>>>>;
 
 /// A running controller.
 pub struct ControllerApp {
-    /// The server (for its address and shutdown).
-    pub server: Server<Controller>,
+    /// Where the controller is served (its address and shutdown): a listener of its own
+    /// ([`start`]) or a route of a shared one ([`mount`]).
+    pub server: Endpoint<Controller>,
     /// Commands to the controller machine.
     pub handle: Handle<Controller>,
     waiters: Waiters,
@@ -132,8 +135,41 @@ pub async fn start_with(
     transport: ServerConfig,
     on_event: impl Fn(&ControllerEvent) + Send + 'static,
 ) -> std::io::Result<ControllerApp> {
-    let (server, mut events) =
-        Server::bind(addr, Controller::new(config, UuidV4Ids), transport).await?;
+    serve(Place::Bind(addr), config, transport, on_event).await
+}
+
+/// Serves a controller on the route `at` of a shared listener, with [`server_config`] (its
+/// plain-HTTP answer naming the route's path); otherwise as [`start`].
+pub async fn mount(
+    at: Mount<'_>,
+    config: ControllerConfig,
+    on_event: impl Fn(&ControllerEvent) + Send + 'static,
+) -> std::io::Result<ControllerApp> {
+    let transport = server_config().with_endpoint("chopsticks controller", at.path);
+    mount_with(at, config, transport, on_event).await
+}
+
+/// [`mount`] with explicit transport settings.
+pub async fn mount_with(
+    at: Mount<'_>,
+    config: ControllerConfig,
+    transport: ServerConfig,
+    on_event: impl Fn(&ControllerEvent) + Send + 'static,
+) -> std::io::Result<ControllerApp> {
+    serve(Place::Route(at), config, transport, on_event).await
+}
+
+/// The one body of [`start_with`] and [`mount_with`]: the controller, its transport and its
+/// event task, at `place`.
+async fn serve(
+    place: Place<'_>,
+    config: ControllerConfig,
+    transport: ServerConfig,
+    on_event: impl Fn(&ControllerEvent) + Send + 'static,
+) -> std::io::Result<ControllerApp> {
+    let (server, mut events) = place
+        .serve(Controller::new(config, UuidV4Ids), transport)
+        .await?;
     let waiters: Waiters = Arc::default();
     let w = waiters.clone();
     let events_task = tokio::spawn(async move {
@@ -187,6 +223,11 @@ impl ControllerApp {
     /// The address agents connect to.
     pub fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()
+    }
+
+    /// `ws://<local_addr>/` (the route's path when mounted; `wss://` over TLS).
+    pub fn url(&self) -> String {
+        self.server.url("/")
     }
 
     /// Sets who the ops are sent as.

@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use agentwire::core::UuidV4Ids;
 use agentwire::llmrtc::{LlmrtcServer, ProviderError, RequestId, ServerConfig, ServerEvent};
-use agentwire::tokio::{Handle, Server, ServerConfig as TransportConfig};
+use agentwire::tokio::{Events, Handle, ServerConfig as TransportConfig};
 use llmrtc_webrtc::{WebrtcConfig, WebrtcServer, WebrtcServerEvent};
 
 use super::machine::ServerMachine;
 use super::providers::{LlmStep, Providers, Transcription};
+use crate::endpoint::{Endpoint, Mount, Place};
 
 /// How fast the stand-ins stream (a real LLM or TTS streams at its own pace).
 #[derive(Debug, Clone, Copy)]
@@ -81,8 +82,9 @@ impl WebrtcOptions {
 
 /// A running llmrtc server.
 pub struct LlmrtcApp {
-    /// The transport server (address, shutdown).
-    pub server: Server<ServerMachine>,
+    /// Where the server is served (address, UDP address, shutdown): a listener of its own
+    /// ([`start`], [`start_webrtc`]) or a route of a shared one ([`mount`]).
+    pub server: Endpoint<ServerMachine>,
     /// Commands to the machine (which dereferences to the `LlmrtcServer`).
     pub handle: Handle<ServerMachine>,
     /// The task answering provider requests; ends when the server stops.
@@ -90,9 +92,9 @@ pub struct LlmrtcApp {
 }
 
 impl LlmrtcApp {
-    /// `ws://<addr>/`.
+    /// `ws://<addr>/` (the route's path when mounted; `wss://` over TLS).
     pub fn url(&self) -> String {
-        format!("ws://{}/", self.server.local_addr())
+        self.server.url("/")
     }
 
     /// The bound address.
@@ -160,9 +162,13 @@ pub async fn start(
     on_event: impl FnMut(&ServerEvent) + Send + 'static,
 ) -> std::io::Result<LlmrtcApp> {
     let transport = transport_config(&config);
-    let machine = LlmrtcServer::new(config, UuidV4Ids).map_err(invalid)?;
-    let (server, events) = Server::bind(addr, ServerMachine::websocket(machine), transport).await?;
-    Ok(serve(server, events, providers, pacing, on_event))
+    let app = Stack {
+        config,
+        webrtc: None,
+        providers,
+        pacing,
+    };
+    app.serve(Place::Bind(addr), transport, on_event).await
 }
 
 /// Starts a server on `addr` that serves WebRTC: a UDP socket on the same IP (port
@@ -182,34 +188,117 @@ pub async fn start_webrtc(
     on_event: impl FnMut(&ServerEvent) + Send + 'static,
 ) -> std::io::Result<LlmrtcApp> {
     let transport = transport_config(&config);
-    let ws_addr = tokio::net::lookup_host(addr)
-        .await?
-        .next()
-        .ok_or_else(|| invalid(format!("{addr}: no address")))?;
-    let udp = tokio::net::UdpSocket::bind(SocketAddr::new(ws_addr.ip(), webrtc.udp_port)).await?;
-    let bound = udp.local_addr()?;
-    let mut public_ips = webrtc.public_ips;
-    if bound.ip().is_unspecified() && public_ips.is_empty() {
-        let loopback = if bound.is_ipv4() {
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
-        } else {
-            IpAddr::V6(Ipv6Addr::LOCALHOST)
+    let app = Stack {
+        config,
+        webrtc: Some(webrtc),
+        providers,
+        pacing,
+    };
+    app.serve(Place::Bind(addr), transport, on_event).await
+}
+
+/// Serves the server on the route `at` of a shared listener, with [`transport_config`]
+/// (its plain-HTTP answer naming the route's path): with WebRTC when `webrtc` is given (the
+/// UDP socket on the IP of the listener's configured address, as [`start_webrtc`]), over
+/// the WebSocket alone otherwise (as [`start`]).
+pub async fn mount(
+    at: Mount<'_>,
+    config: ServerConfig,
+    webrtc: Option<WebrtcOptions>,
+    providers: Providers,
+    pacing: Pacing,
+    on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<LlmrtcApp> {
+    let transport = transport_config(&config).with_endpoint("llmrtc", at.path);
+    mount_with(at, config, webrtc, providers, pacing, transport, on_event).await
+}
+
+/// [`mount`] with explicit transport settings.
+pub async fn mount_with(
+    at: Mount<'_>,
+    config: ServerConfig,
+    webrtc: Option<WebrtcOptions>,
+    providers: Providers,
+    pacing: Pacing,
+    transport: TransportConfig,
+    on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<LlmrtcApp> {
+    let app = Stack {
+        config,
+        webrtc,
+        providers,
+        pacing,
+    };
+    app.serve(Place::Route(at), transport, on_event).await
+}
+
+/// What a server is made of, before it is served somewhere.
+struct Stack {
+    config: ServerConfig,
+    webrtc: Option<WebrtcOptions>,
+    providers: Providers,
+    pacing: Pacing,
+}
+
+impl Stack {
+    /// The one body of every start and mount: the machine (with WebRTC on a UDP socket
+    /// beside `place` when asked), its transport, and the task that answers its provider
+    /// requests.
+    async fn serve(
+        self,
+        place: Place<'_>,
+        transport: TransportConfig,
+        on_event: impl FnMut(&ServerEvent) + Send + 'static,
+    ) -> std::io::Result<LlmrtcApp> {
+        let Some(webrtc) = self.webrtc else {
+            let machine = LlmrtcServer::new(self.config, UuidV4Ids).map_err(invalid)?;
+            let machine = ServerMachine::websocket(machine);
+            let (server, events) = place.serve(machine, transport).await?;
+            return Ok(answer_requests(
+                server,
+                events,
+                self.providers,
+                self.pacing,
+                on_event,
+            ));
         };
-        tracing::warn!(
-            "WebRTC on {bound} offers only {loopback} as its address: pass a public IP \
-             (--public-ip) for clients on other machines"
-        );
-        public_ips.push(loopback);
+        let listen = place.listen();
+        let ws_addr = tokio::net::lookup_host(listen)
+            .await?
+            .next()
+            .ok_or_else(|| invalid(format!("{listen}: no address")))?;
+        let udp =
+            tokio::net::UdpSocket::bind(SocketAddr::new(ws_addr.ip(), webrtc.udp_port)).await?;
+        let bound = udp.local_addr()?;
+        let mut public_ips = webrtc.public_ips;
+        if bound.ip().is_unspecified() && public_ips.is_empty() {
+            let loopback = if bound.is_ipv4() {
+                IpAddr::V4(Ipv4Addr::LOCALHOST)
+            } else {
+                IpAddr::V6(Ipv6Addr::LOCALHOST)
+            };
+            tracing::warn!(
+                "WebRTC on {bound} offers only {loopback} as its address: pass a public IP \
+                 (--public-ip) for clients on other machines"
+            );
+            public_ips.push(loopback);
+        }
+        let mut rtc = webrtc.config;
+        rtc.bind = bound;
+        for ip in public_ips {
+            rtc = rtc.with_public_addr(SocketAddr::new(ip, bound.port()));
+        }
+        let machine = WebrtcServer::new(self.config, rtc, UuidV4Ids).map_err(invalid)?;
+        let machine = ServerMachine::webrtc(machine);
+        let (server, events) = place.serve_with_udp(udp, machine, transport).await?;
+        Ok(answer_requests(
+            server,
+            events,
+            self.providers,
+            self.pacing,
+            on_event,
+        ))
     }
-    let mut rtc = webrtc.config;
-    rtc.bind = bound;
-    for ip in public_ips {
-        rtc = rtc.with_public_addr(SocketAddr::new(ip, bound.port()));
-    }
-    let machine = WebrtcServer::new(config, rtc, UuidV4Ids).map_err(invalid)?;
-    let (server, events) =
-        Server::bind_with_udp(ws_addr, udp, ServerMachine::webrtc(machine), transport).await?;
-    Ok(serve(server, events, providers, pacing, on_event))
 }
 
 fn invalid(e: impl ToString) -> std::io::Error {
@@ -217,9 +306,9 @@ fn invalid(e: impl ToString) -> std::io::Error {
 }
 
 /// Spawns the task that answers the provider requests of `server`'s machine.
-fn serve(
-    server: Server<ServerMachine>,
-    mut events: agentwire::tokio::Events<WebrtcServerEvent>,
+fn answer_requests(
+    server: Endpoint<ServerMachine>,
+    mut events: Events<WebrtcServerEvent>,
     mut providers: Providers,
     pacing: Pacing,
     mut on_event: impl FnMut(&ServerEvent) + Send + 'static,

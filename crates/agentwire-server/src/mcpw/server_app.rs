@@ -13,10 +13,12 @@ use agentwire::mcpw::orchestrator::{
     UpgradeConfig, UpgradePolicy,
 };
 use agentwire::mcpw::CompressPolicy;
-use agentwire::tokio::{Accept, Handle, Reject, Server, ServerConfig, UpgradeRequest};
+use agentwire::tokio::{Accept, Handle, Reject, ServerConfig, UpgradeRequest};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+use crate::endpoint::{Endpoint, Mount, Place};
 
 /// The Orchestrator, timed: each `handle_frame` is measured with the transport's clock and
 /// recorded in `websocket_message_latency_seconds` (the machine cannot time itself).
@@ -61,8 +63,9 @@ impl Machine for TimedOrchestrator {
 
 /// A running server.
 pub struct ServerApp {
-    /// The WebSocket server.
-    pub server: Server<TimedOrchestrator>,
+    /// Where the orchestrator is served: a listener of its own ([`start`]) or a route of a
+    /// shared one ([`mount`]).
+    pub server: Endpoint<TimedOrchestrator>,
     /// Commands to the machine (`submit_task`, metrics).
     pub handle: Handle<TimedOrchestrator>,
     /// The metrics endpoint's address, if one was asked for.
@@ -72,9 +75,14 @@ pub struct ServerApp {
 }
 
 impl ServerApp {
-    /// `ws://<addr>/`.
+    /// `ws://<addr>/` (the route's path when mounted; `wss://` over TLS).
     pub fn url(&self) -> String {
-        format!("ws://{}/", self.server.local_addr())
+        self.server.url("/")
+    }
+
+    /// The address agents connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
     }
 
     /// Stops the server (peers get 1001) and the metrics endpoint.
@@ -336,6 +344,59 @@ pub async fn start(
     metrics: Option<&str>,
     config: OrchestratorConfig,
     upgrade: UpgradeConfig,
+    on_event: impl FnMut(&OrchestratorEvent) + Send + 'static,
+) -> std::io::Result<ServerApp> {
+    serve(
+        Place::Bind(addr),
+        metrics,
+        config,
+        upgrade,
+        server_config(),
+        on_event,
+    )
+    .await
+}
+
+/// The transport settings of the reference orchestrator (its upgrade hook aside, which
+/// [`start`] and [`mount`] add): the installed per-address limits, over which a connection
+/// gets HTTP 503 before the upgrade, as at the connection cap.
+pub fn server_config() -> ServerConfig {
+    let refusal = agentwire::tokio::Refusal::http(503, "too many connections from this address\n");
+    crate::common::protect(ServerConfig::default(), "mcpw", "/", refusal)
+}
+
+/// Serves the orchestrator on the route `at` of a shared listener, behind the same upgrade
+/// policy, with no metrics endpoint of its own (the orchestrator's counters stay readable
+/// through [`ServerApp::handle`]); otherwise as [`start`].
+pub async fn mount(
+    at: Mount<'_>,
+    config: OrchestratorConfig,
+    upgrade: UpgradeConfig,
+    on_event: impl FnMut(&OrchestratorEvent) + Send + 'static,
+) -> std::io::Result<ServerApp> {
+    let transport = server_config().with_endpoint("mcpw", at.path);
+    mount_with(at, config, upgrade, transport, on_event).await
+}
+
+/// [`mount`] with explicit transport settings (the upgrade hook is added to them).
+pub async fn mount_with(
+    at: Mount<'_>,
+    config: OrchestratorConfig,
+    upgrade: UpgradeConfig,
+    transport: ServerConfig,
+    on_event: impl FnMut(&OrchestratorEvent) + Send + 'static,
+) -> std::io::Result<ServerApp> {
+    serve(Place::Route(at), None, config, upgrade, transport, on_event).await
+}
+
+/// The one body of [`start`] and [`mount_with`]: the orchestrator behind its upgrade
+/// policy, its event task and, if asked, the metrics endpoint, at `place`.
+async fn serve(
+    place: Place<'_>,
+    metrics: Option<&str>,
+    config: OrchestratorConfig,
+    upgrade: UpgradeConfig,
+    transport: ServerConfig,
     mut on_event: impl FnMut(&OrchestratorEvent) + Send + 'static,
 ) -> std::io::Result<ServerApp> {
     let open = Arc::new(AtomicUsize::new(0));
@@ -344,15 +405,8 @@ pub async fn start(
     let machine = TimedOrchestrator {
         inner: Orchestrator::new(config, UuidV4Ids, now, unix_ms),
     };
-    // Over the per-address cap: HTTP 503 before the upgrade, as at the connection cap.
-    let refusal = agentwire::tokio::Refusal::http(503, "too many connections from this address\n");
-    let transport = crate::common::protect(
-        ServerConfig::default().with_hook(hook(policy, Arc::clone(&open))),
-        "mcpw",
-        "/",
-        refusal,
-    );
-    let (server, mut events) = Server::bind(addr, machine, transport).await?;
+    let transport = transport.with_hook(hook(policy, Arc::clone(&open)));
+    let (server, mut events) = place.serve(machine, transport).await?;
     let counter = Arc::clone(&open);
     let events_task = tokio::spawn(async move {
         while let Some(ev) = events.recv().await {

@@ -7,15 +7,17 @@ use std::path::PathBuf;
 
 use agentwire::agent_relay::{accept_path, Relay, RelayConfig, RelayEvent, ENDPOINT_PATH};
 use agentwire::core::{ConnId, UuidV4Ids};
-use agentwire::tokio::{Accept, Handle, Reject, Server, ServerConfig, UpgradeRequest};
+use agentwire::tokio::{Accept, Handle, Reject, ServerConfig, UpgradeRequest};
 
 use super::log_writer::{StudyLog, SyncPolicy};
 use super::logging_relay::{LoggingRelay, ServerEvent, SyncJob};
+use crate::endpoint::{Endpoint, Mount, Place};
 
 /// A running relay.
 pub struct RelayApp {
-    /// The server (for its address and shutdown).
-    pub server: Server<LoggingRelay>,
+    /// Where the relay is served (its address and shutdown): a listener of its own
+    /// ([`start`]) or a route of a shared one ([`mount`]).
+    pub server: Endpoint<LoggingRelay>,
     /// Commands to the relay machine.
     pub handle: Handle<LoggingRelay>,
     /// The study-log directory.
@@ -49,17 +51,8 @@ pub fn path_hook(req: &UpgradeRequest<'_>) -> Result<Accept, Reject> {
 /// relay's `max_connections` (the relay itself answers the one too many with LIMIT_EXCEEDED
 /// and close 1013).
 pub fn server_config(relay: &RelayConfig) -> ServerConfig {
-    let config =
-        crate::common::machine_sized(relay.limits.max_message_bytes, relay.limits.max_connections)
-            .with_hook(path_hook);
-    // Over the per-address cap: close 1013 as at `max_connections` (the LIMIT_EXCEEDED
-    // envelope before it needs a fresh id and timestamp, which a fixed frame cannot carry).
-    let refusal = agentwire::tokio::Refusal::close(
-        agentwire::core::CloseCode::TRY_AGAIN_LATER,
-        "too-many-connections",
-    );
     let path = relay.path.as_deref().unwrap_or("/");
-    crate::common::protect(config, "agent-relay", path, refusal)
+    route_config(relay, path).with_hook(path_hook)
 }
 
 /// Starts a relay on `addr` writing its study log into `log_dir` (created if missing);
@@ -82,15 +75,80 @@ pub async fn start_with(
     transport: ServerConfig,
     log_dir: impl Into<PathBuf>,
     sync: SyncPolicy,
-    mut on_event: impl FnMut(&ServerEvent) + Send + 'static,
+    on_event: impl FnMut(&ServerEvent) + Send + 'static,
 ) -> std::io::Result<RelayApp> {
     let log_dir = log_dir.into();
+    serve(
+        Place::Bind(addr),
+        config,
+        transport,
+        log_dir,
+        sync,
+        on_event,
+    )
+    .await
+}
+
+/// The transport settings of a relay mounted at `path` of a shared listener: as
+/// [`server_config`], without [`path_hook`] (the listener routes by path; the relay's
+/// `path` is set to the route's, so a connection on any other path never reaches it) and
+/// with the plain-HTTP answer naming `path`.
+pub fn route_config(relay: &RelayConfig, path: &str) -> ServerConfig {
+    let config =
+        crate::common::machine_sized(relay.limits.max_message_bytes, relay.limits.max_connections);
+    // Over the per-address cap: close 1013 as at `max_connections` (the LIMIT_EXCEEDED
+    // envelope before it needs a fresh id and timestamp, which a fixed frame cannot carry).
+    let refusal = agentwire::tokio::Refusal::close(
+        agentwire::core::CloseCode::TRY_AGAIN_LATER,
+        "too-many-connections",
+    );
+    crate::common::protect(config, "agent-relay", path, refusal)
+}
+
+/// Serves a relay on the route `at` of a shared listener (its `path` set to the route's),
+/// with [`route_config`], writing its study log into `log_dir` (created if missing);
+/// otherwise as [`start`].
+pub async fn mount(
+    at: Mount<'_>,
+    config: RelayConfig,
+    log_dir: impl Into<PathBuf>,
+    sync: SyncPolicy,
+    on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<RelayApp> {
+    let transport = route_config(&config, at.path);
+    mount_with(at, config, transport, log_dir, sync, on_event).await
+}
+
+/// [`mount`] with explicit transport settings.
+pub async fn mount_with(
+    at: Mount<'_>,
+    mut config: RelayConfig,
+    transport: ServerConfig,
+    log_dir: impl Into<PathBuf>,
+    sync: SyncPolicy,
+    on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<RelayApp> {
+    config.path = Some(at.path.to_owned());
+    let log_dir = log_dir.into();
+    serve(Place::Route(at), config, transport, log_dir, sync, on_event).await
+}
+
+/// The one body of [`start_with`] and [`mount_with`]: the study log, the relay, its event
+/// task and its sync worker, at `place`.
+async fn serve(
+    place: Place<'_>,
+    config: RelayConfig,
+    transport: ServerConfig,
+    log_dir: PathBuf,
+    sync: SyncPolicy,
+    mut on_event: impl FnMut(&ServerEvent) + Send + 'static,
+) -> std::io::Result<RelayApp> {
     let log = StudyLog::open(&log_dir, sync)?;
     let (now, unix_ms) = crate::common::clocks();
     let (sync_tx, mut sync_rx) = tokio::sync::mpsc::channel::<SyncJob>(SYNC_QUEUE);
     let relay = Relay::new(config, UuidV4Ids, now, unix_ms);
     let machine = LoggingRelay::with_sync_worker(relay, log, sync_tx);
-    let (server, mut events) = Server::bind(addr, machine, transport).await?;
+    let (server, mut events) = place.serve(machine, transport).await?;
     let events_task = tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
             on_event(&ev);
@@ -128,9 +186,9 @@ impl RelayApp {
         self.server.local_addr()
     }
 
-    /// `ws://<local_addr>/agent/ws`.
+    /// `ws://<local_addr>/agent/ws` (the route's path when mounted; `wss://` over TLS).
     pub fn url(&self) -> String {
-        format!("ws://{}{ENDPOINT_PATH}", self.local_addr())
+        self.server.url(ENDPOINT_PATH)
     }
 
     /// Stops the relay: every peer gets close 1001, every session ends, and its file is
