@@ -52,9 +52,11 @@ pub struct ControllerConfig {
     /// Versions accepted in `hello`. Default `{"1.0.0"}`. The version-mismatch error names
     /// exactly this set ("Controller expects 1.0.0 or 2.0.0.").
     pub supported_versions: BTreeSet<String>,
-    /// If set, every `hello` must carry this `runnerSecret` (constant-time compare). An empty
-    /// secret, configured or presented, never matches. Default `None` (not checked).
-    pub runner_secret: Option<String>,
+    /// If not empty, every `hello` must carry one of these `runnerSecret`s (constant-time
+    /// compare). An empty secret, configured or presented, never matches. The controller
+    /// starts with these; [`Controller::rotate_runner_secrets`](crate::Controller::rotate_runner_secrets)
+    /// replaces them at run time. Default empty (not checked).
+    pub runner_secrets: Vec<String>,
     /// Time a connection has to send a valid `hello`. Default 8 s; then close 1008
     /// `hello-required`.
     pub hello_timeout: Duration,
@@ -72,7 +74,7 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
             supported_versions: BTreeSet::from([PROTOCOL_VERSION.to_owned()]),
-            runner_secret: None,
+            runner_secrets: Vec::new(),
             hello_timeout: Duration::from_secs(8),
             request_timeout: Duration::from_secs(30),
             stale_after: Duration::from_secs(45),
@@ -82,9 +84,18 @@ impl Default for ControllerConfig {
 }
 
 impl ControllerConfig {
-    /// Sets the runner secret.
+    /// Sets the one runner secret every `hello` must carry.
     pub fn with_runner_secret(mut self, secret: impl Into<String>) -> Self {
-        self.runner_secret = Some(secret.into());
+        self.runner_secrets = vec![secret.into()];
+        self
+    }
+
+    /// Sets the runner secrets a `hello` may carry (any one of them).
+    pub fn with_runner_secrets<S: Into<String>>(
+        mut self,
+        secrets: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.runner_secrets = secrets.into_iter().map(Into::into).collect();
         self
     }
 

@@ -135,7 +135,7 @@
 //!    version) and does not cancel the hello deadline.
 //!    (`handshake::a_hello_without_agent_id_is_ignored_before_the_version_is_checked`,
 //!    `handshake::version_is_checked_before_the_secret`, `an_ignored_hello_does_not_cancel_the_deadline`)
-//! 3. **Empty secrets never match.** A configured `Some("")` secret rejects every agent rather
+//! 3. **Empty secrets never match.** A configured `""` secret rejects every agent rather
 //!    than disabling the check. (`handshake::an_empty_configured_secret_never_matches`)
 //! 4. **Lenient `hello`.** Missing `ready`, `guildIds`, `poolId` decode as `false`, `[]`, `""`;
 //!    missing `botUserId`/`tag` as `null`. Unknown fields (`runnerId`, `agentId` on every
@@ -243,6 +243,13 @@
 //!     `agent_leave::after_leave_a_restarted_agent_and_a_new_agent_get_the_guilds_next_requests`,
 //!     `agent_leave::the_leave_close_is_1000_and_nothing_follows_it_on_that_connection`,
 //!     root `tests/chopsticks_e2e.rs`)
+//! 24. **Runner secrets rotate** without a restart: [`Controller::rotate_runner_secrets`]
+//!     replaces the accepted set at `now`; a secret no longer listed is still accepted for
+//!     the overlap given, then refused like a wrong one (error and close 1008), also at the
+//!     heartbeat `hello` of an agent that registered with it. Several secrets may be valid
+//!     at once ([`ControllerConfig::runner_secrets`]); once one is required, rotating to
+//!     none refuses every agent after the overlap instead of turning the check off.
+//!     (`handshake::a_rotated_secret_is_accepted_and_the_retired_one_refused_after_the_overlap`)
 //!
 //! # Feature flags
 //!

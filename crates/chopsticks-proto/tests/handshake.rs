@@ -167,6 +167,41 @@ fn right_runner_secret_registers() {
 }
 
 #[test]
+fn a_rotated_secret_is_accepted_and_the_retired_one_refused_after_the_overlap() {
+    let overlap = std::time::Duration::from_secs(10);
+    let mut sim = sim(ControllerConfig::default().with_runner_secret("old"));
+    let with = |id: &str, secret: &str| {
+        let mut h = hello(id, "1.0.0");
+        h["runnerSecret"] = json!(secret);
+        h
+    };
+    let early = raw(&mut sim);
+    send(&mut sim, early, &with("a1", "old"));
+    assert!(sim.server().agent("a1").is_some());
+    sim.call_server(|c, now| c.rotate_runner_secrets(["new"], overlap, now));
+    // During the overlap both are accepted.
+    let (during_old, during_new) = (raw(&mut sim), raw(&mut sim));
+    send(&mut sim, during_old, &with("a2", "old"));
+    send(&mut sim, during_new, &with("a3", "new"));
+    assert!(sim.server().agent("a2").is_some() && sim.server().agent("a3").is_some());
+    sim.run_for(overlap);
+    // After it, the retired secret is refused, for a new agent and at the heartbeat
+    // `hello` of one that registered with it; the new secret keeps working.
+    let late = raw(&mut sim);
+    send(&mut sim, late, &with("a4", "old"));
+    assert_eq!(closed(&sim, late), Some((1008, "Unauthorized".into())));
+    send(&mut sim, early, &with("a1", "old"));
+    assert_eq!(closed(&sim, early), Some((1008, "Unauthorized".into())));
+    send(&mut sim, during_new, &with("a3", "new"));
+    assert!(sim.raw_is_open(during_new));
+    assert!(sim.server().agent("a3").is_some());
+    assert_eq!(
+        sim.server().runner_secrets().current().collect::<Vec<_>>(),
+        ["new"]
+    );
+}
+
+#[test]
 fn an_empty_configured_secret_never_matches() {
     let mut sim = sim(ControllerConfig::default().with_runner_secret(""));
     let r = raw(&mut sim);

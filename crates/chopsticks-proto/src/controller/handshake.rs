@@ -1,7 +1,9 @@
 //! The checks every `hello` passes, in the real controller's order: `agentId`, then the
 //! version, then the types of the other fields, then the runner secret.
 
-use subtle::ConstantTimeEq;
+use std::time::Instant;
+
+use agentwire_core::RotatingSecrets;
 
 use crate::config::ControllerConfig;
 use crate::error::{InvalidHello, ProtocolError};
@@ -26,8 +28,13 @@ pub(crate) enum Verdict {
     },
 }
 
-/// Checks `hello` against `cfg`.
-pub(crate) fn check(cfg: &ControllerConfig, hello: &Hello) -> Verdict {
+/// Checks `hello` against `cfg` and the runner secrets valid at `now`.
+pub(crate) fn check(
+    cfg: &ControllerConfig,
+    secrets: &RotatingSecrets,
+    hello: &Hello,
+    now: Instant,
+) -> Verdict {
     let Some(agent_id) = hello.agent_id.as_ref().filter(|a| !a.is_empty()) else {
         return Verdict::Ignored;
     };
@@ -35,7 +42,8 @@ pub(crate) fn check(cfg: &ControllerConfig, hello: &Hello) -> Verdict {
         Ok(v) => v,
         Err(rejected) => return rejected,
     };
-    if !secret_matches(cfg.runner_secret.as_deref(), hello.runner_secret.as_deref()) {
+    // No secret configured accepts anything; an empty secret on either side never matches.
+    if !secrets.accepts(hello.runner_secret.as_deref(), now) {
         return Verdict::Rejected(
             texts::ERR_UNAUTHORIZED.to_owned(),
             ProtocolError::Unauthorized,
@@ -97,16 +105,4 @@ fn incompatible(cfg: &ControllerConfig, version: &str) -> Verdict {
         texts::err_incompatible_version(version, &expected),
         ProtocolError::IncompatibleVersion(version.to_owned()),
     )
-}
-
-/// Whether `presented` matches the configured secret (constant-time); no configured secret
-/// accepts anything, and an empty secret on either side never matches.
-fn secret_matches(expected: Option<&str>, presented: Option<&str>) -> bool {
-    match (expected, presented) {
-        (None, _) => true,
-        (Some(expected), Some(p)) if !expected.is_empty() && !p.is_empty() => {
-            bool::from(expected.as_bytes().ct_eq(p.as_bytes()))
-        }
-        _ => false,
-    }
 }

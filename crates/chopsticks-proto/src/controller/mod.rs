@@ -12,10 +12,11 @@ mod registry;
 mod requests;
 mod sessions;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use agentwire_core::{
     CloseCode, ConnId, Frame, Id128, IdGen, Machine, Monotonic, Outbox, Output, PeerInfo,
+    RotatingSecrets,
 };
 use serde::Serialize;
 
@@ -78,6 +79,8 @@ enum Unanswered {
 /// ([`agents`](Self::agents), [`sessions`](Self::sessions), ...).
 pub struct Controller {
     cfg: ControllerConfig,
+    /// The runner secrets valid now (current and retiring).
+    secrets: RotatingSecrets,
     clock: Monotonic,
     out: Outbox<ControllerEvent>,
     /// Encode buffer of `error` messages.
@@ -105,6 +108,7 @@ impl Controller {
         Self {
             sessions: Sessions::new(config.limits.max_sessions),
             requests: Requests::new(Box::new(ids), config.request_timeout),
+            secrets: RotatingSecrets::new(config.runner_secrets.iter().cloned()),
             cfg: config,
             clock: Monotonic::new(),
             out: Outbox::new(),
@@ -113,9 +117,30 @@ impl Controller {
         }
     }
 
-    /// The configuration.
+    /// The configuration (its `runner_secrets` are the ones the controller started with).
     pub fn config(&self) -> &ControllerConfig {
         &self.cfg
+    }
+
+    /// The runner secrets accepted now: current ones, and removed ones until their overlap
+    /// ends.
+    pub fn runner_secrets(&self) -> &RotatingSecrets {
+        &self.secrets
+    }
+
+    /// Replaces the accepted runner secrets at `now`: a secret no longer listed is still
+    /// accepted until `now + overlap` and refused after. Every `hello` (the first and each
+    /// heartbeat) is checked, so an agent still on a retired secret is refused at its
+    /// first `hello` after the overlap. Once a secret is required it stays required: an
+    /// empty list refuses every agent after the overlap.
+    pub fn rotate_runner_secrets<S: Into<String>>(
+        &mut self,
+        secrets: impl IntoIterator<Item = S>,
+        overlap: Duration,
+        now: Instant,
+    ) {
+        let now = self.clock.observe(now);
+        self.secrets.rotate(secrets, overlap, now);
     }
 
     // ----- getters -----
@@ -391,7 +416,7 @@ impl Controller {
     /// Checks a `hello` in the real controller's order (see [`handshake`]) and registers
     /// the agent it announces.
     fn on_hello(&mut self, conn: ConnId, hello: Hello, now: Instant) {
-        match handshake::check(&self.cfg, &hello) {
+        match handshake::check(&self.cfg, &self.secrets, &hello, now) {
             Verdict::Ignored => self.violation(conn, ProtocolError::MissingAgentId),
             Verdict::Rejected(text, error) => self.reject(conn, &text, error),
             Verdict::Accepted { agent_id, version } => {
