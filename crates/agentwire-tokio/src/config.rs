@@ -7,7 +7,7 @@ use std::time::Duration;
 use agentwire_core::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::{Backoff, Refusal, UpgradeHook, WallClockSync};
+use crate::{AddressFilter, Backoff, Refusal, UpgradeHook, WallClockSync};
 
 /// Per-connection limits and timers, shared by [`ServerConfig`] and [`ClientConfig`].
 ///
@@ -282,6 +282,7 @@ pub struct ServerConfig {
     pub udp: UdpLimits,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) hook: Option<Arc<dyn UpgradeHook>>,
+    pub(crate) address_filter: Option<Arc<dyn AddressFilter>>,
 }
 
 /// Default of [`ServerConfig::max_pending_handshakes`] and
@@ -306,6 +307,7 @@ impl Default for ServerConfig {
             udp: UdpLimits::default(),
             tls: None,
             hook: None,
+            address_filter: None,
         }
     }
 }
@@ -331,6 +333,7 @@ impl fmt::Debug for ServerConfig {
             .field("udp", &self.udp)
             .field("tls", &self.tls.is_some())
             .field("hook", &self.hook.is_some())
+            .field("address_filter", &self.address_filter.is_some())
             .finish()
     }
 }
@@ -417,6 +420,13 @@ impl ServerConfig {
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
     }
+
+    /// Serves only peers `filter` allows: any other TCP connection is closed at accept,
+    /// before TLS and before any HTTP (an IP allowlist). Default: every peer is served.
+    pub fn with_address_filter(mut self, filter: impl AddressFilter) -> Self {
+        self.address_filter = Some(Arc::new(filter));
+        self
+    }
 }
 
 /// Configuration of a [`Router`](crate::Router)'s listener: what comes before a request
@@ -442,6 +452,7 @@ pub struct ListenerConfig {
     /// serves. Default: a sentence saying no WebSocket endpoint is at this path.
     pub not_found_body: String,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) address_filter: Option<Arc<dyn AddressFilter>>,
 }
 
 impl Default for ListenerConfig {
@@ -454,6 +465,7 @@ impl Default for ListenerConfig {
             max_header_bytes: limits.max_header_bytes,
             not_found_body: "No WebSocket endpoint at this path.\n".to_owned(),
             tls: None,
+            address_filter: None,
         }
     }
 }
@@ -470,6 +482,7 @@ impl fmt::Debug for ListenerConfig {
             .field("max_header_bytes", &self.max_header_bytes)
             .field("not_found_body", &self.not_found_body)
             .field("tls", &self.tls.is_some())
+            .field("address_filter", &self.address_filter.is_some())
             .finish()
     }
 }
@@ -516,6 +529,14 @@ impl ListenerConfig {
     /// Whether TLS is configured.
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// Serves only peers `filter` allows, on every route: any other TCP connection is
+    /// closed at accept, before TLS and before any HTTP (an IP allowlist). Default: every
+    /// peer is served.
+    pub fn with_address_filter(mut self, filter: impl AddressFilter) -> Self {
+        self.address_filter = Some(Arc::new(filter));
+        self
     }
 }
 

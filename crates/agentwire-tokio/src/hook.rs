@@ -171,6 +171,28 @@ where
     }
 }
 
+/// Decides at accept, from the peer's address alone, whether a TCP connection is served
+/// (an IP allowlist). A refused socket is closed at once: before TLS, before any HTTP, and
+/// without touching the pending-handshake counts.
+///
+/// It runs in the accept loop, so it must be quick and must not block. Closures
+/// `Fn(SocketAddr) -> bool` implement it. Set it with
+/// [`ServerConfig::with_address_filter`](crate::ServerConfig::with_address_filter) or
+/// [`ListenerConfig::with_address_filter`](crate::ListenerConfig::with_address_filter).
+pub trait AddressFilter: Send + Sync + 'static {
+    /// Whether a connection from `peer` is served.
+    fn allows(&self, peer: SocketAddr) -> bool;
+}
+
+impl<F> AddressFilter for F
+where
+    F: Fn(SocketAddr) -> bool + Send + Sync + 'static,
+{
+    fn allows(&self, peer: SocketAddr) -> bool {
+        self(peer)
+    }
+}
+
 /// Header pairs with lowercased names and lossily decoded values, in arrival order (the
 /// form `PeerInfo` and `UpgradeRequest` carry).
 pub(crate) fn header_pairs(

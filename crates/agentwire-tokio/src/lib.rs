@@ -336,7 +336,7 @@ pub use client::Client;
 pub use config::{ClientConfig, Limits, ListenerConfig, ServerConfig, UdpLimits};
 pub use error::{ConfigError, TlsError};
 pub use handle::{Closed, Events, Handle};
-pub use hook::{Accept, Refusal, Reject, UpgradeHook, UpgradeRequest};
+pub use hook::{Accept, AddressFilter, Refusal, Reject, UpgradeHook, UpgradeRequest};
 pub use router::{Listener, Router};
 pub use server::Server;
 pub use stats::{CloseCounts, DropCounts, TransportStats};

@@ -86,9 +86,10 @@ impl Router {
     /// owner task (it sees connections once the router is [bound](Self::bind)). Must be
     /// called inside a tokio runtime. Returns the machine's handle and events.
     ///
-    /// The path is matched exactly against the request path without its query. TLS and
-    /// the pending-handshake caps are the listener's ([`ListenerConfig`]), so `config`
-    /// must not set TLS; its `max_pending_handshakes*` are not used.
+    /// The path is matched exactly against the request path without its query. TLS, the
+    /// address filter and the pending-handshake caps are the listener's
+    /// ([`ListenerConfig`]), so `config` must not set TLS; its address filter and
+    /// `max_pending_handshakes*` are not used.
     pub fn route<M>(
         &mut self,
         path: &str,
@@ -190,11 +191,13 @@ impl Router {
             plain: self.config.tls.is_none(),
         };
         let pending = Arc::new(PerAddress::default());
+        let filter = self.config.address_filter.clone();
         let accept_task = tokio::spawn(
             accept_loop(
                 listener,
                 pending,
                 caps,
+                filter,
                 Arc::clone(&stats),
                 move |tcp, addr| routed_handshake(tcp, addr, Arc::clone(&shared)),
             )
@@ -250,8 +253,8 @@ impl Listener {
     }
 
     /// The listener's own transport counters: what happens before a route is chosen
-    /// (sockets the pending-handshake caps refuse, handshakes that time out or fail,
-    /// 404s). Each route's connections, frames, closes and refusals are
+    /// (sockets the address filter or the pending-handshake caps refuse, handshakes that
+    /// time out or fail, 404s). Each route's connections, frames, closes and refusals are
     /// in its [`Handle::stats`].
     pub fn stats(&self) -> TransportStats {
         self.stats.snapshot()

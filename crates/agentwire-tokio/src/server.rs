@@ -92,6 +92,9 @@ pub(crate) struct PendingCaps {
     pub(crate) plain: bool,
 }
 
+/// The accept loop's address filter, if the listener has one.
+pub(crate) type Filter = Option<Arc<dyn crate::AddressFilter>>;
+
 /// A WebSocket server driving one machine that owns every connection.
 ///
 /// [`bind`](Self::bind) spawns the accept loop and the owner task and returns at once.
@@ -152,10 +155,12 @@ where
             plain: config.tls.is_none(),
         };
         let pending = Arc::clone(&shared.per_address);
+        let filter = config.address_filter.clone();
         let accept_task = tokio::spawn(accept_loop(
             listener,
             pending,
             caps,
+            filter,
             handle.counters(),
             move |tcp, addr| handshake(tcp, addr, Arc::clone(&shared)),
         ));
@@ -311,13 +316,15 @@ too many handshakes from this address\n";
 
 /// Accepts sockets and runs `handshake` for each in its own task.
 ///
-/// A socket over the total or per-address (`pending`) pending cap is answered and dropped
-/// at once; it never displaces another handshake, and established connections are not
-/// touched.
+/// A socket from an address `filter` refuses is closed at once, before anything is read or
+/// counted. A socket over the total or per-address (`pending`) pending cap is answered and
+/// dropped at once; it never displaces another handshake, and established connections are
+/// not touched.
 pub(crate) async fn accept_loop<F, Fut>(
     listener: TcpListener,
     pending: Arc<PerAddress>,
     caps: PendingCaps,
+    filter: Filter,
     stats: Arc<TransportCounters>,
     handshake: F,
 ) where
@@ -329,6 +336,12 @@ pub(crate) async fn accept_loop<F, Fut>(
         tokio::select! {
             res = listener.accept() => match res {
                 Ok((tcp, addr)) => {
+                    if filter.as_ref().is_some_and(|f| !f.allows(addr)) {
+                        stats.dropped(DropReason::NotAllowed);
+                        tracing::trace!(peer = %addr, "address not allowed; closed");
+                        drop(tcp);
+                        continue;
+                    }
                     if handshakes.len() >= caps.total {
                         stats.dropped(DropReason::HandshakeCap);
                         tracing::debug!(peer = %addr, "too many pending handshakes; dropped");
