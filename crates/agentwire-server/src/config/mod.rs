@@ -25,8 +25,8 @@
 //! key's name (`_ms`, `_secs`); 0 means "off" only where a key's comment says so.
 //!
 //! Unknown keys are errors, and every error names the key and where it was set:
-//! `agentwire.toml:12: key `bus.max_message_bytes`: invalid type: string "big", expected
-//! usize`. [`Config::validate`] checks what types cannot: every protocol's `listener`
+//! ``agentwire.toml:12: key `bus.max_message_bytes`: invalid type: string "big", expected
+//! usize``. [`Config::validate`] checks what types cannot: every protocol's `listener`
 //! exists, no two enabled protocols share a path on one listener, listener names are
 //! unique, addresses and allowlist entries parse, limits that cannot be zero are not.
 //!
