@@ -16,6 +16,7 @@
 //! share: tracing to stderr, the clocks a machine is anchored to, and the per-address
 //! connection limits every server takes as flags.
 
+pub mod admin;
 pub mod bus;
 pub mod chopsticks;
 pub mod cli;
@@ -24,4 +25,5 @@ pub mod config;
 pub mod endpoint;
 pub mod llmrtc;
 pub mod mcpw;
+pub mod metrics;
 pub mod relay;
