@@ -1068,3 +1068,40 @@ fn a_file_error_after_overrides_still_names_the_file_line() {
         "{e}"
     );
 }
+
+#[test]
+fn two_listeners_on_one_address_are_an_error() {
+    let e = reject(
+        "[[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:7000\"\n\n[[listener]]\nname = \"b\"\nlisten = \"127.0.0.1:7000\"\n",
+    );
+    assert_at(&e, "listener[1].listen", 7);
+    let e = reject("[admin]\nlisten = \"127.0.0.1:8080\"\n");
+    assert_at(&e, "admin.listen", 2);
+    // Port 0 (any free port) twice is fine.
+    parse(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n[[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"b\"\nlisten = \"127.0.0.1:0\"\n",
+    );
+}
+
+#[test]
+fn a_file_larger_than_any_configuration_is_refused_unread() {
+    let (path, _guard) = file(&format!(
+        "# {}\n",
+        "x".repeat(usize::try_from(agentwire_server::config::MAX_FILE_BYTES).expect("fits"))
+    ));
+    let e = Config::load(&path).expect_err("too large");
+    assert!(matches!(e, ConfigError::TooLarge { .. }), "{e:?}");
+}
+
+#[test]
+fn deeply_nested_values_are_an_error_not_a_crash() {
+    for text in [
+        format!("x = {}1{}", "[".repeat(100_000), "]".repeat(100_000)),
+        format!("x = {}1{}", "{a=".repeat(100_000), "}".repeat(100_000)),
+    ] {
+        reject(&text);
+    }
+    let set = format!("bus.topics={}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    Config::resolve(None, Vec::new(), &[set]).expect_err("not a list of strings");
+}

@@ -50,6 +50,14 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
+    /// The file is larger than any configuration needs ([`MAX_FILE_BYTES`](super::MAX_FILE_BYTES)).
+    #[error("{}: the configuration file is larger than {max} bytes", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The cap.
+        max: u64,
+    },
     /// The text is not valid TOML, or a key is unknown or has the wrong type.
     #[error("{}", located(where_.as_ref(), key.as_deref(), message))]
     Parse {
@@ -97,7 +105,7 @@ impl ConfigError {
         match self {
             Self::Parse { where_, .. } | Self::Invalid { where_, .. } => where_.as_ref(),
             Self::Override { source_, .. } => Some(source_),
-            Self::Read { .. } => None,
+            Self::Read { .. } | Self::TooLarge { .. } => None,
         }
     }
 

@@ -289,11 +289,27 @@ pub fn defaults_toml() -> String {
     include_str!("defaults.toml").to_owned()
 }
 
+/// The largest configuration file read (1 MiB: the complete defaults file is about 20 KiB).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
 fn read(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    use std::io::Read as _;
+    let failed = |source| ConfigError::Read {
         path: path.to_owned(),
         source,
-    })
+    };
+    let file = std::fs::File::open(path).map_err(failed)?;
+    let mut text = String::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(failed)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(ConfigError::TooLarge {
+            path: path.to_owned(),
+            max: MAX_FILE_BYTES,
+        });
+    }
+    Ok(text)
 }
 
 /// File (text, origin), then overrides, then deserialization and validation, with every

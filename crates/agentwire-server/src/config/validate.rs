@@ -11,7 +11,17 @@ use super::Config;
 pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
     listeners(c)?;
     if c.admin.enabled {
-        address("admin.listen", &c.admin.listen)?;
+        let admin = address("admin.listen", &c.admin.listen)?;
+        if let Some(i) = c
+            .listener
+            .iter()
+            .position(|l| admin.port() != 0 && l.listen.parse() == Ok(admin))
+        {
+            return Err(ConfigError::invalid(
+                "admin.listen",
+                format!("{admin} is also the address of listener[{i}]"),
+            ));
+        }
     }
     tracing_subscriber::EnvFilter::try_new(&c.log.level)
         .map_err(|e| ConfigError::invalid("log.level", format!("not a tracing filter: {e}")))?;
@@ -40,7 +50,16 @@ fn listeners(c: &Config) -> Result<(), ConfigError> {
                 ),
             ));
         }
-        address(&key("listen"), &l.listen)?;
+        let addr = address(&key("listen"), &l.listen)?;
+        if let Some(first) = c.listener[..i]
+            .iter()
+            .position(|other| addr.port() != 0 && other.listen.parse() == Ok(addr))
+        {
+            return Err(ConfigError::invalid(
+                key("listen"),
+                format!("{addr} is also the address of listener[{first}]"),
+            ));
+        }
         l.allowlist()
             .map_err(|e| prefixed(e, &format!("listener[{i}].")))?;
         nonzero(&key("handshake_timeout_ms"), l.handshake_timeout_ms)?;
@@ -385,8 +404,8 @@ fn nonzero<T: PartialEq + Default>(key: &str, value: T) -> Result<(), ConfigErro
 }
 
 /// `value` must be an `IP:PORT` socket address.
-fn address(key: &str, value: &str) -> Result<(), ConfigError> {
-    value.parse::<SocketAddr>().map(|_| ()).map_err(|_| {
+fn address(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse::<SocketAddr>().map_err(|_| {
         ConfigError::invalid(
             key,
             format!("{value:?} is not an IP:PORT address (e.g. 127.0.0.1:8080, [::]:8080)"),
