@@ -27,3 +27,4 @@ pub mod llmrtc;
 pub mod mcpw;
 pub mod metrics;
 pub mod relay;
+pub mod security;

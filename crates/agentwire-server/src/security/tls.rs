@@ -1,0 +1,249 @@
+//! Server TLS: a PEM certificate chain and key whose certificate can be swapped while the
+//! listener serves, and the two protocol profiles (rustls defaults, and MCPW's TLS 1.3 with
+//! the spec's cipher suites).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::watch::Watcher;
+use super::SecurityError;
+
+/// Which TLS rules a listener follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsProfile {
+    /// rustls' defaults: TLS 1.2 and 1.3 with rustls' safe cipher suites (every protocol
+    /// but MCPW, whose specs say nothing about TLS).
+    Default,
+    /// The MCPW spec's `tls.Config`: TLS 1.3 only, with `TLS_AES_256_GCM_SHA384` and
+    /// `TLS_CHACHA20_POLY1305_SHA256` in that order of preference, the server's order
+    /// winning (`PreferServerCipherSuites`). rustls also offers `TLS13_AES_128_GCM_SHA256`;
+    /// it is left out because the spec lists the two suites alone.
+    Mcpw,
+}
+
+impl TlsProfile {
+    /// The crypto provider (ring) with this profile's cipher suites.
+    pub fn provider(self) -> CryptoProvider {
+        let mut provider = rustls::crypto::ring::default_provider();
+        if self == Self::Mcpw {
+            use rustls::crypto::ring::cipher_suite;
+            provider.cipher_suites = vec![
+                cipher_suite::TLS13_AES_256_GCM_SHA384,
+                cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            ];
+        }
+        provider
+    }
+
+    /// The protocol versions this profile allows.
+    pub fn versions(self) -> &'static [&'static rustls::SupportedProtocolVersion] {
+        /// TLS 1.3 alone.
+        static TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
+        match self {
+            Self::Default => rustls::DEFAULT_VERSIONS,
+            Self::Mcpw => TLS13_ONLY,
+        }
+    }
+}
+
+/// The certificate and key file of a listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFiles {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// Reads `path` whole.
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, SecurityError> {
+    std::fs::read(path).map_err(|source| SecurityError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Parses a PEM certificate chain and key into the form rustls serves, checking that the
+/// key is the certificate's.
+pub fn certified_key(
+    files: &CertFiles,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    provider: &CryptoProvider,
+) -> Result<Arc<CertifiedKey>, SecurityError> {
+    let no_cert = || SecurityError::NoCertificate {
+        path: files.cert.clone(),
+    };
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| no_cert())?;
+    if chain.is_empty() {
+        return Err(no_cert());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| SecurityError::NoPrivateKey {
+        path: files.key.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(Arc::new(CertifiedKey::from_der(chain, key, provider)?))
+}
+
+/// The certificate a listener serves, swappable while it serves: each new TLS handshake
+/// takes the current one, connections already up keep theirs.
+pub struct CertStore {
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl fmt::Debug for CertStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertStore")
+            .field("leaf_sha256", &super::pin::hex(&self.leaf_sha256()))
+            .finish()
+    }
+}
+
+impl CertStore {
+    /// A store serving `key`.
+    pub fn new(key: Arc<CertifiedKey>) -> Self {
+        Self {
+            current: RwLock::new(key),
+        }
+    }
+
+    /// The certificate served now.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Serves `key` from the next handshake on.
+    pub fn replace(&self, key: Arc<CertifiedKey>) {
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = key;
+    }
+
+    /// The SHA-256 of the leaf certificate served now (what a pinned client compares).
+    pub fn leaf_sha256(&self) -> [u8; 32] {
+        let key = self.current();
+        key.cert
+            .first()
+            .map(|c| super::pin::sha256(c.as_ref()))
+            .unwrap_or_default()
+    }
+}
+
+impl ResolvesServerCert for CertStore {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// A rustls server configuration that serves whatever `store` holds, under `profile`,
+/// offering ALPN `http/1.1`.
+pub fn server_config(
+    store: Arc<CertStore>,
+    profile: TlsProfile,
+) -> Result<Arc<rustls::ServerConfig>, SecurityError> {
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(profile.provider()))
+        .with_protocol_versions(profile.versions())?
+        .with_no_client_auth()
+        .with_cert_resolver(store);
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // The spec's PreferServerCipherSuites: our order, not the client's.
+    cfg.ignore_client_order = profile == TlsProfile::Mcpw;
+    Ok(Arc::new(cfg))
+}
+
+/// Reloads a listener's certificate from its files when they change.
+pub struct CertReloader {
+    files: CertFiles,
+    provider: CryptoProvider,
+    store: Arc<CertStore>,
+    /// The file contents last looked at (loaded or refused), so an unchanged file is
+    /// neither parsed again nor reported again.
+    last: Mutex<(Vec<u8>, Vec<u8>)>,
+}
+
+impl fmt::Debug for CertReloader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertReloader")
+            .field("files", &self.files)
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
+impl CertReloader {
+    /// Loads `files` under `profile`: the reloader and the store that serves them.
+    pub fn load(files: CertFiles, profile: TlsProfile) -> Result<Self, SecurityError> {
+        let provider = profile.provider();
+        let cert_pem = read(&files.cert)?;
+        let key_pem = read(&files.key)?;
+        let key = certified_key(&files, &cert_pem, &key_pem, &provider)?;
+        Ok(Self {
+            files,
+            provider,
+            store: Arc::new(CertStore::new(key)),
+            last: Mutex::new((cert_pem, key_pem)),
+        })
+    }
+
+    /// The store the listener's rustls configuration resolves from.
+    pub fn store(&self) -> Arc<CertStore> {
+        Arc::clone(&self.store)
+    }
+
+    /// The files it reloads.
+    pub fn files(&self) -> &CertFiles {
+        &self.files
+    }
+
+    /// Reads both files; if either changed since the last look (or `force`), parses them
+    /// and serves the new certificate. `Ok(true)`: a new certificate is served; `Ok(false)`:
+    /// nothing changed; `Err`: the files are unreadable or bad, and the current certificate
+    /// stays.
+    pub fn reload(&self, force: bool) -> Result<bool, SecurityError> {
+        let cert_pem = read(&self.files.cert)?;
+        let key_pem = read(&self.files.key)?;
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if !force && last.0 == cert_pem && last.1 == key_pem {
+            return Ok(false);
+        }
+        let parsed = certified_key(&self.files, &cert_pem, &key_pem, &self.provider);
+        *last = (cert_pem, key_pem);
+        self.store.replace(parsed?);
+        Ok(true)
+    }
+
+    /// Runs [`reload`](Self::reload) every `every` (if set) and on SIGHUP (`force`), logging
+    /// each new certificate and each refused file once.
+    pub fn watch(self: &Arc<Self>, every: Option<Duration>) -> Watcher {
+        let me = Arc::clone(self);
+        Watcher::spawn("certificate", every, move |force| {
+            let me = Arc::clone(&me);
+            async move {
+                let files = me.files.clone();
+                let outcome = tokio::task::spawn_blocking(move || me.reload(force)).await;
+                match outcome {
+                    Ok(Ok(true)) => tracing::info!(
+                        cert = %files.cert.display(),
+                        "TLS certificate reloaded; new connections get it"
+                    ),
+                    Ok(Ok(false)) => {}
+                    Ok(Err(e)) => tracing::error!(
+                        cert = %files.cert.display(),
+                        error = %e,
+                        "TLS certificate not reloaded; the current one stays"
+                    ),
+                    Err(e) => tracing::error!(error = %e, "TLS certificate reload failed"),
+                }
+            }
+        })
+    }
+}
