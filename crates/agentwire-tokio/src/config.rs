@@ -283,6 +283,9 @@ pub struct ServerConfig {
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) hook: Option<Arc<dyn UpgradeHook>>,
     pub(crate) address_filter: Option<Arc<dyn AddressFilter>>,
+    /// The protocol named by [`with_endpoint`](Self::with_endpoint): the `protocol` field
+    /// of every connection's `conn` span.
+    pub(crate) protocol: Option<Arc<str>>,
 }
 
 /// Default of [`ServerConfig::max_pending_handshakes`] and
@@ -308,6 +311,7 @@ impl Default for ServerConfig {
             tls: None,
             hook: None,
             address_filter: None,
+            protocol: None,
         }
     }
 }
@@ -334,6 +338,7 @@ impl fmt::Debug for ServerConfig {
             .field("tls", &self.tls.is_some())
             .field("hook", &self.hook.is_some())
             .field("address_filter", &self.address_filter.is_some())
+            .field("protocol", &self.protocol)
             .finish()
     }
 }
@@ -376,8 +381,10 @@ impl ServerConfig {
     }
 
     /// Sets [`plain_http_body`](Self::plain_http_body) to a sentence naming `protocol` and
-    /// the WebSocket `path`, e.g. `with_endpoint("jsonrpc-bus", "/")`.
+    /// the WebSocket `path`, e.g. `with_endpoint("jsonrpc-bus", "/")`, and names `protocol`
+    /// in every connection's `conn` span (field `protocol`, beside `id` and `peer`).
     pub fn with_endpoint(mut self, protocol: &str, path: &str) -> Self {
+        self.protocol = Some(protocol.into());
         self.plain_http_body = format!(
             "This is the {protocol} WebSocket endpoint at {path}; connect to it with a WebSocket client.\n"
         );

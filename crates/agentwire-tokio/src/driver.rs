@@ -47,6 +47,9 @@ pub(crate) struct Core<M: Machine> {
     wall: WallAnchor,
     /// The driver's transport counters ([`Handle::stats`](crate::Handle::stats)).
     stats: Arc<TransportCounters>,
+    /// The protocol the `conn` spans name
+    /// ([`ServerConfig::with_endpoint`](crate::ServerConfig::with_endpoint)).
+    pub(crate) protocol: Option<Arc<str>>,
 }
 
 impl<M: Machine> Core<M> {
@@ -72,6 +75,7 @@ impl<M: Machine> Core<M> {
             resumed: Vec::new(),
             wall: WallAnchor::new(wall),
             stats,
+            protocol: None,
         }
     }
 
@@ -104,9 +108,22 @@ impl<M: Machine> Core<M> {
         let conn = ConnId::new(self.next_id);
         self.next_id += 1;
         let span = match peer.remote_addr {
-            Some(addr) => tracing::info_span!("conn", id = conn.get(), peer = %addr),
-            None => tracing::info_span!("conn", id = conn.get(), peer = "?"),
+            Some(addr) => tracing::info_span!(
+                "conn",
+                id = conn.get(),
+                peer = %addr,
+                protocol = tracing::field::Empty
+            ),
+            None => tracing::info_span!(
+                "conn",
+                id = conn.get(),
+                peer = "?",
+                protocol = tracing::field::Empty
+            ),
         };
+        if let Some(protocol) = &self.protocol {
+            span.record("protocol", &**protocol);
+        }
         span.in_scope(|| tracing::debug!(path = %peer.path, "connected"));
         let tx = conn::spawn(
             conn,

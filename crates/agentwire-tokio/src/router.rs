@@ -150,7 +150,7 @@ impl Router {
         }
         let (accepted_tx, accepted_rx) = mpsc::channel(64);
         let shared = Arc::new(AcceptShared::new(&config, accepted_tx, handle.counters()));
-        let core = Core::new(
+        let mut core = Core::new(
             machine,
             config.limits,
             events_tx,
@@ -158,6 +158,7 @@ impl Router {
             config.wall_clock,
             handle.counters(),
         );
+        core.protocol = config.protocol;
         tokio::spawn(
             run(core, control, accepted_rx, None, udp)
                 .instrument(tracing::info_span!("route", path = %path)),

@@ -164,7 +164,7 @@ where
             handle.counters(),
             move |tcp, addr| handshake(tcp, addr, Arc::clone(&shared)),
         ));
-        let core = Core::new(
+        let mut core = Core::new(
             machine,
             config.limits,
             events_tx,
@@ -172,6 +172,7 @@ where
             config.wall_clock,
             handle.counters(),
         );
+        core.protocol = config.protocol;
         tokio::spawn(
             run(core, control, accepted_rx, Some(accept_task), udp)
                 .instrument(tracing::info_span!("server", addr = %local_addr)),
