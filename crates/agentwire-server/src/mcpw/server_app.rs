@@ -68,6 +68,9 @@ pub struct ServerApp {
     pub server: Endpoint<TimedOrchestrator>,
     /// Commands to the machine (`submit_task`, metrics).
     pub handle: Handle<TimedOrchestrator>,
+    /// The upgrade policy the hook checks (API keys: rotate them through it, e.g. with
+    /// [`security::keys::spawn`](crate::security::keys::spawn)).
+    pub policy: Arc<Mutex<UpgradePolicy>>,
     /// The metrics endpoint's address, if one was asked for.
     pub metrics_addr: Option<SocketAddr>,
     events_task: tokio::task::JoinHandle<()>,
@@ -405,7 +408,7 @@ async fn serve(
     let machine = TimedOrchestrator {
         inner: Orchestrator::new(config, UuidV4Ids, now, unix_ms),
     };
-    let transport = transport.with_hook(hook(policy, Arc::clone(&open)));
+    let transport = transport.with_hook(hook(Arc::clone(&policy), Arc::clone(&open)));
     let (server, mut events) = place.serve(machine, transport).await?;
     let counter = Arc::clone(&open);
     let events_task = tokio::spawn(async move {
@@ -437,6 +440,7 @@ async fn serve(
     Ok(ServerApp {
         server,
         handle,
+        policy,
         metrics_addr,
         events_task,
         metrics_task,
