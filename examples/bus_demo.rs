@@ -12,6 +12,6 @@
 //! ```
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::bus_demo::main().await
 }

@@ -6,6 +6,6 @@
 //! ```
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::chopsticks_demo::main().await
 }

@@ -6,6 +6,6 @@
 //! ```
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     agentwire_server::cli::mcpw_demo::main().await
 }

@@ -27,6 +27,9 @@ pub struct Cli {
 /// An `agentwire` subcommand.
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// The five servers on one port in one process, and a scripted client of each against
+    /// them: a readable transcript of each protocol's story.
+    Demo(super::demo::Args),
     /// JSON-RPC bus clients (publish, subscribe, ping) and the bus server alone.
     Bus(BusArgs),
     /// The Chopsticks mock music agent and the controller alone.
@@ -167,6 +170,7 @@ pub async fn main() -> ExitCode {
 /// Runs one subcommand (logging is the caller's).
 pub async fn run(command: Command) -> ExitCode {
     match command {
+        Command::Demo(args) => super::demo::run(args).await,
         Command::Bus(BusArgs {
             connection,
             command,

@@ -1,9 +1,13 @@
 //! The `llmrtc_demo` command: its flags and its `main`. `examples/llmrtc_demo.rs` is the binary,
-//! and its documentation says what the command does and how to run it.
+//! and its documentation says what the command does and how to run it. [`server`] and
+//! [`script`] are its two halves, which `agentwire demo` runs on its shared listener.
 
 use std::time::Duration;
 
+use crate::endpoint::Place;
 use crate::llmrtc;
+
+use super::script::DemoError;
 use agentwire::llmrtc::{ClientConfig, ClientEvent, ConnectionState, IgnoreReason, ServerConfig};
 use llmrtc::audio::utterance_wav;
 use llmrtc::client_app::{LlmrtcClientApp, Transcript};
@@ -27,10 +31,17 @@ fn check(ok: bool, what: &str) -> Res<()> {
     }
 }
 
-/// Runs the `llmrtc_demo` command, as `cargo run --example llmrtc_demo` does.
+/// Runs the `llmrtc_demo` command, as `cargo run --example llmrtc_demo` does: the demo's
+/// server on 127.0.0.1 (a free port, WebRTC on a free UDP port), then [`script`] against it.
 pub async fn main() -> std::process::ExitCode {
     crate::common::init_tracing("warn");
-    match demo().await {
+    let outcome = async {
+        let app = server(Place::Bind("127.0.0.1:0")).await?;
+        let result = script(&app).await;
+        app.shutdown().await;
+        result
+    };
+    match outcome.await {
         Ok(()) => {
             println!("== demo complete");
             std::process::ExitCode::SUCCESS
@@ -42,27 +53,35 @@ pub async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn demo() -> Res<()> {
-    // The example playbook and transcript are built into the program.
-    let playbook = example_playbook()?;
-    let stt = ScriptedStt::example();
-    let app = server_app::start_webrtc(
-        "127.0.0.1:0",
-        ServerConfig::default().with_playbook(playbook),
-        WebrtcOptions::default(),
-        Providers::stand_ins(stt),
-        Pacing::fast(),
-        |_| {},
-    )
-    .await?;
+/// The demo's server at `place`: offline stand-in STT/LLM/TTS with the example playbook and
+/// transcript built into the program, fast pacing, WebRTC on a UDP socket on the IP of
+/// `place`.
+pub async fn server(place: Place<'_>) -> Result<server_app::LlmrtcApp, DemoError> {
+    let playbook = example_playbook().map_err(|e| e.to_string())?;
+    let config = ServerConfig::default().with_playbook(playbook);
+    let providers = Providers::stand_ins(ScriptedStt::example());
+    let webrtc = WebrtcOptions::default();
+    let app = match place {
+        Place::Bind(addr) => {
+            server_app::start_webrtc(addr, config, webrtc, providers, Pacing::fast(), |_| {})
+                .await?
+        }
+        Place::Route(at) => {
+            server_app::mount(at, config, Some(webrtc), providers, Pacing::fast(), |_| {}).await?
+        }
+    };
+    Ok(app)
+}
+
+/// The voice session against the demo's server `app`: a turn over WebRTC, a barge-in, a
+/// playbook tool call, a reconnect with a new peer, and a turn spoken on a microphone track.
+pub async fn script(app: &server_app::LlmrtcApp) -> Result<(), DemoError> {
     println!(
-        "== llmrtc server (offline stand-in STT/LLM/TTS) on {}, WebRTC on udp {}",
+        "== llmrtc server (offline stand-in STT/LLM/TTS) at {}, WebRTC on udp {}",
         app.url(),
         app.udp_addr().ok_or("no UDP socket")?
     );
-    let result = run(&app).await;
-    app.shutdown().await;
-    result
+    run(app).await.map_err(|e| e.to_string().into())
 }
 
 async fn run(app: &server_app::LlmrtcApp) -> Res<()> {

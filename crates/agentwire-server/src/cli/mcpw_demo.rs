@@ -1,16 +1,25 @@
 //! The `mcpw_demo` command: its flags and its `main`. `examples/mcpw_demo.rs` is the binary, and
-//! its documentation says what the command does and how to run it.
+//! its documentation says what the command does and how to run it. [`server`] and [`script`]
+//! are its two halves, which `agentwire demo` runs on its shared listener.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::endpoint::Place;
 use crate::mcpw;
 use agentwire::mcpw::orchestrator::{
     OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
 };
 use agentwire::mcpw::Capability;
 use mcpw::agent_app::{connect, AgentEvent, AgentSettings};
+use mcpw::server_app::ServerApp;
 use serde_json::json;
 use tokio::sync::mpsc;
+
+use super::script::DemoError;
+
+/// The API key the demo's orchestrator asks for (`Authorization: Bearer demo-key`).
+pub const API_KEY: &str = "demo-key";
 
 fn agent(id: &str, binary: bool, caps: Vec<Capability>) -> AgentSettings {
     AgentSettings {
@@ -44,22 +53,53 @@ async fn next<T>(
         .ok_or_else(|| "timed out waiting for the next step".to_owned())
 }
 
-/// Runs the `mcpw_demo` command, as `cargo run --example mcpw_demo` does.
-pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the `mcpw_demo` command, as `cargo run --example mcpw_demo` does: the demo's
+/// orchestrator on 127.0.0.1 (a free port, metrics on another), then [`script`] against it.
+pub async fn main() -> ExitCode {
     crate::common::init_tracing("warn");
-    let (tx, mut server_events) = mpsc::unbounded_channel();
-    let app = mcpw::server_app::start(
-        "127.0.0.1:0",
-        Some("127.0.0.1:0"),
-        OrchestratorConfig::default(),
-        UpgradeConfig::default().with_api_keys(["demo-key"]),
-        move |ev| {
-            let _ = tx.send(ev.clone());
-        },
-    )
-    .await?;
+    let outcome = async {
+        let mut demo = server(Place::Bind("127.0.0.1:0")).await?;
+        let result = script(&mut demo).await;
+        demo.app.shutdown().await;
+        result
+    };
+    super::script::exit_code("mcpw_demo", outcome.await)
+}
+
+/// The demo's orchestrator and the events its script follows.
+pub struct Orchestrator {
+    /// The running orchestrator.
+    pub app: ServerApp,
+    /// Every event of the orchestrator.
+    events: mpsc::UnboundedReceiver<OrchestratorEvent>,
+}
+
+/// The demo's orchestrator ([`API_KEY`] required) at `place`; bound on an address of its
+/// own, it also serves `/metrics` on another free port.
+pub async fn server(place: Place<'_>) -> std::io::Result<Orchestrator> {
+    let (tx, events) = mpsc::unbounded_channel();
+    let on_event = move |ev: &OrchestratorEvent| {
+        let _ = tx.send(ev.clone());
+    };
+    let config = OrchestratorConfig::default();
+    let upgrade = UpgradeConfig::default().with_api_keys([API_KEY]);
+    let app = match place {
+        Place::Bind(addr) => {
+            mcpw::server_app::start(addr, Some("127.0.0.1:0"), config, upgrade, on_event).await?
+        }
+        Place::Route(at) => mcpw::server_app::mount(at, config, upgrade, on_event).await?,
+    };
+    Ok(Orchestrator { app, events })
+}
+
+/// A JSON and a binary agent register with the demo's orchestrator, and a task is routed
+/// to the better one, which reports progress and completes it.
+pub async fn script(demo: &mut Orchestrator) -> Result<(), DemoError> {
+    println!("== mcpw demo: an orchestrator, a JSON agent and a binary agent ==");
+    let app = &demo.app;
+    let server_events = &mut demo.events;
     println!(
-        "[server] listening on {} (subprotocol mcp.v1, API key required)",
+        "[server] at {} (subprotocol mcp.v1, API key required)",
         app.url()
     );
 
@@ -73,7 +113,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ..Capability::new("code_review", 0.95)
             }],
         ),
-        Some("demo-key"),
+        Some(API_KEY),
     )?;
     let (bravo, mut bravo_ev) = connect(
         &app.url(),
@@ -85,7 +125,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Capability::new("translation", 0.9),
             ],
         ),
-        Some("demo-key"),
+        Some(API_KEY),
     )?;
     let (a_tx, mut a_rx) = mpsc::unbounded_channel();
     let (b_tx, mut b_rx) = mpsc::unbounded_channel();
@@ -101,7 +141,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     for _ in 0..2 {
-        let ev = next(&mut server_events, |e| {
+        let ev = next(server_events, |e| {
             matches!(e, OrchestratorEvent::Registered { .. })
         })
         .await?;
@@ -134,7 +174,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("[client] submitted {id}: code_review, focus security");
 
     loop {
-        match next(&mut server_events, |_| true).await? {
+        match next(server_events, |_| true).await? {
             OrchestratorEvent::TaskAssigned {
                 task_id,
                 agent_id,
@@ -192,8 +232,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     alpha.shutdown().await;
     bravo.shutdown().await;
-    app.shutdown().await;
-    println!("demo finished");
+    println!("mcpw demo finished");
     Ok(())
 }
 

@@ -1,5 +1,7 @@
 //! The `relay_demo` command: its flags and its `main`. `examples/relay_demo.rs` is the binary, and
-//! its documentation says what the command does and how to run it.
+//! its documentation says what the command does and how to run it. `agentwire demo` runs the
+//! same story against the relay on its shared listener: [`relay::demo::server`], then
+//! [`relay::demo::book`], then [`relay::demo::check`] and [`summary`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +11,9 @@ use std::time::Duration;
 use crate::relay;
 use clap::Parser;
 use relay::agent_app::Plan;
+use relay::demo::Outcome;
+
+use super::script::DemoError;
 
 /// Relay + movie host + booking agent in one process.
 #[derive(Parser, Debug)]
@@ -30,16 +35,15 @@ pub async fn main() -> ExitCode {
     let (log_dir, temp) = match args.log_dir {
         Some(dir) => (dir, None),
         None => {
-            let dir =
-                std::env::temp_dir().join(format!("agentwire-relay-demo-{}", std::process::id()));
-            (dir.clone(), Some(TempLogDir(dir)))
+            let temp = TempLogDir::new("agentwire-relay-demo");
+            (temp.path().to_owned(), Some(temp))
         }
     };
     let plan = Plan {
         tickets: args.tickets,
         ..Plan::default()
     };
-    let print: relay::demo::Printer = Arc::new(|line| println!("{line}"));
+    let print = printer();
     // Bounded: the demo runs in CI.
     let run = relay::demo::run(&log_dir, &plan, print);
     let outcome = match tokio::time::timeout(Duration::from_secs(60), run).await {
@@ -53,6 +57,26 @@ pub async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    match summary(&outcome, temp.is_some()) {
+        Ok(()) => {
+            println!("demo finished");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("relay_demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints each line of the story on stdout.
+pub fn printer() -> relay::demo::Printer {
+    Arc::new(|line| println!("{line}"))
+}
+
+/// Prints the booking, where its study log is (`temporary`: removed at exit) and the log's
+/// check; an error if the check found the log inconsistent.
+pub fn summary(outcome: &Outcome, temporary: bool) -> Result<(), DemoError> {
     let b = &outcome.booked;
     println!(
         "\nbooked {} ({}) in study session {} with {} tool calls",
@@ -63,24 +87,36 @@ pub async fn main() -> ExitCode {
         b.session_id,
         b.tool_calls
     );
-    match &temp {
-        Some(_) => println!(
+    if temporary {
+        println!(
             "study log: {} (temporary, removed at exit; pass --log-dir to keep it)",
             outcome.log_path.display()
-        ),
-        None => println!("study log: {}", outcome.log_path.display()),
+        );
+    } else {
+        println!("study log: {}", outcome.log_path.display());
     }
     println!("{}", outcome.report.render());
     if outcome.report.is_consistent() {
-        println!("demo finished");
-        ExitCode::SUCCESS
+        Ok(())
     } else {
-        ExitCode::FAILURE
+        Err("the study log is not consistent".into())
     }
 }
 
-/// The demo's own temp log directory, removed when the demo exits (whatever the outcome).
-struct TempLogDir(PathBuf);
+/// A demo's own temp log directory, removed when the demo exits (whatever the outcome).
+pub struct TempLogDir(PathBuf);
+
+impl TempLogDir {
+    /// `<system temp dir>/<prefix>-<process id>`.
+    pub fn new(prefix: &str) -> Self {
+        Self(std::env::temp_dir().join(format!("{prefix}-{}", std::process::id())))
+    }
+
+    /// The directory (created by whoever writes into it).
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
 
 impl Drop for TempLogDir {
     fn drop(&mut self) {
