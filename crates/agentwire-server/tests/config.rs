@@ -843,6 +843,11 @@ fn a_value_of_the_wrong_type_is_an_error_naming_the_key_and_its_line() {
     assert_at(&e, "relay.sync", 2);
     let e = reject("[mcpw]\nmax_streams = -1\n");
     assert_at(&e, "mcpw.max_streams", 2);
+    let e = reject("# sections are tables\nbus = 3\n");
+    assert_at(&e, "bus", 2);
+    assert!(e.to_string().ends_with("expected a table"), "{e}");
+    let e = reject("[listener]\nname = \"a\"\n");
+    assert_at(&e, "listener", 1);
 }
 
 #[test]

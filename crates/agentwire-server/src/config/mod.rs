@@ -399,7 +399,7 @@ fn parse_error(e: &toml::de::Error, index: Option<&KeyIndex>, origin: &str) -> C
 }
 
 /// The parser's message, with the list of every field of a section after "unknown field"
-/// replaced by a pointer to the defaults file.
+/// replaced by a pointer to the defaults file, and Rust type names of sections by "a table".
 fn describe(message: &str) -> String {
     let message = message.trim();
     if message.starts_with("unknown field") {
@@ -409,5 +409,8 @@ fn describe(message: &str) -> String {
             head.replacen("unknown field", "unknown key", 1)
         );
     }
-    message.to_owned()
+    match message.split_once("expected struct ") {
+        Some((head, _)) => format!("{head}expected a table"),
+        None => message.to_owned(),
+    }
 }
