@@ -1,8 +1,9 @@
-//! What every reference program needs the same way: tracing to stderr, the two clocks a
-//! machine is anchored to, and the per-address connection limits every reference server
-//! takes as flags, shared by every protocol module of this crate.
+//! What every reference program needs the same way: tracing to stderr (re-exported from
+//! [`logging`](crate::logging)), the two clocks a machine is anchored to, and the
+//! per-address connection limits every reference server takes as flags, shared by every
+//! protocol module of this crate.
 
-use std::io::{BufRead, IsTerminal};
+use std::io::BufRead;
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -10,47 +11,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use agentwire::tokio::{Limits, Refusal, ServerConfig};
 use tokio::sync::mpsc;
 
-/// Logs to stderr, filtered by `RUST_LOG` (else `default`), so stdout stays free for output.
-/// Colours only when stderr is a terminal (and `NO_COLOR` is unset): a log file or a pipe
-/// gets plain text, never ANSI escapes.
-pub fn init_tracing(default: &str) {
-    subscriber(
-        default,
-        std::io::stderr,
-        colour(std::io::stderr().is_terminal()),
-    )
-    .init();
-}
-
-/// Whether to colour logs written to a stream that is (or is not) a terminal.
-pub fn colour(is_terminal: bool) -> bool {
-    is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
-/// The subscriber [`init_tracing`] installs, writing to `writer`, with ANSI colours only if
-/// `ansi`.
-pub fn subscriber<W>(
-    default: &str,
-    writer: W,
-    ansi: bool,
-) -> tracing_subscriber::fmt::SubscriberBuilder<
-    tracing_subscriber::fmt::format::DefaultFields,
-    tracing_subscriber::fmt::format::Format,
-    tracing_subscriber::EnvFilter,
-    W,
->
-where
-    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
-{
-    let default = default.to_owned();
-    tracing_subscriber::fmt()
-        .with_writer(writer)
-        .with_ansi(ansi)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default.into()),
-        )
-}
+pub use crate::logging::{colour, init_tracing, subscriber};
 
 /// The per-address connection limits of a reference server, as the same two flags in all
 /// five servers. Loopback is not exempt.
@@ -181,47 +142,4 @@ pub fn clocks() -> (Instant, u64) {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     (now, unix_ms)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use super::*;
-
-    /// Log lines written to a buffer, as they would be to a file or a pipe.
-    fn logged(ansi: bool) -> String {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&buf);
-        let writer = move || Capture(Arc::clone(&sink));
-        let sub = subscriber("info", writer, ansi).finish();
-        tracing::subscriber::with_default(sub, || {
-            tracing::warn!(peer = "127.0.0.1:1", "could not connect");
-        });
-        let bytes = buf.lock().expect("buffer").clone();
-        String::from_utf8(bytes).expect("utf-8")
-    }
-
-    struct Capture(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Capture {
-        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("buffer").extend_from_slice(data);
-            Ok(data.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn logs_to_a_stream_that_is_not_a_terminal_carry_no_ansi_escapes() {
-        assert!(!colour(false), "colour chosen for a pipe or file");
-        let plain = logged(colour(false));
-        assert!(plain.contains("WARN"), "{plain:?}");
-        assert!(plain.contains("could not connect"), "{plain:?}");
-        assert!(!plain.contains('\u{1b}'), "{plain:?}");
-        // The same subscriber with colour on does write escapes: the check above can fail.
-        assert!(logged(true).contains('\u{1b}'));
-    }
 }

@@ -24,6 +24,7 @@ pub mod common;
 pub mod config;
 pub mod endpoint;
 pub mod llmrtc;
+pub mod logging;
 pub mod mcpw;
 pub mod metrics;
 pub mod relay;
