@@ -14,8 +14,9 @@ use super::{
     mcpw_agent, mcpw_server, movie_host, relay_agent, relay_log, relay_server,
 };
 
-/// The agentwire server: the reference servers of the five agentwire protocols in one
-/// process, their clients, and a demo of all five.
+/// The agentwire server: the reference servers of the five agentwire protocols (JSON-RPC
+/// bus, Chopsticks, MCPW, llmrtc, agent relay) in one process, their clients, and a demo of
+/// all five.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version, propagate_version = true)]
 pub struct Cli {
@@ -27,6 +28,11 @@ pub struct Cli {
 /// An `agentwire` subcommand.
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Runs the servers a configuration file describes (by default all five on
+    /// 127.0.0.1:8080, the admin listener on 127.0.0.1:9090) until SIGINT or SIGTERM.
+    Serve(super::serve::ServeArgs),
+    /// The configuration file: `agentwire config defaults` prints every key, commented.
+    Config(super::serve::ConfigArgs),
     /// The five servers on one port in one process, and a scripted client of each against
     /// them: a readable transcript of each protocol's story.
     Demo(super::demo::Args),
@@ -160,16 +166,21 @@ impl Command {
 }
 
 /// Runs the `agentwire` command: parses the command line (a bad one prints clap's error and
-/// exits 2), installs logging and runs the subcommand.
+/// exits 2), installs logging (`serve` installs the configured one itself) and runs the
+/// subcommand.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
-    crate::common::init_tracing(cli.command.default_log_level());
+    if !matches!(cli.command, Command::Serve(_)) {
+        crate::common::init_tracing(cli.command.default_log_level());
+    }
     run(cli.command).await
 }
 
 /// Runs one subcommand (logging is the caller's).
 pub async fn run(command: Command) -> ExitCode {
     match command {
+        Command::Serve(args) => super::serve::serve(args).await,
+        Command::Config(args) => super::serve::config(args),
         Command::Demo(args) => super::demo::run(args).await,
         Command::Bus(BusArgs {
             connection,

@@ -22,3 +22,4 @@ pub mod relay_demo;
 pub mod relay_log;
 pub mod relay_server;
 pub mod script;
+pub mod serve;
