@@ -1090,6 +1090,19 @@ fn two_listeners_on_one_address_are_an_error() {
 }
 
 #[test]
+fn llmrtc_files_and_rates_are_checked_before_anything_binds() {
+    let e = reject("[llmrtc]\nfast = true\nplaybook = \"/nonexistent/playbook.json\"\n");
+    assert_at(&e, "llmrtc.playbook", 3);
+    let e = reject("[llmrtc]\ntranscript = \"/nonexistent/transcript.txt\"\n");
+    assert_at(&e, "llmrtc.transcript", 2);
+    let e = reject("[llmrtc]\n\nice_servers = [\"http://example.org\"]\n");
+    assert_eq!(e.key(), Some("llmrtc.ice_servers[0]"), "{e}");
+    assert_eq!(e.line(), Some(3), "{e}");
+    let e = reject("[llmrtc]\ntrack_sample_rate = 4000\n");
+    assert_at(&e, "llmrtc.track_sample_rate", 2);
+}
+
+#[test]
 fn a_file_larger_than_any_configuration_is_refused_unread() {
     let (path, _guard) = file(&format!(
         "# {}\n",

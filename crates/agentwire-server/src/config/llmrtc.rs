@@ -43,10 +43,11 @@ pub struct LlmrtcSection {
     pub streaming_tts: bool,
     /// Seconds a disconnected session waits for a `reconnect`. Default 1800.
     pub session_ttl_secs: u64,
-    /// Seconds without a client message before the session is closed (0: never).
-    /// Default 45.
+    /// Seconds without a `ping` after which a connection is closed; the session stays for
+    /// a reconnect (0: never closed). Default 45.
     pub heartbeat_timeout_secs: u64,
-    /// Sample rate of WebRTC audio tracks, Hz. Default 16000.
+    /// Rate WebRTC track audio is resampled to before voice detection and STT, Hz (within
+    /// `vad_min_sample_rate`..=`vad_max_sample_rate`). Default 16000.
     pub track_sample_rate: u32,
     /// ICE servers sent in `ready.iceServers`: `"URL"` or `"URL,USERNAME,CREDENTIAL"`.
     /// Default none.
@@ -110,19 +111,21 @@ pub struct LlmrtcSection {
     pub max_sessions: usize,
     /// Largest message body, bytes. Default 8388608.
     pub max_message_bytes: usize,
-    /// Largest audio segment, bytes. Default 3840000.
+    /// PCM buffered for one speech segment, bytes of 16-bit mono (a longer segment ends
+    /// there). Default 3840000 (two minutes at 16 kHz).
     pub max_segment_bytes: usize,
-    /// Turns queued behind the current one. Default 4.
+    /// Finished speech segments waiting for the session's current turn. Default 4.
     pub max_queued_turns: usize,
-    /// Attachments queued for the next turn. Default 8.
+    /// Attachments waiting for the next turn. Default 8.
     pub max_queued_attachments: usize,
-    /// Conversation entries kept per session. Default 100.
+    /// Conversation history entries kept per session. Default 100.
     pub max_history: usize,
     /// Longest LLM reply, bytes. Default 65536.
     pub max_reply_bytes: usize,
     /// Longest transcript, bytes. Default 16384.
     pub max_transcript_bytes: usize,
-    /// Expired sessions remembered (to answer a late `reconnect`). Default 1024.
+    /// Expired session ids remembered, so a late `reconnect` gets `SESSION_EXPIRED`.
+    /// Default 1024.
     pub max_expired_remembered: usize,
     /// Tool rounds in one turn. Default 4.
     pub max_tool_rounds: usize,
@@ -137,7 +140,8 @@ pub struct LlmrtcSection {
     pub byte_rate_kib_per_second: u32,
     /// KiB a connection may send at once after a quiet period. Default 16384.
     pub byte_burst_kib: u32,
-    /// Largest TTS audio of one reply, bytes. Default 6290432.
+    /// Largest TTS audio of one reply sent whole (`streaming_tts = false`), bytes before
+    /// base64. Default 6290432.
     pub max_tts_bytes: usize,
     /// Transport settings of the llmrtc route.
     pub transport: Transport,

@@ -59,42 +59,47 @@ pub struct McpwSection {
     pub rate_per_minute: u32,
     /// Messages a connection may send at once after a quiet period. Default 100.
     pub rate_burst: u32,
-    /// Shared secret for HMAC-SHA256 message authentication; absent: off.
+    /// Shared secret for HMAC-SHA256 message authentication (every frame carries its tag;
+    /// one without gets 4001); absent: off. From the environment:
+    /// `AGENTWIRE__MCPW__HMAC_SECRET`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hmac_secret: Option<String>,
     /// `"if-smaller"`, `"entropy"` or `"never"`. Default `"if-smaller"`.
     pub compression: McpwCompression,
-    /// Milliseconds outgoing messages wait to be batched (0: no batching). Default 0.
+    /// Milliseconds small messages the orchestrator starts wait to leave together as one
+    /// batch (0: every message leaves at once). Default 0.
     pub batch_linger_ms: u64,
-    /// Expected heartbeat period, seconds. Default 30.
+    /// Expected heartbeat period of an agent, seconds. Default 30.
     pub heartbeat_secs: u64,
-    /// Missed heartbeats after which an agent is unhealthy. Default 2.
+    /// Heartbeat periods without one after which an agent is unhealthy (no new tasks).
+    /// Default 2.
     pub unhealthy_after: u32,
-    /// Missed heartbeats after which an agent is removed. Default 3.
+    /// Heartbeat periods without one after which an agent is removed (its tasks
+    /// reassigned). Default 3.
     pub remove_after: u32,
     /// Seconds a connection has to register (0: wait forever). Default 30.
     pub register_timeout_secs: u64,
     /// Deadline of a task that names none, seconds. Default 300.
     pub default_task_deadline_secs: u64,
-    /// Times a task is assigned before it fails. Default 3.
+    /// Agents a task is tried on before it fails (first assignment included). Default 3.
     pub max_task_attempts: u32,
-    /// Longest shutdown grace an agent may announce, seconds. Default 300.
+    /// Longest `graceful_timeout_ms` honoured in `agent.shutdown`, seconds. Default 300.
     pub max_shutdown_grace_secs: u64,
-    /// Seconds an agent has to stop a cancelled task. Default 30.
+    /// Seconds messages about a cancelled task are still accepted. Default 30.
     pub cancel_grace_secs: u64,
-    /// Seconds an idempotency key is remembered. Default 300.
+    /// Seconds the answer to a message with an `idempotency_key` is kept. Default 300.
     pub idempotency_ttl_secs: u64,
-    /// Timeout of a collaboration that names none, seconds. Default 30.
+    /// Timeout of a collaboration whose request gives none, seconds. Default 30.
     pub default_collaboration_timeout_secs: u64,
-    /// Longest collaboration timeout accepted, seconds. Default 300.
+    /// Longest collaboration timeout honoured, seconds. Default 300.
     pub max_collaboration_timeout_secs: u64,
     /// Routing weight of an agent's confidence. Default 0.5.
     pub routing_confidence: f64,
-    /// Routing weight of an agent's specialty. Default 0.2.
+    /// Routing weight of the task's focus areas among the agent's specialties. Default 0.2.
     pub routing_specialty: f64,
-    /// Routing weight of an agent's spare capacity. Default 0.3.
+    /// Routing weight of an agent's spare capacity (1 - load). Default 0.3.
     pub routing_capacity: f64,
-    /// Alternatives listed in a routing answer. Default 3.
+    /// Alternatives recorded in `routing_metadata.alternative_agents`. Default 3.
     pub routing_max_alternatives: usize,
     /// Connections at once (503 beyond). Default 10000.
     pub max_connections: usize,
@@ -102,45 +107,46 @@ pub struct McpwSection {
     pub max_agents: usize,
     /// Largest message in bytes. Default 1048576.
     pub max_message_bytes: usize,
-    /// Capabilities one agent may register. Default 64.
+    /// Capabilities one agent may declare. Default 64.
     pub max_capabilities: usize,
-    /// Tasks tracked at once. Default 10000.
+    /// Tasks held (queued, assigned or running). Default 10000.
     pub max_tasks: usize,
-    /// Collaborations at once. Default 1024.
+    /// Collaborations in flight. Default 1024.
     pub max_collaborations: usize,
-    /// Agents in one collaboration. Default 32.
+    /// Agents one collaboration may require. Default 32.
     pub max_collaborators: usize,
-    /// Longest id, in bytes. Default 256.
+    /// Longest id (agent, task, message), bytes. Default 256.
     pub max_id_bytes: usize,
-    /// Metric series one agent may report. Default 256.
+    /// Label sets per metric family. Default 256.
     pub max_metric_series: usize,
     /// Deepest JSON nesting. Default 128.
     pub max_json_depth: usize,
-    /// Cancelled task ids remembered. Default 1024.
+    /// Cancelled task ids remembered during `cancel_grace_secs`. Default 1024.
     pub max_cancelled_tasks: usize,
-    /// Idempotency keys remembered. Default 4096.
+    /// Idempotency keys remembered with their answers. Default 4096.
     pub max_idempotency_keys: usize,
-    /// Bytes of remembered idempotent results. Default 4194304.
+    /// Bytes of answers kept under idempotency keys, all keys together. Default 4194304.
     pub max_idempotency_bytes: usize,
-    /// Bytes of one stream. Default 8388608.
+    /// Bytes one streamed message may reach while it is reassembled. Default 8388608.
     pub max_stream_bytes: usize,
-    /// Streams one connection may have open. Default 4.
+    /// Streamed messages reassembled at once on one connection. Default 4.
     pub max_streams: usize,
-    /// Keys in the shared state. Default 1024.
+    /// Shared-state keys (counters and sets together). Default 1024.
     pub crdt_max_keys: usize,
-    /// Actors of one counter. Default 1024.
+    /// Actors in one G-Counter. Default 1024.
     pub crdt_max_counter_actors: usize,
-    /// Tags of one set. Default 65536.
+    /// Tags plus tombstones in one OR-Set. Default 65536.
     pub crdt_max_set_tags: usize,
-    /// Actors of one vector clock. Default 1024.
+    /// Actors in the merged vector clock. Default 1024.
     pub crdt_max_clock_actors: usize,
     /// Operations in one sync. Default 1024.
     pub crdt_max_ops_per_sync: usize,
-    /// Longest string value, in bytes. Default 256.
+    /// Longest key, actor, element or tag, bytes. Default 256.
     pub crdt_max_string_bytes: usize,
-    /// Origins remembered. Default 4096.
+    /// Distinct syncing agents remembered for deduplication. Default 4096.
     pub crdt_max_origins: usize,
-    /// Operations kept for syncing late peers. Default 4096.
+    /// Sync sequence numbers remembered per agent (how far out of order syncs may
+    /// arrive). Default 4096.
     pub crdt_sync_window: usize,
     /// Transport settings of the orchestrator route.
     pub transport: Transport,

@@ -306,7 +306,9 @@ fn llmrtc(c: &Config) -> Result<(), ConfigError> {
             "cannot be true when `playbook` names a file (choose one)",
         ));
     }
-    l.ice_server_list()?;
+    // Reads the playbook and the transcript, so a bad one is found before anything binds.
+    l.server_config()?;
+    l.stt()?;
     for (k, v) in [
         ("session_ttl_secs", l.session_ttl_secs),
         ("webrtc_connect_timeout_ms", l.webrtc_connect_timeout_ms),
@@ -329,6 +331,17 @@ fn llmrtc(c: &Config) -> Result<(), ConfigError> {
         ("byte_burst_kib", l.byte_burst_kib),
     ] {
         nonzero(&format!("llmrtc.{k}"), u64::from(v))?;
+    }
+    if !(l.vad_min_sample_rate..=l.vad_max_sample_rate).contains(&l.track_sample_rate)
+        && l.vad_min_sample_rate <= l.vad_max_sample_rate
+    {
+        return Err(ConfigError::invalid(
+            "llmrtc.track_sample_rate",
+            format!(
+                "{} Hz is outside vad_min_sample_rate..=vad_max_sample_rate ({}..={})",
+                l.track_sample_rate, l.vad_min_sample_rate, l.vad_max_sample_rate
+            ),
+        ));
     }
     if l.vad_max_sample_rate < l.vad_min_sample_rate {
         return Err(ConfigError::invalid(
