@@ -15,7 +15,6 @@ use agentwire::mcpw::orchestrator::{
 use agentwire::mcpw::CompressPolicy;
 use agentwire::tokio::{Accept, Handle, Reject, ServerConfig, UpgradeRequest};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::endpoint::{Endpoint, Mount, Place};
@@ -447,44 +446,22 @@ async fn serve(
     })
 }
 
-/// A tiny HTTP/1.1 handler: any `GET` gets the Prometheus text; the request is read up to
-/// 8 KiB or its blank line, whichever comes first.
+/// The `--metrics` endpoint: `GET /metrics` gets the orchestrator's Prometheus text
+/// (its own families, rendered by the machine); any other path is 404 and any other method
+/// 405, through the admin listener's bounded HTTP server ([`crate::admin::http`]).
 async fn serve_metrics(listener: TcpListener, handle: Handle<TimedOrchestrator>) {
-    loop {
-        let Ok((mut sock, _)) = listener.accept().await else {
-            continue;
-        };
+    use crate::admin::http::{self, HttpLimits, Reply, Response};
+    let route = move |path: &str| -> Option<Reply> {
+        if path != "/metrics" {
+            return None;
+        }
         let handle = handle.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 8192];
-            let mut len = 0;
-            let read = async {
-                while len < buf.len() {
-                    match sock.read(&mut buf[len..]).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => len += n,
-                    }
-                    if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), read).await;
-            let (status, body) = if buf[..len].starts_with(b"GET ") {
-                match handle.call(|m, _| m.inner.metrics().render()).await {
-                    Ok(text) => ("200 OK", text),
-                    Err(_) => ("503 Service Unavailable", "stopped\n".to_owned()),
-                }
-            } else {
-                ("405 Method Not Allowed", "GET only\n".to_owned())
-            };
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = sock.write_all(head.as_bytes()).await;
-            let _ = sock.write_all(body.as_bytes()).await;
-            let _ = sock.shutdown().await;
-        });
-    }
+        Some(Box::pin(async move {
+            match handle.call(|m, _| m.inner.metrics().render()).await {
+                Ok(text) => Response::ok("text/plain; version=0.0.4; charset=utf-8", text),
+                Err(_) => Response::text(503, "stopped\n"),
+            }
+        }))
+    };
+    http::serve(listener, HttpLimits::default(), route).await;
 }
