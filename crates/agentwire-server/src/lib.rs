@@ -23,6 +23,7 @@ pub mod cli;
 pub mod common;
 pub mod config;
 pub mod endpoint;
+pub mod gateway;
 pub mod llmrtc;
 pub mod logging;
 pub mod mcpw;

@@ -250,10 +250,9 @@ impl LoggingRelay {
         log: StudyLog,
         worker: tokio::sync::mpsc::Sender<SyncJob>,
     ) -> Self {
-        Self {
-            worker: Some(worker),
-            ..Self::new(relay, log)
-        }
+        let mut wrapped = Self::new(relay, log);
+        wrapped.worker = Some(worker);
+        wrapped
     }
 
     /// The relay.
@@ -590,6 +589,16 @@ impl LoggingRelay {
                     host,
                     failures: f.count,
                 }));
+        }
+    }
+}
+
+impl Drop for LoggingRelay {
+    /// Syncs and closes every study log still open (a session cut by a shutdown, or one
+    /// whose sync was still queued), so a stopped relay leaves every file durable.
+    fn drop(&mut self) {
+        for e in self.log.close_all() {
+            tracing::error!("study log not synced at shutdown: {e}");
         }
     }
 }

@@ -157,18 +157,17 @@ async fn serve(
     let handle = server.handle();
     let worker = handle.clone();
     // One job at a time, in order, so a later session.ended never overtakes an earlier one.
+    // Every queued job runs, even once the relay has stopped (its answer then goes
+    // nowhere): the queue ends when the stopped relay is dropped, so a shutdown that waits
+    // for this task knows every `fsync` has run.
     let sync_task = tokio::spawn(async move {
         while let Some(job) = sync_rx.recv().await {
             let Ok((ticket, result)) = tokio::task::spawn_blocking(move || job.run()).await else {
-                break;
+                continue;
             };
-            if worker
+            let _ = worker
                 .call(move |m, _now| m.sync_done(ticket, result))
-                .await
-                .is_err()
-            {
-                break;
-            }
+                .await;
         }
     });
     Ok(RelayApp {
@@ -192,7 +191,8 @@ impl RelayApp {
     }
 
     /// Stops the relay: every peer gets close 1001, every session ends, and its file is
-    /// synced and closed.
+    /// synced and closed; returns once every queued `fsync` has run and every study log
+    /// still open is synced and closed (when the stopped relay is dropped).
     pub async fn shutdown(self) {
         self.server.shutdown().await;
         let _ = self.events_task.await;

@@ -1,0 +1,397 @@
+//! The `agentwire serve` runtime ([`Gateway`]) end to end over 127.0.0.1, port 0: the five
+//! protocols on one listener by path and on listeners of their own, each driven by our own
+//! client and, where one exists, by its real outside client (Python `websockets` for the bus
+//! and the relay, the Node `ws` client for llmrtc); plain HTTP on a protocol path gets its
+//! 426, an unknown path 404; the study logs a shutdown leaves pass the log checker.
+
+#[allow(dead_code)]
+#[path = "../../../tests/support/interop.rs"]
+mod interop;
+#[allow(dead_code)]
+#[path = "../../../tests/support/temp_dir.rs"]
+mod temp_dir;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use agentwire::chopsticks::AgentConfig;
+use agentwire::jsonrpc_bus::ClientConfig as BusClientConfig;
+use agentwire::mcpw::Capability;
+use agentwire_server::chopsticks::agent_app::AgentLog;
+use agentwire_server::config::{Config, Protocol};
+use agentwire_server::gateway::Gateway;
+use agentwire_server::mcpw::agent_app::{AgentEvent as McpwAgentEvent, AgentSettings};
+use agentwire_server::relay::agent_app::Agent;
+use agentwire_server::relay::log_check;
+use serde_json::json;
+use temp_dir::temp_dir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long one step (a connect, an answer) may take before the test fails.
+const STEP: Duration = Duration::from_secs(20);
+
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(STEP, fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+/// A configuration with the admin listener and every listener on port 0, the relay's study
+/// logs in `log_dir`, llmrtc streaming fast over the WebSocket alone and without the
+/// example playbook (as the interop scripts expect), and `extra` appended.
+fn config_text(log_dir: &Path, separate: bool) -> String {
+    let mut text = format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n\n[relay]\nlog_dir = {:?}\n\n\
+         [llmrtc]\nfast = true\nwebrtc = false\n",
+        log_dir.display().to_string()
+    );
+    if !separate {
+        text.push_str("\n[[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:0\"\n");
+        return text;
+    }
+    // A listener per protocol, named after it; each section names its listener.
+    for p in ["bus", "chopsticks", "mcpw", "llmrtc", "relay"] {
+        text = text.replace(&format!("[{p}]\n"), &format!("[{p}]\nlistener = \"{p}\"\n"));
+        if !text.contains(&format!("[{p}]\n")) {
+            text.push_str(&format!("\n[{p}]\nlistener = \"{p}\"\n"));
+        }
+        text.push_str(&format!(
+            "\n[[listener]]\nname = \"{p}\"\nlisten = \"127.0.0.1:0\"\n"
+        ));
+    }
+    text
+}
+
+fn config(log_dir: &Path, separate: bool) -> Config {
+    Config::from_toml_str(&config_text(log_dir, separate), "serve-test.toml").expect("config")
+}
+
+/// Sends `request` on a fresh TCP connection to `addr` and reads the whole answer.
+async fn http(addr: SocketAddr, request: &str) -> String {
+    let mut tcp = within("connect", TcpStream::connect(addr))
+        .await
+        .expect("connect");
+    tcp.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = String::new();
+    within("http answer", tcp.read_to_string(&mut answer))
+        .await
+        .expect("read");
+    answer
+}
+
+/// `ws://127.0.0.1:PORT/path` → (`127.0.0.1:PORT`, `/path`).
+fn split(url: &str) -> (SocketAddr, String) {
+    let rest = url.strip_prefix("ws://").expect("ws url");
+    let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    (addr.parse().expect("addr"), path.to_owned())
+}
+
+/// A plain GET on each protocol's path gets its 426 with a line naming the protocol; an
+/// upgrade on an unknown path gets 404.
+async fn plain_http_answers(url_of: impl Fn(Protocol) -> String) {
+    for (protocol, name) in [
+        (Protocol::Bus, "jsonrpc-bus"),
+        (Protocol::Chopsticks, "chopsticks"),
+        (Protocol::Mcpw, "mcpw"),
+        (Protocol::Llmrtc, "llmrtc"),
+        (Protocol::Relay, "agent-relay"),
+    ] {
+        let (addr, path) = split(&url_of(protocol));
+        let answer = http(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 426"), "{protocol}: {answer}");
+        assert!(
+            answer.contains(name) && answer.contains(&path),
+            "{protocol}: {answer}"
+        );
+        let stray = format!("ws://{addr}/no-such-path");
+        match within(
+            "stray upgrade",
+            tokio_tungstenite::connect_async(stray.as_str()),
+        )
+        .await
+        {
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                assert_eq!(resp.status().as_u16(), 404, "{protocol}");
+            }
+            other => panic!("{protocol}: expected 404, got {:?}", other.map(|_| ())),
+        }
+    }
+}
+
+/// Our own client of each protocol against the gateway's URLs.
+async fn own_clients(url_of: impl Fn(Protocol) -> String) {
+    // Bus: a subscriber answers a publish's delivery; the publisher gets the chain's result.
+    let bus_url = url_of(Protocol::Bus);
+    let (sub, mut deliveries) = agentwire_server::bus::client_app::connect(
+        &bus_url,
+        BusClientConfig::new("sub").intercepting(),
+        agentwire_server::bus::client_app::transport_config(),
+        |_| {},
+    )
+    .expect("bus client");
+    within("subscribe", sub.subscribe("inbound:*"))
+        .await
+        .expect("subscribe");
+    let (publisher, _) = agentwire_server::bus::client_app::connect(
+        &bus_url,
+        BusClientConfig::new("pub"),
+        agentwire_server::bus::client_app::transport_config(),
+        |_| {},
+    )
+    .expect("bus client");
+    let answer = tokio::spawn(async move {
+        let d = deliveries.recv().await.expect("delivery");
+        d.answer(true).await
+    });
+    let result = within(
+        "publish",
+        publisher.publish("inbound:x", &json!({"hello": "gateway"})),
+    )
+    .await
+    .expect("publish");
+    assert!(within("answer", answer).await.expect("join"));
+    assert_eq!(
+        serde_json::to_value(&result).expect("json")["stopPropagation"],
+        true
+    );
+    within("ping", publisher.ping()).await.expect("ping");
+    sub.shutdown().await;
+    publisher.shutdown().await;
+
+    // Chopsticks: the mock music agent connects and announces itself.
+    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let agent = agentwire_server::chopsticks::agent_app::start(
+        &url_of(Protocol::Chopsticks),
+        AgentConfig::new("agent-gw").with_guilds(["g1"]),
+        false,
+        move |_, log| {
+            let _ = tx.send(matches!(log, AgentLog::Connected));
+        },
+    )
+    .expect("chopsticks agent");
+    within("chopsticks hello", async {
+        while let Some(connected) = seen.recv().await {
+            if connected {
+                return;
+            }
+        }
+        panic!("the chopsticks agent stopped");
+    })
+    .await;
+    agent.stop("test done").await;
+
+    // MCPW: the reference agent registers.
+    let settings = AgentSettings {
+        agent_id: "agent-gw".into(),
+        agent_type: "tester".into(),
+        capabilities: vec![Capability::new("code_review", 0.9)],
+        binary: false,
+        heartbeat: Duration::from_secs(5),
+        steps: 1,
+        step: Duration::from_millis(20),
+        hmac_secret: None,
+    };
+    let (handle, mut events) =
+        agentwire_server::mcpw::agent_app::connect(&url_of(Protocol::Mcpw), settings, None)
+            .expect("mcpw agent");
+    within("mcpw registered", async {
+        while let Some(ev) = events.recv().await {
+            if matches!(ev, McpwAgentEvent::Registered(_)) {
+                return;
+            }
+        }
+        panic!("the mcpw agent stopped");
+    })
+    .await;
+    handle.shutdown().await;
+
+    // llmrtc: the client gets `ready` and a session.
+    let mut client = agentwire_server::llmrtc::client_app::LlmrtcClientApp::start(
+        &url_of(Protocol::Llmrtc),
+        agentwire::llmrtc::ClientConfig::default(),
+        7,
+    )
+    .await
+    .expect("llmrtc client");
+    client
+        .wait_for(
+            "ready",
+            STEP,
+            |_| {},
+            |e| matches!(e, agentwire::llmrtc::ClientEvent::Ready { .. }),
+        )
+        .await
+        .expect("ready");
+    assert!(client.session_id().await.expect("session").is_some());
+    client.close().await;
+
+    // Relay: an agent joins a session.
+    let mut agent = Agent::connect(&url_of(Protocol::Relay), |_, _| {})
+        .await
+        .expect("relay agent");
+    let joined = agent.join("default", "gw-agent").await.expect("join");
+    assert_eq!(joined["sessionId"], "default", "{joined}");
+}
+
+/// Runs `program tests/interop/<script> <url>` (the workspace's interop scripts) to its
+/// end; asserts that it exits 0 printing `ok`.
+async fn outside_peer(
+    program: OsString,
+    script: &str,
+    url: String,
+    envs: Vec<(&'static str, OsString)>,
+    ok: &str,
+) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop")
+        .join(script);
+    let run = tokio::task::spawn_blocking(move || {
+        Command::new(program)
+            .arg(script)
+            .arg(url)
+            .envs(envs)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+    });
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("the outside peer finished")
+        .expect("join")
+        .expect("the outside peer runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains(ok), "{stdout}");
+}
+
+/// The real outside clients: Python `websockets` for the bus and the relay (with our movie
+/// host), Node `ws` for llmrtc. Each is skipped when its runtime is not set up (a failure
+/// under CI).
+async fn outside_clients(url_of: impl Fn(Protocol) -> String, log_dir: &Path, test: &str) {
+    if let Some(python) = interop::peer_from_env("AGENTWIRE_PYTHON", test) {
+        outside_peer(
+            python.clone(),
+            "bus_client.py",
+            url_of(Protocol::Bus),
+            Vec::new(),
+            "python interop ok",
+        )
+        .await;
+        let dir = log_dir.to_owned();
+        let log_file = move |study: &str| {
+            agentwire_server::relay::demo::log_path(&dir, study)
+                .display()
+                .to_string()
+        };
+        let mut host = agentwire_server::relay::host_app::MovieHost::start(
+            &url_of(Protocol::Relay),
+            Default::default(),
+            log_file,
+            |_| {},
+        )
+        .expect("movie host");
+        assert!(host.wait_joined(STEP).await, "host joined");
+        outside_peer(
+            python,
+            "relay_agent.py",
+            url_of(Protocol::Relay),
+            Vec::new(),
+            "python interop ok",
+        )
+        .await;
+        host.shutdown().await;
+    }
+    if let Some(dir) = interop::peer_from_env("AGENTWIRE_NODE_WS_DIR", test) {
+        let node = std::env::var_os("AGENTWIRE_NODE").unwrap_or_else(|| "node".into());
+        outside_peer(
+            node,
+            "llmrtc_client.js",
+            url_of(Protocol::Llmrtc),
+            vec![("AGENTWIRE_NODE_WS_DIR", dir)],
+            "node interop ok",
+        )
+        .await;
+    }
+}
+
+/// Every study log in `dir` is accepted by the checker `relay_log` runs.
+fn logs_are_consistent(dir: &Path) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).expect("log dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            let report = log_check::check_file(&path).expect("read log");
+            assert!(
+                report.is_consistent(),
+                "{}: {}",
+                path.display(),
+                report.render()
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test]
+async fn all_five_protocols_on_one_listener_by_path() {
+    let dir = temp_dir("one-listener");
+    let gw = within("start", Gateway::start(&config(&dir, false)))
+        .await
+        .expect("start");
+    let main = gw.local_addr("main").expect("main listener");
+    let url_of = |p| gw.url(p).expect("enabled");
+    for (protocol, path) in [
+        (Protocol::Bus, "/bus"),
+        (Protocol::Chopsticks, "/chopsticks"),
+        (Protocol::Mcpw, "/ws"),
+        (Protocol::Llmrtc, "/llmrtc"),
+        (Protocol::Relay, "/agent/ws"),
+    ] {
+        assert_eq!(url_of(protocol), format!("ws://{main}{path}"));
+    }
+    plain_http_answers(url_of).await;
+    own_clients(url_of).await;
+    outside_clients(url_of, &dir, "all_five_protocols_on_one_listener_by_path").await;
+    within("shutdown", gw.shutdown()).await;
+    assert!(logs_are_consistent(&dir) > 0, "no study log written");
+}
+
+#[tokio::test]
+async fn each_protocol_on_a_listener_of_its_own() {
+    let dir = temp_dir("separate");
+    let gw = within("start", Gateway::start(&config(&dir, true)))
+        .await
+        .expect("start");
+    let mut ports: Vec<u16> = Vec::new();
+    for (protocol, name) in [
+        (Protocol::Bus, "bus"),
+        (Protocol::Chopsticks, "chopsticks"),
+        (Protocol::Mcpw, "mcpw"),
+        (Protocol::Llmrtc, "llmrtc"),
+        (Protocol::Relay, "relay"),
+    ] {
+        let addr = gw.local_addr(name).expect("listener");
+        assert!(gw
+            .url(protocol)
+            .expect("url")
+            .starts_with(&format!("ws://{addr}/")));
+        ports.push(addr.port());
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 5, "five listeners, five ports");
+    let url_of = |p| gw.url(p).expect("enabled");
+    plain_http_answers(url_of).await;
+    own_clients(url_of).await;
+    outside_clients(url_of, &dir, "each_protocol_on_a_listener_of_its_own").await;
+    within("shutdown", gw.shutdown()).await;
+}
