@@ -1123,3 +1123,14 @@ fn deeply_nested_values_are_an_error_not_a_crash() {
     let set = format!("bus.topics={}1{}", "[".repeat(100_000), "]".repeat(100_000));
     Config::resolve(None, Vec::new(), &[set]).expect_err("not a list of strings");
 }
+
+#[test]
+fn the_process_environment_gives_only_agentwire_variables() {
+    std::env::set_var("AGENTWIRE__RELAY__HELLO", "false");
+    let vars = agentwire_server::config::environment();
+    assert!(vars
+        .iter()
+        .all(|(name, _)| name.starts_with(agentwire_server::config::ENV_PREFIX)));
+    let c = Config::resolve(None, vars, &[]).expect("resolved");
+    assert!(!c.relay.hello);
+}

@@ -59,7 +59,7 @@ pub use self::error::{ConfigError, Source};
 pub use self::listener::{Listener, ListenerTls};
 pub use self::llmrtc::LlmrtcSection;
 pub use self::mcpw::{McpwCompression, McpwSection};
-pub use self::overrides::ENV_PREFIX;
+pub use self::overrides::{environment, ENV_PREFIX};
 pub use self::relay::{RelaySection, RelaySync};
 pub use self::transport::Transport;
 
@@ -182,7 +182,7 @@ impl Config {
 
     /// The configuration the server runs with: the file (if any; else the defaults), then
     /// the `AGENTWIRE__*` variables of `env`, then the `--set KEY=VALUE` arguments in
-    /// `sets`, validated. The binary passes `std::env::vars()`.
+    /// `sets`, validated. The binary passes [`environment()`] (tests pass their own).
     pub fn resolve(
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,

@@ -22,6 +22,20 @@ use super::error::{ConfigError, Source};
 /// The prefix of the environment variables that override settings.
 pub const ENV_PREFIX: &str = "AGENTWIRE__";
 
+/// The `AGENTWIRE__*` variables of this process's environment, for
+/// [`Config::resolve`](super::Config::resolve). Unlike `std::env::vars`, never panics: a
+/// value that is not UTF-8 is passed on with U+FFFD in place of the bad bytes (so its
+/// error names the variable), and variables of other names are left out unread.
+pub fn environment() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| {
+            let name = name.into_string().ok()?;
+            name.starts_with(ENV_PREFIX)
+                .then(|| (name, value.to_string_lossy().into_owned()))
+        })
+        .collect()
+}
+
 /// One override: where it came from, the key path and the value.
 #[derive(Debug, Clone)]
 pub(crate) struct Override {
