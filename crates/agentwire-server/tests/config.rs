@@ -843,6 +843,13 @@ fn a_value_of_the_wrong_type_is_an_error_naming_the_key_and_its_line() {
     assert_at(&e, "relay.sync", 2);
     let e = reject("[mcpw]\nmax_streams = -1\n");
     assert_at(&e, "mcpw.max_streams", 2);
+    // Dotted keys and inline tables are located the same way.
+    let e = reject("[admin]\nenabled = true\n\nbus.max_message_bytes = \"big\"\n");
+    assert_at(&e, "admin.bus", 4);
+    let e = reject("bus.path = \"/b\"\nbus.max_message_bytes = \"big\"\n");
+    assert_at(&e, "bus.max_message_bytes", 2);
+    let e = reject("relay = { path = \"/r\" }\nbus = { path = \"/b\", max_batch_len = true }\n");
+    assert_at(&e, "bus.max_batch_len", 2);
     let e = reject("# sections are tables\nbus = 3\n");
     assert_at(&e, "bus", 2);
     assert!(e.to_string().ends_with("expected a table"), "{e}");
