@@ -2,7 +2,10 @@
 //! protocols on one listener by path and on listeners of their own, each driven by our own
 //! client and, where one exists, by its real outside client (Python `websockets` for the bus
 //! and the relay, the Node `ws` client for llmrtc); plain HTTP on a protocol path gets its
-//! 426, an unknown path 404; the study logs a shutdown leaves pass the log checker.
+//! 426, an unknown path 404; the study logs a shutdown leaves pass the log checker. And the
+//! binary (`agentwire serve --config FILE`) stopped by SIGTERM in the middle of a relay
+//! session (every WebSocket gets 1001, the study log is complete and the log checker accepts
+//! it, exit 0) and by a second signal during the graceful stop (exit 143 at once).
 
 #[allow(dead_code)]
 #[path = "../../../tests/support/interop.rs"]
@@ -14,7 +17,7 @@ mod temp_dir;
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use agentwire::chopsticks::AgentConfig;
@@ -26,10 +29,12 @@ use agentwire_server::gateway::Gateway;
 use agentwire_server::mcpw::agent_app::{AgentEvent as McpwAgentEvent, AgentSettings};
 use agentwire_server::relay::agent_app::Agent;
 use agentwire_server::relay::log_check;
-use serde_json::json;
-use temp_dir::temp_dir;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use temp_dir::{temp_dir, TempDir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
 
 /// How long one step (a connect, an answer) may take before the test fails.
 const STEP: Duration = Duration::from_secs(20);
@@ -270,6 +275,7 @@ async fn outside_peer(
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains(ok), "{stdout}");
+    eprintln!("{}", stdout.trim());
 }
 
 /// The real outside clients: Python `websockets` for the bus and the relay (with our movie
@@ -394,4 +400,238 @@ async fn each_protocol_on_a_listener_of_its_own() {
     own_clients(url_of).await;
     outside_clients(url_of, &dir, "each_protocol_on_a_listener_of_its_own").await;
     within("shutdown", gw.shutdown()).await;
+}
+
+/// `agentwire serve --config FILE` with the announcement read from its stdout.
+struct Served {
+    child: Child,
+    urls: Vec<(String, String)>,
+    _lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Served {
+    fn url(&self, protocol: &str) -> String {
+        self.urls
+            .iter()
+            .find(|(p, _)| p == protocol)
+            .map(|(_, u)| u.clone())
+            .unwrap_or_else(|| panic!("no serving line for {protocol}"))
+    }
+
+    /// Sends `signal` (`TERM`, `INT`) to the process.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits (bounded) for the process to exit; returns its exit code.
+    async fn exit_code(mut self) -> Option<i32> {
+        let wait = tokio::task::spawn_blocking(move || self.child.wait());
+        tokio::time::timeout(Duration::from_secs(60), wait)
+            .await
+            .expect("the server exited")
+            .expect("join")
+            .expect("wait")
+            .code()
+    }
+}
+
+/// Starts the binary on `dir/agentwire.toml` and waits for its `serving` lines.
+async fn serve(dir: &TempDir, separate: bool) -> Served {
+    let path = dir.join("agentwire.toml");
+    std::fs::write(&path, config_text(&dir.join("logs"), separate)).expect("config file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("agentwire serve");
+    let mut lines = lines_of(child.stdout.take().expect("stdout"));
+    let mut urls = Vec::new();
+    while urls.len() < 5 {
+        let line = within("the serving lines", lines.recv())
+            .await
+            .expect("agentwire serve exited before serving");
+        if let Some(rest) = line.strip_prefix("serving ") {
+            let mut protocol = None;
+            let mut url = None;
+            for field in rest.split_whitespace() {
+                if let Some(p) = field.strip_prefix("protocol=") {
+                    protocol = Some(p.to_owned());
+                }
+                if let Some(u) = field.strip_prefix("url=") {
+                    url = Some(u.to_owned());
+                }
+            }
+            urls.push((protocol.expect("protocol="), url.expect("url=")));
+        }
+    }
+    Served {
+        child,
+        urls,
+        _lines: lines,
+    }
+}
+
+/// Lines of a child's pipe, read on a thread of their own.
+fn lines_of(
+    pipe: impl std::io::Read + Send + 'static,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
+
+/// The relay envelope of `msg_type` with `payload` and id `id`.
+fn envelope(id: &str, msg_type: &str, payload: Value) -> Message {
+    Message::text(
+        json!({"v": "mvp-0.2", "id": id, "type": msg_type, "payload": payload}).to_string(),
+    )
+}
+
+/// Reads until a message of `msg_type` arrives.
+async fn until(ws: &mut Ws, msg_type: &str) -> Value {
+    loop {
+        let msg = within(msg_type, ws.next())
+            .await
+            .expect("open")
+            .expect("frame");
+        if let Message::Text(t) = msg {
+            let v: Value = serde_json::from_str(&t).expect("json");
+            if v["type"] == msg_type {
+                return v;
+            }
+        }
+    }
+}
+
+/// The close code this socket gets (frames before it are skipped).
+async fn close_code(ws: &mut Ws) -> Option<u16> {
+    loop {
+        match within("close", ws.next()).await {
+            Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => return None,
+        }
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn sigterm_mid_relay_session_closes_with_1001_and_leaves_a_complete_study_log() {
+    let dir = temp_dir("sigterm");
+    let served = serve(&dir, false).await;
+    let relay = served.url("relay");
+    let (mut host, _) = within(
+        "host connect",
+        tokio_tungstenite::connect_async(relay.as_str()),
+    )
+    .await
+    .expect("host");
+    host.send(envelope(
+        "h1",
+        "relay.join",
+        json!({"role": "host", "sessionId": "default"}),
+    ))
+    .await
+    .expect("send");
+    until(&mut host, "relay.joined").await;
+    let (mut agent, _) = within(
+        "agent connect",
+        tokio_tungstenite::connect_async(relay.as_str()),
+    )
+    .await
+    .expect("agent");
+    agent
+        .send(envelope(
+            "a1",
+            "relay.join",
+            json!({"role": "agent", "sessionId": "default", "agentName": "cut"}),
+        ))
+        .await
+        .expect("send");
+    until(&mut agent, "relay.joined").await;
+    // A message in flight through the relay: the agent's message reaches the host.
+    agent
+        .send(envelope(
+            "a2",
+            "agent.message",
+            json!({"text": "before the stop"}),
+        ))
+        .await
+        .expect("send");
+    until(&mut host, "agent.message").await;
+    // Other protocols' sockets are open too.
+    let (mut bus, _) = within(
+        "bus connect",
+        tokio_tungstenite::connect_async(served.url("bus").as_str()),
+    )
+    .await
+    .expect("bus");
+
+    served.signal("TERM");
+    let going_away = Some(1001);
+    assert_eq!(close_code(&mut host).await, going_away, "host");
+    assert_eq!(close_code(&mut agent).await, going_away, "agent");
+    assert_eq!(close_code(&mut bus).await, going_away, "bus");
+    drop((host, agent, bus));
+    assert_eq!(served.exit_code().await, Some(0));
+
+    let logs = dir.join("logs");
+    assert!(logs_are_consistent(&logs) > 0, "no study log");
+    let text = std::fs::read_to_string(agentwire_server::relay::demo::log_path(&logs, "default"))
+        .expect("the session's log");
+    assert!(text.ends_with('\n'), "a torn last line: {text}");
+    assert!(text.contains("before the stop"), "{text}");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_second_signal_during_the_graceful_stop_exits_at_once_with_143() {
+    let dir = temp_dir("second-signal");
+    let served = serve(&dir, false).await;
+    // A peer that completes the upgrade and then never reads: the graceful stop waits for
+    // its close handshake (2 × close_timeout) before giving up on it.
+    let (addr, path) = split(&served.url("bus"));
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    let upgrade = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    tcp.write_all(upgrade.as_bytes()).await.expect("upgrade");
+    let mut head = [0u8; 12];
+    within("101", tcp.read_exact(&mut head))
+        .await
+        .expect("read");
+    assert_eq!(&head, b"HTTP/1.1 101");
+
+    served.signal("TERM");
+    // The close frame reaches the silent peer: the graceful stop has begun.
+    let mut frame = [0u8; 2];
+    loop {
+        within("close frame", tcp.read_exact(&mut frame[..1]))
+            .await
+            .expect("read");
+        if frame[0] == 0x88 {
+            break;
+        }
+    }
+    served.signal("TERM");
+    assert_eq!(served.exit_code().await, Some(143));
 }
