@@ -347,14 +347,17 @@ fn logs_are_consistent(dir: &Path) -> usize {
     n
 }
 
+/// The URLs of the five protocols, from the binary's `serving` lines.
+fn protocol_url(served: &Served) -> impl Fn(Protocol) -> String + Copy + '_ {
+    move |p: Protocol| served.url(p.name())
+}
+
 #[tokio::test]
 async fn all_five_protocols_on_one_listener_by_path() {
     let dir = temp_dir("one-listener");
-    let gw = within("start", Gateway::start(&config(&dir, false)))
-        .await
-        .expect("start");
-    let main = gw.local_addr("main").expect("main listener");
-    let url_of = |p| gw.url(p).expect("enabled");
+    let served = serve(&dir, false).await;
+    let main = served.listener("main");
+    let url_of = protocol_url(&served);
     for (protocol, path) in [
         (Protocol::Bus, "/bus"),
         (Protocol::Chopsticks, "/chopsticks"),
@@ -364,52 +367,90 @@ async fn all_five_protocols_on_one_listener_by_path() {
     ] {
         assert_eq!(url_of(protocol), format!("ws://{main}{path}"));
     }
+    let logs = dir.join("logs");
     plain_http_answers(url_of).await;
     own_clients(url_of).await;
-    outside_clients(url_of, &dir, "all_five_protocols_on_one_listener_by_path").await;
-    within("shutdown", gw.shutdown()).await;
-    assert!(logs_are_consistent(&dir) > 0, "no study log written");
+    outside_clients(url_of, &logs, "all_five_protocols_on_one_listener_by_path").await;
+    served.signal("TERM");
+    assert_eq!(served.exit_code().await, Some(0));
+    assert!(logs_are_consistent(&logs) > 0, "no study log written");
 }
 
 #[tokio::test]
 async fn each_protocol_on_a_listener_of_its_own() {
     let dir = temp_dir("separate");
-    let gw = within("start", Gateway::start(&config(&dir, true)))
-        .await
-        .expect("start");
+    let served = serve(&dir, true).await;
     let mut ports: Vec<u16> = Vec::new();
-    for (protocol, name) in [
-        (Protocol::Bus, "bus"),
-        (Protocol::Chopsticks, "chopsticks"),
-        (Protocol::Mcpw, "mcpw"),
-        (Protocol::Llmrtc, "llmrtc"),
-        (Protocol::Relay, "relay"),
-    ] {
-        let addr = gw.local_addr(name).expect("listener");
-        assert!(gw
-            .url(protocol)
-            .expect("url")
+    for protocol in Protocol::ALL {
+        let addr = served.listener(protocol.name());
+        assert!(served
+            .url(protocol.name())
             .starts_with(&format!("ws://{addr}/")));
         ports.push(addr.port());
     }
     ports.sort_unstable();
     ports.dedup();
     assert_eq!(ports.len(), 5, "five listeners, five ports");
-    let url_of = |p| gw.url(p).expect("enabled");
+    let url_of = protocol_url(&served);
+    let logs = dir.join("logs");
     plain_http_answers(url_of).await;
     own_clients(url_of).await;
-    outside_clients(url_of, &dir, "each_protocol_on_a_listener_of_its_own").await;
-    within("shutdown", gw.shutdown()).await;
+    outside_clients(url_of, &logs, "each_protocol_on_a_listener_of_its_own").await;
+    served.signal("TERM");
+    assert_eq!(served.exit_code().await, Some(0));
+}
+
+/// The library's view: a [`Gateway`] reports each listener's address and each protocol's
+/// URL as the configuration placed them, and its shutdown closes open connections with
+/// 1001 and returns.
+#[tokio::test]
+async fn a_gateway_in_process_reports_where_it_serves_and_stops() {
+    let dir = temp_dir("in-process");
+    let gw = within("start", Gateway::start(&config(&dir, true)))
+        .await
+        .expect("start");
+    for protocol in Protocol::ALL {
+        let addr = gw.local_addr(protocol.name()).expect("listener");
+        assert!(gw
+            .url(protocol)
+            .expect("url")
+            .starts_with(&format!("ws://{addr}/")));
+    }
+    assert!(gw.local_addr("main").is_none());
+    assert!(gw.admin_addr().is_some());
+    assert_eq!(gw.shutdown_bound(), Duration::from_secs(15));
+    let lines = gw.announcement();
+    assert_eq!(lines.len(), 5 + 5 + 1, "{lines:?}");
+    let (mut ws, _) = within(
+        "connect",
+        tokio_tungstenite::connect_async(gw.url(Protocol::Relay).expect("url").as_str()),
+    )
+    .await
+    .expect("relay");
+    let stop = tokio::spawn(gw.shutdown());
+    assert_eq!(close_code(&mut ws).await, Some(1001));
+    drop(ws);
+    within("shutdown", stop).await.expect("join");
 }
 
 /// `agentwire serve --config FILE` with the announcement read from its stdout.
 struct Served {
     child: Child,
+    listeners: Vec<(String, SocketAddr)>,
     urls: Vec<(String, String)>,
     _lines: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
 impl Served {
+    /// The address of the listener `name`, from its `listening` line.
+    fn listener(&self, name: &str) -> SocketAddr {
+        self.listeners
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| *a)
+            .unwrap_or_else(|| panic!("no listening line for {name}"))
+    }
+
     fn url(&self, protocol: &str) -> String {
         self.urls
             .iter()
@@ -454,10 +495,21 @@ async fn serve(dir: &TempDir, separate: bool) -> Served {
         .expect("agentwire serve");
     let mut lines = lines_of(child.stdout.take().expect("stdout"));
     let mut urls = Vec::new();
+    let mut listeners = Vec::new();
     while urls.len() < 5 {
         let line = within("the serving lines", lines.recv())
             .await
             .expect("agentwire serve exited before serving");
+        if let Some(rest) = line.strip_prefix("listening ") {
+            let field = |key: &str| {
+                rest.split_whitespace()
+                    .find_map(|f| f.strip_prefix(key))
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| panic!("{key} in {line:?}"))
+            };
+            let addr = field("addr=").parse().expect("addr");
+            listeners.push((field("name="), addr));
+        }
         if let Some(rest) = line.strip_prefix("serving ") {
             let mut protocol = None;
             let mut url = None;
@@ -474,6 +526,7 @@ async fn serve(dir: &TempDir, separate: bool) -> Served {
     }
     Served {
         child,
+        listeners,
         urls,
         _lines: lines,
     }
