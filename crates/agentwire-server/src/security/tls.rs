@@ -247,3 +247,81 @@ impl CertReloader {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A self-signed certificate for `name` and its key, as PEM.
+    fn pair(name: &str) -> (Vec<u8>, Vec<u8>) {
+        let ck = rcgen::generate_simple_self_signed(vec![name.to_owned()]).expect("cert");
+        (
+            ck.cert.pem().into_bytes(),
+            ck.signing_key.serialize_pem().into_bytes(),
+        )
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("agentwire-tls-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("dir");
+        d
+    }
+
+    #[test]
+    fn a_bad_pair_is_refused_and_the_current_certificate_stays() {
+        let d = dir("bad-pair");
+        let files = CertFiles {
+            cert: d.join("live.crt"),
+            key: d.join("live.key"),
+        };
+        let (cert_a, key_a) = pair("a.test");
+        let (cert_b, key_b) = pair("b.test");
+        std::fs::write(&files.cert, &cert_a).unwrap();
+        std::fs::write(&files.key, &key_a).unwrap();
+        let r = CertReloader::load(files.clone(), TlsProfile::Default).expect("load");
+        let first = r.store().leaf_sha256();
+        assert!(!r.reload(false).expect("unchanged"));
+
+        // B's certificate with A's key: the key does not match, A stays.
+        std::fs::write(&files.cert, &cert_b).unwrap();
+        assert!(matches!(r.reload(false), Err(SecurityError::Tls(_))));
+        assert_eq!(r.store().leaf_sha256(), first);
+        // Garbage: refused, A stays; an unchanged bad file is not parsed (nor logged) again.
+        std::fs::write(&files.cert, b"not a certificate").unwrap();
+        assert!(matches!(
+            r.reload(false),
+            Err(SecurityError::NoCertificate { .. })
+        ));
+        assert!(!r.reload(false).expect("seen already"));
+        assert_eq!(r.store().leaf_sha256(), first);
+        // A missing file: refused, A stays.
+        std::fs::remove_file(&files.key).unwrap();
+        assert!(matches!(r.reload(true), Err(SecurityError::Read { .. })));
+        // The whole new pair: served.
+        std::fs::write(&files.cert, &cert_b).unwrap();
+        std::fs::write(&files.key, &key_b).unwrap();
+        assert!(r.reload(false).expect("new pair"));
+        assert_ne!(r.store().leaf_sha256(), first);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_mcpw_profile_is_tls_1_3_with_the_spec_s_two_suites() {
+        let p = TlsProfile::Mcpw.provider();
+        let names: Vec<_> = p.cipher_suites.iter().map(|s| s.suite()).collect();
+        assert_eq!(
+            names,
+            [
+                rustls::CipherSuite::TLS13_AES_256_GCM_SHA384,
+                rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
+            ]
+        );
+        assert_eq!(TlsProfile::Mcpw.versions().len(), 1);
+        assert_eq!(
+            TlsProfile::Mcpw.versions()[0].version,
+            rustls::ProtocolVersion::TLSv1_3
+        );
+        assert_eq!(TlsProfile::Default.versions().len(), 2);
+    }
+}
