@@ -3,7 +3,7 @@
 //! with an overlap, and client TLS with certificate pinning.
 //!
 //! - [`listener_config`] turns a `[[listener]]` into the transport's
-//!   [`ListenerConfig`](agentwire::tokio::ListenerConfig): TLS (when `[listener.tls]` is
+//!   [`ListenerConfig`]: TLS (when `[listener.tls]` is
 //!   set) whose certificate is reloaded every `reload_secs` and on SIGHUP, and the
 //!   allowlist as the accept filter.
 //! - [`keys`] watches the API-key and runner-secret files and feeds every change to the
