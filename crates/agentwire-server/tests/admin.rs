@@ -25,7 +25,8 @@ use agentwire::jsonrpc_bus::{BusConfig, ClientConfig as BusClientConfig};
 use agentwire::mcpw::orchestrator::{OrchestratorConfig, TaskSpec, UpgradeConfig};
 use agentwire::mcpw::Capability;
 use agentwire_server::admin::{self, Readiness};
-use agentwire_server::config::Protocol;
+use agentwire_server::config::{Config, Protocol};
+use agentwire_server::gateway::Gateway;
 use agentwire_server::llmrtc::audio::utterance_wav;
 use agentwire_server::llmrtc::client_app::LlmrtcClientApp;
 use agentwire_server::llmrtc::providers::{Providers, ScriptedStt};
@@ -676,4 +677,126 @@ async fn the_mcpw_metrics_endpoint_answers_metrics_only() {
     assert_eq!(status(&get(addr, "/").await), 404);
     assert_eq!(status(&get(addr, "/anything").await), 404);
     app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateways_admin_listener_reports_all_five_protocols_on_one_listener() {
+    let log_dir = temp_dir("admin-gateway-logs");
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n\n[relay]\nlog_dir = {:?}\n\n\
+         [llmrtc]\nfast = true\nwebrtc = false\n\n\
+         [[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:0\"\n",
+        log_dir.display().to_string()
+    );
+    let config = Config::from_toml_str(&text, "admin-test.toml").expect("config");
+    let gw = within("start", Gateway::start(&config))
+        .await
+        .expect("gateway");
+    let admin = gw.admin_addr().expect("admin listener");
+    assert_eq!(body(&get(admin, "/healthz").await), "ok\n");
+    assert_eq!(body(&get(admin, "/readyz").await), "ready\n");
+
+    // One publish to two subscribers through the gateway's bus route.
+    let bus_url = gw.url(Protocol::Bus).expect("bus url");
+    let mut subscribers = Vec::new();
+    let mut answers = Vec::new();
+    for i in 0..2 {
+        let (sub, mut deliveries) = bus::client_app::connect(
+            &bus_url,
+            BusClientConfig::new(format!("gw-sub-{i}")).intercepting(),
+            bus::client_app::transport_config(),
+            |_| {},
+        )
+        .expect("bus subscriber");
+        within("subscribe", sub.subscribe("gw"))
+            .await
+            .expect("subscribe");
+        subscribers.push(sub);
+        answers.push(tokio::spawn(async move {
+            let d = deliveries.recv().await.expect("delivery");
+            d.answer(false).await
+        }));
+    }
+    let (publisher, _) = bus::client_app::connect(
+        &bus_url,
+        BusClientConfig::new("gw-pub"),
+        bus::client_app::transport_config(),
+        |_| {},
+    )
+    .expect("bus publisher");
+    let result = within("publish", publisher.publish("gw", &json!({"n": 1})))
+        .await
+        .expect("publish");
+    assert_eq!(result.delivered, Some(2), "{result:?}");
+    for a in answers {
+        assert!(within("answer", a).await.expect("join"));
+    }
+    // A path no route serves: refused by the listener itself.
+    let main = gw.local_addr("main").expect("main listener");
+    assert_eq!(status(&get(main, "/nowhere").await), 404);
+
+    // The gateway's event tasks count what they see a moment after the peers see it: read
+    // until the publish is in (bounded).
+    let deadline = tokio::time::Instant::now() + STEP;
+    let text = loop {
+        let text = body(&get(admin, "/metrics").await).to_owned();
+        if text.contains(
+            "agentwire_requests_total{protocol=\"bus\",operation=\"publish\",outcome=\"completed\"} 1\n",
+        ) {
+            break text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no publish in\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let samples = parse_with_prometheus_client(&text);
+    let v = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        match &samples {
+            Some(s) => {
+                value(s, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?} in\n{text}"))
+            }
+            None => metrics_value_rust(&text, name, labels),
+        }
+    };
+    // Every protocol's transport counters are registered, in use or not.
+    for p in Protocol::ALL {
+        let open = v("agentwire_connections_open", &[("protocol", p.name())]);
+        let expected = if p == Protocol::Bus { 3.0 } else { 0.0 };
+        assert_eq!(open, expected, "{p}");
+    }
+    assert_eq!(v("agentwire_bus_subscriptions", &[]), 2.0);
+    assert_eq!(
+        v(
+            "agentwire_requests_total",
+            &[
+                ("protocol", "bus"),
+                ("operation", "hop"),
+                ("outcome", "continued")
+            ]
+        ),
+        2.0
+    );
+    assert_eq!(
+        v(
+            "agentwire_listener_drops_total",
+            &[("listener", "main"), ("reason", "not_found")]
+        ),
+        1.0
+    );
+
+    // The study-log folder stops being writable: not ready until it is back.
+    let aside = make_unwritable(&log_dir);
+    let answer = get(admin, "/readyz").await;
+    restore(&log_dir, &aside);
+    assert_eq!(status(&answer), 503, "{answer}");
+    assert!(body(&answer).contains("relay"), "{answer}");
+    assert_eq!(status(&get(admin, "/readyz").await), 200);
+
+    for sub in subscribers {
+        sub.shutdown().await;
+    }
+    publisher.shutdown().await;
+    gw.shutdown().await;
 }
