@@ -310,6 +310,7 @@ async fn tls_1_2_is_refused_on_the_mcpw_listener_and_accepted_on_another() {
         .await
         .expect("mcpw over TLS 1.3");
     speak(Protocol::Mcpw, &mut ws).await;
+    drop(ws);
     gateway.shutdown().await;
 }
 
@@ -359,6 +360,7 @@ async fn a_reloaded_certificate_serves_new_connections_while_old_ones_stay_up() 
     assert!(wss(&url, fresh_old, &[]).await.is_err());
     // ...and the connection made before the reload still works.
     speak(Protocol::Bus, &mut old_conn).await;
+    drop((ws, old_conn));
     gateway.shutdown().await;
 }
 
@@ -400,6 +402,13 @@ async fn an_address_outside_the_allowlist_is_refused() {
             String::from_utf8_lossy(&answer)
         );
     }
+    // Each refusal is counted on the listener's metrics.
+    let metrics = gateway.metrics().render();
+    assert!(
+        metrics
+            .contains("agentwire_listener_drops_total{listener=\"main\",reason=\"not_allowed\"} 3"),
+        "{metrics}"
+    );
     // Inside "open"'s list: served.
     let answer = raw_answer(gateway.local_addr("open").expect("open")).await;
     assert!(
@@ -414,6 +423,7 @@ async fn an_address_outside_the_allowlist_is_refused() {
     .await
     .expect("bus");
     speak(Protocol::Bus, &mut ws).await;
+    drop(ws);
     gateway.shutdown().await;
 }
 
@@ -451,6 +461,7 @@ async fn a_pinned_client_refuses_a_server_whose_certificate_does_not_match() {
         security::parse_pin_sha256(&colons.join(":")).expect("pin"),
         security::sha256(&der)
     );
+    drop(ws);
     gateway.shutdown().await;
 }
 
