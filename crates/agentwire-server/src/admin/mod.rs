@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `GET /healthz` | `200 ok` while the process runs (liveness) |
 //! | `GET /readyz` | `200 ready` when every [`Readiness`] check passes (each listener bound, the relay's study-log folder writable, the cluster link up when there is one; evaluated at request time), else `503` naming the failing checks |
-//! | `GET /metrics` | the [`Metrics`] as OpenMetrics text ([`CONTENT_TYPE`](crate::metrics::CONTENT_TYPE)) |
+//! | `GET /metrics` | the [`Metrics`] as OpenMetrics text ([`CONTENT_TYPE`]) |
 //! | any other path | `404` |
 //! | any other method | `405` with `Allow: GET` |
 //!
