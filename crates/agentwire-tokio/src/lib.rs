@@ -192,6 +192,21 @@
 //! connection and the machine demultiplexes. A driver started without a socket has the
 //! branch disabled and nothing to drain: it runs exactly as before.
 //!
+//! # Counters
+//!
+//! Every driver counts what it does, knowing nothing of the protocol: connections open and
+//! accepted, text and binary messages and their bytes each way, close frames sent by code,
+//! and what it dropped or refused and why (a slow reader's 1013, a pong timeout, a frame
+//! the WebSocket layer refuses, the per-address and total connection caps, the pending
+//! handshake caps, the hook's rejections, handshake timeouts and failures).
+//! [`Handle::stats`] reads them as a [`TransportStats`] without a lock and without reaching
+//! the owner task; a [`Router`]'s [`Listener::stats`] holds what happens before a route is
+//! chosen (404s, the address filter, the pending caps). They cost a relaxed atomic add
+//! where the work is already done: one per inbound batch, one per writer batch, one per
+//! connection event or refusal. A server's metrics read them at scrape time. Each
+//! connection also runs in one `conn` span with its id, peer address and the protocol
+//! named by [`ServerConfig::with_endpoint`].
+//!
 //! # Defaults, and why
 //!
 //! | setting | default | why |
