@@ -15,6 +15,11 @@
 //! each `examples/NAME.rs` binary only calls its `main`. [`common`] holds what all of them
 //! share: tracing to stderr, the clocks a machine is anchored to, and the per-address
 //! connection limits every server takes as flags.
+//!
+//! For operators: [`admin`] serves `/healthz`, `/readyz` and `/metrics` beside the protocol
+//! listeners, [`metrics`] counts every protocol the same way (from the machines' events and
+//! the transport's counters), and [`logging`] writes text or JSON lines with each
+//! connection's span.
 
 pub mod admin;
 pub mod bus;
