@@ -21,10 +21,12 @@ use std::time::Duration;
 
 use agentwire::agent_relay::RelayConfig;
 use agentwire::chopsticks::{AgentConfig, ControllerConfig};
+use agentwire::jsonrpc_bus::message::SendMessageResult;
 use agentwire::jsonrpc_bus::{BusConfig, ClientConfig as BusClientConfig};
 use agentwire::mcpw::orchestrator::{OrchestratorConfig, TaskSpec, UpgradeConfig};
 use agentwire::mcpw::Capability;
 use agentwire_server::admin::{self, Readiness};
+use agentwire_server::bus::client_app::BusClientApp;
 use agentwire_server::config::{Config, Protocol};
 use agentwire_server::gateway::Gateway;
 use agentwire_server::llmrtc::audio::utterance_wav;
@@ -187,6 +189,49 @@ fn restore(dir: &Path, aside: &Path) {
     std::fs::rename(aside, dir).expect("put the folder back");
 }
 
+/// `n` intercepting bus subscribers to `topic`, each letting the publish go on to the next,
+/// and a publisher that publishes once; returns them and the chain's result, once every
+/// subscriber has answered.
+async fn bus_publish(
+    url: &str,
+    n: usize,
+    topic: &str,
+) -> (Vec<BusClientApp>, BusClientApp, SendMessageResult) {
+    let mut subscribers = Vec::new();
+    let mut answers = Vec::new();
+    for i in 0..n {
+        let (sub, mut deliveries) = bus::client_app::connect(
+            url,
+            BusClientConfig::new(format!("{topic}-sub-{i}")).intercepting(),
+            bus::client_app::transport_config(),
+            |_| {},
+        )
+        .expect("bus subscriber");
+        within("subscribe", sub.subscribe(topic))
+            .await
+            .expect("subscribe");
+        subscribers.push(sub);
+        answers.push(tokio::spawn(async move {
+            let d = deliveries.recv().await.expect("delivery");
+            d.answer(false).await
+        }));
+    }
+    let (publisher, _) = bus::client_app::connect(
+        url,
+        BusClientConfig::new(format!("{topic}-pub")),
+        bus::client_app::transport_config(),
+        |_| {},
+    )
+    .expect("bus publisher");
+    let result = within("publish", publisher.publish(topic, &json!({"n": 1})))
+        .await
+        .expect("publish");
+    for a in answers {
+        assert!(within("answer", a).await.expect("join"));
+    }
+    (subscribers, publisher, result)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_and_metrics_during_a_session_of_all_five_protocols() {
     let metrics = Arc::new(Metrics::new());
@@ -265,40 +310,7 @@ async fn health_readiness_and_metrics_during_a_session_of_all_five_protocols() {
     // Bus: three intercepting subscribers each let the publish go on; the publisher gets
     // the chain's result.
     const SUBSCRIBERS: usize = 3;
-    let bus_url = bus_app.url();
-    let mut subscribers = Vec::new();
-    let mut answers = Vec::new();
-    for i in 0..SUBSCRIBERS {
-        let (sub, mut deliveries) = bus::client_app::connect(
-            &bus_url,
-            BusClientConfig::new(format!("sub-{i}")).intercepting(),
-            bus::client_app::transport_config(),
-            |_| {},
-        )
-        .expect("bus subscriber");
-        within("subscribe", sub.subscribe("news"))
-            .await
-            .expect("subscribe");
-        subscribers.push(sub);
-        // Each lets the publish go on to the next subscriber.
-        answers.push(tokio::spawn(async move {
-            let d = deliveries.recv().await.expect("delivery");
-            d.answer(false).await
-        }));
-    }
-    let (publisher, _) = bus::client_app::connect(
-        &bus_url,
-        BusClientConfig::new("pub"),
-        bus::client_app::transport_config(),
-        |_| {},
-    )
-    .expect("bus publisher");
-    let result = within("publish", publisher.publish("news", &json!({"n": 1})))
-        .await
-        .expect("publish");
-    for a in answers {
-        assert!(within("answer", a).await.expect("join"));
-    }
+    let (subscribers, publisher, result) = bus_publish(&bus_app.url(), SUBSCRIBERS, "news").await;
     assert!(result.success && !result.stop_propagation, "{result:?}");
     assert_eq!(result.delivered, Some(SUBSCRIBERS as u32), "{result:?}");
     event(&mut bus_events, "Completed").await;
@@ -697,40 +709,9 @@ async fn the_gateways_admin_listener_reports_all_five_protocols_on_one_listener(
     assert_eq!(body(&get(admin, "/readyz").await), "ready\n");
 
     // One publish to two subscribers through the gateway's bus route.
-    let bus_url = gw.url(Protocol::Bus).expect("bus url");
-    let mut subscribers = Vec::new();
-    let mut answers = Vec::new();
-    for i in 0..2 {
-        let (sub, mut deliveries) = bus::client_app::connect(
-            &bus_url,
-            BusClientConfig::new(format!("gw-sub-{i}")).intercepting(),
-            bus::client_app::transport_config(),
-            |_| {},
-        )
-        .expect("bus subscriber");
-        within("subscribe", sub.subscribe("gw"))
-            .await
-            .expect("subscribe");
-        subscribers.push(sub);
-        answers.push(tokio::spawn(async move {
-            let d = deliveries.recv().await.expect("delivery");
-            d.answer(false).await
-        }));
-    }
-    let (publisher, _) = bus::client_app::connect(
-        &bus_url,
-        BusClientConfig::new("gw-pub"),
-        bus::client_app::transport_config(),
-        |_| {},
-    )
-    .expect("bus publisher");
-    let result = within("publish", publisher.publish("gw", &json!({"n": 1})))
-        .await
-        .expect("publish");
+    let (subscribers, publisher, result) =
+        bus_publish(&gw.url(Protocol::Bus).expect("bus url"), 2, "gw").await;
     assert_eq!(result.delivered, Some(2), "{result:?}");
-    for a in answers {
-        assert!(within("answer", a).await.expect("join"));
-    }
     // A path no route serves: refused by the listener itself.
     let main = gw.local_addr("main").expect("main listener");
     assert_eq!(status(&get(main, "/nowhere").await), 404);
