@@ -1,4 +1,5 @@
-//! The configuration file: every key parsed and applied (one test per section), bad files
+//! The configuration file: every key parsed and applied (one test per section, and a file with
+//! environment and flag overrides served by the gateway over 127.0.0.1), bad files
 //! rejected with the key and the line, environment and `--set` overrides beating the file,
 //! and the commented defaults file parsing back to the defaults.
 
@@ -1140,4 +1141,211 @@ fn the_process_environment_gives_only_agentwire_variables() {
         .all(|(name, _)| name.starts_with(agentwire_server::config::ENV_PREFIX)));
     let c = Config::resolve(None, vars, &[]).expect("resolved");
     assert!(!c.relay.hello);
+}
+
+// ---- end to end: the settings reach the servers ----
+
+mod e2e {
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use agentwire_server::config::{Config, Protocol};
+    use agentwire_server::gateway::Gateway;
+    use futures_util::{SinkExt, StreamExt};
+    use serde_json::{json, Value};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+    use tokio_tungstenite::tungstenite::Message;
+
+    type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
+
+    const STEP: Duration = Duration::from_secs(20);
+
+    async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(STEP, fut)
+            .await
+            .unwrap_or_else(|_| panic!("timed out: {what}"))
+    }
+
+    /// Sends `request` on a fresh TCP connection and reads the whole answer.
+    async fn http(addr: SocketAddr, request: &str) -> String {
+        let mut tcp = within("connect", TcpStream::connect(addr))
+            .await
+            .expect("connect");
+        tcp.write_all(request.as_bytes()).await.expect("write");
+        let mut answer = Vec::new();
+        within("answer", tcp.read_to_end(&mut answer))
+            .await
+            .expect("read");
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    fn get(path: &str) -> String {
+        format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+    }
+
+    /// The next text message as JSON.
+    async fn next_json(ws: &mut Ws) -> Value {
+        loop {
+            match within("message", ws.next()).await {
+                Some(Ok(Message::Text(t))) => return serde_json::from_str(&t).expect("json"),
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                other => panic!("expected a text message, got {other:?}"),
+            }
+        }
+    }
+
+    async fn connect(url: &str, headers: &[(&str, &str)]) -> Result<Ws, String> {
+        let mut req = url.into_client_request().expect("request");
+        for (name, value) in headers {
+            req.headers_mut().insert(
+                HeaderName::from_bytes(name.as_bytes()).expect("header name"),
+                HeaderValue::from_str(value).expect("header value"),
+            );
+        }
+        within(url, tokio_tungstenite::connect_async(req))
+            .await
+            .map(|(ws, _)| ws)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A configuration from a file, the environment and `--set` flags, served by the
+    /// gateway: each setting is seen over real sockets on 127.0.0.1.
+    #[tokio::test]
+    async fn settings_from_the_file_environment_and_flags_reach_the_servers() {
+        let dir = std::env::temp_dir().join(format!("agentwire-config-e2e-{}", std::process::id()));
+        let log_dir = dir.join("study-logs");
+        let text = format!(
+            r#"
+[admin]
+listen = "127.0.0.1:0"
+
+[[listener]]
+name = "main"
+listen = "127.0.0.1:0"
+
+[[listener]]
+name = "side"
+listen = "127.0.0.1:0"
+
+[bus]
+path = "/events"
+max_message_bytes = 2048
+server_id = "bus-from-file"
+
+[chopsticks]
+enabled = false
+
+[mcpw]
+listener = "side"
+path = "/mcp"
+
+[llmrtc]
+enabled = false
+
+[relay]
+log_dir = {log_dir:?}
+
+[relay.transport]
+max_connections_per_address = 1
+"#,
+            log_dir = log_dir.display().to_string()
+        );
+        let (path, _guard) = super::file(&text);
+        let config = Config::resolve(
+            Some(&path),
+            vec![(
+                "AGENTWIRE__BUS__SERVER_ID".to_owned(),
+                "bus-from-env".to_owned(),
+            )],
+            &[r#"mcpw.api_keys=["key-from-flag"]"#.to_owned()],
+        )
+        .expect("config");
+        let gateway = within("start", Gateway::start(&config))
+            .await
+            .expect("gateway");
+        let main = gateway.local_addr("main").expect("main listener");
+        let side = gateway.local_addr("side").expect("side listener");
+
+        // Bus at its configured path, with the environment's server id and the file's
+        // message limit.
+        let bus_url = gateway.url(Protocol::Bus).expect("bus served");
+        assert_eq!(bus_url, format!("ws://{main}/events"));
+        let mut bus = connect(&bus_url, &[]).await.expect("bus connects");
+        bus.send(Message::text(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"clientId": "cfg", "clientInfo": {"name": "t", "version": "1"}}})
+            .to_string(),
+        ))
+        .await
+        .expect("send");
+        let init = next_json(&mut bus).await;
+        assert_eq!(init["result"]["serverId"], "bus-from-env", "{init}");
+        let big = "x".repeat(3000);
+        bus.send(Message::text(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"pad": big}})
+                .to_string(),
+        ))
+        .await
+        .expect("send");
+        let refused = next_json(&mut bus).await;
+        assert_eq!(refused["error"]["code"], -32005, "{refused}");
+        assert!(http(main, &get("/bus")).await.starts_with("HTTP/1.1 404"));
+
+        // Chopsticks and llmrtc are off: nothing at their default paths.
+        assert!(gateway.url(Protocol::Chopsticks).is_none());
+        assert!(gateway.url(Protocol::Llmrtc).is_none());
+        assert!(http(main, &get("/chopsticks"))
+            .await
+            .starts_with("HTTP/1.1 404"));
+        assert!(http(main, &get("/llmrtc"))
+            .await
+            .starts_with("HTTP/1.1 404"));
+
+        // MCPW on the side listener at its configured path, with the flag's API key.
+        let mcpw_url = gateway.url(Protocol::Mcpw).expect("mcpw served");
+        assert_eq!(mcpw_url, format!("ws://{side}/mcp"));
+        let without = connect(&mcpw_url, &[("sec-websocket-protocol", "mcp.v1")])
+            .await
+            .expect_err("no API key");
+        assert!(without.contains("401"), "{without}");
+        let with = connect(
+            &mcpw_url,
+            &[
+                ("sec-websocket-protocol", "mcp.v1"),
+                ("authorization", "Bearer key-from-flag"),
+            ],
+        )
+        .await
+        .expect("the flag's key is accepted");
+        drop(with);
+
+        // Relay at the spec's path: one connection per address, study logs in log_dir.
+        let relay_url = gateway.url(Protocol::Relay).expect("relay served");
+        assert_eq!(relay_url, format!("ws://{main}/agent/ws"));
+        let mut first = connect(&relay_url, &[])
+            .await
+            .expect("first relay connection");
+        let hello = next_json(&mut first).await;
+        assert_eq!(hello["type"], "relay.hello", "{hello}");
+        let mut second = connect(&relay_url, &[])
+            .await
+            .expect("upgraded, then closed");
+        let closed = loop {
+            match within("close", second.next()).await {
+                Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => {}
+                other => panic!("expected a close frame, got {other:?}"),
+            }
+        };
+        assert_eq!(closed, Some(1013));
+        assert!(log_dir.is_dir(), "the relay's study-log folder is created");
+
+        drop(first);
+        drop(bus);
+        within("shutdown", gateway.shutdown()).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
