@@ -559,3 +559,150 @@ async fn a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap
     assert!(chopsticks_secret_accepted(&chopsticks, "new-secret").await);
     gateway.shutdown().await;
 }
+
+/// The `agentwire serve` binary on a configuration file, and the URLs it announced.
+#[cfg(unix)]
+struct Binary {
+    child: std::process::Child,
+    urls: Vec<(String, String)>,
+}
+
+#[cfg(unix)]
+impl Binary {
+    /// Starts `agentwire serve --config <dir>/agentwire.toml` with `text`, waiting for its
+    /// five `serving protocol=... url=...` lines.
+    async fn serve(dir: &Path, text: &str) -> Self {
+        use std::io::BufRead;
+        let path = dir.join("agentwire.toml");
+        std::fs::write(&path, text).expect("config file");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .args(["serve", "--config"])
+            .arg(&path)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("agentwire serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut urls = Vec::new();
+        while urls.len() < 5 {
+            let line = within("the serving lines", lines.recv())
+                .await
+                .expect("agentwire serve exited before serving");
+            let Some(rest) = line.strip_prefix("serving ") else {
+                continue;
+            };
+            let field = |key: &str| {
+                rest.split_whitespace()
+                    .find_map(|f| f.strip_prefix(key))
+                    .map(str::to_owned)
+                    .expect("field")
+            };
+            urls.push((field("protocol="), field("url=")));
+        }
+        Self { child, urls }
+    }
+
+    fn url(&self, protocol: &str) -> String {
+        self.urls
+            .iter()
+            .find(|(p, _)| p == protocol)
+            .map(|(_, u)| u.clone())
+            .expect("url")
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether an MCPW upgrade over `tls` with API key `key` is accepted (101) or refused (401).
+async fn mcpw_key_accepted_over(url: &str, tls: Arc<rustls::ClientConfig>, key: &str) -> bool {
+    let bearer = format!("Bearer {key}");
+    let headers = [
+        ("Sec-WebSocket-Protocol", "mcp.v1"),
+        ("Authorization", bearer.as_str()),
+    ];
+    match wss(url, tls, &headers).await {
+        Ok(_) => true,
+        Err(tungstenite::Error::Http(resp)) if resp.status() == 401 => false,
+        Err(e) => panic!("unexpected: {e}"),
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn sighup_reloads_the_certificate_and_the_key_files_and_the_server_serves_on() {
+    let dir = temp_dir("sighup");
+    let (old_cert, old_key, _) = certificate(&dir, "old");
+    let (new_cert, new_key, _) = certificate(&dir, "new");
+    let (live_cert, live_key) = (dir.join("live.crt"), dir.join("live.key"));
+    replace_file(&old_cert, &live_cert);
+    replace_file(&old_key, &live_key);
+    let api_keys = dir.join("api_keys");
+    std::fs::write(&api_keys, "old-key\n").expect("keys");
+    // Every period an hour long: within the test only SIGHUP can reload anything.
+    let text = format!(
+        "[admin]\nenabled = false\n\n[relay]\nlog_dir = {:?}\n\n[llmrtc]\nwebrtc = false\n\n\
+         [keys]\nreload_secs = 3600\noverlap_secs = 3600\n\n\
+         [mcpw]\napi_keys_file = {:?}\n\n\
+         [[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:0\"\n\
+         [listener.tls]\ncert = {:?}\nkey = {:?}\nreload_secs = 3600\n",
+        dir.join("logs").display().to_string(),
+        api_keys.display().to_string(),
+        live_cert.display().to_string(),
+        live_key.display().to_string()
+    );
+    let mut served = Binary::serve(&dir, &text).await;
+    let mcpw = served.url("mcpw");
+    let trusts_old = || client_tls(Some(&old_cert), None).expect("tls");
+    let trusts_new = || client_tls(Some(&new_cert), None).expect("tls");
+    assert!(mcpw_key_accepted_over(&mcpw, trusts_old(), "old-key").await);
+    assert!(!mcpw_key_accepted_over(&mcpw, trusts_old(), "new-key").await);
+
+    replace_file(&new_cert, &live_cert);
+    replace_file(&new_key, &live_key);
+    std::fs::write(&api_keys, "new-key\n").expect("keys");
+    served.signal("HUP");
+    let url = mcpw.clone();
+    eventually("SIGHUP loaded the new certificate and key", || {
+        let url = url.clone();
+        async move {
+            match wss(&url, trusts_new(), &headers_for(Protocol::Mcpw)).await {
+                Err(tungstenite::Error::Http(_)) | Ok(_) => {
+                    mcpw_key_accepted_over(&url, trusts_new(), "new-key").await
+                }
+                Err(_) => false,
+            }
+        }
+    })
+    .await;
+    // The retired key is within its (hour-long) overlap; the old certificate is gone.
+    assert!(mcpw_key_accepted_over(&mcpw, trusts_new(), "old-key").await);
+    assert!(wss(&mcpw, trusts_old(), &headers_for(Protocol::Mcpw))
+        .await
+        .is_err());
+    // SIGHUP did not end the server.
+    assert!(served.child.try_wait().expect("try_wait").is_none());
+    served.signal("TERM");
+}

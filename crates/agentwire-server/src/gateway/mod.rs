@@ -86,7 +86,7 @@ pub struct Gateway {
     metrics: Arc<Metrics>,
     shutdown_bound: Duration,
     /// Rotates the MCPW API keys and Chopsticks runner secrets from their key files.
-    _keys: Option<Watcher>,
+    _keys: Watcher,
 }
 
 impl std::fmt::Debug for Gateway {

@@ -171,11 +171,14 @@ impl Last {
 
 /// Starts watching the targets' key files: every `[keys] reload_secs` (0: only on SIGHUP)
 /// and on SIGHUP, a changed set is rotated in with `[keys] overlap_secs` of overlap. The
-/// sets the targets started with count as the first ones seen. Returns `None` when no
-/// target has a key file (nothing can change). Must be called inside a tokio runtime.
-pub fn spawn(keys: &Keys, targets: KeyTargets) -> Option<Watcher> {
+/// sets the targets started with count as the first ones seen. With no key file at all the
+/// watcher only answers SIGHUP (nothing to reload), so that SIGHUP, the usual "reload"
+/// signal, never ends the server. Must be called inside a tokio runtime.
+pub fn spawn(keys: &Keys, targets: KeyTargets) -> Watcher {
     if !targets.has_files() {
-        return None;
+        return Watcher::spawn("keys", None, |_| async {
+            tracing::debug!("SIGHUP: no key file to reload");
+        });
     }
     let overlap = Duration::from_secs(keys.overlap_secs);
     let every = (keys.reload_secs > 0).then(|| Duration::from_secs(keys.reload_secs));
@@ -191,7 +194,7 @@ pub fn spawn(keys: &Keys, targets: KeyTargets) -> Option<Watcher> {
             l.1 .0 = s.load().ok();
         }
     }
-    Some(Watcher::spawn("keys", every, move |force| {
+    Watcher::spawn("keys", every, move |force| {
         let targets = Arc::clone(&targets);
         let last = Arc::clone(&last);
         async move {
@@ -252,7 +255,7 @@ pub fn spawn(keys: &Keys, targets: KeyTargets) -> Option<Watcher> {
                 }
             }
         }
-    }))
+    })
 }
 
 #[cfg(test)]
