@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use agentwire::tokio::{Limits, Refusal, ServerConfig};
+use agentwire::tokio::{ClientConfig as TransportClientConfig, Limits, Refusal, ServerConfig};
 use tokio::sync::mpsc;
 
 pub use crate::logging::{colour, init_tracing, subscriber};
@@ -56,6 +56,36 @@ impl AddressLimits {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .unwrap_or_default()
+    }
+}
+
+/// The TLS settings of every client this process starts for `wss://` URLs (a client
+/// command's `--ca` and `--pin-sha256`), once installed; until then the transport's default
+/// (the Mozilla roots).
+static CLIENT_TLS: Mutex<Option<std::sync::Arc<rustls::ClientConfig>>> = Mutex::new(None);
+
+/// Makes `tls` the `wss://` settings of the clients this process starts from now on (a
+/// client command calls it once, from its flags, before it connects).
+pub fn install_client_tls(tls: std::sync::Arc<rustls::ClientConfig>) {
+    *CLIENT_TLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tls);
+}
+
+/// The installed client TLS settings ([`install_client_tls`]), if any.
+pub fn installed_client_tls() -> Option<std::sync::Arc<rustls::ClientConfig>> {
+    CLIENT_TLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+/// `config` with the installed client TLS settings, if any: what every reference client
+/// connects with.
+pub fn client_transport(config: TransportClientConfig) -> TransportClientConfig {
+    match installed_client_tls() {
+        Some(tls) => config.with_tls(tls),
+        None => config,
     }
 }
 

@@ -250,3 +250,80 @@ async fn demo_tells_every_protocols_story_on_one_port() {
         assert!(text.contains(story), "missing {story:?} in:\n{text}");
     }
 }
+
+/// `agentwire serve --config file`, until dropped; the URL it announces for `protocol`.
+struct Serving {
+    child: std::process::Child,
+}
+
+impl Serving {
+    fn start(file: PathBuf, protocol: &str) -> (Self, String) {
+        use std::io::BufRead;
+        let mut child = Command::new(BIN)
+            .args(["serve", "--config", &file.display().to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn agentwire serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let serving = Self { child };
+        // The announcement comes once every listener is bound; the process's end ends it.
+        let prefix = format!("serving protocol={protocol} url=");
+        let url = std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|line| line.strip_prefix(&prefix).map(str::to_owned))
+            .expect("the serving line");
+        (serving, url)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_client_subcommand_speaks_wss_with_the_ca_it_is_given() {
+    let dir = TempDir::new("tls");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+        .expect("certificate");
+    let (cert, key) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).expect("write cert");
+    std::fs::write(&key, ck.signing_key.serialize_pem()).expect("write key");
+    let config = format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n\n[relay]\nlog_dir = {:?}\n\n[[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:0\"\n\n[listener.tls]\ncert = {:?}\nkey = {:?}\n",
+        dir.0.join("logs").display().to_string(),
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let file = dir.0.join("serve.toml");
+    std::fs::write(&file, config).expect("write config");
+    let (serving, url) = tokio::task::spawn_blocking(move || Serving::start(file, "bus"))
+        .await
+        .expect("join");
+    assert!(url.starts_with("wss://127.0.0.1:"), "{url}");
+    let ca = cert.display().to_string();
+
+    let out = agentwire(&["bus", "ping", "--url", &url, "--ca", &ca]).await;
+    assert!(out.status.success(), "{out:?}");
+    assert!(!stdout(&out).trim().is_empty(), "{out:?}");
+
+    // Without the CA the self-signed certificate is refused, plainly and at once.
+    let out = agentwire(&["bus", "ping", "--url", &url]).await;
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("no connection to"), "{out:?}");
+
+    // A CA file that is not there is an error naming it.
+    let out = agentwire(&["bus", "ping", "--url", &url, "--ca", "/nonexistent/ca.pem"]).await;
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("/nonexistent/ca.pem"), "{out:?}");
+    // A pin that is not a SHA-256 is refused before anything connects.
+    let out = agentwire(&["mcpw", "agent", "--url", &url, "--pin-sha256", "12:34"]).await;
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(stderr(&out).lines().count(), 1, "{out:?}");
+    drop(serving);
+}

@@ -137,9 +137,10 @@ pub struct BusClientApp {
 }
 
 /// The transport settings of the example clients: the transport's defaults (reconnect with
-/// backoff from 1 s doubling to 30 s, plus up to 500 ms jitter).
+/// backoff from 1 s doubling to 30 s, plus up to 500 ms jitter) and the installed client
+/// TLS settings for `wss://` ([`crate::common::install_client_tls`]).
 pub fn transport_config() -> TransportClientConfig {
-    TransportClientConfig::default()
+    crate::common::client_transport(TransportClientConfig::default())
 }
 
 /// Connects a client to `url` (the driver keeps reconnecting per `transport`; the machine

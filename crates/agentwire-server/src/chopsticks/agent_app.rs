@@ -64,7 +64,7 @@ pub fn start(
     log: impl Fn(&str, AgentLog) + Send + 'static,
 ) -> Result<RunningAgent, ConfigError> {
     let agent_id = config.agent_id.clone();
-    let client_cfg = ClientConfig::default()
+    let client_cfg = crate::common::client_transport(ClientConfig::default())
         .with_reconnect(reconnect)
         .with_backoff(
             Backoff::new(Duration::from_secs(1), Duration::from_secs(30))

@@ -35,6 +35,10 @@ pub struct Connection {
     /// Seconds to wait for an answer (a publish waits for the whole chain).
     #[arg(long, global = true, default_value_t = 30)]
     timeout: u64,
+    /// A PEM file of certificates to trust for `wss://` besides the Mozilla roots (a private
+    /// CA, or a self-signed server certificate).
+    #[arg(long, global = true, value_name = "FILE")]
+    ca: Option<std::path::PathBuf>,
 }
 
 /// A bus client subcommand.
@@ -74,6 +78,13 @@ pub async fn run(connection: Connection, command: Command) -> ExitCode {
         connection,
         command,
     };
+    let tls = super::client_tls::TlsFlags {
+        ca: args.connection.ca.clone(),
+    };
+    if let Err(e) = tls.install(None) {
+        eprintln!("bus_client: {e}");
+        return ExitCode::FAILURE;
+    }
     let url = args.connection.url.clone();
     let timeout = Duration::from_secs(args.connection.timeout);
     let mut cfg = ClientConfig::new(&args.connection.client_id).with_request_timeout(timeout);

@@ -29,6 +29,9 @@ pub struct Args {
     /// Protocol version sent in hello.
     #[arg(long, default_value = "1.0.0")]
     protocol_version: String,
+    /// `wss://` settings.
+    #[command(flatten)]
+    tls: super::client_tls::TlsFlags,
 }
 
 /// Runs the `chopsticks_agent` command, as `cargo run --example chopsticks_agent` does.
@@ -44,6 +47,7 @@ pub async fn run(args: Args) -> ExitCode {
 }
 
 async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    args.tls.install(None)?;
     let mut cfg = AgentConfig::new(&args.agent_id)
         .with_guilds(args.guilds)
         .with_pool(args.pool)

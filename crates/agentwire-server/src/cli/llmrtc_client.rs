@@ -44,6 +44,9 @@ pub struct Args {
     /// the reply's speech comes back on the server's track (written to `--out` at 48 kHz).
     #[arg(long)]
     webrtc: bool,
+    /// `wss://` settings.
+    #[command(flatten)]
+    tls: super::client_tls::TlsFlags,
 }
 
 /// Runs the `llmrtc_client` command, as `cargo run --example llmrtc_client` does.
@@ -59,6 +62,7 @@ pub async fn run(args: Args) -> std::process::ExitCode {
 }
 
 async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    args.tls.install(None)?;
     let wav = match &args.wav {
         Some(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
         None => utterance_wav(700),

@@ -63,6 +63,15 @@ pub struct Args {
     /// The vote collaboration requests are answered with: approve, reject or abstain.
     #[arg(long, default_value = "approve")]
     vote: String,
+    /// `wss://` settings.
+    #[command(flatten)]
+    tls: super::client_tls::TlsFlags,
+    /// Certificate pinning (the MCPW spec's): the SHA-256 of the server's leaf certificate,
+    /// 64 hex digits (colons allowed, as `openssl x509 -noout -fingerprint -sha256` prints
+    /// it); a server whose certificate does not match is refused, on top of the normal
+    /// verification (add `--ca` for a self-signed certificate).
+    #[arg(long, value_name = "HEX")]
+    pin_sha256: Option<String>,
 }
 
 /// Runs the `mcpw_agent` command, as `cargo run --example mcpw_agent` does.
@@ -78,6 +87,7 @@ pub async fn run(args: Args) -> ExitCode {
 }
 
 async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    args.tls.install(args.pin_sha256.as_deref())?;
     let capabilities: Vec<_> = args
         .capabilities
         .iter()

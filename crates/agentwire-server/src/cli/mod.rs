@@ -9,6 +9,7 @@ pub mod bus_server;
 pub mod chopsticks_agent;
 pub mod chopsticks_controller;
 pub mod chopsticks_demo;
+pub mod client_tls;
 pub mod demo;
 pub mod llmrtc_client;
 pub mod llmrtc_demo;

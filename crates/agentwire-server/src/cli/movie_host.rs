@@ -26,6 +26,9 @@ pub struct Args {
     /// study sessions after the newest log file in it).
     #[arg(long, default_value = DEFAULT_LOG_DIR)]
     log_dir: PathBuf,
+    /// `wss://` settings.
+    #[command(flatten)]
+    tls: super::client_tls::TlsFlags,
 }
 
 /// Runs the `movie_host` command, as `cargo run --example movie_host` does.
@@ -41,6 +44,7 @@ pub async fn run(args: Args) -> ExitCode {
 }
 
 async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    args.tls.install(None)?;
     // The relay writes a study session's records to `<log dir>/<sessionId>.jsonl`; number
     // after the newest such file, so a restart never reuses an id (and its file).
     let last = newest_study_session(&args.log_dir);

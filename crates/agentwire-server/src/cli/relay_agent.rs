@@ -30,6 +30,9 @@ pub struct Args {
     /// Tickets (and seats) to book, 1 to 10.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10))]
     tickets: u64,
+    /// `wss://` settings.
+    #[command(flatten)]
+    tls: super::client_tls::TlsFlags,
 }
 
 /// Runs the `relay_agent` command, as `cargo run --example relay_agent` does.
@@ -41,6 +44,10 @@ pub async fn main() -> ExitCode {
 /// Runs the command with `args`, as `main` does after parsing them (the `agentwire`
 /// binary's subcommand calls it with the same flags); installs no tracing subscriber.
 pub async fn run(args: Args) -> ExitCode {
+    if let Err(e) = args.tls.install(None) {
+        eprintln!("relay_agent: {e}");
+        return ExitCode::FAILURE;
+    }
     let plan = Plan {
         study_id: args.study_id,
         participant_id: args.participant_id,

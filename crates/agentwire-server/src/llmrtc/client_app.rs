@@ -53,7 +53,7 @@ impl std::error::Error for WaitError {}
 
 /// Transport settings: messages up to the llmrtc default (8 MiB: whole `tts` replies).
 pub fn transport_config() -> TransportConfig {
-    TransportConfig::default().with_limits(
+    crate::common::client_transport(TransportConfig::default()).with_limits(
         Limits::default()
             .with_max_message_size(DEFAULT_MAX_MESSAGE_BYTES)
             .with_max_frame_size(DEFAULT_MAX_MESSAGE_BYTES),

@@ -548,7 +548,7 @@ pub fn connect_machine(
     api_key: Option<&str>,
 ) -> Result<(Handle<AgentMachine>, Events<AgentEvent>), agentwire::tokio::ConfigError> {
     let settings = &machine.settings;
-    let mut cfg = ClientConfig::default()
+    let mut cfg = crate::common::client_transport(ClientConfig::default())
         .with_subprotocol("mcp.v1")
         .with_header("X-Agent-ID", settings.agent_id.clone())
         .with_header("X-Agent-Type", settings.agent_type.clone());

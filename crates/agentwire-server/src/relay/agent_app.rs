@@ -95,7 +95,11 @@ impl Agent {
         transcript: impl FnMut(Dir, &Value) + Send + 'static,
     ) -> Result<Self, AgentError> {
         let config = Limits::default().websocket_config();
-        let connect = tokio_tungstenite::connect_async_with_config(url, Some(config), true);
+        // `wss://` with the installed client TLS settings, if any (else the defaults).
+        let connector =
+            crate::common::installed_client_tls().map(tokio_tungstenite::Connector::Rustls);
+        let connect =
+            tokio_tungstenite::connect_async_tls_with_config(url, Some(config), true, connector);
         let (ws, _) = tokio::time::timeout(REQUEST_TIMEOUT, connect)
             .await
             .map_err(|_| AgentError::Timeout("the connection".to_owned()))?

@@ -32,7 +32,7 @@ pub struct MovieHost {
 
 /// The transport settings: the host's message limit, reconnects within 50 ms .. 2 s.
 pub fn client_config(config: &HostConfig) -> ClientConfig {
-    ClientConfig::default()
+    crate::common::client_transport(ClientConfig::default())
         .with_limits(crate::common::message_limits(
             config.limits.max_message_bytes,
         ))
