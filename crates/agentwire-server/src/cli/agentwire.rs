@@ -1,8 +1,8 @@
 //! The `agentwire` command: its subcommands and its `main`. `src/main.rs` is the binary.
 //!
 //! The client subcommands are the example commands with the same flags (one implementation:
-//! `agentwire bus publish` runs [`bus_client`](super::bus_client), `agentwire relay agent`
-//! runs [`relay_agent`](super::relay_agent), ...), and `agentwire PROTOCOL server` runs that
+//! `agentwire bus publish` runs [`bus_client`], `agentwire relay agent`
+//! runs [`relay_agent`], ...), and `agentwire PROTOCOL server` runs that
 //! protocol's single reference server with its example's flags.
 
 use std::process::ExitCode;
