@@ -93,7 +93,10 @@ fn the_defaults_file_parses_back_to_the_defaults() {
     let text = defaults_toml();
     let parsed = Config::from_toml_str(&text, "defaults").expect("the defaults parse");
     assert_eq!(parsed, Config::default());
-    assert_eq!(parsed.to_toml_string(), Config::default().to_toml_string());
+    assert_eq!(
+        parsed.to_toml_string().expect("toml"),
+        Config::default().to_toml_string().expect("toml")
+    );
 }
 
 #[test]
@@ -888,6 +891,15 @@ fn two_protocols_on_one_path_of_one_listener_are_an_error() {
         "[[listener]]\nname = \"main\"\n[[listener]]\nname = \"b\"\nlisten = \"127.0.0.1:8081\"\n\
          [bus]\npath = \"/x\"\n[relay]\nlistener = \"b\"\npath = \"/x\"\n",
     );
+}
+
+#[test]
+fn a_path_that_is_not_a_url_path_is_an_error() {
+    for bad in ["bus", "/a b", "/a?b", "/a#b", ""] {
+        let e = reject(&format!("[bus]\npath = {bad:?}\n"));
+        assert_at(&e, "bus.path", 2);
+    }
+    parse("[bus]\npath = \"/v1/bus-events_2~x\"\n");
 }
 
 #[test]

@@ -79,6 +79,12 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// A configuration built in code that TOML cannot hold (a path that is not UTF-8).
+    #[error("the configuration cannot be written as TOML: {message}")]
+    Unrepresentable {
+        /// What cannot be written.
+        message: String,
+    },
     /// An environment variable or `--set` flag that is not of the form the override scheme
     /// expects.
     #[error("{source_}: {message}")]
@@ -105,7 +111,7 @@ impl ConfigError {
         match self {
             Self::Parse { where_, .. } | Self::Invalid { where_, .. } => where_.as_ref(),
             Self::Override { source_, .. } => Some(source_),
-            Self::Read { .. } | Self::TooLarge { .. } => None,
+            Self::Read { .. } | Self::TooLarge { .. } | Self::Unrepresentable { .. } => None,
         }
     }
 

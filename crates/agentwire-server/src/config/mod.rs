@@ -277,9 +277,13 @@ impl Config {
         all[i]
     }
 
-    /// The whole configuration as TOML (every key, defaults included).
-    pub fn to_toml_string(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
+    /// The whole configuration as TOML (every key, defaults included): what
+    /// [`from_toml_str`](Self::from_toml_str) reads back to the same configuration. Fails
+    /// only for a path that is not UTF-8, which TOML cannot hold.
+    pub fn to_toml_string(&self) -> Result<String, ConfigError> {
+        toml::to_string(self).map_err(|e| ConfigError::Unrepresentable {
+            message: e.to_string(),
+        })
     }
 }
 

@@ -90,10 +90,17 @@ fn endpoints(c: &Config) -> Result<(), ConfigError> {
     let mut taken: BTreeMap<(&str, &str), &str> = BTreeMap::new();
     for e in c.endpoints() {
         let section = e.protocol.name();
-        if !e.path.starts_with('/') {
+        let url_safe = e
+            .path
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#');
+        if !e.path.starts_with('/') || !url_safe {
             return Err(ConfigError::invalid(
                 format!("{section}.path"),
-                format!("{:?} must start with `/`", e.path),
+                format!(
+                    "{:?} is not a URL path (it starts with `/` and holds no spaces, `?` or `#`)",
+                    e.path
+                ),
             ));
         }
         transport(section, e.transport)?;
