@@ -74,6 +74,32 @@ fn replace_file(from: &Path, to: &Path) {
     std::fs::rename(&tmp, to).expect("rename");
 }
 
+/// Two certificates for a rotation, the old pair in the live files a listener serves.
+struct Rotation {
+    old_cert: PathBuf,
+    new_cert: PathBuf,
+    new_key: PathBuf,
+    new_der: Vec<u8>,
+    live_cert: PathBuf,
+    live_key: PathBuf,
+}
+
+fn rotation(dir: &Path) -> Rotation {
+    let (old_cert, old_key, _) = certificate(dir, "old");
+    let (new_cert, new_key, new_der) = certificate(dir, "new");
+    let (live_cert, live_key) = (dir.join("live.crt"), dir.join("live.key"));
+    replace_file(&old_cert, &live_cert);
+    replace_file(&old_key, &live_key);
+    Rotation {
+        old_cert,
+        new_cert,
+        new_key,
+        new_der,
+        live_cert,
+        live_key,
+    }
+}
+
 /// A configuration: no admin listener, the relay's study logs in `dir`, llmrtc over the
 /// WebSocket alone, and `rest` (listeners and sections) appended.
 fn config(dir: &Path, rest: &str) -> Config {
@@ -317,11 +343,14 @@ async fn tls_1_2_is_refused_on_the_mcpw_listener_and_accepted_on_another() {
 #[tokio::test]
 async fn a_reloaded_certificate_serves_new_connections_while_old_ones_stay_up() {
     let dir = temp_dir("reload");
-    let (old_cert, old_key, _) = certificate(&dir, "old");
-    let (new_cert, new_key, new_der) = certificate(&dir, "new");
-    let (live_cert, live_key) = (dir.join("live.crt"), dir.join("live.key"));
-    replace_file(&old_cert, &live_cert);
-    replace_file(&old_key, &live_key);
+    let Rotation {
+        old_cert,
+        new_cert,
+        new_key,
+        new_der,
+        live_cert,
+        live_key,
+    } = rotation(&dir);
     let config = config(
         &dir,
         &format!(
@@ -465,23 +494,11 @@ async fn a_pinned_client_refuses_a_server_whose_certificate_does_not_match() {
     gateway.shutdown().await;
 }
 
-/// Whether an MCPW upgrade with API key `key` is accepted (101) rather than refused (401).
+/// Whether an MCPW upgrade to a plain `ws://` `url` with API key `key` is accepted (101)
+/// rather than refused (401).
 async fn mcpw_key_accepted(url: &str, key: &str) -> bool {
-    let bearer = format!("Bearer {key}");
-    let headers = [
-        ("Sec-WebSocket-Protocol", "mcp.v1"),
-        ("Authorization", bearer.as_str()),
-    ];
-    let mut req = url.into_client_request().expect("request");
-    for (name, value) in headers {
-        req.headers_mut()
-            .insert(name, HeaderValue::from_str(value).expect("value"));
-    }
-    match within("mcpw upgrade", tokio_tungstenite::connect_async(req)).await {
-        Ok(_) => true,
-        Err(tungstenite::Error::Http(resp)) if resp.status() == 401 => false,
-        Err(e) => panic!("unexpected: {e}"),
-    }
+    // The TLS configuration is not used for ws:// URLs.
+    mcpw_key_accepted_over(url, client_tls(None, None).expect("tls"), key).await
 }
 
 /// Whether a chopsticks agent announcing runner secret `secret` is registered: after its
@@ -654,11 +671,14 @@ async fn mcpw_key_accepted_over(url: &str, tls: Arc<rustls::ClientConfig>, key: 
 #[tokio::test]
 async fn sighup_reloads_the_certificate_and_the_key_files_and_the_server_serves_on() {
     let dir = temp_dir("sighup");
-    let (old_cert, old_key, _) = certificate(&dir, "old");
-    let (new_cert, new_key, _) = certificate(&dir, "new");
-    let (live_cert, live_key) = (dir.join("live.crt"), dir.join("live.key"));
-    replace_file(&old_cert, &live_cert);
-    replace_file(&old_key, &live_key);
+    let Rotation {
+        old_cert,
+        new_cert,
+        new_key,
+        live_cert,
+        live_key,
+        ..
+    } = rotation(&dir);
     let api_keys = dir.join("api_keys");
     std::fs::write(&api_keys, "old-key\n").expect("keys");
     // Every period an hour long: within the test only SIGHUP can reload anything.
