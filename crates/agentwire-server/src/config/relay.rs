@@ -33,8 +33,9 @@ pub struct RelaySection {
     pub listener: String,
     /// URL path on that listener. Default `"/agent/ws"` (the spec's path).
     pub path: String,
-    /// Directory of the study log (one `.jsonl` file per session); created if missing.
-    /// Default `"./agentwire-logs"`.
+    /// Directory of the study log (one `.jsonl` file per session); created if missing; a
+    /// relative path is from the directory the server starts in. Default
+    /// `"./agentwire-logs"`.
     pub log_dir: PathBuf,
     /// `"session-end"` or `"every-record"`. Default `"session-end"`.
     pub sync: RelaySync,
