@@ -150,8 +150,8 @@
 //! [`Router::route_with_udp`] gives a route its UDP socket as [`Server::bind_with_udp`]
 //! does. [`Router::bind`] starts one accept loop for all of them ([`Listener`]). The
 //! accept loop only does what comes before a machine is chosen, under a
-//! [`ListenerConfig`]: the pending-handshake caps (total and per address), TLS, and
-//! reading the request head; then the route whose path equals the request path (query
+//! [`ListenerConfig`]: the address filter, the pending-handshake caps (total and per
+//! address), TLS, and reading the request head; then the route whose path equals the request path (query
 //! aside) takes over. A plain HTTP request gets that route's `426`, an upgrade goes
 //! through that route's capacity checks and hook and lands in that route's owner task,
 //! which no other route's traffic ever wakes. A path no route serves gets
@@ -315,6 +315,14 @@
 //!     `shutting_one_route_down_leaves_the_others_serving`,
 //!     `the_per_address_cap_is_each_routes_own`,
 //!     `a_tls_listener_serves_every_route_over_wss`).
+//! 11. **An address filter acts at accept.** [`ServerConfig::with_address_filter`] and
+//!     [`ListenerConfig::with_address_filter`] take an [`AddressFilter`] (an IP
+//!     allowlist) that sees only the peer's address: a refused socket is closed before TLS,
+//!     before any byte is read or written, and before it counts against the
+//!     pending-handshake caps, so a refused address cannot use them up; it is counted as
+//!     `not_allowed`. The transport holds no list syntax: the caller decides
+//!     (`tests/address_filter.rs`: `a_server_closes_a_refused_address_before_any_http`,
+//!     `a_router_closes_a_refused_address_before_any_http`).
 //!
 //! What the transport does **not** own: protocol heartbeats (`hello`, JSON `ping`),
 //! request timeouts and version checks. Those are machine timers.
