@@ -151,8 +151,8 @@
 //! does. [`Router::bind`] starts one accept loop for all of them ([`Listener`]). The
 //! accept loop only does what comes before a machine is chosen, under a
 //! [`ListenerConfig`]: the address filter, the pending-handshake caps (total and per
-//! address), TLS, and reading the request head; then the route whose path equals the request path (query
-//! aside) takes over. A plain HTTP request gets that route's `426`, an upgrade goes
+//! address), TLS, and reading the request head; then the route whose path equals the
+//! request path (query aside) takes over. A plain HTTP request gets that route's `426`, an upgrade goes
 //! through that route's capacity checks and hook and lands in that route's owner task,
 //! which no other route's traffic ever wakes. A path no route serves gets
 //! `404 Not Found` before any upgrade (decision 10). [`Handle::shutdown`] on one route
