@@ -27,12 +27,24 @@
 //! Unknown keys are errors, and every error names the key and where it was set:
 //! ``agentwire.toml:12: key `bus.max_message_bytes`: invalid type: string "big", expected
 //! usize``. [`Config::validate`] checks what types cannot: every protocol's `listener`
-//! exists, no two enabled protocols share a path on one listener, listener names are
-//! unique, addresses and allowlist entries parse, limits that cannot be zero are not.
+//! exists, no two enabled protocols share a path on one listener, paths are URL paths,
+//! listener names and addresses are unique, addresses and allowlist entries parse, limits
+//! that cannot be zero are not, and the llmrtc playbook and transcript files load.
 //!
-//! Overrides (see [`ENV_PREFIX`] for the scheme): `AGENTWIRE__BUS__MAX_MESSAGE_BYTES=2097152`
-//! in the environment and `--set bus.max_message_bytes=2097152` on the command line; flags
-//! win over the environment, which wins over the file. [`Config::resolve`] does it all.
+//! Overrides, one scheme for both: a key path (`bus.max_message_bytes`; `listener.0.listen`
+//! or `listener[0].listen` for the first listener) and a value read as a TOML value (`1024`,
+//! `true`, `["a", "b"]`, `"text"`), or as a plain string when it is not one
+//! (`--set bus.path=/events`).
+//!
+//! - Environment: `AGENTWIRE__<SECTION>__<KEY>=value` ([`ENV_PREFIX`]), segments separated
+//!   by two underscores, case-insensitive: `AGENTWIRE__BUS__MAX_MESSAGE_BYTES=2097152`,
+//!   `AGENTWIRE__LISTENER__0__LISTEN=0.0.0.0:8080`. [`environment`] reads them.
+//! - Flags: `--set bus.max_message_bytes=2097152`, repeatable.
+//!
+//! Flags win over the environment, which wins over the file; an override inside
+//! `[[listener]]` when the file has none applies to the default listener. An override names
+//! itself in errors (``environment variable AGENTWIRE__BUS__PATH: key `bus.path`: ...``).
+//! [`Config::resolve`] does it all.
 
 mod admin;
 mod bus;
