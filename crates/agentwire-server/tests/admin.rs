@@ -649,6 +649,52 @@ async fn the_admin_listener_answers_only_get_of_its_paths_and_bounds_the_request
     admin.shutdown().await;
 }
 
+#[tokio::test]
+async fn one_address_holding_idle_connections_does_not_lock_another_out() {
+    let admin = admin::serve(
+        "127.0.0.1:0",
+        Arc::new(Metrics::new()),
+        Arc::new(Readiness::new()),
+    )
+    .await
+    .expect("admin");
+    let addr = admin.local_addr();
+    let per_address = admin::HttpLimits::default().max_connections_per_address;
+    let mut idle = Vec::new();
+    for _ in 0..per_address {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(b"GET /healthz HTTP/1.1\r\n")
+            .await
+            .expect("write"); // never finished
+        idle.push(s);
+    }
+    // One more from the same address is closed at once, unanswered.
+    let mut extra = TcpStream::connect(addr).await.expect("connect");
+    let mut out = Vec::new();
+    within("closed", extra.read_to_end(&mut out))
+        .await
+        .expect("read");
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    // Another address (127.0.0.2, also loopback) is served meanwhile.
+    let other = tokio::net::TcpSocket::new_v4().expect("socket");
+    other
+        .bind("127.0.0.2:0".parse().expect("addr"))
+        .expect("bind 127.0.0.2");
+    let mut s = within("connect", other.connect(addr))
+        .await
+        .expect("connect");
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    within("answer", s.read_to_string(&mut answer))
+        .await
+        .expect("read");
+    assert_eq!(status(&answer), 200, "{answer}");
+    drop(idle);
+    admin.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_client_that_never_finishes_its_request_gets_408_and_is_let_go() {
     let admin = admin::serve(

@@ -6,14 +6,18 @@
 //! What a hostile client can do is bounded: the request head is capped
 //! ([`HttpLimits::max_head_bytes`], else `431`), reading it and writing the answer each
 //! have a deadline ([`HttpLimits::timeout`]; a head not complete in time gets `408`), and
-//! at most [`HttpLimits::max_connections`] connections are served at once (more are closed
+//! at most [`HttpLimits::max_connections`] connections are served at once, at most
+//! [`HttpLimits::max_connections_per_address`] of them from one client address (IPv6: one
+//! /64), so one client holding idle connections cannot lock the others out (more are closed
 //! at accept). A method other than `GET` gets `405` with `Allow: GET`, a path no endpoint
 //! serves `404`, a head that is not HTTP `400`.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
+use std::net::{IpAddr, Ipv6Addr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -65,6 +69,9 @@ pub struct HttpLimits {
     pub timeout: Duration,
     /// Connections served at once; more are closed at accept. Default 64.
     pub max_connections: usize,
+    /// Connections served at once from one client address (IPv6: one /64); more from it
+    /// are closed at accept. Default 8.
+    pub max_connections_per_address: usize,
 }
 
 impl Default for HttpLimits {
@@ -73,6 +80,7 @@ impl Default for HttpLimits {
             max_head_bytes: 8 << 10,
             timeout: Duration::from_secs(5),
             max_connections: 64,
+            max_connections_per_address: 8,
         }
     }
 }
@@ -89,6 +97,7 @@ where
 {
     let route = Arc::new(route);
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = Arc::new(PerAddress::default());
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
@@ -98,10 +107,15 @@ where
                         tracing::debug!(%peer, "admin: too many connections; closed");
                         continue;
                     };
+                    let Some(mine) = per_address.take(peer.ip(), limits.max_connections_per_address)
+                    else {
+                        tracing::debug!(%peer, "admin: too many connections from this address; closed");
+                        continue;
+                    };
                     let route = Arc::clone(&route);
                     conns.spawn(async move {
                         answer(sock, limits, &*route).await;
-                        drop(slot);
+                        drop((slot, mine));
                     });
                 }
                 Err(e) => {
@@ -110,6 +124,48 @@ where
                 }
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+/// Connections in progress per client address.
+#[derive(Default)]
+struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection of `ip` counted in a [`PerAddress`]; uncounted on drop.
+struct AddressSlot(Arc<PerAddress>, IpAddr);
+
+impl PerAddress {
+    /// Counts one more connection of `ip` (IPv6 by its /64) if it has fewer than `max`.
+    fn take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<AddressSlot> {
+        let key = match ip {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let s = v6.segments();
+                    IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+                }
+            },
+            v4 => v4,
+        };
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = map.entry(key).or_default();
+        if *n >= max.max(1) {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot(Arc::clone(self), key))
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut map = self.0 .0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.1) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.1);
+            }
         }
     }
 }
