@@ -96,6 +96,10 @@ async fn every_subcommand_has_help() {
             stdout(&out)
         );
     }
+    // The bus client's flags are not the bus server's.
+    let out = agentwire(&["bus", "server", "--url", "ws://127.0.0.1:1"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("client flags"), "{}", stderr(&out));
     // A command that does not exist is an error, not help.
     let out = agentwire(&["bus", "teleport"]).await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");

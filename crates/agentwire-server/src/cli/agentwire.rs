@@ -187,6 +187,13 @@ pub async fn run(command: Command) -> ExitCode {
             command,
         }) => match command {
             BusCommand::Client(c) => bus_client::run(connection, c).await,
+            BusCommand::Server(_) if !connection.is_default() => {
+                eprintln!(
+                    "agentwire bus server: --url, --client-id, --timeout and --ca are client \
+                     flags; the server takes --listen and its own (see --help)"
+                );
+                ExitCode::from(2)
+            }
             BusCommand::Server(args) => bus_server::run(args).await,
         },
         Command::Chopsticks(ChopsticksArgs { command }) => match command {

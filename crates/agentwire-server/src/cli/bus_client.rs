@@ -24,7 +24,7 @@ pub struct Args {
 }
 
 /// The flags every bus client subcommand takes: where and as whom it connects.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct Connection {
     /// Bus URL (`ws://` or `wss://`).
     #[arg(long, global = true, default_value = "ws://127.0.0.1:7892")]
@@ -39,6 +39,19 @@ pub struct Connection {
     /// CA, or a self-signed server certificate).
     #[arg(long, global = true, value_name = "FILE")]
     ca: Option<std::path::PathBuf>,
+}
+
+impl Connection {
+    /// Whether every flag has its default value (as when none was given).
+    pub fn is_default(&self) -> bool {
+        use clap::{Args as _, FromArgMatches as _};
+        let command = Self::augment_args(clap::Command::new("bus"));
+        command
+            .try_get_matches_from(["bus"])
+            .ok()
+            .and_then(|m| Self::from_arg_matches(&m).ok())
+            .is_some_and(|defaults| defaults == *self)
+    }
 }
 
 /// A bus client subcommand.
