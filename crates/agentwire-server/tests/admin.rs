@@ -742,7 +742,7 @@ async fn the_gateways_admin_listener_reports_all_five_protocols_on_one_listener(
     let log_dir = temp_dir("admin-gateway-logs");
     let text = format!(
         "[admin]\nlisten = \"127.0.0.1:0\"\n\n[relay]\nlog_dir = {:?}\n\n\
-         [llmrtc]\nfast = true\nwebrtc = false\n\n\
+         [llmrtc]\nfast = true\n\n\
          [[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:0\"\n",
         log_dir.display().to_string()
     );
@@ -794,6 +794,14 @@ async fn the_gateways_admin_listener_reports_all_five_protocols_on_one_listener(
         assert_eq!(open, expected, "{p}");
     }
     assert_eq!(v("agentwire_bus_subscriptions", &[]), 2.0);
+    // llmrtc serves WebRTC by default: its UDP socket is counted too.
+    assert_eq!(
+        v(
+            "agentwire_udp_datagrams_total",
+            &[("protocol", "llmrtc"), ("direction", "in")]
+        ),
+        0.0
+    );
     assert_eq!(
         v(
             "agentwire_requests_total",

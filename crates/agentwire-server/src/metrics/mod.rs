@@ -14,6 +14,8 @@
 //! | `agentwire_bytes_total` | counter | protocol, direction | transport: their payload bytes |
 //! | `agentwire_closes_total` | counter | protocol, code | transport: close frames sent, by close code (`other` for codes outside 1000-1015 and 4000-4015) |
 //! | `agentwire_drops_total` | counter | protocol, reason | transport drops and refusals ([`DropCounts`](agentwire::tokio::DropCounts): `slow_reader`, `pong_timeout`, `bad_frame`, `address_cap`, `connection_cap`, `handshake_cap`, `rejected`, `handshake_timeout`, `handshake_failed`) and the machines' own (below) |
+//! | `agentwire_udp_datagrams_total`, `agentwire_udp_bytes_total` | counter | protocol, direction | a driver's UDP socket (llmrtc's WebRTC), when it has one |
+//! | `agentwire_udp_drops_total` | counter | protocol, reason (`send_buffer_full`, `send_error`, `receive_error`) | the same socket's drops and errors |
 //! | `agentwire_listener_drops_total` | counter | listener, reason | a shared listener's refusals before a route is chosen (`not_found`, `not_allowed`, `handshake_cap`, `handshake_timeout`, `handshake_failed`) |
 //! | `agentwire_errors_total` | counter | protocol, code | errors the server answered or reported (below) |
 //! | `agentwire_requests_total` | counter | protocol, operation, outcome | finished requests, hops, tasks, turns and tool calls (below) |
@@ -128,9 +130,13 @@ impl Metrics {
     }
 
     /// [`register_transport`](Self::register_transport) with a driver's handle
-    /// ([`Handle::stats`]).
+    /// ([`Handle::stats`]), and its UDP socket's counters ([`Handle::udp_stats`]) when it
+    /// has one (llmrtc with WebRTC).
     pub fn register_handle<M: 'static>(&self, protocol: Protocol, handle: Handle<M>) {
+        let udp = handle.clone();
         self.register_transport(protocol, move || handle.stats());
+        self.transport
+            .add_udp(protocol, Box::new(move || udp.udp_stats()));
     }
 
     /// Reads a shared listener's own counters (what it refuses before a route is chosen,
@@ -285,5 +291,30 @@ mod tests {
             text.contains("agentwire_errors_total{protocol=\"relay\",code=\"0\"} 1\n"),
             "{text}"
         );
+    }
+}
+
+#[cfg(test)]
+mod udp_tests {
+    use agentwire::tokio::UdpStats;
+
+    use super::*;
+
+    #[test]
+    fn udp_families_appear_only_for_a_driver_with_a_socket() {
+        let m = Metrics::new();
+        m.transport.add_udp(Protocol::Bus, Box::new(|| None));
+        assert!(!m.render().contains("agentwire_udp_"));
+        m.transport
+            .add_udp(Protocol::Llmrtc, Box::new(|| Some(UdpStats::default())));
+        let text = m.render();
+        for line in [
+            "agentwire_udp_datagrams_total{protocol=\"llmrtc\",direction=\"in\"} 0\n",
+            "agentwire_udp_bytes_total{protocol=\"llmrtc\",direction=\"out\"} 0\n",
+            "agentwire_udp_drops_total{protocol=\"llmrtc\",reason=\"send_buffer_full\"} 0\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains("protocol=\"bus\""), "{text}");
     }
 }

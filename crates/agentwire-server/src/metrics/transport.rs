@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use agentwire::tokio::TransportStats;
+use agentwire::tokio::{TransportStats, UdpStats};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -16,11 +16,15 @@ use crate::config::Protocol;
 /// Reads one driver's (or listener's) counters.
 pub(super) type Source = Box<dyn Fn() -> TransportStats + Send + Sync>;
 
+/// Reads one driver's UDP socket counters (`None` for a driver without one).
+pub(super) type UdpSource = Box<dyn Fn() -> Option<UdpStats> + Send + Sync>;
+
 /// The transport sources per protocol and per listener, and the machines' drop counts.
 #[derive(Default)]
 pub(super) struct TransportCollector {
     sources: std::sync::Mutex<Vec<(Protocol, Source)>>,
     listeners: std::sync::Mutex<Vec<(String, Source)>>,
+    udp: std::sync::Mutex<Vec<(Protocol, UdpSource)>>,
     event_drops: std::sync::Mutex<BTreeMap<(Protocol, &'static str), u64>>,
 }
 
@@ -72,6 +76,32 @@ const LISTENER_REASONS: [&str; 5] = [
 impl TransportCollector {
     pub(super) fn add_source(&self, protocol: Protocol, source: Source) {
         lock(&self.sources).push((protocol, source));
+    }
+
+    pub(super) fn add_udp(&self, protocol: Protocol, source: UdpSource) {
+        lock(&self.udp).push((protocol, source));
+    }
+
+    /// Every protocol's UDP counters added up, for the protocols with a socket.
+    fn udp_totals(&self) -> BTreeMap<Protocol, [u64; 7]> {
+        let mut totals: BTreeMap<Protocol, [u64; 7]> = BTreeMap::new();
+        for (protocol, source) in lock(&self.udp).iter() {
+            let Some(u) = source() else { continue };
+            let t = totals.entry(*protocol).or_default();
+            let add = [
+                u.received,
+                u.sent,
+                u.received_bytes,
+                u.sent_bytes,
+                u.dropped_full,
+                u.send_errors,
+                u.receive_errors,
+            ];
+            for (sum, n) in t.iter_mut().zip(add) {
+                *sum += n;
+            }
+        }
+        totals
     }
 
     pub(super) fn add_listener(&self, name: &str, source: Source) {
@@ -175,6 +205,45 @@ impl Collector for TransportCollector {
             )?;
             for (protocol, t) in &totals {
                 for (reason, n) in &t.drops {
+                    let labels = [("protocol", protocol.name()), ("reason", reason)];
+                    ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
+                }
+            }
+        }
+        let udp = self.udp_totals();
+        if !udp.is_empty() {
+            for (name, help, range) in [
+                (
+                    "agentwire_udp_datagrams",
+                    "UDP datagrams (WebRTC), by direction",
+                    0..2,
+                ),
+                (
+                    "agentwire_udp_bytes",
+                    "Bytes in those datagrams, by direction",
+                    2..4,
+                ),
+            ] {
+                let mut family =
+                    encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+                for (protocol, t) in &udp {
+                    for (direction, n) in DIRECTIONS.iter().zip(&t[range.clone()]) {
+                        let labels = [("protocol", protocol.name()), ("direction", direction)];
+                        ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
+                    }
+                }
+            }
+            let mut family = encoder.encode_descriptor(
+                "agentwire_udp_drops",
+                "UDP datagrams dropped (send buffer full, send refused) and receive errors",
+                None,
+                MetricType::Counter,
+            )?;
+            for (protocol, t) in &udp {
+                for (reason, n) in ["send_buffer_full", "send_error", "receive_error"]
+                    .iter()
+                    .zip(&t[4..7])
+                {
                     let labels = [("protocol", protocol.name()), ("reason", reason)];
                     ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
                 }
