@@ -11,10 +11,12 @@
 //! - [`relay`]: the agent relay with its study log, the movie host, an external agent and
 //!   the log checker.
 //!
-//! [`cli`] holds the example commands themselves, one module per command (flags and `main`);
-//! each `examples/NAME.rs` binary only calls its `main`. [`common`] holds what all of them
-//! share: tracing to stderr, the clocks a machine is anchored to, and the per-address
-//! connection limits every server takes as flags.
+//! [`cli`] holds the commands themselves, one module per command (flags, `main` and `run`):
+//! each `examples/NAME.rs` binary only calls its `main`, and the `agentwire` binary
+//! ([`cli::agentwire`]: `serve`, `config`, `demo` and a client subcommand per protocol) calls
+//! the same modules' `run`. [`common`] holds what all of them share: tracing to stderr, the
+//! clocks a machine is anchored to, the per-address connection limits every server takes as
+//! flags, and the clients' `wss://` settings.
 //!
 //! For operators: [`admin`] serves `/healthz`, `/readyz` and `/metrics` beside the protocol
 //! listeners, [`metrics`] counts every protocol the same way (from the machines' events and
