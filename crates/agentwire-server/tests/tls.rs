@@ -533,7 +533,7 @@ async fn a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap
     let config = config(
         &dir,
         &format!(
-            "[keys]\noverlap_secs = 3\nreload_secs = 1\n\n\
+            "[keys]\noverlap_secs = 5\nreload_secs = 1\n\n\
              [mcpw]\napi_keys_file = {:?}\nconnect_rate_per_minute = 100000\nconnect_burst = 100000\n\n\
              [chopsticks]\nrunner_secrets_file = {:?}\n\n\
              [[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:0\"\n",
@@ -560,7 +560,7 @@ async fn a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap
         chopsticks_secret_accepted(&chopsticks, "new-secret")
     })
     .await;
-    // Within the overlap (3 s from the reload just seen) the retired ones still work...
+    // Within the overlap (5 s from the reload just seen) the retired ones still work...
     assert!(mcpw_key_accepted(&mcpw, "old-key").await);
     assert!(chopsticks_secret_accepted(&chopsticks, "old-secret").await);
     // ...and once it has passed they are refused, while the new ones keep working.
