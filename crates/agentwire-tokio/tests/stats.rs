@@ -77,8 +77,11 @@ async fn a_servers_counters_follow_its_connections_frames_closes_and_refusals() 
 #[tokio::test]
 async fn a_listener_counts_404s_and_each_route_counts_its_own_traffic() {
     let mut router = Router::new(ListenerConfig::default());
+    let mut quick = ServerConfig::default();
+    // The client below stops reading before shutdown: do not wait 5 s for its close reply.
+    quick.limits.close_timeout = Duration::from_millis(200);
     let (a, mut a_events) = router
-        .route("/a", TestMachine::echo(), ServerConfig::default())
+        .route("/a", TestMachine::echo(), quick)
         .expect("route a");
     let (b, _b_events) = router
         .route("/b", TestMachine::echo(), ServerConfig::default())
