@@ -524,16 +524,18 @@ async fn chopsticks_secret_accepted(url: &str, secret: &str) -> bool {
     !text.contains("Unauthorized")
 }
 
-#[tokio::test]
-async fn a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap() {
-    let dir = temp_dir("keys");
+/// A gateway whose MCPW API keys and Chopsticks runner secrets come from key files checked
+/// every second, with `overlap_secs`, started on `old-key`/`old-secret` and rotated to
+/// `new-key`/`new-secret` (returned once the new ones are accepted): (gateway, MCPW URL,
+/// Chopsticks URL).
+async fn rotated_gateway(dir: &Path, overlap_secs: u64) -> (Gateway, String, String) {
     let (api_file, secrets_file) = (dir.join("api_keys"), dir.join("runner_secrets"));
     std::fs::write(&api_file, "# MCPW keys\nold-key\n").expect("write");
     std::fs::write(&secrets_file, "old-secret\n").expect("write");
     let config = config(
-        &dir,
+        dir,
         &format!(
-            "[keys]\noverlap_secs = 5\nreload_secs = 1\n\n\
+            "[keys]\noverlap_secs = {overlap_secs}\nreload_secs = 1\n\n\
              [mcpw]\napi_keys_file = {:?}\nconnect_rate_per_minute = 100000\nconnect_burst = 100000\n\n\
              [chopsticks]\nrunner_secrets_file = {:?}\n\n\
              [[listener]]\nname = \"main\"\nlisten = \"127.0.0.1:0\"\n",
@@ -560,10 +562,30 @@ async fn a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap
         chopsticks_secret_accepted(&chopsticks, "new-secret")
     })
     .await;
-    // Within the overlap (5 s from the reload just seen) the retired ones still work...
-    assert!(mcpw_key_accepted(&mcpw, "old-key").await);
-    assert!(chopsticks_secret_accepted(&chopsticks, "old-secret").await);
-    // ...and once it has passed they are refused, while the new ones keep working.
+    (gateway, mcpw, chopsticks)
+}
+
+#[tokio::test]
+async fn a_rotated_key_is_accepted_and_the_retired_one_stays_valid_during_the_overlap() {
+    let dir = temp_dir("keys-overlap");
+    let (gateway, mcpw, chopsticks) = rotated_gateway(&dir, 3600).await;
+    for key in ["old-key", "new-key"] {
+        assert!(mcpw_key_accepted(&mcpw, key).await, "{key}");
+    }
+    for secret in ["old-secret", "new-secret"] {
+        assert!(
+            chopsticks_secret_accepted(&chopsticks, secret).await,
+            "{secret}"
+        );
+    }
+    assert!(!mcpw_key_accepted(&mcpw, "other-key").await);
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap() {
+    let dir = temp_dir("keys");
+    let (gateway, mcpw, chopsticks) = rotated_gateway(&dir, 1).await;
     eventually("the retired API key is refused", || async {
         !mcpw_key_accepted(&mcpw, "old-key").await
     })
