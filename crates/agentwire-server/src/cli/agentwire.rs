@@ -14,6 +14,18 @@ use super::{
     mcpw_agent, mcpw_server, movie_host, relay_agent, relay_log, relay_server,
 };
 
+/// Where `agentwire bus ...` connects by default: `agentwire serve`'s bus with no
+/// configuration file (the example commands keep their own servers' defaults).
+pub const BUS_URL: &str = "ws://127.0.0.1:8080/bus";
+/// Where `agentwire chopsticks agent` connects by default (`agentwire serve`'s defaults).
+pub const CHOPSTICKS_URL: &str = "ws://127.0.0.1:8080/chopsticks";
+/// Where `agentwire mcpw agent` connects by default (`agentwire serve`'s defaults).
+pub const MCPW_URL: &str = "ws://127.0.0.1:8080/ws";
+/// Where `agentwire llmrtc client` connects by default (`agentwire serve`'s defaults).
+pub const LLMRTC_URL: &str = "ws://127.0.0.1:8080/llmrtc";
+/// Where `agentwire relay agent|host` connect by default (`agentwire serve`'s defaults).
+pub const RELAY_URL: &str = "ws://127.0.0.1:8080/agent/ws";
+
 /// The agentwire server: the reference servers of the five agentwire protocols (JSON-RPC
 /// bus, Chopsticks, MCPW, llmrtc, agent relay) in one process, their clients, and a demo of
 /// all five.
@@ -37,6 +49,7 @@ pub enum Command {
     /// them: a readable transcript of each protocol's story.
     Demo(super::demo::Args),
     /// JSON-RPC bus clients (publish, subscribe, ping) and the bus server alone.
+    #[command(mut_arg("url", |a| a.default_value(BUS_URL)))]
     Bus(BusArgs),
     /// The Chopsticks mock music agent and the controller alone.
     Chopsticks(ChopsticksArgs),
@@ -81,6 +94,7 @@ pub struct ChopsticksArgs {
 #[derive(Subcommand, Debug)]
 pub enum ChopsticksCommand {
     /// A mock Chopsticks music agent (the `chopsticks_agent` example's flags).
+    #[command(mut_arg("url", |a| a.default_value(CHOPSTICKS_URL)))]
     Agent(chopsticks_agent::Args),
     /// Runs the Chopsticks controller alone (the `chopsticks_controller` example's flags).
     Server(chopsticks_controller::Args),
@@ -98,6 +112,7 @@ pub struct McpwArgs {
 #[derive(Subcommand, Debug)]
 pub enum McpwCommand {
     /// The reference MCPW agent (the `mcpw_agent` example's flags).
+    #[command(mut_arg("url", |a| a.default_value(MCPW_URL)))]
     Agent(mcpw_agent::Args),
     /// Runs the MCPW orchestrator alone (the `mcpw_server` example's flags).
     Server(mcpw_server::Args),
@@ -115,6 +130,7 @@ pub struct LlmrtcArgs {
 #[derive(Subcommand, Debug)]
 pub enum LlmrtcCommand {
     /// The reference llmrtc client (the `llmrtc_client` example's flags).
+    #[command(mut_arg("url", |a| a.default_value(LLMRTC_URL)))]
     Client(llmrtc_client::Args),
     /// Runs the llmrtc server alone (the `llmrtc_server` example's flags).
     Server(crate::llmrtc::server_cli::ServerArgs),
@@ -133,8 +149,10 @@ pub struct RelayArgs {
 pub enum RelayCommand {
     /// An agent that books movie tickets through the relay (the `relay_agent` example's
     /// flags).
+    #[command(mut_arg("url", |a| a.default_value(RELAY_URL)))]
     Agent(relay_agent::Args),
     /// The movie-booking UI host (the `movie_host` example's flags).
+    #[command(mut_arg("url", |a| a.default_value(RELAY_URL)))]
     Host(movie_host::Args),
     /// Validates and summarises study logs (the `relay_log` example's flags).
     Log(relay_log::Args),
@@ -226,5 +244,39 @@ mod tests {
     #[test]
     fn the_command_tree_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The default `--url` of the client subcommand at `path`.
+    fn default_url(path: &[&str]) -> String {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut sub = &cmd;
+        for name in path {
+            sub = sub.find_subcommand(name).expect("subcommand");
+        }
+        let url = sub
+            .get_arguments()
+            .find(|a| a.get_id() == "url")
+            .expect("--url");
+        url.get_default_values()[0].to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn clients_connect_to_agentwire_serve_with_no_configuration_by_default() {
+        let config = crate::config::Config::default();
+        let base = format!("ws://{}", config.listener[0].listen);
+        for (path, want) in [
+            (&["bus", "ping"][..], config.bus.path.as_str()),
+            (
+                &["chopsticks", "agent"][..],
+                config.chopsticks.path.as_str(),
+            ),
+            (&["mcpw", "agent"][..], config.mcpw.path.as_str()),
+            (&["llmrtc", "client"][..], config.llmrtc.path.as_str()),
+            (&["relay", "agent"][..], config.relay.path.as_str()),
+            (&["relay", "host"][..], config.relay.path.as_str()),
+        ] {
+            assert_eq!(default_url(path), format!("{base}{want}"), "{path:?}");
+        }
     }
 }
