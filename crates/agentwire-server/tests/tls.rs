@@ -251,11 +251,95 @@ async fn every_protocol_speaks_wss_with_our_client_tls() {
             speak(protocol, &mut ws).await;
         }
     }
+    reference_clients(&gateway, Arc::clone(&pinned)).await;
     // Without the test CA, only the public roots: the self-signed certificate is refused.
     let url = gateway.url(Protocol::Bus).expect("url");
     let public_only = client_tls(None, None).expect("client tls");
     assert!(wss(&url, public_only, &[]).await.is_err());
     gateway.shutdown().await;
+}
+
+/// The reference clients of the five protocols (what the `agentwire` client subcommands
+/// run) over `wss://` with `tls` installed as `--ca`/`--pin-sha256` install it: each gets
+/// its protocol's first answer. The only test here that installs client TLS process-wide.
+async fn reference_clients(gateway: &Gateway, tls: Arc<rustls::ClientConfig>) {
+    use agentwire_server::chopsticks::agent_app::AgentLog;
+    use agentwire_server::mcpw::agent_app::{AgentEvent, AgentSettings};
+    agentwire_server::common::install_client_tls(tls);
+    let url = |p: Protocol| gateway.url(p).expect("url");
+
+    let (bus, _) = agentwire_server::bus::client_app::connect(
+        &url(Protocol::Bus),
+        agentwire::jsonrpc_bus::ClientConfig::new("tls-client"),
+        agentwire_server::bus::client_app::transport_config(),
+        |_| {},
+    )
+    .expect("bus client");
+    within("bus ping", bus.ping()).await.expect("ping");
+    bus.shutdown().await;
+
+    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let agent = agentwire_server::chopsticks::agent_app::start(
+        &url(Protocol::Chopsticks),
+        agentwire::chopsticks::AgentConfig::new("tls-agent"),
+        false,
+        move |_, log| {
+            let _ = tx.send(matches!(log, AgentLog::Connected));
+        },
+    )
+    .expect("chopsticks agent");
+    within("chopsticks connected", async {
+        while !seen.recv().await.expect("agent running") {}
+    })
+    .await;
+    agent.stop("test done").await;
+
+    let settings = AgentSettings {
+        agent_id: "tls-agent".into(),
+        agent_type: "tester".into(),
+        capabilities: vec![agentwire::mcpw::Capability::new("code_review", 0.9)],
+        binary: true,
+        heartbeat: Duration::from_secs(5),
+        steps: 1,
+        step: Duration::from_millis(20),
+        hmac_secret: None,
+    };
+    let (handle, mut events) =
+        agentwire_server::mcpw::agent_app::connect(&url(Protocol::Mcpw), settings, None)
+            .expect("mcpw agent");
+    within("mcpw registered", async {
+        while !matches!(
+            events.recv().await.expect("agent running"),
+            AgentEvent::Registered(_)
+        ) {}
+    })
+    .await;
+    handle.shutdown().await;
+
+    let mut client = agentwire_server::llmrtc::client_app::LlmrtcClientApp::start(
+        &url(Protocol::Llmrtc),
+        agentwire::llmrtc::ClientConfig::default(),
+        7,
+    )
+    .await
+    .expect("llmrtc client");
+    client
+        .wait_for(
+            "ready",
+            STEP,
+            |_| {},
+            |e| matches!(e, agentwire::llmrtc::ClientEvent::Ready { .. }),
+        )
+        .await
+        .expect("ready");
+    client.close().await;
+
+    let mut relay =
+        agentwire_server::relay::agent_app::Agent::connect(&url(Protocol::Relay), |_, _| {})
+            .await
+            .expect("relay agent");
+    let joined = relay.join("tls", "tls-agent").await.expect("join");
+    assert_eq!(joined["sessionId"], "tls", "{joined}");
 }
 
 /// A client limited to TLS 1.2 (or to one TLS 1.3 suite) that trusts `cert`.
