@@ -22,7 +22,20 @@
 //! - **Certificate reload.** Both PEM files are read every `reload_secs` and on SIGHUP; when
 //!   either changed, the pair is parsed and checked (the key must be the certificate's),
 //!   and new handshakes get it while open connections keep theirs. A bad pair is logged
-//!   once and the current certificate stays. (`a_reloaded_certificate_serves_new_connections_while_old_ones_stay_up`)
+//!   once and the current certificate stays. A client that resumes a TLS session it made
+//!   before the reload is not shown a certificate again (TLS 1.3 resumption), so it keeps
+//!   connecting; new sessions see the new one.
+//!   (`a_reloaded_certificate_serves_new_connections_while_old_ones_stay_up`,
+//!   `a_bad_pair_is_refused_and_the_current_certificate_stays`)
+//! - **Key rotation.** API keys and runner secrets are the configuration's keys plus the
+//!   key file's; the files are read every `[keys] reload_secs` and on SIGHUP, and a key
+//!   that leaves the file stays valid for `[keys] overlap_secs`, then is refused (MCPW at
+//!   the upgrade, Chopsticks at the agent's next `hello`). Keys written in the
+//!   configuration file are fixed for the life of the process. An emptied file never turns
+//!   authentication off. SIGHUP never ends the server, even with nothing to reload.
+//!   (`a_rotated_key_is_accepted_and_the_retired_one_stays_valid_during_the_overlap`,
+//!   `a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap`,
+//!   `sighup_reloads_the_certificate_and_the_key_files_and_the_server_serves_on`)
 //! - **Allowlists** are checked at accept, before TLS and before any HTTP: a refused
 //!   address gets its TCP connection closed, is counted, and is logged at most once a
 //!   minute. An empty list serves everyone. (`an_address_outside_the_allowlist_is_refused`)
