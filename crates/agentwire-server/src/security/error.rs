@@ -14,6 +14,15 @@ pub enum SecurityError {
         /// Why.
         source: std::io::Error,
     },
+    /// A file is larger than any certificate, key or key file
+    /// ([`MAX_FILE_BYTES`](super::MAX_FILE_BYTES)); it is not read further.
+    #[error("{path} is larger than {max} bytes")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        max: u64,
+    },
     /// A PEM file holds no certificate, or its certificates do not parse.
     #[error("{path}: no PEM certificate found")]
     NoCertificate {

@@ -61,7 +61,9 @@ pub use allow::{AllowFilter, Allowlist};
 pub use client::{client_tls, client_tls_pin_only};
 pub use error::SecurityError;
 pub use pin::{hex, parse_pin_sha256, sha256};
-pub use tls::{certified_key, server_config, CertFiles, CertReloader, CertStore, TlsProfile};
+pub use tls::{
+    certified_key, server_config, CertFiles, CertReloader, CertStore, TlsProfile, MAX_FILE_BYTES,
+};
 pub use watch::Watcher;
 
 use crate::config::Listener;

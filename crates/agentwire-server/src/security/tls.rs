@@ -64,12 +64,29 @@ pub struct CertFiles {
     pub key: PathBuf,
 }
 
-/// Reads `path` whole.
+/// The largest certificate, key, CA or key file read: far above any real one (a long
+/// chain is a few KiB), so a wrong path (a log, a disk image) costs no memory.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Reads `path` whole, refusing a file over [`MAX_FILE_BYTES`].
 pub(crate) fn read(path: &Path) -> Result<Vec<u8>, SecurityError> {
-    std::fs::read(path).map_err(|source| SecurityError::Read {
+    use std::io::Read;
+    let failed = |source| SecurityError::Read {
         path: path.to_owned(),
         source,
-    })
+    };
+    let file = std::fs::File::open(path).map_err(failed)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(failed)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(SecurityError::TooLarge {
+            path: path.to_owned(),
+            max: MAX_FILE_BYTES,
+        });
+    }
+    Ok(bytes)
 }
 
 /// Parses a PEM certificate chain and key into the form rustls serves, checking that the
@@ -295,7 +312,15 @@ mod tests {
         ));
         assert!(!r.reload(false).expect("seen already"));
         assert_eq!(r.store().leaf_sha256(), first);
+        // A file too large to be a certificate: refused unread past the limit, A stays.
+        std::fs::write(&files.cert, vec![b'-'; MAX_FILE_BYTES as usize + 1]).unwrap();
+        assert!(matches!(
+            r.reload(false),
+            Err(SecurityError::TooLarge { .. })
+        ));
+        assert_eq!(r.store().leaf_sha256(), first);
         // A missing file: refused, A stays.
+        std::fs::write(&files.cert, &cert_b).unwrap();
         std::fs::remove_file(&files.key).unwrap();
         assert!(matches!(r.reload(true), Err(SecurityError::Read { .. })));
         // The whole new pair: served.
