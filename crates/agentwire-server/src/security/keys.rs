@@ -147,22 +147,30 @@ impl KeyTargets {
     }
 }
 
-/// The last set applied to a target, so an unchanged file changes nothing.
+/// The last set applied to a target, so an unchanged file changes nothing, and the last
+/// error, so a file that stays unreadable is reported once (and again on SIGHUP).
 #[derive(Default)]
-struct Last(Option<Vec<String>>);
+struct Last(Option<Vec<String>>, Option<String>);
 
 impl Last {
     /// Loads `source`; `Some(keys)` when they differ from the last set applied (or on
     /// `force`), logging an unreadable file.
     fn changed(&mut self, source: &KeySource, force: bool) -> Option<Vec<String>> {
         match source.load() {
-            Ok(keys) if force || self.0.as_ref() != Some(&keys) => {
+            Ok(keys) => {
+                self.1 = None;
+                if !force && self.0.as_ref() == Some(&keys) {
+                    return None;
+                }
                 self.0 = Some(keys.clone());
                 Some(keys)
             }
-            Ok(_) => None,
             Err(e) => {
-                tracing::error!(what = source.what, error = %e, "keys not reloaded; the current ones stay");
+                let text = e.to_string();
+                if force || self.1.as_ref() != Some(&text) {
+                    tracing::error!(what = source.what, error = %text, "keys not reloaded; the current ones stay");
+                }
+                self.1 = Some(text);
                 None
             }
         }
@@ -280,12 +288,16 @@ mod tests {
         assert!(!format!("{s:?}").contains("\"a\""));
         std::fs::remove_file(&file).unwrap();
         assert!(matches!(s.load(), Err(SecurityError::Read { .. })));
-        let mut last = Last(Some(vec!["a".into()]));
+        let mut last = Last(Some(vec!["a".into()]), None);
         assert_eq!(
             last.changed(&s, false),
             None,
             "unreadable: the current set stays"
         );
         assert_eq!(last.0.as_deref(), Some(&["a".to_owned()][..]));
+        assert!(
+            last.1.is_some(),
+            "the error is remembered, so it is logged once"
+        );
     }
 }

@@ -242,17 +242,35 @@ impl CertReloader {
     /// each new certificate and each refused file once.
     pub fn watch(self: &Arc<Self>, every: Option<Duration>) -> Watcher {
         let me = Arc::clone(self);
+        // The last error logged: a file that stays unreadable is reported once (and again
+        // on SIGHUP).
+        let last_error = Arc::new(Mutex::new(None::<String>));
         Watcher::spawn("certificate", every, move |force| {
             let me = Arc::clone(&me);
+            let last_error = Arc::clone(&last_error);
             async move {
                 let files = me.files.clone();
                 let outcome = tokio::task::spawn_blocking(move || me.reload(force)).await;
+                let mut last_error = last_error.lock().unwrap_or_else(PoisonError::into_inner);
+                let repeated = match &outcome {
+                    Ok(Err(e)) => {
+                        let text = e.to_string();
+                        let same = !force && last_error.as_ref() == Some(&text);
+                        *last_error = Some(text);
+                        same
+                    }
+                    _ => {
+                        *last_error = None;
+                        false
+                    }
+                };
                 match outcome {
                     Ok(Ok(true)) => tracing::info!(
                         cert = %files.cert.display(),
                         "TLS certificate reloaded; new connections get it"
                     ),
                     Ok(Ok(false)) => {}
+                    Ok(Err(_)) if repeated => {}
                     Ok(Err(e)) => tracing::error!(
                         cert = %files.cert.display(),
                         error = %e,
