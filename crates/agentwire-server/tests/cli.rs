@@ -290,6 +290,48 @@ impl Drop for Serving {
     }
 }
 
+/// Runs the binary with `args` until a line of its stdout (`stdout`) or stderr containing
+/// `wanted` appears (or 20 s pass, or the stream ends); returns that line, then kills it.
+async fn first_line(args: &[&str], stdout: bool, wanted: &str) -> String {
+    use std::io::BufRead;
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let wanted = wanted.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn agentwire");
+        let stream: Box<dyn std::io::Read + Send> = if stdout {
+            Box::new(child.stdout.take().expect("stdout"))
+        } else {
+            Box::new(child.stderr.take().expect("stderr"))
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.contains(&wanted) {
+                    let _ = tx.send(line);
+                    return;
+                }
+            }
+        });
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_default();
+        let _ = child.kill();
+        let _ = child.wait();
+        line
+    })
+    .await
+    .expect("join")
+}
+
 #[tokio::test]
 async fn a_client_subcommand_speaks_wss_with_the_ca_it_is_given() {
     let dir = TempDir::new("tls");
@@ -325,6 +367,43 @@ async fn a_client_subcommand_speaks_wss_with_the_ca_it_is_given() {
     let out = agentwire(&["bus", "ping", "--url", &url, "--ca", "/nonexistent/ca.pem"]).await;
     assert!(!out.status.success(), "{out:?}");
     assert!(stderr(&out).contains("/nonexistent/ca.pem"), "{out:?}");
+    // The MCPW agent with the certificate's pin registers; with another pin it is refused.
+    let mcpw_url = url.replace("/bus", "/ws");
+    let pin = agentwire_server::security::hex(&agentwire_server::security::sha256(ck.cert.der()));
+    let line = first_line(
+        &[
+            "mcpw",
+            "agent",
+            "--url",
+            &mcpw_url,
+            "--ca",
+            &ca,
+            "--pin-sha256",
+            &pin,
+        ],
+        true,
+        "registered",
+    )
+    .await;
+    assert!(line.contains("registered"), "{line}");
+    let wrong = "00".repeat(32);
+    let line = first_line(
+        &[
+            "mcpw",
+            "agent",
+            "--url",
+            &mcpw_url,
+            "--ca",
+            &ca,
+            "--pin-sha256",
+            &wrong,
+        ],
+        false,
+        "could not connect",
+    )
+    .await;
+    assert!(line.contains("certificate"), "{line}");
+
     // A pin that is not a SHA-256 is refused before anything connects.
     let out = agentwire(&["mcpw", "agent", "--url", &url, "--pin-sha256", "12:34"]).await;
     assert!(!out.status.success(), "{out:?}");
