@@ -69,7 +69,7 @@ pub async fn main() -> ExitCode {
     let outcome = async {
         let mut demo = server(Place::Bind("127.0.0.1:0")).await?;
         let result = script(&mut demo).await;
-        println!("\nshutting down the controller (agents see close 1001)");
+        println!("\nshutting down the controller");
         step("shutdown", demo.app.server.shutdown()).await?;
         result
     };
