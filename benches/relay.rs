@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use agent_relay_proto::{
     AgentMessage, Envelope, HostMessage, Limits as RelayLimits, Relay, RelayConfig, ENDPOINT_PATH,
 };
-use agentwire_server::relay;
 use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Outbox, Output, PeerInfo, UuidV4Ids};
+use agentwire_server::relay;
 use agentwire_tokio::{Limits, Server, ServerConfig};
 use criterion::Criterion;
 use futures_util::{SinkExt, StreamExt};

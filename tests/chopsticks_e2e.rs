@@ -656,7 +656,8 @@ fn the_command_reader_lets_the_program_end_while_a_read_is_blocked() {
         .build()
         .expect("runtime");
     let first = rt.block_on(async {
-        let mut lines = agentwire_server::common::spawn_line_reader(std::io::BufReader::new(reader));
+        let mut lines =
+            agentwire_server::common::spawn_line_reader(std::io::BufReader::new(reader));
         writer.write_all(b"agents\n").expect("write");
         let first = within("line", lines.recv()).await;
         // The reader is now blocked on the next line, which never comes.
