@@ -336,6 +336,23 @@ impl EventLog {
     /// `info`, each subscriber's turn at `debug`, protocol violations and drops at `warn`
     /// (drops come rate-limited from the bus: at most one line per reason per second).
     pub fn log(&mut self, ev: &BusEvent) {
+        let enabled = match ev {
+            BusEvent::Hop { .. } => tracing::enabled!(tracing::Level::DEBUG),
+            BusEvent::ProtocolViolation { .. } | BusEvent::Dropped { .. } => {
+                tracing::enabled!(tracing::Level::WARN)
+            }
+            _ => tracing::enabled!(tracing::Level::INFO),
+        };
+        // A line nobody reads is not formatted (a publish through a chain of ten makes
+        // twelve events); the events that name connections are still recorded.
+        if !enabled
+            && !matches!(
+                ev,
+                BusEvent::Initialized { .. } | BusEvent::Disconnected { .. }
+            )
+        {
+            return;
+        }
         let line = self.describe(ev);
         match ev {
             BusEvent::Hop { .. } => tracing::debug!("{line}"),

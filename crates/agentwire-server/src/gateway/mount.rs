@@ -112,8 +112,10 @@ pub(super) async fn mount(
                 .apply(app::server_config().with_endpoint("chopsticks controller", at.path));
             let on_event = move |ev: &_| {
                 metrics.observe_chopsticks(ev);
-                if let Some(line) = event_json(ev) {
-                    tracing::info!(target: "agentwire::chopsticks", "{line}");
+                if tracing::enabled!(target: "agentwire::chopsticks", tracing::Level::INFO) {
+                    if let Some(line) = event_json(ev) {
+                        tracing::info!(target: "agentwire::chopsticks", "{line}");
+                    }
                 }
             };
             let secrets = KeySource::runner_secrets(section)
@@ -168,8 +170,10 @@ pub(super) async fn mount(
                 .apply(app::transport_config(&config).with_endpoint("llmrtc", at.path));
             let on_event = move |ev: &_| {
                 metrics.observe_llmrtc(ev);
-                if let Some(line) = crate::llmrtc::server_log::describe(ev) {
-                    tracing::info!(target: "agentwire::llmrtc", "{line}");
+                if tracing::enabled!(target: "agentwire::llmrtc", tracing::Level::INFO) {
+                    if let Some(line) = crate::llmrtc::server_log::describe(ev) {
+                        tracing::info!(target: "agentwire::llmrtc", "{line}");
+                    }
                 }
             };
             let a = app::mount_with(

@@ -378,6 +378,17 @@ impl EventLog {
     /// Logs `ev` with `tracing`: joins, leaves and replacements at `info`, forwards and log
     /// lines at `debug`, protocol violations at `warn`, study-log failures at `error`.
     pub fn log(&mut self, ev: &ServerEvent) {
+        // Per-message lines (forwards, log records, syncs) are not formatted when `debug` is
+        // off; they name no connection, so nothing is lost.
+        let per_message = matches!(
+            ev,
+            ServerEvent::Logged { .. }
+                | ServerEvent::Synced { .. }
+                | ServerEvent::Relay(RelayEvent::Forwarded { .. } | RelayEvent::Connected { .. })
+        );
+        if per_message && !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
         let line = self.describe(ev);
         match ev {
             ServerEvent::Logged { .. }
