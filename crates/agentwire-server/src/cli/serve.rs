@@ -78,7 +78,7 @@ impl ServeArgs {
             };
             sets.push(format!("log.format=\"{name}\""));
         }
-        Config::resolve(self.config.as_deref(), std::env::vars(), &sets)
+        Config::resolve(self.config.as_deref(), config::environment(), &sets)
     }
 }
 
