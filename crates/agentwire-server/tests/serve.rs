@@ -5,7 +5,8 @@
 //! 426, an unknown path 404; the study logs a shutdown leaves pass the log checker. And the
 //! binary (`agentwire serve --config FILE`) stopped by SIGTERM in the middle of a relay
 //! session (every WebSocket gets 1001, the study log is complete and the log checker accepts
-//! it, exit 0) and by a second signal during the graceful stop (exit 143 at once).
+//! it, exit 0) and by a second signal during the graceful stop (exit 143 at once); a relay
+//! machine dropped mid-session (as a stopping driver drops it) syncs its open study logs.
 
 #[allow(dead_code)]
 #[path = "../../../tests/support/interop.rs"]
@@ -15,12 +16,17 @@ mod interop;
 mod temp_dir;
 
 use std::ffi::OsString;
+use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use agentwire::agent_relay::{Relay, RelayConfig};
 use agentwire::chopsticks::AgentConfig;
+use agentwire::core::{ConnId, Frame, Machine, PeerInfo, SequentialIds};
 use agentwire::jsonrpc_bus::ClientConfig as BusClientConfig;
 use agentwire::mcpw::Capability;
 use agentwire_server::chopsticks::agent_app::AgentLog;
@@ -29,6 +35,10 @@ use agentwire_server::gateway::Gateway;
 use agentwire_server::mcpw::agent_app::{AgentEvent as McpwAgentEvent, AgentSettings};
 use agentwire_server::relay::agent_app::Agent;
 use agentwire_server::relay::log_check;
+use agentwire_server::relay::log_writer::{
+    LogFile, OsStorage, Storage, StudyLog, SyncHandle, SyncPolicy,
+};
+use agentwire_server::relay::logging_relay::LoggingRelay;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use temp_dir::{temp_dir, TempDir};
@@ -534,12 +544,12 @@ async fn serve(dir: &TempDir, separate: bool) -> Served {
 
 /// Lines of a child's pipe, read on a thread of their own.
 fn lines_of(
-    pipe: impl std::io::Read + Send + 'static,
+    pipe: impl io::Read + Send + 'static,
 ) -> tokio::sync::mpsc::UnboundedReceiver<String> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(pipe).lines() {
+        for line in io::BufReader::new(pipe).lines() {
             let Ok(line) = line else { break };
             if tx.send(line).is_err() {
                 break;
@@ -687,4 +697,103 @@ async fn a_second_signal_during_the_graceful_stop_exits_at_once_with_143() {
     }
     served.signal("TERM");
     assert_eq!(served.exit_code().await, Some(143));
+}
+
+// A relay machine dropped by a stopping driver.
+
+/// Files on disk whose `fsync`s are counted.
+struct Counted {
+    syncs: Arc<AtomicUsize>,
+}
+
+struct CountedFile {
+    file: Box<dyn LogFile>,
+    syncs: Arc<AtomicUsize>,
+}
+
+impl LogFile for CountedFile {
+    fn size(&mut self) -> io::Result<u64> {
+        self.file.size()
+    }
+    fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(offset, buf)
+    }
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.append(bytes)
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.file.sync()
+    }
+    fn syncer(&self) -> io::Result<SyncHandle> {
+        self.file.syncer()
+    }
+}
+
+impl Storage for Counted {
+    fn open(&mut self, path: &Path, create_new: bool) -> io::Result<Box<dyn LogFile>> {
+        Ok(Box::new(CountedFile {
+            file: OsStorage.open(path, create_new)?,
+            syncs: Arc::clone(&self.syncs),
+        }))
+    }
+    fn create_with(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        OsStorage.create_with(path, bytes)
+    }
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        OsStorage.rename(from, to)
+    }
+    fn exists(&mut self, path: &Path) -> bool {
+        OsStorage.exists(path)
+    }
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
+        OsStorage.sync_dir(dir)
+    }
+}
+
+/// A relay stopped in the middle of a session (its members still joined, its file
+/// open and not yet synced) syncs the file when it is dropped, as a shutdown drops it.
+#[test]
+fn a_dropped_relay_syncs_the_study_logs_still_open() {
+    let dir = std::env::temp_dir().join(format!(
+        "agentwire-logging-relay-drop-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let syncs = Arc::new(AtomicUsize::new(0));
+    let storage = Box::new(Counted {
+        syncs: Arc::clone(&syncs),
+    });
+    let log = StudyLog::with_storage(&dir, SyncPolicy::SessionEnd, storage).expect("log");
+    #[allow(clippy::disallowed_methods)]
+    let now = Instant::now();
+    let relay = Relay::new(RelayConfig::default(), SequentialIds::new(0), now, 0);
+    let mut m = LoggingRelay::new(relay, log);
+    let peer = PeerInfo::new(None).with_path("/agent/ws");
+    let (host, agent) = (ConnId::new(1), ConnId::new(2));
+    m.handle_connect(host, &peer, now);
+    m.handle_connect(agent, &peer, now);
+    let join = |role: &str| {
+        format!(
+            r#"{{"v":"mvp-0.2","type":"relay.join","id":"{role}","payload":{{"role":"{role}","sessionId":"m"}}}}"#
+        )
+    };
+    m.handle_frame(host, Frame::Text(&join("host")), now);
+    m.handle_frame(agent, Frame::Text(&join("agent")), now);
+    while m.poll_output().is_some() {}
+    assert_eq!(
+        m.log().open_sessions().count(),
+        1,
+        "the session's file is open"
+    );
+    let before = syncs.load(Ordering::Relaxed);
+    drop(m);
+    assert!(
+        syncs.load(Ordering::Relaxed) > before,
+        "the open file was synced when the relay was dropped"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
