@@ -18,7 +18,8 @@
 //! | [`Output`] / [`Outbox`] | what a machine asks its driver to do, and the queue that holds it |
 //! | [`DatagramMachine`], [`Transmit`] | a machine that also takes and sends UDP datagrams (llmrtc's WebRTC) |
 //! | [`Flow`] | backpressure: a machine asks its driver to pause or resume reading a connection |
-//! | [`PeerInfo`] | remote address, request path, headers and subprotocol of a connection |
+//! | [`PeerInfo`] | remote address, request path and query, headers and subprotocol of a connection |
+//! | [`Disconnect`] | how a connection ended: the peer's close code and reason, this side's close, a slow reader, a pong timeout, a refused frame, or a bare end |
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
 //! | [`Monotonic`], [`TimerSet`] | the time clamp and deadline set every machine uses |
 //! | [`WallClock`], [`rfc3339_utc`], [`iso8601_ms`], [`UtcDateTime`] | wall-clock time from an anchor (`Instant` + Unix ms) and its RFC 3339 / ISO 8601 forms |
@@ -86,6 +87,7 @@ mod codes;
 mod conn;
 mod datagram;
 mod dial;
+mod disconnect;
 mod frame;
 mod id;
 mod json_depth;
@@ -107,6 +109,7 @@ pub use close::CloseCode;
 pub use conn::{ConnId, ConnMap};
 pub use datagram::{DatagramMachine, Transmit};
 pub use dial::{Dial, Dialer};
+pub use disconnect::{truncate_close_reason, Disconnect, MAX_CLOSE_REASON};
 pub use frame::{Frame, FrameBuf, Utf8Bytes};
 #[cfg(feature = "uuid")]
 pub use id::UuidV4Ids;

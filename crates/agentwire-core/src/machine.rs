@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::{ConnId, Flow, Frame, Output, PeerInfo};
+use crate::{ConnId, Disconnect, Flow, Frame, Output, PeerInfo};
 
 /// A sans-IO protocol role: input goes in through `handle_*`, output comes out of `poll_*`.
 ///
@@ -43,9 +43,12 @@ use crate::{ConnId, Flow, Frame, Output, PeerInfo};
 /// 6. **Determinism.** The same inputs give the same outputs in the same order: ids come
 ///    from an injected [`IdGen`](crate::IdGen) and no output path iterates a hash map.
 /// 7. **Every connection ends once.** The driver calls
-///    [`handle_disconnect`](Self::handle_disconnect) exactly once for every connection it
+///    [`handle_disconnect_with`](Self::handle_disconnect_with) (whose default calls
+///    [`handle_disconnect`](Self::handle_disconnect)) exactly once for every connection it
 ///    reported with `handle_connect`, however it ended, including after the machine's own
-///    [`Output::Close`]. Outputs addressed to a connection that has ended are dropped by the
+///    [`Output::Close`], with a [`Disconnect`] that says how: the peer's close code and
+///    reason, this side's close, a slow reader, a pong timeout, a refused frame, or a socket
+///    that just ended. Outputs addressed to a connection that has ended are dropped by the
 ///    driver.
 /// 8. **Flow control (backpressure).** A machine may ask its driver to stop reading a
 ///    connection ([`Flow::PauseReading`]) and to start again ([`Flow::ResumeReading`]),
@@ -75,6 +78,12 @@ use crate::{ConnId, Flow, Frame, Output, PeerInfo};
 ///    jumps (a suspend, a clock correction), before it hands the machine any input timed
 ///    after the jump. Monotonic time is untouched: deadlines never move with the wall
 ///    clock. Wall time may step backwards across a call (a correction can go either way).
+/// 10. **Pongs are input too.** A driver that pings at the WebSocket level calls
+///     [`handle_pong`](Self::handle_pong) for every pong a connection sends (answers to its
+///     pings and unsolicited ones alike), in order with that connection's frames (so a pong
+///     read while the connection is paused waits with its frames, rule 8). A machine that
+///     keeps a peer's liveness by its messages counts a pong as a sign of life there; the
+///     default ignores it.
 pub trait Machine {
     /// Protocol-specific events for the application (agent registered, request completed, ...).
     type Event;
@@ -87,8 +96,30 @@ pub trait Machine {
     /// A complete WebSocket message arrived on `conn`. Never panics (contract rule 2).
     fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, now: Instant);
 
-    /// Connection `conn` ended (closed by either side, or failed). Called once per connection.
+    /// Connection `conn` ended (closed by either side, or failed). Called once per
+    /// connection, through [`handle_disconnect_with`](Self::handle_disconnect_with) by
+    /// drivers that know how it ended.
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant);
+
+    /// Connection `conn` ended, and `how` says how (contract rule 7): the peer's close code
+    /// and reason, this side's close, a slow reader, a pong timeout, a refused frame, or a
+    /// socket that just ended. Drivers call this one; it is the connection's only end.
+    ///
+    /// The default calls [`handle_disconnect`](Self::handle_disconnect): a machine that
+    /// does not care how a connection ended needs no code. A machine that does overrides
+    /// this method and, for callers that know nothing (tests, other drivers), implements
+    /// `handle_disconnect` as a call to it with [`Disconnect::Ended`].
+    fn handle_disconnect_with(&mut self, conn: ConnId, how: &Disconnect, now: Instant) {
+        let _ = how;
+        self.handle_disconnect(conn, now);
+    }
+
+    /// Connection `conn` sent a WebSocket pong (contract rule 10): the peer is alive.
+    ///
+    /// The default ignores it: a machine without its own liveness check needs no code.
+    fn handle_pong(&mut self, conn: ConnId, now: Instant) {
+        let _ = (conn, now);
+    }
 
     /// Time has reached (or passed) the deadline from `poll_timeout`. Idempotent; an early
     /// call is a no-op.

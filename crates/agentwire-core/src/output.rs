@@ -48,8 +48,8 @@ pub enum Output<E> {
     },
     /// Close connection `conn` with `code` and `reason` after the frames already queued.
     ///
-    /// The driver later calls `handle_disconnect(conn)` once the socket is gone, as for
-    /// any other connection end.
+    /// The driver later calls `handle_disconnect_with(conn, Disconnect::Local { .. })` once
+    /// the socket is gone, as for any other connection end.
     Close {
         /// The connection to close.
         conn: ConnId,

@@ -10,6 +10,12 @@
 //! has paused one of its connections, frames and closes arriving on it wait, in order, and
 //! are handed over after the resume ([`Sim::held`] counts them).
 //!
+//! Connection ends reach the machines through [`Machine::handle_disconnect_with`] with a
+//! [`Disconnect`] that says how, as a socket driver reports them: a machine's own close is
+//! [`Disconnect::Local`] on its side and [`Disconnect::Peer`] (same code and reason) on the
+//! other; an abrupt drop is [`Disconnect::Ended`]. WebSocket pongs ([`Sim::pong`],
+//! [`Sim::raw_pong`]) travel like frames and reach [`Machine::handle_pong`].
+//!
 //! [`check_timer_contract`] drives one machine through an arbitrary input sequence and checks
 //! the timer rules of the [`Machine`] contract; every crate runs it under proptest.
 
@@ -18,7 +24,9 @@ use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::{CloseCode, ConnId, Dial, Dialer, Flow, FrameBuf, Machine, Output, PeerInfo};
+use crate::{
+    CloseCode, ConnId, Dial, Dialer, Disconnect, Flow, FrameBuf, Machine, Output, PeerInfo,
+};
 
 /// Knobs of a simulation.
 #[derive(Debug, Clone)]
@@ -142,6 +150,8 @@ impl Reader {
 #[derive(Debug)]
 enum Payload {
     Frame(FrameBuf),
+    /// A WebSocket pong.
+    Pong,
     Close(CloseCode, String),
 }
 
@@ -329,7 +339,7 @@ impl<S: Machine, C: Machine> Sim<S, C> {
     }
 
     /// Drops client `idx`'s connection abruptly (a network failure): both sides see
-    /// `handle_disconnect` now; frames in flight are lost.
+    /// `handle_disconnect_with(Disconnect::Ended)` now; frames in flight are lost.
     pub fn disconnect(&mut self, idx: usize) {
         let Some((cconn, sconn)) = self.clients[idx].link.take() else {
             return;
@@ -338,9 +348,29 @@ impl<S: Machine, C: Machine> Sim<S, C> {
         self.forget(Reader::Server(sconn));
         self.forget(Reader::Client(idx, cconn));
         let now = self.now;
-        self.server.handle_disconnect(sconn, now);
-        self.clients[idx].machine.handle_disconnect(cconn, now);
+        self.server
+            .handle_disconnect_with(sconn, &Disconnect::Ended, now);
+        self.clients[idx]
+            .machine
+            .handle_disconnect_with(cconn, &Disconnect::Ended, now);
         self.flush();
+    }
+
+    /// Client `idx`'s connection sends the server a WebSocket pong (after the configured
+    /// latency, never lost, held like a frame while the server has paused the
+    /// connection): the server sees [`Machine::handle_pong`].
+    pub fn pong(&mut self, idx: usize) {
+        if let Some((_, sconn)) = self.clients[idx].link {
+            self.schedule(Dest::Server(sconn), Payload::Pong, false);
+        }
+    }
+
+    /// The server's side of client `idx`'s connection sends it a WebSocket pong (as
+    /// [`pong`](Self::pong), the other way): the client sees [`Machine::handle_pong`].
+    pub fn pong_to_client(&mut self, idx: usize) {
+        if let Some((cconn, _)) = self.clients[idx].link {
+            self.schedule(Dest::Client(idx, cconn), Payload::Pong, false);
+        }
     }
 
     /// Opens a raw connection presenting `peer`; returns its index.
@@ -393,23 +423,40 @@ impl<S: Machine, C: Machine> Sim<S, C> {
         self.raws[idx].server_conn.is_some()
     }
 
-    /// Closes raw peer `idx`'s connection behind the frames it already sent (after the
-    /// configured latency, like a frame): the server sees `handle_disconnect` when the close
-    /// arrives, or, if it paused the connection, after the resume and the held frames.
+    /// Closes raw peer `idx`'s connection with 1000 and no reason behind the frames it
+    /// already sent (see [`raw_close`](Self::raw_close)).
     pub fn raw_disconnect_graceful(&mut self, idx: usize) {
+        self.raw_close(idx, CloseCode::NORMAL, "");
+    }
+
+    /// Raw peer `idx` sends a close frame with `code` and `reason` behind the frames it
+    /// already sent (after the configured latency, like a frame): the server sees
+    /// `handle_disconnect_with(Disconnect::Peer { code, reason })` (the reason cut to 123
+    /// bytes) when the close arrives, or, if it paused the connection, after the resume and
+    /// the held frames.
+    pub fn raw_close(&mut self, idx: usize, code: CloseCode, reason: &str) {
         if let Some(sconn) = self.raws[idx].server_conn {
-            let close = Payload::Close(CloseCode::NORMAL, String::new());
+            let close = Payload::Close(code, reason.to_owned());
             self.schedule(Dest::Server(sconn), close, false);
         }
     }
 
-    /// Drops raw peer `idx`'s connection; the server sees `handle_disconnect` now.
+    /// Raw peer `idx` sends a WebSocket pong (as [`pong`](Self::pong)).
+    pub fn raw_pong(&mut self, idx: usize) {
+        if let Some(sconn) = self.raws[idx].server_conn {
+            self.schedule(Dest::Server(sconn), Payload::Pong, false);
+        }
+    }
+
+    /// Drops raw peer `idx`'s connection; the server sees
+    /// `handle_disconnect_with(Disconnect::Ended)` now.
     pub fn raw_disconnect(&mut self, idx: usize) {
         if let Some(sconn) = self.raws[idx].server_conn.take() {
             self.links.remove(&sconn);
             self.forget(Reader::Server(sconn));
             let now = self.now;
-            self.server.handle_disconnect(sconn, now);
+            self.server
+                .handle_disconnect_with(sconn, &Disconnect::Ended, now);
             self.flush();
         }
     }
@@ -523,9 +570,10 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                         Dest::Raw(idx)
                     }
                 };
+                let how = Disconnect::local(code, &reason);
                 self.schedule(dest, Payload::Close(code, reason.into_owned()), false);
                 let now = self.now;
-                self.server.handle_disconnect(conn, now);
+                self.server.handle_disconnect_with(conn, &how, now);
             }
         }
     }
@@ -546,13 +594,16 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                     if cconn == conn {
                         self.clients[idx].link = None;
                         self.forget(Reader::Client(idx, cconn));
+                        let how = Disconnect::local(code, &reason);
                         self.schedule(
                             Dest::Server(sconn),
                             Payload::Close(code, reason.into_owned()),
                             false,
                         );
                         let now = self.now;
-                        self.clients[idx].machine.handle_disconnect(cconn, now);
+                        self.clients[idx]
+                            .machine
+                            .handle_disconnect_with(cconn, &how, now);
                     }
                 }
             }
@@ -579,13 +630,19 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                     self.server.handle_frame(sconn, f.as_frame(), now);
                 }
             }
-            (Dest::Server(sconn), Payload::Close(..)) => {
+            (Dest::Server(sconn), Payload::Pong) => {
+                if self.links.contains_key(&sconn) {
+                    self.server.handle_pong(sconn, now);
+                }
+            }
+            (Dest::Server(sconn), Payload::Close(code, reason)) => {
                 self.forget(Reader::Server(sconn));
                 if let Some(link) = self.links.remove(&sconn) {
                     if let Link::Raw { idx } = link {
                         self.raws[idx].server_conn = None;
                     }
-                    self.server.handle_disconnect(sconn, now);
+                    let how = Disconnect::peer(code, &reason);
+                    self.server.handle_disconnect_with(sconn, &how, now);
                 }
             }
             (Dest::Client(idx, cconn), payload) => {
@@ -598,14 +655,19 @@ impl<S: Machine, C: Machine> Sim<S, C> {
                             .machine
                             .handle_frame(cconn, f.as_frame(), now)
                     }
-                    Payload::Close(..) => {
+                    Payload::Pong => self.clients[idx].machine.handle_pong(cconn, now),
+                    Payload::Close(code, reason) => {
                         self.clients[idx].link = None;
                         self.forget(Reader::Client(idx, cconn));
-                        self.clients[idx].machine.handle_disconnect(cconn, now);
+                        let how = Disconnect::peer(code, &reason);
+                        self.clients[idx]
+                            .machine
+                            .handle_disconnect_with(cconn, &how, now);
                     }
                 }
             }
             (Dest::Raw(idx), Payload::Frame(f)) => self.raws[idx].received.push(f),
+            (Dest::Raw(_), Payload::Pong) => {}
             (Dest::Raw(idx), Payload::Close(code, reason)) => {
                 self.raws[idx].closed = Some((code, reason));
             }
@@ -794,8 +856,12 @@ pub enum TimerInput {
     Connect,
     /// A frame on the `n % open`-th connection ever opened (closed ones included: must be a no-op).
     Frame(usize, FrameBuf),
-    /// Disconnect the `n % open`-th connection ever opened (again: must be a no-op).
+    /// Disconnect the `n % open`-th connection ever opened (again: must be a no-op), with
+    /// [`Disconnect::Ended`].
     Disconnect(usize),
+    /// A WebSocket pong on the `n % open`-th connection ever opened (closed ones included:
+    /// must be a no-op).
+    Pong(usize),
     /// Advance the driver's clock.
     Advance(Duration),
     /// Move the driver's clock backwards (the machine must clamp).
@@ -849,7 +915,14 @@ pub fn check_timer_contract<M: Machine>(
             }
             TimerInput::Disconnect(n) => {
                 if !conns.is_empty() {
-                    m.handle_disconnect(conns[n % conns.len()], driver_now);
+                    let conn = conns[n % conns.len()];
+                    m.handle_disconnect_with(conn, &Disconnect::Ended, driver_now);
+                    latest = latest.max(Some(driver_now));
+                }
+            }
+            TimerInput::Pong(n) => {
+                if !conns.is_empty() {
+                    m.handle_pong(conns[n % conns.len()], driver_now);
                     latest = latest.max(Some(driver_now));
                 }
             }
@@ -1267,5 +1340,95 @@ mod tests {
         assert_eq!(sim.server().ended, [conn], "then the end");
         assert_eq!(sim.held(), 0);
         assert!(!sim.is_server_paused(conn));
+    }
+
+    /// Records pongs and how each connection ended; closes a connection that sends "bye"
+    /// with 4000 "see you".
+    #[derive(Default)]
+    struct Ends {
+        out: Outbox<String>,
+        log: Vec<String>,
+    }
+
+    impl Machine for Ends {
+        type Event = String;
+        fn handle_connect(&mut self, _: ConnId, _: &PeerInfo, _: Instant) {}
+        fn handle_frame(&mut self, conn: ConnId, frame: Frame<'_>, _: Instant) {
+            if frame == Frame::Text("bye") {
+                self.out.close(conn, CloseCode(4000), "see you");
+            }
+        }
+        fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+            self.handle_disconnect_with(conn, &Disconnect::Ended, now);
+        }
+        fn handle_disconnect_with(&mut self, _: ConnId, how: &Disconnect, _: Instant) {
+            self.log.push(format!("end {how:?}"));
+        }
+        fn handle_pong(&mut self, _: ConnId, _: Instant) {
+            self.log.push("pong".to_owned());
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn poll_output(&mut self) -> Option<Output<String>> {
+            self.out.pop()
+        }
+    }
+
+    #[test]
+    fn pongs_and_the_way_a_connection_ended_reach_both_sides() {
+        let cfg = SimConfig::default().with_latency(Duration::from_millis(5));
+        let mut sim: Sim<Ends, Ends> = Sim::new(Ends::default(), t0(), cfg);
+        let c = sim.add_client(Ends::default());
+        sim.connect(c);
+        sim.pong(c);
+        sim.pong_to_client(c);
+        sim.settle();
+        assert_eq!(sim.server().log, ["pong"]);
+        assert_eq!(sim.client(c).log, ["pong"]);
+        // The client closes: it sees its own close, the server the client's code and reason.
+        sim.call_client(c, |m, _| {
+            let conn = ConnId::new(2);
+            m.out.close(conn, CloseCode(4001), "done");
+        });
+        sim.settle();
+        let peer = Disconnect::peer(CloseCode(4001), "done");
+        assert_eq!(
+            sim.server().log,
+            ["pong".to_owned(), format!("end {peer:?}")]
+        );
+        let local = Disconnect::local(CloseCode(4001), "done");
+        assert_eq!(
+            sim.client(c).log,
+            ["pong".to_owned(), format!("end {local:?}")]
+        );
+
+        // A raw peer: a server-side close, a peer close with a long reason, a bare drop.
+        let raws: Vec<usize> = (0..3)
+            .map(|_| sim.connect_raw(PeerInfo::new(None)))
+            .collect();
+        sim.raw_pong(raws[0]);
+        sim.raw_send(raws[0], FrameBuf::text("bye"));
+        sim.raw_close(raws[1], CloseCode::GOING_AWAY, &"x".repeat(300));
+        sim.raw_disconnect(raws[2]);
+        sim.settle();
+        assert_eq!(sim.raw_closed(raws[0]), Some((CloseCode(4000), "see you")));
+        let log = &sim.server().log[2..];
+        assert_eq!(log.len(), 4, "{log:?}");
+        assert_eq!(
+            log[0],
+            format!("end {:?}", Disconnect::Ended),
+            "the drop is at once"
+        );
+        assert_eq!(log[1], "pong");
+        let local = Disconnect::local(CloseCode(4000), "see you");
+        assert_eq!(log[2], format!("end {local:?}"));
+        let cut = Disconnect::peer(CloseCode::GOING_AWAY, &"x".repeat(123));
+        assert_eq!(
+            log[3],
+            format!("end {cut:?}"),
+            "the reason is cut to 123 bytes"
+        );
     }
 }
