@@ -35,6 +35,7 @@ struct Target {
     host: String,
     port: u16,
     path: String,
+    query: Option<String>,
     tls: Option<Arc<rustls::ClientConfig>>,
     headers: Vec<(HeaderName, HeaderValue)>,
     ws_config: WebSocketConfig,
@@ -45,7 +46,8 @@ struct Target {
 ///
 /// [`connect`](Self::connect) spawns the driver and returns at once; the machine runs
 /// (commands, timers) whether or not a socket is open. Each successful open gets a new
-/// [`ConnId`] and a `handle_connect`; each end a `handle_disconnect`; then, if
+/// [`ConnId`] and a `handle_connect`; each end a `handle_disconnect_with` saying how it
+/// ended; then, if
 /// [`ClientConfig::reconnect`] is set, the next attempt starts after
 /// [`Backoff::delay`] (at least 10 ms). A new attempt starts only after the old socket is
 /// fully closed. Outputs addressed to an earlier `ConnId` are dropped.
@@ -58,7 +60,7 @@ struct Target {
 /// and the delay before the next one, as soon as it fails.
 ///
 /// The [`PeerInfo`] given to `handle_connect` holds the server's socket address, the URL's
-/// path, the server's *response* headers (names lowercased) and the subprotocol the server
+/// path and query, the server's *response* headers (names lowercased) and the subprotocol the server
 /// chose.
 ///
 /// A machine that owns its reconnect policy (attempt limits, backoff with its own jitter,
@@ -273,6 +275,7 @@ fn target(url: &str, config: &ClientConfig) -> Result<Target, ConfigError> {
         host,
         port,
         path: uri.path().to_owned(),
+        query: uri.query().map(str::to_owned),
         tls,
         headers,
         ws_config: config.limits.websocket_config(),
@@ -310,6 +313,7 @@ async fn connect_once(
     )
     .await?;
     let mut peer = PeerInfo::new(addr).with_path(target.path.clone());
+    peer.query.clone_from(&target.query);
     peer.subprotocol = resp
         .headers()
         .get(http::header::SEC_WEBSOCKET_PROTOCOL)

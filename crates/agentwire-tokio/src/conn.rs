@@ -3,10 +3,10 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use agentwire_core::{CloseCode, ConnId, FrameBuf};
+use agentwire_core::{truncate_close_reason, CloseCode, ConnId, Disconnect, FrameBuf};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -23,11 +23,12 @@ use crate::stats::{DropReason, TransportCounters};
 
 /// What reader tasks tell the owner task.
 pub(crate) enum Inbound {
-    /// A text or binary message arrived.
+    /// A text, binary or pong message arrived.
     Frame(ConnId, Message),
-    /// Several text or binary messages arrived together (one channel send for a batch).
+    /// Several text, binary or pong messages arrived together (one channel send for a
+    /// batch).
     Frames(ConnId, Vec<Message>),
-    /// The socket is done reading; the owner calls `handle_disconnect`.
+    /// The socket is done reading; the owner calls `handle_disconnect_with`.
     Ended(ConnId),
 }
 
@@ -156,12 +157,22 @@ impl ConnTx {
         }
     }
 
+    /// How the connection ended, as far as its tasks and the owner saw: the first close
+    /// frame either side sent, or a driver close; [`Disconnect::Ended`] without one.
+    pub(crate) fn disconnect(&self) -> Disconnect {
+        self.live.end.get().cloned().unwrap_or(Disconnect::Ended)
+    }
+
     /// Queues a close frame after the frames already queued; later sends are dropped.
     pub(crate) fn close(&mut self, frame: CloseFrame) -> Result<(), SendError> {
         if self.closing {
             return Ok(());
         }
         self.closing = true;
+        self.live.ended(Disconnect::local(
+            CloseCode(frame.code.into()),
+            &frame.reason,
+        ));
         match self.queue.try_send(Cmd::Close(frame)) {
             Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => Err(SendError::Slow),
@@ -169,13 +180,21 @@ impl ConnTx {
     }
 
     /// Ends the connection now: the reader is aborted, the queue is dropped, and the writer
-    /// tries to send `frame` within `close_timeout`. Returns the writer's handle.
-    pub(crate) fn kill(mut self, frame: CloseFrame) -> Option<JoinHandle<()>> {
+    /// tries to send `frame` within `close_timeout`. `how` is how it ended unless an end was
+    /// already seen (a peer's close frame on its way to the owner, a close already queued).
+    /// Returns the writer's handle and how the connection ended.
+    pub(crate) fn kill(
+        mut self,
+        frame: CloseFrame,
+        how: Disconnect,
+    ) -> (Option<JoinHandle<()>>, Disconnect) {
+        self.live.ended(how);
+        let how = self.disconnect();
         self.reader.abort();
         if let Some(kill) = self.kill.take() {
             let _ = kill.send(frame);
         }
-        self.writer.take()
+        (self.writer.take(), how)
     }
 
     /// The reader has ended: aborts the writer and returns its handle (to await, if the
@@ -219,22 +238,24 @@ pub(crate) fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
     } else {
         CloseCode::NORMAL
     };
-    let mut end = reason.len().min(123);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
     CloseFrame {
         code: code.0.into(),
-        reason: reason[..end].to_owned().into(),
+        reason: truncate_close_reason(reason).to_owned().into(),
     }
 }
 
-/// When the socket last received anything; read by the writer's pong timeout.
+/// What the reader, the writer and the owner share about one socket: when it last
+/// received anything (read by the writer's pong timeout) and how it ended.
 struct Liveness {
     base: Instant,
     last_nanos: AtomicU64,
     /// Reading is paused by the machine: silence is ours, not the peer's.
     paused: AtomicBool,
+    /// The first end seen: a close frame from the peer (reader), a close queued by the
+    /// machine or the shutdown (owner), a pong timeout (writer), a refused frame
+    /// (reader), a slow reader (owner). Later ones (the peer's reply to our close) do not
+    /// replace it.
+    end: OnceLock<Disconnect>,
 }
 
 impl Liveness {
@@ -243,7 +264,13 @@ impl Liveness {
             base: clock::now(),
             last_nanos: AtomicU64::new(0),
             paused: AtomicBool::new(false),
+            end: OnceLock::new(),
         }
+    }
+
+    /// Records how the connection ended, unless an end was recorded first.
+    fn ended(&self, how: Disconnect) {
+        let _ = self.end.set(how);
     }
 
     fn set_paused(&self, paused: bool) {
@@ -365,9 +392,12 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
-/// The close frame to send after a read error, if the error is the peer's fault.
+/// The close frame to send after a read error, if the error is the peer's fault. A socket
+/// that ended without a close handshake gets none: it is gone, not misbehaving.
 fn error_close(e: &tungstenite::Error) -> Option<CloseFrame> {
+    use tungstenite::error::ProtocolError;
     match e {
+        tungstenite::Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => None,
         tungstenite::Error::Capacity(_) => Some(close_frame(CloseCode::TOO_BIG, "message too big")),
         tungstenite::Error::Utf8(_) => {
             Some(close_frame(CloseCode::INVALID_PAYLOAD, "invalid utf-8"))
@@ -376,6 +406,15 @@ fn error_close(e: &tungstenite::Error) -> Option<CloseFrame> {
             Some(close_frame(CloseCode::PROTOCOL_ERROR, "protocol error"))
         }
         _ => None,
+    }
+}
+
+/// How a connection ends when the peer's close frame (`None`: one without a payload)
+/// arrives first.
+fn peer_close(frame: Option<&CloseFrame>) -> Disconnect {
+    match frame {
+        Some(f) => Disconnect::peer(CloseCode(f.code.into()), &f.reason),
+        None => Disconnect::peer(CloseCode::NO_STATUS, ""),
     }
 }
 
@@ -418,7 +457,10 @@ async fn read_loop<S>(
                 loop {
                     match next {
                         Some(Ok(msg)) => {
-                            if matches!(msg, Message::Text(_) | Message::Binary(_))
+                            if let Message::Close(frame) = &msg {
+                                live.ended(peer_close(frame.as_ref()));
+                            }
+                            if matches!(msg, Message::Text(_) | Message::Binary(_) | Message::Pong(_))
                                 && batch.push(msg)
                                 && !batch.flush(&inbound).await
                             {
@@ -432,6 +474,9 @@ async fn read_loop<S>(
                             }
                             if let Some(frame) = error_close(&e) {
                                 stats.dropped(DropReason::BadFrame);
+                                live.ended(Disconnect::BadFrame {
+                                    code: CloseCode(frame.code.into()),
+                                });
                                 if err_tx.send(frame).is_ok() {
                                     // Let the writer send the close frame (bounded by its own
                                     // timeout).
@@ -624,6 +669,7 @@ where
                 if clock::now() >= due {
                     tracing::debug!("pong timeout");
                     self.stats.dropped(DropReason::PongTimeout);
+                    self.live.ended(Disconnect::PongTimeout);
                     return Step::Close(close_frame(CloseCode::POLICY, "pong timeout"));
                 }
                 if let Some(sleep) = watchdog.as_mut() {

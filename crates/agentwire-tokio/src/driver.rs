@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentwire_core::{CloseCode, ConnId, Flow, Frame, Machine, Output, PeerInfo};
+use agentwire_core::{CloseCode, ConnId, Disconnect, Flow, Frame, Machine, Output, PeerInfo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -162,12 +162,18 @@ impl<M: Machine> Core<M> {
     fn apply(&mut self, input: Inbound, now: Instant) {
         match input {
             Inbound::Frame(conn, msg) => {
-                self.stats.received(1, msg.len() as u64);
+                if is_data(&msg) {
+                    self.stats.received(1, msg.len() as u64);
+                }
                 self.frame_or_hold(conn, msg, now);
             }
             Inbound::Frames(conn, msgs) => {
-                let bytes = msgs.iter().map(Message::len).sum::<usize>();
-                self.stats.received(msgs.len() as u64, bytes as u64);
+                let (mut frames, mut bytes) = (0u64, 0u64);
+                for msg in msgs.iter().filter(|m| is_data(m)) {
+                    frames += 1;
+                    bytes += msg.len() as u64;
+                }
+                self.stats.received(frames, bytes);
                 for msg in msgs {
                     self.frame_or_hold(conn, msg, now);
                 }
@@ -178,16 +184,17 @@ impl<M: Machine> Core<M> {
                     while let Some(msg) = tx.take_held() {
                         self.frame(conn, &msg, now);
                     }
+                    let how = tx.disconnect();
                     self.ended.push((conn, tx.ended()));
                     self.stats.ended();
-                    self.machine.handle_disconnect(conn, now);
+                    self.machine.handle_disconnect_with(conn, &how, now);
                 }
             }
         }
     }
 
-    /// Hands `msg` to the machine, or holds it while `conn` is paused (or still holds frames
-    /// that came before it).
+    /// Hands `msg` (a frame or a pong) to the machine, or holds it while `conn` is paused
+    /// (or still holds frames that came before it).
     fn frame_or_hold(&mut self, conn: ConnId, msg: Message, now: Instant) {
         let Some(tx) = self.conns.get_mut(&conn) else {
             return;
@@ -199,12 +206,13 @@ impl<M: Machine> Core<M> {
         }
     }
 
-    /// Hands one frame to the machine, then applies the flow control it asks for, so a pause
-    /// takes effect before the next frame.
+    /// Hands one frame (or pong) to the machine, then applies the flow control it asks for,
+    /// so a pause takes effect before the next frame.
     fn frame(&mut self, conn: ConnId, msg: &Message, now: Instant) {
         match msg {
             Message::Text(t) => self.machine.handle_frame(conn, Frame::Text(t), now),
             Message::Binary(b) => self.machine.handle_frame(conn, Frame::Binary(b), now),
+            Message::Pong(_) => self.machine.handle_pong(conn, now),
             _ => return,
         }
         self.flow();
@@ -269,8 +277,9 @@ impl<M: Machine> Core<M> {
         std::mem::take(&mut self.ended)
     }
 
-    /// Ends `conn` at once (slow reader, or a close that cannot be queued) and reports it.
-    fn kill(&mut self, conn: ConnId, code: CloseCode, reason: &str) {
+    /// Ends `conn` at once (slow reader, or a close that cannot be queued) and reports it
+    /// with `how`, unless an end was seen first (see [`ConnTx::kill`]).
+    fn kill(&mut self, conn: ConnId, code: CloseCode, reason: &str, how: Disconnect) {
         if let Some(tx) = self.conns.remove(&conn) {
             tracing::debug!(
                 conn = conn.get(),
@@ -278,10 +287,11 @@ impl<M: Machine> Core<M> {
                 reason,
                 "closing connection now"
             );
-            let writer = tx.kill(close_frame(code, reason));
+            let (writer, how) = tx.kill(close_frame(code, reason), how);
             self.ended.push((conn, writer));
             self.stats.ended();
-            self.machine.handle_disconnect(conn, clock::now());
+            self.machine
+                .handle_disconnect_with(conn, &how, clock::now());
         }
     }
 
@@ -337,7 +347,12 @@ impl<M: Machine> Core<M> {
                              closing it"
                         );
                         self.stats.dropped(DropReason::SlowReader);
-                        self.kill(conn, code, "send queue full");
+                        self.kill(
+                            conn,
+                            code,
+                            "send queue full",
+                            Disconnect::SlowReader { code },
+                        );
                     }
                 }
                 Output::Close { conn, code, reason } => {
@@ -345,7 +360,8 @@ impl<M: Machine> Core<M> {
                         continue;
                     };
                     if let Err(SendError::Slow) = tx.close(close_frame(code, &reason)) {
-                        self.kill(conn, code, &reason);
+                        let how = Disconnect::local(code, &reason);
+                        self.kill(conn, code, &reason, how);
                     }
                 }
                 Output::Event(e) => self.event(e, commands.as_deref_mut()).await,
@@ -407,7 +423,7 @@ impl<M: Machine> Core<M> {
         for conn in ids {
             if let Some(tx) = self.conns.get_mut(&conn) {
                 if let Err(SendError::Slow) = tx.close(close_frame(code, reason)) {
-                    self.kill(conn, code, reason);
+                    self.kill(conn, code, reason, Disconnect::local(code, reason));
                 }
             }
         }
@@ -425,7 +441,7 @@ impl<M: Machine> Core<M> {
         }
         let rest: Vec<ConnId> = self.conns.keys().copied().collect();
         for conn in rest {
-            self.kill(conn, code, reason);
+            self.kill(conn, code, reason, Disconnect::local(code, reason));
         }
         self.drain(None).await;
     }
@@ -434,6 +450,11 @@ impl<M: Machine> Core<M> {
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         self.machine.poll_timeout()
     }
+}
+
+/// Whether `msg` is a text or binary frame (what the frame counters count; pongs are not).
+fn is_data(msg: &Message) -> bool {
+    matches!(msg, Message::Text(_) | Message::Binary(_))
 }
 
 /// A reusable sleep that follows the machine's `poll_timeout`.

@@ -118,7 +118,7 @@ impl<M> Handle<M> {
     /// Stops the driver gracefully and waits until it has stopped.
     ///
     /// Every open connection is closed with 1001 "going away" and reported to the machine
-    /// with `handle_disconnect`; then the event channel closes. Peers get
+    /// with `handle_disconnect_with` (`Disconnect::Local`); then the event channel closes. Peers get
     /// 2 × [`close_timeout`](crate::Limits::close_timeout) to answer the close before their
     /// sockets are dropped. Calling it again, or on a stopped driver, returns at once.
     pub async fn shutdown(&self) {

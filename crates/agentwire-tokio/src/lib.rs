@@ -18,12 +18,15 @@
 //! - `Send` goes into that connection's bounded queue without waiting. A full queue (by
 //!   frames or bytes) means a slow reader: that connection alone is closed with
 //!   [`Limits::slow_reader_close`] (1013), its queue freed at once, and the machine gets
-//!   `handle_disconnect`.
+//!   `handle_disconnect_with` ([`Disconnect::SlowReader`](agentwire_core::Disconnect)).
 //! - `Close` makes the writer send the close frame after the frames already queued (reason
-//!   cut to 123 bytes at a character boundary); the machine gets `handle_disconnect` once
-//!   the socket is gone.
+//!   cut to 123 bytes at a character boundary); the machine gets `handle_disconnect_with`
+//!   (`Disconnect::Local` with that code and reason) once the socket is gone.
 //! - `Event` goes to [`Events`], a bounded channel: when the application does not keep up,
-//!   the driver waits (backpressure). Drop the `Events` to discard them.
+//!   the driver waits (backpressure). Drop the `Events` to discard them. An event never
+//!   waits for a socket write: sends only enter their connection's queue (the writer task
+//!   writes them), so a peer that does not read delays no event, its own or another's
+//!   (`events_do_not_wait_behind_a_peer_that_does_not_read`).
 //!
 //! Readers hand messages over in batches (up to 64 messages or 64 KiB per channel send).
 //! The owner takes at most 64 inbound frames per wake-up, drains the outputs, and yields,
@@ -31,7 +34,14 @@
 //! than its send queue holds, and reads the replies, is not mistaken for a slow reader.
 //!
 //! Every connection the machine saw in `handle_connect` ends with exactly one
-//! `handle_disconnect`, whoever ended it. [`ConnId`]s come from a counter and are never
+//! [`handle_disconnect_with`](agentwire_core::Machine::handle_disconnect_with), whoever ended
+//! it, carrying a [`Disconnect`](agentwire_core::Disconnect): the peer's close code and
+//! reason (1005 for a close frame without one), this side's close (the machine's or the
+//! shutdown's 1001), a slow reader, a pong timeout, a refused frame (1009, 1007, 1002), or a
+//! socket that ended without a close frame. Every WebSocket pong a peer sends reaches
+//! [`handle_pong`](agentwire_core::Machine::handle_pong), in order with its frames (the
+//! pings are the driver's, every [`Limits::ping_interval`]). [`PeerInfo`](agentwire_core::PeerInfo)
+//! carries the upgrade's path and query string. [`ConnId`]s come from a counter and are never
 //! reused; outputs for ended connections are dropped. Commands go through one generic
 //! path, [`Handle::call`], which runs a closure with `&mut M` in the owner task.
 //!

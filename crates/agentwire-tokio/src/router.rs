@@ -263,7 +263,7 @@ impl Listener {
 
     /// Stops accepting (handshakes in progress are dropped), then stops every route's
     /// driver as [`Handle::shutdown`] does (each open connection closed with 1001 "going
-    /// away" and reported with `handle_disconnect`), and waits until all have stopped.
+    /// away" and reported with `handle_disconnect_with`), and waits until all have stopped.
     pub async fn shutdown(self) {
         self.accept_task.abort();
         for route in self.routes.iter() {

@@ -209,7 +209,7 @@ where
     }
 
     /// Stops accepting, closes every connection with 1001 "going away", calls
-    /// `handle_disconnect` for each, and waits until the driver has stopped.
+    /// `handle_disconnect_with` (`Disconnect::Local`) for each, and waits until the driver has stopped.
     pub async fn shutdown(self) {
         self.handle.shutdown().await;
     }
@@ -547,6 +547,7 @@ fn decide(
     }
     let path = path.to_owned();
     let mut peer = PeerInfo::new(Some(addr)).with_path(path);
+    peer.query = req.uri().query().map(str::to_owned);
     peer.headers = headers;
     peer.subprotocol = subprotocol;
     *outcome = Some(Outcome::Open(peer, slot));
