@@ -103,28 +103,39 @@ pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'
     // JSON whitespace only (RFC 8259): a form feed before the body is a parse error.
     let start = text.bytes().position(|b| !is_json_space(b));
     match start.map(|at| (at, text.as_bytes()[at])) {
-        Some((_, b'[')) => {
-            let mut de = serde_json::Deserializer::from_str(text);
-            let entries = de
-                .deserialize_seq(BatchVisitor { max: max_batch })
-                .and_then(|v| de.end().map(|()| v))
-                .map_err(|e| batch_error(text, &e, max_batch))?;
-            if entries.is_empty() {
-                return Err(DecodeError::EmptyBatch);
-            }
-            Ok(Body::Batch(entries))
-        }
         // Not validated here: `classify` parses the object once and reports its syntax
         // errors as -32700 itself.
         // `at` is the index of an ASCII byte, so a character boundary.
         Some((at, b'{')) => Ok(Body::Single(&text[at..])),
-        _ => Err(match serde_json::from_str::<IgnoredAny>(text) {
-            Ok(_) => DecodeError::InvalidRequest {
-                id: Id::Null,
-                reason: "a message must be an object or an array",
-            },
-            Err(e) => DecodeError::Json(e.to_string()),
-        }),
+        Some((_, b'[')) => split_batch(text, max_batch),
+        _ => Err(not_a_message(text)),
+    }
+}
+
+/// The entries of a batch (`text` starts with `[` after whitespace). Out of line: the
+/// single message is the common case, and keeping this apart keeps its path compact.
+#[cold]
+fn split_batch(text: &str, max_batch: usize) -> Result<Body<'_>, DecodeError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let entries = de
+        .deserialize_seq(BatchVisitor { max: max_batch })
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| batch_error(text, &e, max_batch))?;
+    if entries.is_empty() {
+        return Err(DecodeError::EmptyBatch);
+    }
+    Ok(Body::Batch(entries))
+}
+
+/// The error for a body that is neither an object nor an array.
+#[cold]
+fn not_a_message(text: &str) -> DecodeError {
+    match serde_json::from_str::<IgnoredAny>(text) {
+        Ok(_) => DecodeError::InvalidRequest {
+            id: Id::Null,
+            reason: "a message must be an object or an array",
+        },
+        Err(e) => DecodeError::Json(e.to_string()),
     }
 }
 

@@ -442,7 +442,18 @@ impl Deliveries {
 
     /// Frees the inbox places a finished delivery still holds (a stopped chain's later
     /// subscribers); returns the subscribers whose inbox moved.
+    #[inline]
     pub(super) fn release(&mut self, key: Key, d: &Delivery) -> Vec<ConnId> {
+        if d.pos >= d.hops.len() {
+            // A chain that ran to its end holds none (the common case).
+            return Vec::new();
+        }
+        self.release_rest(key, d)
+    }
+
+    /// [`Deliveries::release`] for a stopped chain.
+    #[cold]
+    fn release_rest(&mut self, key: Key, d: &Delivery) -> Vec<ConnId> {
         let mut unblocked = Vec::new();
         for hop in d.hops.iter().skip(d.pos) {
             if let Some(inbox) = self.inboxes.get_mut(&hop.conn) {

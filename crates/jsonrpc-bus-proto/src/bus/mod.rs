@@ -338,6 +338,29 @@ impl Bus {
     ) -> Handled {
         let Call { id, method, params } = call;
         let params = params.unwrap_or(Params::Raw(None));
+        // The call a bus gets most, a publish on an initialized connection, stays on this
+        // compact path; every other call is handled out of line.
+        if method.as_ref() != method::SEND_MESSAGE
+            || !self.conns.get(&conn).is_some_and(|c| c.initialized)
+        {
+            return self.on_other_call(conn, id, &method, params, now);
+        }
+        match topic_params(params) {
+            Ok((topic, payload)) => self.send_message(conn, id, &topic, payload, origin, now),
+            Err(e) => respond(id.as_ref(), Err(e)),
+        }
+    }
+
+    /// Runs any call but a publish on an initialized connection ([`Bus::on_call`]).
+    #[cold]
+    fn on_other_call(
+        &mut self,
+        conn: ConnId,
+        id: Option<Id>,
+        method: &str,
+        params: Params<'_>,
+        now: Instant,
+    ) -> Handled {
         let initialized = self.conns.get(&conn).is_some_and(|c| c.initialized);
         let result = if method == method::INITIALIZE {
             self.initialize(conn, params, now)
@@ -348,28 +371,20 @@ impl Bus {
                 method::SEND_MESSAGE,
                 method::PING,
             ]
-            .contains(&method.as_ref());
+            .contains(&method);
             if known {
                 Err(ErrorObject::with_data(
                     ErrorCode::NOT_INITIALIZED,
                     texts::INITIALIZE_FIRST,
                 ))
             } else {
-                Err(method_not_found(&method))
+                Err(method_not_found(method))
             }
         } else {
-            match method.as_ref() {
+            match method {
                 method::SUBSCRIBE => self.subscribe(conn, params),
                 method::UNSUBSCRIBE => self.unsubscribe(conn, params),
                 method::PING => Ok(Encoded::ping(self.wall.rfc3339(now))),
-                method::SEND_MESSAGE => {
-                    return match topic_params(params) {
-                        Ok((topic, payload)) => {
-                            self.send_message(conn, id, &topic, payload, origin, now)
-                        }
-                        Err(e) => respond(id.as_ref(), Err(e)),
-                    };
-                }
                 other => Err(method_not_found(other)),
             }
         };

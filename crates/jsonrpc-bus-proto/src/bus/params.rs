@@ -194,22 +194,13 @@ pub(super) fn check_payload(
 pub(super) fn topic_params(
     params: Params<'_>,
 ) -> Result<(Cow<'_, str>, Option<&RawValue>), ErrorObject> {
-    #[derive(Deserialize)]
-    struct Raw<'a> {
-        #[serde(default, borrow)]
-        topic: Option<&'a RawValue>,
-        #[serde(default, borrow)]
-        payload: Option<&'a RawValue>,
-    }
-    let raw: Raw<'_> = match params {
-        Params::Raw(None) => return Err(missing_topic()),
-        Params::Raw(Some(params)) => serde_json::from_str(params.get()).map_err(|_| {
-            ErrorObject::with_data(ErrorCode::INVALID_PARAMS, texts::PARAMS_NOT_AN_OBJECT)
-        })?,
+    let raw = match params {
         Params::Read(m) => Raw {
             topic: m.topic,
             payload: m.payload,
         },
+        Params::Raw(None) => return Err(missing_topic()),
+        Params::Raw(Some(params)) => raw_topic_params(params)?,
     };
     let Some(topic) = raw.topic.filter(|t| t.get() != "null") else {
         return Err(missing_topic());
@@ -226,6 +217,23 @@ pub(super) fn topic_params(
     Ok((topic, raw.payload))
 }
 
+/// A publish's params as [`topic_params`] reads them, each member kept raw.
+#[derive(Deserialize)]
+struct Raw<'a> {
+    #[serde(default, borrow)]
+    topic: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    payload: Option<&'a RawValue>,
+}
+
+/// Reads params that the message's own pass did not ([`Params::Raw`]); out of line, as the
+/// one pass reads a publish's params in the common case.
+#[cold]
+fn raw_topic_params(params: &RawValue) -> Result<Raw<'_>, ErrorObject> {
+    serde_json::from_str(params.get())
+        .map_err(|_| ErrorObject::with_data(ErrorCode::INVALID_PARAMS, texts::PARAMS_NOT_AN_OBJECT))
+}
+
 /// A success result, encoded.
 pub(super) struct Encoded(Vec<u8>);
 
@@ -239,6 +247,7 @@ impl Encoded {
     }
 }
 
+#[cold]
 pub(super) fn respond(id: Option<&Id>, result: Result<Encoded, ErrorObject>) -> Handled {
     let Some(id) = id else {
         return Handled::Nothing;
@@ -251,11 +260,13 @@ pub(super) fn respond(id: Option<&Id>, result: Result<Encoded, ErrorObject>) -> 
     Handled::Now(out)
 }
 
+#[cold]
 pub(super) fn method_not_found(method: &str) -> ErrorObject {
     ErrorObject::with_data(ErrorCode::METHOD_NOT_FOUND, method.to_owned())
 }
 
 /// -32602 for a payload that is not an object; `first` is its first byte (`None`: absent).
+#[cold]
 fn not_an_object(first: Option<u8>) -> ErrorObject {
     let got = match first {
         // The general path reads `"payload": null` as no payload; both say the same.
@@ -271,6 +282,7 @@ fn not_an_object(first: Option<u8>) -> ErrorObject {
     }
 }
 
+#[cold]
 pub(super) fn missing_topic() -> ErrorObject {
     ErrorObject::with_data(ErrorCode::INVALID_REQUEST, texts::MISSING_TOPIC)
 }

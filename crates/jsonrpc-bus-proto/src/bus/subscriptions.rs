@@ -125,12 +125,21 @@ impl Subscriptions {
                 hops.push((conn, seq));
             }
         }
-        hops.sort_unstable();
-        hops.dedup_by_key(|(conn, _)| *conn);
-        hops.sort_unstable_by_key(|(_, seq)| *seq);
+        if hops.len() > 1 {
+            in_subscription_order(&mut hops);
+        }
         chain.clear();
         chain.extend(hops.iter().map(|(conn, _)| *conn));
         self.scratch_matches = matches;
         self.scratch_hops = hops;
     }
+}
+
+/// One hop per connection (its first matching subscription), in subscription order.
+/// Out of line: a publish with one subscriber needs none of it.
+#[inline(never)]
+fn in_subscription_order(hops: &mut Vec<(ConnId, u64)>) {
+    hops.sort_unstable();
+    hops.dedup_by_key(|(conn, _)| *conn);
+    hops.sort_unstable_by_key(|(_, seq)| *seq);
 }
