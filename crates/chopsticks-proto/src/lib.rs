@@ -157,9 +157,10 @@
 //!     with 1000 `replaced by a newer connection`, requests sent on it fail at once with
 //!     `agent-offline`, and its later disconnect cannot remove the new registration.
 //!     (`registry::a_second_socket_replaces_the_first_without_the_stale_close_race`)
-//! 11. **Staleness** counts messages; WebSocket pongs are the transport's business (its own
-//!     ping/pong timeout closes dead sockets), and a driver that surfaces pongs calls
-//!     [`Controller::touch`]. A stale agent is closed with 1008 `stale`.
+//! 11. **Staleness** counts messages and WebSocket pongs, as the real controller does: the
+//!     driver's pongs reach `Machine::handle_pong`, which refreshes `lastSeen` (as
+//!     [`Controller::touch`] does for a caller with its own signal). A stale agent is closed
+//!     with 1008 `stale`. (`registry::websocket_pongs_keep_an_agent_alive_and_their_absence_drops_it`)
 //! 12. **Responses** resolve a request only from the connection the `req` went out on; a
 //!     `resp` from another agent is a violation event and the request keeps waiting;
 //!     unknown and late ids are dropped silently. (`requests::a_resp_from_another_agent_does_not_resolve_the_request`)

@@ -155,6 +155,21 @@ fn a_reported_pong_keeps_an_agent_alive() {
 }
 
 #[test]
+fn websocket_pongs_keep_an_agent_alive_and_their_absence_drops_it() {
+    let mut sim = sim(ControllerConfig::default());
+    let r = registered(&mut sim, "a1", &["g1"]);
+    // Only pongs (Machine::handle_pong, as the driver reports them) for two minutes.
+    for _ in 0..4 {
+        sim.run_for(secs(30));
+        sim.raw_pong(r);
+    }
+    assert!(sim.server().agent("a1").is_some());
+    // Then silence: stale after 45 s.
+    sim.run_for(secs(46));
+    assert!(sim.server().agent("a1").is_none());
+}
+
+#[test]
 fn disconnect_drops_the_agent() {
     let mut sim = sim(ControllerConfig::default());
     let r = registered(&mut sim, "a1", &["g1"]);

@@ -304,7 +304,8 @@ impl Controller {
         Ok((agent, id))
     }
 
-    /// Records that `conn` is alive now (for drivers that surface WebSocket pongs).
+    /// Records that `conn` is alive now. The driver's WebSocket pongs do this through
+    /// [`Machine::handle_pong`]; a caller with its own liveness signal can too.
     pub fn touch(&mut self, conn: ConnId, now: Instant) {
         let now = self.clock.observe(now);
         self.registry.touch(conn, now);
@@ -591,6 +592,12 @@ impl Machine for Controller {
         }
         self.fail_pending_on(conn);
         self.out.event(ControllerEvent::Disconnected { conn });
+    }
+
+    /// A WebSocket pong refreshes `lastSeen` like any message (INTEROP: the controller pings
+    /// every 15 s; any message or pong keeps an agent from going stale).
+    fn handle_pong(&mut self, conn: ConnId, now: Instant) {
+        self.touch(conn, now);
     }
 
     /// Fires due deadlines: hello-required closes, stale-agent drops, request timeouts.
