@@ -1,0 +1,289 @@
+//! Redis pub/sub over RESP:
+//!
+//! - `redis-fanout`: `--subscribers N` `SUBSCRIBE`d to one channel; each of `--publishers P`
+//!   pipelines windows of 64 `PUBLISH`es and reads their 64 replies (each the number of
+//!   receivers, which must be N). Latency is publish to delivery.
+//! - `redis-idle`: `--connections C` connected clients (one `PING` each) doing nothing:
+//!   server RSS per connection.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+use crate::drive::{collect, drained, stop_receivers, Sent, WINDOW};
+use crate::error::LoadError;
+use crate::latency::{stamp, Latency};
+use crate::options::Budget;
+use crate::payload::{payload, read_stamp};
+use crate::scenario::{Ctx, Outcome, Scenario};
+use crate::server::ServerKind;
+use crate::ws::{stop_signal, StopRx};
+
+/// Largest bulk string read.
+const MAX_BULK: usize = 16 * 1024 * 1024;
+
+/// Deepest array nesting read (pub/sub messages are flat arrays).
+const MAX_DEPTH: u32 = 4;
+
+/// The Redis scenarios.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario::new(
+            "redis-fanout",
+            "PUBLISH to --subscribers, --publishers each a pipelined window of 64",
+            ServerKind::Redis,
+            |ctx| fanout(ctx).boxed(),
+        ),
+        Scenario::new(
+            "redis-idle",
+            "--connections connected idle clients: server RSS per connection",
+            ServerKind::Redis,
+            |ctx| idle(ctx).boxed(),
+        ),
+    ]
+}
+
+/// A RESP value.
+#[derive(Debug, PartialEq)]
+enum Value {
+    Simple(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Value>),
+}
+
+/// A Redis client connection.
+struct Conn {
+    rd: BufReader<OwnedReadHalf>,
+    wr: BufWriter<OwnedWriteHalf>,
+    line: String,
+}
+
+impl Conn {
+    async fn connect(addr: &str) -> Result<Self, LoadError> {
+        let s = TcpStream::connect(addr)
+            .await
+            .map_err(|e| LoadError::io(format!("connecting to redis-server at {addr}"), e))?;
+        s.set_nodelay(true)
+            .map_err(|e| LoadError::io("TCP_NODELAY", e))?;
+        let (r, w) = s.into_split();
+        Ok(Self {
+            rd: BufReader::new(r),
+            wr: BufWriter::new(w),
+            line: String::new(),
+        })
+    }
+
+    /// Writes one command (not flushed).
+    async fn command(&mut self, args: &[&[u8]]) -> Result<(), LoadError> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.wr
+            .write_all(&out)
+            .await
+            .map_err(|e| LoadError::io("writing to redis-server", e))
+    }
+
+    async fn flush(&mut self) -> Result<(), LoadError> {
+        self.wr
+            .flush()
+            .await
+            .map_err(|e| LoadError::io("writing to redis-server", e))
+    }
+
+    /// Reads one value.
+    async fn read(&mut self) -> Result<Value, LoadError> {
+        self.read_at(0).await
+    }
+
+    fn read_at(
+        &mut self,
+        depth: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, LoadError>> + Send + '_>>
+    {
+        Box::pin(async move {
+            self.line.clear();
+            let n = self
+                .rd
+                .read_line(&mut self.line)
+                .await
+                .map_err(|e| LoadError::io("reading from redis-server", e))?;
+            if n == 0 {
+                return Err(LoadError::Protocol(
+                    "redis-server closed the connection".into(),
+                ));
+            }
+            let line = self.line.trim_end().to_owned();
+            let bad = || LoadError::Protocol(format!("redis: {line}"));
+            let (kind, rest) = line.split_at_checked(1).ok_or_else(bad)?;
+            match kind {
+                "+" => Ok(Value::Simple(rest.to_owned())),
+                "-" => Err(LoadError::Protocol(format!("redis-server: {rest}"))),
+                ":" => rest.parse().map(Value::Int).map_err(|_| bad()),
+                "$" => {
+                    let len: i64 = rest.parse().map_err(|_| bad())?;
+                    if len < 0 {
+                        return Ok(Value::Bulk(None));
+                    }
+                    let len = usize::try_from(len)
+                        .ok()
+                        .filter(|l| *l <= MAX_BULK)
+                        .ok_or_else(bad)?;
+                    let mut b = vec![0; len + 2];
+                    self.rd
+                        .read_exact(&mut b)
+                        .await
+                        .map_err(|e| LoadError::io("reading from redis-server", e))?;
+                    b.truncate(len);
+                    Ok(Value::Bulk(Some(b)))
+                }
+                "*" if depth < MAX_DEPTH => {
+                    let len: i64 = rest.parse().map_err(|_| bad())?;
+                    let len = usize::try_from(len).unwrap_or(0).min(1024);
+                    let mut items = Vec::with_capacity(len);
+                    for _ in 0..len {
+                        items.push(self.read_at(depth + 1).await?);
+                    }
+                    Ok(Value::Array(items))
+                }
+                _ => Err(bad()),
+            }
+        })
+    }
+}
+
+/// A subscriber: counts messages and records publish-to-delivery latency.
+fn subscriber(mut c: Conn, counter: Arc<AtomicU64>, mut stop: StopRx) -> JoinHandle<Latency> {
+    tokio::spawn(async move {
+        let mut latency = Latency::new();
+        loop {
+            let v = tokio::select! {
+                v = c.read() => v,
+                () = stop.stopped() => break,
+            };
+            let Ok(Value::Array(items)) = v else { break };
+            if let [Value::Bulk(Some(kind)), _, Value::Bulk(Some(body))] = items.as_slice() {
+                if kind == b"message" {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    if let Some(s) = read_stamp(body) {
+                        latency.record_since(s);
+                    }
+                }
+            }
+        }
+        latency
+    })
+}
+
+async fn fanout(ctx: Ctx) -> Result<Outcome, LoadError> {
+    let o = ctx.options().clone();
+    let addr = ctx.address().to_owned();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let (stop, stop_rx) = stop_signal();
+    let mut subs = Vec::new();
+    for _ in 0..o.subscribers {
+        let mut c = Conn::connect(&addr).await?;
+        c.command(&[b"SUBSCRIBE", b"inbound:load"]).await?;
+        c.flush().await?;
+        let confirm = c.read().await?;
+        if !matches!(&confirm, Value::Array(v) if v.first() == Some(&Value::Bulk(Some(b"subscribe".to_vec()))))
+        {
+            return Err(LoadError::Protocol(format!("SUBSCRIBE: {confirm:?}")));
+        }
+        subs.push(subscriber(c, delivered.clone(), stop_rx.clone()));
+    }
+    let mut pubs = Vec::new();
+    for _ in 0..o.publishers {
+        pubs.push(Conn::connect(&addr).await?);
+    }
+    let budget = ctx.start();
+    let receivers = i64::try_from(o.subscribers).unwrap_or(i64::MAX);
+    let handles = pubs
+        .into_iter()
+        .map(|c| tokio::spawn(publish_loop(c, budget.clone(), o.payload_size(), receivers)))
+        .collect();
+    let sent = collect(handles).await;
+    if let Ok((messages, _, _)) = &sent {
+        drained(&delivered, messages * o.subscribers).await;
+    }
+    ctx.stop();
+    let latency = stop_receivers(stop, subs).await;
+    let (messages, errors, _) = sent?;
+    Ok(Outcome {
+        messages,
+        deliveries: delivered.load(Ordering::Relaxed),
+        expected_deliveries: Some(messages * o.subscribers),
+        errors,
+        latency,
+        rss_per_connection: None,
+    })
+}
+
+async fn publish_loop(
+    mut c: Conn,
+    budget: Budget,
+    size: usize,
+    receivers: i64,
+) -> Result<Sent, LoadError> {
+    let (mut sent, mut errors) = (0, 0);
+    loop {
+        let mut in_window = 0;
+        while in_window < WINDOW && budget.take() {
+            c.command(&[
+                b"PUBLISH",
+                b"inbound:load",
+                payload(size, stamp()).as_bytes(),
+            ])
+            .await?;
+            in_window += 1;
+        }
+        c.flush().await?;
+        for _ in 0..in_window {
+            if c.read().await? != Value::Int(receivers) {
+                errors += 1;
+            }
+        }
+        sent += in_window;
+        if in_window < WINDOW {
+            return Ok((sent, errors, Latency::new()));
+        }
+    }
+}
+
+async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
+    let o = ctx.options().clone();
+    let addr = ctx.address().to_owned();
+    let connect = || async {
+        let mut c = Conn::connect(&addr).await?;
+        c.command(&[b"PING"]).await?;
+        c.flush().await?;
+        match c.read().await? {
+            Value::Simple(s) if s == "PONG" => Ok(c),
+            other => Err(LoadError::Protocol(format!("PING: {other:?}"))),
+        }
+    };
+    let mut conns = vec![connect().await?];
+    let before = ctx.server_rss();
+    ctx.start();
+    for _ in 0..o.connections {
+        conns.push(connect().await?);
+    }
+    let after = ctx.server_rss();
+    ctx.stop();
+    Ok(Outcome {
+        messages: o.connections,
+        rss_per_connection: before
+            .zip(after)
+            .map(|(b, a)| a.saturating_sub(b) as f64 / o.connections as f64),
+        ..Outcome::default()
+    })
+}

@@ -1,0 +1,203 @@
+//! Scenarios: what a run does to a server. A [`Scenario`] names the server it needs
+//! ([`ServerKind`]) and an async `run` that gets a [`Ctx`]: the server's address, the run's
+//! [`Options`], and the measuring window. `run` connects and prepares everything first, then
+//! calls [`Ctx::start`] (which opens the window and returns the [`Budget`] every load loop
+//! checks), drives the load, waits for what it sent to arrive, calls [`Ctx::stop`], and
+//! returns an [`Outcome`]; the runner turns the window's clock and the server's CPU time into
+//! the [`Report`](crate::report::Report).
+//!
+//! [`all`] registers every scenario, baselines included; `--smoke` and the smoke test run
+//! each of them.
+
+pub mod bus;
+pub mod chopsticks;
+pub mod llmrtc;
+pub mod mcpw;
+pub mod relay;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::error::LoadError;
+use crate::latency::Latency;
+use crate::options::{Budget, Options};
+use crate::server::ServerKind;
+
+/// The future a scenario's `run` returns.
+pub type RunFuture = Pin<Box<dyn Future<Output = Result<Outcome, LoadError>> + Send>>;
+
+/// One scenario: its name on the command line, a line saying what it measures, the server it
+/// drives and the code that drives it.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Scenario {
+    /// The name on the command line (`bus-chain`, `nats-fanout`, ...).
+    pub name: &'static str,
+    /// What one message is and what is counted.
+    pub about: &'static str,
+    /// The server it needs.
+    pub server: ServerKind,
+    /// Drives the server (see the module docs).
+    pub run: fn(Ctx) -> RunFuture,
+}
+
+impl Scenario {
+    /// A scenario.
+    pub fn new(
+        name: &'static str,
+        about: &'static str,
+        server: ServerKind,
+        run: fn(Ctx) -> RunFuture,
+    ) -> Self {
+        Self {
+            name,
+            about,
+            server,
+            run,
+        }
+    }
+}
+
+/// Every scenario, in the order `all` runs them.
+pub fn all() -> Vec<Scenario> {
+    let mut v = Vec::new();
+    v.extend(bus::scenarios());
+    v.extend(chopsticks::scenarios());
+    v.extend(mcpw::scenarios());
+    v.extend(llmrtc::scenarios());
+    v.extend(relay::scenarios());
+    v.extend(crate::baseline::scenarios());
+    v
+}
+
+/// The scenario called `name`.
+pub fn find(name: &str) -> Result<Scenario, LoadError> {
+    all()
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| LoadError::UnknownScenario(name.to_owned()))
+}
+
+/// What a scenario counted.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// Messages sent inside the window (publishes, requests, frames).
+    pub messages: u64,
+    /// Messages received by the receivers inside the window (deliveries to subscribers,
+    /// replies).
+    pub deliveries: u64,
+    /// The deliveries that should have arrived (`messages` × receivers), when the scenario
+    /// knows it; a report shows the difference as lost.
+    pub expected_deliveries: Option<u64>,
+    /// Messages answered with an error, or answers that were not the expected one.
+    pub errors: u64,
+    /// Latencies (a request's round trip, or publish to delivery).
+    pub latency: Latency,
+    /// Server memory per idle connection, in bytes, for the idle scenarios.
+    pub rss_per_connection: Option<f64>,
+}
+
+/// The measuring window: where the clock and the server's CPU stood at `start` and `stop`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Window {
+    pub(crate) start: Option<(Instant, Option<Duration>)>,
+    pub(crate) stop: Option<(Instant, Option<Duration>)>,
+}
+
+/// What a scenario gets: the server's address, the options and the measuring window.
+/// Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    inner: Arc<CtxInner>,
+}
+
+#[derive(Debug)]
+struct CtxInner {
+    address: String,
+    options: Options,
+    pid: Option<u32>,
+    /// The runtime threads of an in-process server, whose CPU is the server's.
+    threads: Option<&'static str>,
+    window: Mutex<Window>,
+}
+
+impl Ctx {
+    /// A context for a server at `address` (process `pid` when known, for `/proc`).
+    pub fn new(address: String, options: Options, pid: Option<u32>) -> Self {
+        Self {
+            inner: Arc::new(CtxInner {
+                address,
+                options,
+                pid,
+                threads: None,
+                window: Mutex::new(Window::default()),
+            }),
+        }
+    }
+
+    /// A context for a server the scenario starts in this process on a runtime whose
+    /// threads are named `threads` (see [`ServerKind::InProcess`]): no address, and the
+    /// server's CPU is those threads'.
+    pub fn in_process(options: Options, threads: &'static str) -> Self {
+        Self {
+            inner: Arc::new(CtxInner {
+                address: String::new(),
+                options,
+                pid: None,
+                threads: Some(threads),
+                window: Mutex::new(Window::default()),
+            }),
+        }
+    }
+
+    /// Where to connect: the protocol's `ws://` URL for the agentwire server,
+    /// `127.0.0.1:PORT` for `nats-server` and `redis-server`.
+    pub fn address(&self) -> &str {
+        &self.inner.address
+    }
+
+    /// The run's options.
+    pub fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
+    /// Opens the measuring window (clock and server CPU) and returns the run's budget:
+    /// `--messages` messages until `--duration-ms` from now.
+    pub fn start(&self) -> Budget {
+        let now = Instant::now();
+        self.window().start = Some((now, self.server_cpu()));
+        Budget::new(self.options().messages, now + self.options().duration())
+    }
+
+    /// Closes the measuring window.
+    pub fn stop(&self) {
+        let mark = (Instant::now(), self.server_cpu());
+        self.window().stop = Some(mark);
+    }
+
+    /// The server's resident memory in bytes, when the load generator knows its process.
+    pub fn server_rss(&self) -> Option<u64> {
+        crate::cpu::rss_bytes(self.inner.pid?).ok()
+    }
+
+    fn server_cpu(&self) -> Option<Duration> {
+        if let Some(threads) = self.inner.threads {
+            return crate::in_process::threads_cpu_time(threads).ok();
+        }
+        crate::cpu::cpu_time(self.inner.pid?).ok()
+    }
+
+    fn window(&self) -> std::sync::MutexGuard<'_, Window> {
+        self.inner
+            .window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn window_marks(&self) -> Window {
+        *self.window()
+    }
+}
