@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use agentwire_core::{
-    ConnId, DatagramMachine, Dial, Dialer, Frame, FrameBuf, Machine, Output, PeerInfo, Transmit,
+    ConnId, DatagramMachine, Dial, Dialer, Disconnect, Frame, FrameBuf, Machine, Output, PeerInfo,
+    Transmit,
 };
 use llmrtc_proto::{ClientConfig, ClientEvent, JitterSource, LlmrtcClient, ServerMessage};
 use str0m::change::SdpPendingOffer;
@@ -402,9 +403,19 @@ impl Machine for WebrtcClient {
     }
 
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+        self.handle_disconnect_with(conn, &Disconnect::Ended, now);
+    }
+
+    fn handle_disconnect_with(&mut self, conn: ConnId, how: &Disconnect, now: Instant) {
         let now = self.observe(now);
         self.close_peer();
-        self.inner.handle_disconnect(conn, now);
+        self.inner.handle_disconnect_with(conn, how, now);
+        self.pump();
+    }
+
+    fn handle_pong(&mut self, conn: ConnId, now: Instant) {
+        let now = self.observe(now);
+        self.inner.handle_pong(conn, now);
         self.pump();
     }
 

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use agentwire_core::json::RawJson;
 use agentwire_core::{
-    ConnId, DatagramMachine, Flow, Frame, FrameBuf, IdGen, Machine, Output, PeerInfo, TokenBucket,
-    Transmit,
+    ConnId, DatagramMachine, Disconnect, Flow, Frame, FrameBuf, IdGen, Machine, Output, PeerInfo,
+    TokenBucket, Transmit,
 };
 use llmrtc_proto::{ErrorCode, LlmrtcServer, ServerConfig, ServerEvent};
 use str0m::{Candidate, IceCreds, Rtc};
@@ -494,10 +494,20 @@ impl Machine for WebrtcServer {
     }
 
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+        self.handle_disconnect_with(conn, &Disconnect::Ended, now);
+    }
+
+    fn handle_disconnect_with(&mut self, conn: ConnId, how: &Disconnect, now: Instant) {
         let now = self.observe(now);
         self.drop_peer(conn);
         self.offer_buckets.remove(&conn);
-        self.inner.handle_disconnect(conn, now);
+        self.inner.handle_disconnect_with(conn, how, now);
+        self.pump();
+    }
+
+    fn handle_pong(&mut self, conn: ConnId, now: Instant) {
+        let now = self.observe(now);
+        self.inner.handle_pong(conn, now);
         self.pump();
     }
 
