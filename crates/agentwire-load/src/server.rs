@@ -62,6 +62,9 @@ pub enum AgentwireProgram {
     /// release build of this crate measures a release build of the server.
     #[default]
     ThisExecutable,
+    /// An `agentwire-load` binary at this path (run as `PATH agentwire serve ...`; what the
+    /// tests use, whose own executable is the test harness).
+    Load(PathBuf),
     /// An `agentwire` binary at this path.
     Binary(PathBuf),
 }
@@ -156,6 +159,11 @@ fn start_agentwire(
                 source: e,
             })?;
             let mut c = Command::new(exe);
+            c.arg("agentwire");
+            c
+        }
+        AgentwireProgram::Load(path) => {
+            let mut c = Command::new(path);
             c.arg("agentwire");
             c
         }

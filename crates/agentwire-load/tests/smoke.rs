@@ -1,0 +1,158 @@
+//! Every bus scenario and every baseline runs a short bounded load against a server the tool
+//! starts (the agentwire server from this crate's binary, `nats-server`, `redis-server`) and
+//! delivers exactly the expected count. Under `CI=true` a missing `nats-server` or
+//! `redis-server` fails the test; elsewhere those scenarios are skipped with a message.
+
+use agentwire_load::runner::{run, Target};
+use agentwire_load::scenario::find;
+use agentwire_load::server::{find_program, AgentwireProgram};
+use agentwire_load::{LoadError, Options, Report};
+
+fn target() -> Target {
+    Target::Spawn(AgentwireProgram::Load(
+        env!("CARGO_BIN_EXE_agentwire-load").into(),
+    ))
+}
+
+/// Runs `name` with the smoke options, or `None` when its server program is missing
+/// outside CI.
+async fn smoke(name: &str) -> Option<Report> {
+    let scenario = find(name).expect("registered");
+    match run(&scenario, &Options::smoke(), &target()).await {
+        Ok(r) => Some(r),
+        Err(e @ LoadError::MissingProgram { .. })
+            if std::env::var("CI").as_deref() != Ok("true") =>
+        {
+            eprintln!("skipping {name}: {e}");
+            None
+        }
+        Err(e) => panic!("{name}: {e}"),
+    }
+}
+
+/// A load run: something was sent, every delivery arrived, no error, latencies recorded.
+fn delivered_all(r: &Report, receivers: u64) {
+    assert!(r.messages > 0, "{}: nothing sent", r.scenario);
+    assert!(
+        r.messages <= Options::smoke().messages,
+        "{}: over the bound",
+        r.scenario
+    );
+    assert_eq!(
+        r.deliveries,
+        r.messages * receivers,
+        "{}: deliveries",
+        r.scenario
+    );
+    assert_eq!(r.lost, Some(0), "{}", r.scenario);
+    assert_eq!(r.errors, 0, "{}: errors", r.scenario);
+    assert!(
+        r.p50_us.is_some() && r.p999_us >= r.p50_us,
+        "{}: latency",
+        r.scenario
+    );
+    assert!(
+        r.cpu_us_per_message.is_some(),
+        "{}: the server's CPU",
+        r.scenario
+    );
+}
+
+/// An idle run: every connection opened, memory per connection measured.
+fn idle(r: &Report) {
+    assert_eq!(r.messages, Options::smoke().connections, "{}", r.scenario);
+    assert!(r.rss_per_connection.is_some(), "{}: rss", r.scenario);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bus_chain_delivers_every_hop() {
+    let r = smoke("bus-chain")
+        .await
+        .expect("the agentwire server always runs");
+    delivered_all(&r, Options::smoke().chain);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bus_fanout_reaches_every_subscriber() {
+    let r = smoke("bus-fanout")
+        .await
+        .expect("the agentwire server always runs");
+    delivered_all(&r, Options::smoke().subscribers);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bus_idle_reports_memory_per_connection() {
+    idle(
+        &smoke("bus-idle")
+            .await
+            .expect("the agentwire server always runs"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_chain_delivers_every_hop() {
+    if let Some(r) = smoke("nats-chain").await {
+        delivered_all(&r, Options::smoke().chain);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_fanout_reaches_every_subscriber() {
+    if let Some(r) = smoke("nats-fanout").await {
+        delivered_all(&r, Options::smoke().subscribers);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_idle_reports_memory_per_connection() {
+    if let Some(r) = smoke("nats-idle").await {
+        idle(&r);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_fanout_reaches_every_subscriber() {
+    if let Some(r) = smoke("redis-fanout").await {
+        delivered_all(&r, Options::smoke().subscribers);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_idle_reports_memory_per_connection() {
+    if let Some(r) = smoke("redis-idle").await {
+        idle(&r);
+    }
+}
+
+#[test]
+fn a_missing_server_program_names_its_debian_package() {
+    let e = find_program("agentwire-no-such-server", "agentwire-no-such-package").unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("apt-get install agentwire-no-such-package"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_binary_runs_the_smoke_of_a_scenario_and_prints_json() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentwire-load"))
+        .args(["bus-chain", "--smoke", "--json"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
+    assert_eq!(v["scenario"], "bus-chain");
+    assert_eq!(v["lost"], 0);
+    let unknown = std::process::Command::new(env!("CARGO_BIN_EXE_agentwire-load"))
+        .arg("no-such-scenario")
+        .output()
+        .expect("runs");
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown scenario"));
+}
