@@ -20,6 +20,13 @@
 //! (`/proc`), [`latency`] (HDR histogram and send stamps), [`payload`] (the padded JSON
 //! payload), [`ws`] (WebSocket client helpers), [`cli`] (the command line), [`error`].
 
+// The workspace's clippy.toml bans clocks and sleeps for the sans-IO crates; a load generator
+// is made of them (deadlines, latencies, a server's start-up wait).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a load generator reads the clock to bound and time its load"
+)]
+
 pub mod baseline;
 pub mod cli;
 pub mod cpu;

@@ -54,7 +54,7 @@ enum Value {
     Simple(String),
     Int(i64),
     Bulk(Option<Vec<u8>>),
-    Array(Vec<Value>),
+    Array(Vec<Self>),
 }
 
 /// A Redis client connection.
