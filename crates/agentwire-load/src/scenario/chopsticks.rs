@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentwire::chopsticks::{ControllerConfig, ControllerEvent};
 use agentwire_server::chopsticks::controller_app::{self, ControllerApp, Outcome as Answer};
@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use super::{Ctx, Outcome, Scenario};
 use crate::error::LoadError;
 use crate::in_process::InProcess;
-use crate::latency::Latency;
+use crate::latency::{stamp, Latency};
 use crate::options::Budget;
 use crate::server::ServerKind;
 use crate::ws::{self, stop_signal, StopRx, Ws};
@@ -161,13 +161,14 @@ async fn drive(
             total.answers + total.errors
         )));
     }
-    let mut outcome = Outcome::default();
-    outcome.messages = total.requests;
-    outcome.deliveries = total.answers;
-    outcome.expected_deliveries = Some(total.requests);
-    outcome.errors = total.errors;
-    outcome.latency = total.latency;
-    Ok(outcome)
+    Ok(Outcome {
+        messages: total.requests,
+        deliveries: total.answers,
+        expected_deliveries: Some(total.requests),
+        errors: total.errors,
+        latency: total.latency,
+        ..Outcome::default()
+    })
 }
 
 fn agent_id(index: usize) -> String {
@@ -194,7 +195,7 @@ async fn requester(
     while budget.take() {
         let n = next.fetch_add(1, Ordering::Relaxed) % agents;
         let target = agent_id(usize::try_from(n).unwrap_or(0));
-        let sent = Instant::now();
+        let sent = stamp();
         tally.requests += 1;
         let outcome = tokio::time::timeout(BOUND, app.request(&target, OP, json!({})))
             .await
@@ -202,7 +203,7 @@ async fn requester(
         match outcome {
             Answer::Answered(resp) if resp.ok => {
                 tally.answers += 1;
-                tally.latency.record(sent.elapsed());
+                tally.latency.record_since(sent);
             }
             _ => tally.errors += 1,
         }

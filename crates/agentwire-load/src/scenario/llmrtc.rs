@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use super::{Ctx, Outcome, Scenario};
 use crate::error::LoadError;
-use crate::latency::Latency;
+use crate::latency::{stamp, Latency};
 use crate::options::Budget;
 use crate::server::ServerKind;
 use crate::ws::{self, Ws};
@@ -90,12 +90,13 @@ async fn run(ctx: Ctx) -> Result<Outcome, LoadError> {
         total.latency.merge(&tally.latency);
     }
     ctx.stop();
-    let mut outcome = Outcome::default();
-    outcome.messages = total.turns;
-    outcome.deliveries = total.frames;
-    outcome.errors = total.errors;
-    outcome.latency = total.latency;
-    Ok(outcome)
+    Ok(Outcome {
+        messages: total.turns,
+        deliveries: total.frames,
+        errors: total.errors,
+        latency: total.latency,
+        ..Outcome::default()
+    })
 }
 
 /// Connects one session and waits for its `ready`.
@@ -116,7 +117,7 @@ async fn connect(url: &str) -> Result<Ws, LoadError> {
 async fn session(mut ws: Ws, audio: Utf8Bytes, budget: Budget) -> Result<Tally, LoadError> {
     let mut tally = Tally::default();
     while budget.take() {
-        let sent = std::time::Instant::now();
+        let sent = stamp();
         ws.send(Message::Text(audio.clone()))
             .await
             .map_err(|e| LoadError::ws("sending audio", e))?;
@@ -138,7 +139,7 @@ async fn session(mut ws: Ws, audio: Utf8Bytes, budget: Budget) -> Result<Tally, 
         tally.frames += 1;
         if ok {
             tally.turns += 1;
-            tally.latency.record(sent.elapsed());
+            tally.latency.record_since(sent);
         } else {
             tally.errors += 1;
         }

@@ -23,7 +23,7 @@
 //! In every MCPW scenario the orchestrator's per-connection message rate (1,000/min) is off
 //! and its agent cap raised, since the run measures the cost per message, not the limiter.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -44,7 +44,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use super::{Ctx, Outcome, Scenario};
 use crate::error::LoadError;
 use crate::in_process::InProcess;
-use crate::latency::Latency;
+use crate::latency::{stamp, Latency};
 use crate::options::Budget;
 use crate::payload::payload;
 use crate::server::ServerKind;
@@ -278,13 +278,14 @@ async fn frames(ctx: Ctx, wire: Wire) -> Result<Outcome, LoadError> {
         total.latency.merge(&tally.latency);
     }
     ctx.stop();
-    let mut outcome = Outcome::default();
-    outcome.messages = total.requests;
-    outcome.deliveries = total.answers;
-    outcome.expected_deliveries = Some(total.requests);
-    outcome.errors = total.errors;
-    outcome.latency = total.latency;
-    Ok(outcome)
+    Ok(Outcome {
+        messages: total.requests,
+        deliveries: total.answers,
+        expected_deliveries: Some(total.requests),
+        errors: total.errors,
+        latency: total.latency,
+        ..Outcome::default()
+    })
 }
 
 /// One agent's pings while the budget lasts.
@@ -296,11 +297,11 @@ async fn pinger(
     let mut tally = Tally::default();
     while budget.take() {
         let body = Body::Other(OtherCall::new("ping", params.clone()));
-        let sent = Instant::now();
+        let sent = stamp();
         tally.requests += 1;
         if agent.request(body).await? {
             tally.answers += 1;
-            tally.latency.record(sent.elapsed());
+            tally.latency.record_since(sent);
         } else {
             tally.errors += 1;
         }
@@ -398,13 +399,14 @@ async fn route_tasks(ctx: &Ctx, app: &ServerApp, waiters: &Waiters) -> Result<Ou
             total.answers
         )));
     }
-    let mut outcome = Outcome::default();
-    outcome.messages = total.requests;
-    outcome.deliveries = total.answers;
-    outcome.expected_deliveries = Some(total.requests);
-    outcome.errors = total.errors;
-    outcome.latency = total.latency;
-    Ok(outcome)
+    Ok(Outcome {
+        messages: total.requests,
+        deliveries: total.answers,
+        expected_deliveries: Some(total.requests),
+        errors: total.errors,
+        latency: total.latency,
+        ..Outcome::default()
+    })
 }
 
 /// One submitter: a task at a time while the budget lasts.
@@ -424,7 +426,7 @@ async fn submitter(
             m.insert(id.clone(), tx);
         }
         let spec = TaskSpec::new("load").with_id(id.clone());
-        let sent = Instant::now();
+        let sent = stamp();
         tally.requests += 1;
         let submitted = handle
             .call(move |m, now| m.inner.submit_task(spec, now).map(|_| ()))
@@ -442,7 +444,7 @@ async fn submitter(
             .map_err(|_| LoadError::Protocol(format!("{id} not completed in 30 s")))?
             .map_err(|_| LoadError::Protocol(format!("{id} was dropped")))?;
         tally.answers += 1;
-        tally.latency.record(sent.elapsed());
+        tally.latency.record_since(sent);
     }
     Ok(tally)
 }

@@ -12,14 +12,14 @@
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use serde_json::{json, Value};
 
 use super::{Ctx, Outcome, Scenario};
 use crate::error::LoadError;
-use crate::latency::Latency;
+use crate::latency::{stamp, Latency};
 use crate::options::Budget;
 use crate::server::ServerKind;
 use crate::ws::{self, stop_signal, StopRx, Ws};
@@ -85,7 +85,7 @@ async fn run(ctx: Ctx) -> Result<Outcome, LoadError> {
 async fn drive(ctx: &Ctx) -> Result<Outcome, LoadError> {
     let agents = ctx.options().connections;
     let sessions = agents.div_ceil(AGENTS_PER_SESSION);
-    let run_id = format!("load-{}-{}", std::process::id(), crate::latency::stamp());
+    let run_id = format!("load-{}-{}", std::process::id(), stamp());
     let url = ctx.address().to_owned();
 
     let (stop, stop_rx) = stop_signal();
@@ -125,13 +125,14 @@ async fn drive(ctx: &Ctx) -> Result<Outcome, LoadError> {
             .await
             .map_err(|e| LoadError::Protocol(format!("a host task failed: {e}")))??;
     }
-    let mut outcome = Outcome::default();
-    outcome.messages = total.calls;
-    outcome.deliveries = answered + total.results;
-    outcome.expected_deliveries = Some(2 * total.calls);
-    outcome.errors = total.errors;
-    outcome.latency = total.latency;
-    Ok(outcome)
+    Ok(Outcome {
+        messages: total.calls,
+        deliveries: answered + total.results,
+        expected_deliveries: Some(2 * total.calls),
+        errors: total.errors,
+        latency: total.latency,
+        ..Outcome::default()
+    })
 }
 
 /// Connects and joins `session` as `role`, waiting for `relay.joined`.
@@ -175,7 +176,7 @@ async fn agent(mut w: Ws, index: usize, budget: Budget) -> Result<Tally, LoadErr
         let call = json!({"v": "mvp-0.2", "type": "tool.call", "id": id,
             "payload": {"toolName": "select", "params": {"itemId": format!("m{k}")},
                         "reason": "load"}});
-        let sent = Instant::now();
+        let sent = stamp();
         ws::send(&mut w, call.to_string()).await?;
         tally.calls += 1;
         let answer = tokio::time::timeout(ANSWER_BOUND, until_type(&mut w, &["tool.result"]))
@@ -183,7 +184,7 @@ async fn agent(mut w: Ws, index: usize, budget: Budget) -> Result<Tally, LoadErr
             .map_err(|_| LoadError::Protocol(format!("no tool.result for {id} in 30 s")))??;
         if answer["type"] == "tool.result" && answer["replyTo"] == id.as_str() {
             tally.results += 1;
-            tally.latency.record(sent.elapsed());
+            tally.latency.record_since(sent);
         } else {
             tally.errors += 1;
         }
