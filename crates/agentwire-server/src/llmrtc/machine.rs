@@ -12,7 +12,8 @@ use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
 use agentwire::core::{
-    ConnId, DatagramMachine, Dial, Dialer, Flow, Frame, Machine, Output, PeerInfo, Transmit,
+    ConnId, DatagramMachine, Dial, Dialer, Disconnect, Flow, Frame, Machine, Output, PeerInfo,
+    Transmit,
 };
 use agentwire::llmrtc::{LlmrtcClient, LlmrtcServer};
 use llmrtc_webrtc::{WebrtcClient, WebrtcClientEvent, WebrtcServer, WebrtcServerEvent};
@@ -193,6 +194,20 @@ impl<W: Machine, R: Machine> Machine for Dual<W, R> {
         match &mut self.inner {
             Shape::WebSocket(w) => w.handle_disconnect(conn, now),
             Shape::Webrtc(r) => r.handle_disconnect(conn, now),
+        }
+    }
+
+    fn handle_disconnect_with(&mut self, conn: ConnId, how: &Disconnect, now: Instant) {
+        match &mut self.inner {
+            Shape::WebSocket(w) => w.handle_disconnect_with(conn, how, now),
+            Shape::Webrtc(r) => r.handle_disconnect_with(conn, how, now),
+        }
+    }
+
+    fn handle_pong(&mut self, conn: ConnId, now: Instant) {
+        match &mut self.inner {
+            Shape::WebSocket(w) => w.handle_pong(conn, now),
+            Shape::Webrtc(r) => r.handle_pong(conn, now),
         }
     }
 

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use agentwire::core::{
-    ConnId, Dial, Dialer, Frame, Machine, Output, PeerInfo, TimerSet, UuidV4Ids,
+    ConnId, Dial, Dialer, Disconnect, Frame, Machine, Output, PeerInfo, TimerSet, UuidV4Ids,
 };
 use agentwire::mcpw::{
     self, Agent, AgentConfig, AgentRegister, Capability, CollaborationRequest, ErrorBody,
@@ -467,8 +467,18 @@ impl Machine for AgentMachine {
     }
 
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+        self.handle_disconnect_with(conn, &Disconnect::Ended, now);
+    }
+
+    fn handle_disconnect_with(&mut self, conn: ConnId, how: &Disconnect, now: Instant) {
         let now = self.observe(now);
-        self.agent.handle_disconnect(conn, now);
+        self.agent.handle_disconnect_with(conn, how, now);
+        self.pump(now);
+    }
+
+    fn handle_pong(&mut self, conn: ConnId, now: Instant) {
+        let now = self.observe(now);
+        self.agent.handle_pong(conn, now);
         self.pump(now);
     }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use agentwire::core::{ConnId, Frame, Machine, Output, PeerInfo, UuidV4Ids};
+use agentwire::core::{ConnId, Disconnect, Frame, Machine, Output, PeerInfo, UuidV4Ids};
 use agentwire::mcpw::crdt::SyncOutcome;
 use agentwire::mcpw::orchestrator::{
     Form, Orchestrator, OrchestratorConfig, OrchestratorEvent, Refusal, RemovalReason, TaskFailure,
@@ -45,6 +45,12 @@ impl Machine for TimedOrchestrator {
     }
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
         self.inner.handle_disconnect(conn, now);
+    }
+    fn handle_disconnect_with(&mut self, conn: ConnId, how: &Disconnect, now: Instant) {
+        self.inner.handle_disconnect_with(conn, how, now);
+    }
+    fn handle_pong(&mut self, conn: ConnId, now: Instant) {
+        self.inner.handle_pong(conn, now);
     }
     fn handle_timeout(&mut self, now: Instant) {
         self.inner.handle_timeout(now);

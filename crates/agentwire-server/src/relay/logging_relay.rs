@@ -24,7 +24,7 @@ use agentwire::agent_relay::{
     Direction, Envelope, ErrorCode, ErrorPayload, LogRecord, Relay, RelayEvent, RelayMessage,
     Route, SessionEnded, SessionId, VersionRule,
 };
-use agentwire::core::{CloseCode, ConnId, Frame, FrameBuf, Machine, Output, PeerInfo};
+use agentwire::core::{CloseCode, ConnId, Disconnect, Frame, FrameBuf, Machine, Output, PeerInfo};
 
 use super::log_writer::{Appended, LogError, LogOp, Repair, StudyLog, SyncHandle};
 
@@ -616,9 +616,17 @@ impl Machine for LoggingRelay {
 
     /// Drops what waited for `conn` and tells the relay.
     fn handle_disconnect(&mut self, conn: ConnId, now: Instant) {
+        self.handle_disconnect_with(conn, &Disconnect::Ended, now);
+    }
+
+    fn handle_disconnect_with(&mut self, conn: ConnId, how: &Disconnect, now: Instant) {
         self.held.remove(&conn);
         self.overflowed.remove(&conn);
-        self.relay.handle_disconnect(conn, now);
+        self.relay.handle_disconnect_with(conn, how, now);
+    }
+
+    fn handle_pong(&mut self, conn: ConnId, now: Instant) {
+        self.relay.handle_pong(conn, now);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
