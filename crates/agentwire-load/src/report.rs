@@ -99,7 +99,23 @@ impl Report {
     }
 }
 
-/// The readable table of `reports`, one row each.
+/// The scenario whose CPU per message the others are compared with: a bus publish through a
+/// request chain (`--chain 1`: one hop, the bus's request/response).
+pub const BUS_REFERENCE: &str = "bus-chain";
+
+/// `report`'s server CPU per message over that of the [`BUS_REFERENCE`] report among
+/// `reports` (the same run), when both were measured.
+pub fn cpu_vs_bus(report: &Report, reports: &[Report]) -> Option<f64> {
+    let bus = reports
+        .iter()
+        .find(|r| r.scenario == BUS_REFERENCE)?
+        .cpu_us_per_message
+        .filter(|c| *c > 0.0)?;
+    report.cpu_us_per_message.map(|c| c / bus)
+}
+
+/// The readable table of `reports`, one row each; with a [`BUS_REFERENCE`] row among them,
+/// the column `vs bus` is each row's CPU per message over the bus's.
 pub fn table(reports: &[Report]) -> String {
     let head = [
         "scenario",
@@ -116,6 +132,7 @@ pub fn table(reports: &[Report]) -> String {
         "cpu %",
         "cpu us/msg",
         "cpu us/deliv",
+        "vs bus",
         "rss B/conn",
     ];
     let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_owned(), |v| format!("{v:.prec$}"));
@@ -141,6 +158,7 @@ pub fn table(reports: &[Report]) -> String {
                 opt(r.server_cpu_percent, 0),
                 opt(r.cpu_us_per_message, 2),
                 opt(r.cpu_us_per_delivery, 2),
+                opt(cpu_vs_bus(r, reports), 2),
                 opt(r.rss_per_connection, 0),
             ]
         })

@@ -5,6 +5,7 @@
 //! gets exactly its expected deliveries, nothing is an error, and the server's CPU per
 //! message is measured.
 
+use agentwire_load::report::{cpu_vs_bus, table};
 use agentwire_load::runner::{run, Target};
 use agentwire_load::scenario::find;
 use agentwire_load::server::AgentwireProgram;
@@ -102,4 +103,22 @@ async fn llmrtc_every_turn_ends_with_tts_complete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_every_tool_call_reaches_the_host_and_its_result_the_agent() {
     delivered_all(&smoke("relay-tools").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_protocol_is_compared_with_the_bus_cpu_per_message() {
+    let bus = smoke("bus-chain").await;
+    let relay = smoke("relay-tools").await;
+    let reports = [bus.clone(), relay.clone()];
+    let (b, r) = (
+        bus.cpu_us_per_message.expect("bus cpu"),
+        relay.cpu_us_per_message.expect("relay cpu"),
+    );
+    if b > 0.0 {
+        assert_eq!(cpu_vs_bus(&relay, &reports), Some(r / b));
+        assert_eq!(cpu_vs_bus(&bus, &reports), Some(1.0));
+        assert!(table(&reports).contains("vs bus"));
+    }
+    // Without a bus run there is nothing to compare with.
+    assert_eq!(cpu_vs_bus(&relay, &[relay.clone()]), None);
 }
