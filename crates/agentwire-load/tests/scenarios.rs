@@ -120,5 +120,5 @@ async fn each_protocol_is_compared_with_the_bus_cpu_per_message() {
         assert!(table(&reports).contains("vs bus"));
     }
     // Without a bus run there is nothing to compare with.
-    assert_eq!(cpu_vs_bus(&relay, &[relay.clone()]), None);
+    assert_eq!(cpu_vs_bus(&relay, std::slice::from_ref(&relay)), None);
 }
