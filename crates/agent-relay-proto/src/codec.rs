@@ -90,14 +90,6 @@ pub(crate) fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
     }
 }
 
-/// The text of a frame: text frames as they are, binary frames if they are UTF-8.
-pub(crate) fn frame_text(frame: Frame<'_>) -> Result<&str, DecodeError> {
-    match frame {
-        Frame::Text(t) => Ok(t),
-        Frame::Binary(b) => std::str::from_utf8(b).map_err(|_| DecodeError::NotUtf8),
-    }
-}
-
 impl<'a> Route<'a> {
     /// Decodes the envelope of one WebSocket message body of at most `max_len` bytes.
     ///
@@ -109,11 +101,7 @@ impl<'a> Route<'a> {
         max_len: usize,
         version: VersionRule,
     ) -> Result<Self, DecodeError> {
-        let len = frame.len();
-        if len > max_len {
-            return Err(DecodeError::TooLarge { len, max: max_len });
-        }
-        Self::parse(frame_text(frame)?, version)
+        Self::parse(frame.text_within(max_len)?, version)
     }
 
     /// [`decode`](Self::decode) of a text already in hand, without a size check.

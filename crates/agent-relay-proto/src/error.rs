@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use agentwire_core::FrameError;
+
 use crate::message::{ErrorCode, Role};
 use crate::texts;
 
@@ -14,17 +16,10 @@ use crate::texts;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
-    /// The body is larger than the configured maximum (checked before parsing).
-    #[error("message of {len} bytes exceeds the limit of {max}")]
-    TooLarge {
-        /// Body length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// A binary frame that is not UTF-8.
-    #[error("message is not valid UTF-8")]
-    NotUtf8,
+    /// A body larger than the configured maximum (answered `LIMIT_EXCEEDED`) or a binary
+    /// frame that is not UTF-8, found before parsing.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
     /// Not JSON (or trailing garbage, or a duplicated envelope field).
     #[error("invalid JSON: {0}")]
     Json(String),
@@ -84,7 +79,7 @@ impl DecodeError {
     /// The error code the relay answers this failure with.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::TooLarge { .. } => ErrorCode::LIMIT_EXCEEDED,
+            Self::Frame(FrameError::TooLarge { .. }) => ErrorCode::LIMIT_EXCEEDED,
             _ => ErrorCode::INVALID_MESSAGE,
         }
     }
@@ -105,10 +100,10 @@ impl DecodeError {
     /// The `message` text of the error reply.
     pub fn text(&self) -> Cow<'static, str> {
         match self {
-            Self::TooLarge { len, max } => Cow::Owned(format!(
+            Self::Frame(FrameError::TooLarge { len, max }) => Cow::Owned(format!(
                 "Message of {len} bytes exceeds the limit of {max} bytes."
             )),
-            Self::NotUtf8 | Self::Json(_) | Self::NotAnObject | Self::MissingType { .. } => {
+            Self::Frame(_) | Self::Json(_) | Self::NotAnObject | Self::MissingType { .. } => {
                 Cow::Borrowed(texts::INVALID_JSON)
             }
             Self::Version { .. } => Cow::Borrowed(texts::BAD_VERSION),
@@ -349,7 +344,7 @@ mod tests {
         assert_eq!(e.code(), ErrorCode::INVALID_MESSAGE);
         assert_eq!(e.reply_to(), Some("r1"));
         assert_eq!(e.text(), texts::BAD_VERSION);
-        let big = DecodeError::TooLarge { len: 10, max: 5 };
+        let big = DecodeError::Frame(FrameError::TooLarge { len: 10, max: 5 });
         assert_eq!(big.code(), ErrorCode::LIMIT_EXCEEDED);
         assert_eq!(big.reply_to(), None);
         assert_eq!(DecodeError::NotAnObject.text(), texts::INVALID_JSON);

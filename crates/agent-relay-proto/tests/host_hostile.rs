@@ -5,7 +5,7 @@
 mod common;
 
 use agent_relay_proto::{DecodeError, HostConfig, HostEvent, HostLimits};
-use agentwire_core::{Frame, Machine};
+use agentwire_core::{Frame, FrameError, Machine};
 use serde_json::json;
 
 use common::error_of;
@@ -47,7 +47,7 @@ fn garbage_from_the_relay_is_reported_and_never_answered() {
     assert!(matches!(
         &h.events()[..],
         [HostEvent::ProtocolViolation {
-            error: DecodeError::NotUtf8
+            error: DecodeError::Frame(FrameError::NotUtf8)
         }]
     ));
     // Deep params are refused, not a stack overflow.

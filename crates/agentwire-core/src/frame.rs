@@ -39,7 +39,51 @@ impl<'a> Frame<'a> {
     pub fn is_text(&self) -> bool {
         matches!(self, Frame::Text(_))
     }
+
+    /// The body as text, the first check of every JSON protocol: at most `max_len` bytes
+    /// (checked first, before anything is read), and UTF-8 for a binary frame (JSON peers
+    /// may send it in either opcode).
+    #[inline]
+    pub fn text_within(&self, max_len: usize) -> Result<&'a str, FrameError> {
+        let len = self.len();
+        if len > max_len {
+            return Err(FrameError::TooLarge { len, max: max_len });
+        }
+        match *self {
+            Frame::Text(t) => Ok(t),
+            Frame::Binary(b) => std::str::from_utf8(b).map_err(|_| FrameError::NotUtf8),
+        }
+    }
 }
+
+/// Why a frame's body cannot be read as text ([`Frame::text_within`]); each JSON protocol
+/// crate's `DecodeError` wraps it and maps it to its own wire error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The body is larger than the configured limit; nothing was parsed.
+    TooLarge {
+        /// Body length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A binary frame that is not UTF-8.
+    NotUtf8,
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooLarge { len, max } => {
+                write!(f, "message of {len} bytes exceeds the limit of {max}")
+            }
+            Self::NotUtf8 => f.write_str("message is not valid UTF-8"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
 
 impl fmt::Debug for Frame<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -271,6 +315,25 @@ mod tests {
         assert!(s.len() < 400, "{}", s.len());
         let b = FrameBuf::binary(vec![0xffu8; 10]);
         assert_eq!(format!("{b:?}"), "Binary(10 bytes)");
+    }
+
+    #[test]
+    fn text_within_checks_the_size_first_then_utf8() {
+        assert_eq!(Frame::Text("{}").text_within(2), Ok("{}"));
+        assert_eq!(Frame::Binary(b"{}").text_within(2), Ok("{}"));
+        // Too large wins over not UTF-8: the size is checked before anything is read.
+        assert_eq!(
+            Frame::Binary(&[0xff, 0xfe, 0xfd]).text_within(2),
+            Err(FrameError::TooLarge { len: 3, max: 2 })
+        );
+        assert_eq!(
+            Frame::Binary(&[0xff, 0xfe]).text_within(2),
+            Err(FrameError::NotUtf8)
+        );
+        assert_eq!(
+            FrameError::TooLarge { len: 3, max: 2 }.to_string(),
+            "message of 3 bytes exceeds the limit of 2"
+        );
     }
 
     #[test]

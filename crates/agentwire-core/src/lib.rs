@@ -110,7 +110,7 @@ pub use conn::{ConnId, ConnMap};
 pub use datagram::{DatagramMachine, Transmit};
 pub use dial::{Dial, Dialer};
 pub use disconnect::{truncate_close_reason, Disconnect, MAX_CLOSE_REASON};
-pub use frame::{Frame, FrameBuf, Utf8Bytes};
+pub use frame::{Frame, FrameBuf, FrameError, Utf8Bytes};
 #[cfg(feature = "uuid")]
 pub use id::UuidV4Ids;
 pub use id::{Hyphenated, Id128, Id128Hasher, Id128Map, IdGen, SequentialIds};

@@ -45,14 +45,7 @@ fn decode_probe<T>(frame: Frame<'_>, max_len: usize) -> Result<T, DecodeError>
 where
     for<'de> T: Tagged<'de>,
 {
-    let len = frame.len();
-    if len > max_len {
-        return Err(DecodeError::TooLarge { len, max: max_len });
-    }
-    let text = match frame {
-        Frame::Text(t) => t,
-        Frame::Binary(b) => std::str::from_utf8(b).map_err(|_| DecodeError::NotUtf8)?,
-    };
+    let text = frame.text_within(max_len)?;
     match probe::<T>(text) {
         Ok(Probe::Message(m)) => Ok(m),
         Ok(Probe::UnknownType(_) | Probe::MissingType) => Err(DecodeError::UnknownType),
@@ -124,6 +117,7 @@ fn text_frame(json: &[u8]) -> FrameBuf {
 mod tests {
     use super::*;
     use crate::message::Hello;
+    use agentwire_core::FrameError;
 
     #[test]
     fn type_may_come_last() {
@@ -178,12 +172,15 @@ mod tests {
         ));
         assert!(matches!(
             AgentMessage::decode(Frame::Binary(&[0xff, 0x00]), 64),
-            Err(DecodeError::NotUtf8)
+            Err(DecodeError::Frame(FrameError::NotUtf8))
         ));
         let big = "x".repeat(65);
         assert!(matches!(
             d(&big),
-            Err(DecodeError::TooLarge { len: 65, max: 64 })
+            Err(DecodeError::Frame(FrameError::TooLarge {
+                len: 65,
+                max: 64
+            }))
         ));
     }
 

@@ -1,6 +1,6 @@
 //! Error types: decode errors, protocol errors and command errors.
 
-use agentwire_core::CloseCode;
+use agentwire_core::{CloseCode, FrameError};
 
 use crate::message::Hello;
 use crate::texts;
@@ -56,17 +56,10 @@ impl InvalidHello {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
-    /// The body is larger than the configured limit; nothing was parsed.
-    #[error("frame too large: {len} bytes, limit {max}")]
-    TooLarge {
-        /// Body length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// A binary frame that is not UTF-8.
-    #[error("frame is not valid UTF-8")]
-    NotUtf8,
+    /// Found before parsing: the controller answers a body over its limit with `error`
+    /// "Frame too large" and a binary frame that is not UTF-8 as "Invalid JSON".
+    #[error(transparent)]
+    Frame(#[from] FrameError),
     /// Not JSON (syntax error, truncation, nesting beyond 128 levels).
     #[error("invalid JSON: {0}")]
     InvalidJson(#[source] serde_json::Error),
@@ -90,8 +83,8 @@ impl DecodeError {
     /// the spec says the message is ignored silently (invalid fields).
     pub fn reply_text(&self) -> Option<&'static str> {
         match self {
-            Self::TooLarge { .. } => Some(texts::ERR_FRAME_TOO_LARGE),
-            Self::NotUtf8 | Self::InvalidJson(_) => Some(texts::ERR_INVALID_JSON),
+            Self::Frame(FrameError::TooLarge { .. }) => Some(texts::ERR_FRAME_TOO_LARGE),
+            Self::Frame(_) | Self::InvalidJson(_) => Some(texts::ERR_INVALID_JSON),
             Self::NotAnObject | Self::UnknownType => Some(texts::ERR_UNKNOWN_TYPE),
             Self::InvalidFields(_) | Self::InvalidHello(_) => None,
         }

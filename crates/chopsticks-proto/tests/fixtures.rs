@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use agentwire_core::Frame;
+use agentwire_core::{Frame, FrameError};
 use chopsticks_proto::{
     AgentMessage, ControllerMessage, DecodeError, ErrorMessage, Event, Hello, Req, Resp,
     SessionKind,
@@ -202,7 +202,11 @@ fn every_fixture_respects_the_frame_limit() {
         };
         assert!(at, "{name}: exactly the limit is accepted");
         assert!(
-            matches!(below, Some(DecodeError::TooLarge { len: l, max }) if l == len && max == len - 1),
+            matches!(
+                below,
+                Some(DecodeError::Frame(FrameError::TooLarge { len: l, max }))
+                    if l == len && max == len - 1
+            ),
             "{name}: {below:?}"
         );
     }

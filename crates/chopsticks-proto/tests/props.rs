@@ -405,7 +405,12 @@ proptest! {
         prop_assert!(AgentMessage::decode(Frame::Binary(&bytes), bytes.len()).is_ok());
         let over = AgentMessage::decode(Frame::Binary(&bytes), bytes.len() - 1);
         prop_assert!(
-            matches!(over, Err(chopsticks_proto::DecodeError::TooLarge { .. })),
+            matches!(
+                over,
+                Err(chopsticks_proto::DecodeError::Frame(
+                    agentwire_core::FrameError::TooLarge { .. }
+                ))
+            ),
             "{:?}",
             over
         );

@@ -15,6 +15,8 @@ use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use agentwire_core::Frame;
+
 use crate::error::DecodeError;
 use crate::message::{raw_number, raw_str, write_json_str, ErrorObject, Id};
 
@@ -81,25 +83,14 @@ pub enum Body<'a> {
 ///
 /// Binary frames are accepted as UTF-8 JSON, as the reference bus does.
 pub fn split_body(body: &[u8], max_len: usize, max_batch: usize) -> Result<Body<'_>, DecodeError> {
-    if body.len() > max_len {
-        return Err(DecodeError::TooLarge {
-            len: body.len(),
-            max: max_len,
-        });
-    }
-    let text = std::str::from_utf8(body).map_err(|_| DecodeError::NotUtf8)?;
+    let text = Frame::Binary(body).text_within(max_len)?;
     split_text(text, max_len, max_batch)
 }
 
 /// [`split_body`] for a body already known to be UTF-8 (a WebSocket text frame), without
 /// checking it again.
 pub fn split_text(text: &str, max_len: usize, max_batch: usize) -> Result<Body<'_>, DecodeError> {
-    if text.len() > max_len {
-        return Err(DecodeError::TooLarge {
-            len: text.len(),
-            max: max_len,
-        });
-    }
+    let text = Frame::Text(text).text_within(max_len)?;
     // JSON whitespace only (RFC 8259): a form feed before the body is a parse error.
     let start = text.bytes().position(|b| !is_json_space(b));
     match start.map(|at| (at, text.as_bytes()[at])) {
@@ -390,6 +381,7 @@ pub(crate) fn payload_to_raw<T: Serialize + ?Sized>(
 mod tests {
     use super::*;
     use crate::message::{ErrorCode, JsonRpc2, Response};
+    use agentwire_core::FrameError;
     use serde_json::Number;
 
     /// The shortcuts for plain strings and plain integers read what serde_json reads.
@@ -574,11 +566,11 @@ mod tests {
         ));
         assert_eq!(
             split_body(&[b' '; 101], 100, 10).unwrap_err(),
-            DecodeError::TooLarge { len: 101, max: 100 }
+            DecodeError::Frame(FrameError::TooLarge { len: 101, max: 100 })
         );
         assert_eq!(
             split_body(&[0xff, b'{'], 100, 10).unwrap_err(),
-            DecodeError::NotUtf8
+            DecodeError::Frame(FrameError::NotUtf8)
         );
     }
 

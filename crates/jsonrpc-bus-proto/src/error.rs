@@ -1,26 +1,21 @@
 //! Every error enum of the crate: decoding, the peer's protocol errors, the caller's
 //! command errors and a client request's failure.
 
+use agentwire_core::FrameError;
+
 use crate::message::{ErrorCode, ErrorObject, Id};
 
 /// Why a message body could not be decoded; each maps to the JSON-RPC error to answer with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
-    /// A binary frame that is not UTF-8 (-32700).
-    #[error("message is not valid UTF-8")]
-    NotUtf8,
+    /// A body larger than the configured maximum (-32005, id null) or a binary frame that
+    /// is not UTF-8 (-32700), found before parsing.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
     /// Not JSON (-32700).
     #[error("invalid JSON: {0}")]
     Json(String),
-    /// The body is larger than the configured maximum (-32005, id null).
-    #[error("message of {len} bytes exceeds the limit of {max}")]
-    TooLarge {
-        /// Body length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
     /// `[]` (-32600, id null).
     #[error("empty batch")]
     EmptyBatch,
@@ -51,8 +46,10 @@ impl DecodeError {
     /// The JSON-RPC error code this failure is answered with.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::NotUtf8 | Self::Json(_) => ErrorCode::PARSE_ERROR,
-            Self::TooLarge { .. } | Self::BatchTooLarge { .. } => ErrorCode::LIMIT_EXCEEDED,
+            Self::Frame(FrameError::TooLarge { .. }) | Self::BatchTooLarge { .. } => {
+                ErrorCode::LIMIT_EXCEEDED
+            }
+            Self::Frame(_) | Self::Json(_) => ErrorCode::PARSE_ERROR,
             Self::EmptyBatch | Self::Version { .. } | Self::InvalidRequest { .. } => {
                 ErrorCode::INVALID_REQUEST
             }
@@ -70,7 +67,7 @@ impl DecodeError {
     /// The error object to send back.
     pub fn to_error_object(&self) -> ErrorObject {
         match self {
-            Self::Json(_) | Self::NotUtf8 => ErrorObject::new(self.code()),
+            Self::Json(_) | Self::Frame(FrameError::NotUtf8) => ErrorObject::new(self.code()),
             _ => ErrorObject::with_data(self.code(), self.to_string()),
         }
     }

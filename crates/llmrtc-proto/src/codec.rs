@@ -40,18 +40,6 @@ impl<T> Decoded<T> {
     }
 }
 
-/// The body's text: size checked first, binary frames must be UTF-8.
-fn text_of(frame: Frame<'_>, max_len: usize) -> Result<&str, DecodeError> {
-    let len = frame.len();
-    if len > max_len {
-        return Err(DecodeError::TooLarge { len, max: max_len });
-    }
-    match frame {
-        Frame::Text(t) => Ok(t),
-        Frame::Binary(b) => std::str::from_utf8(b).map_err(|_| DecodeError::NotUtf8),
-    }
-}
-
 fn decode_text<'a, T: Tagged<'a>>(
     text: &'a str,
     type_name_of: fn(&str) -> Option<&'static str>,
@@ -98,7 +86,7 @@ macro_rules! impl_codec {
             /// Never panics. Checks `max_len` before parsing; binary frames must hold UTF-8
             /// JSON. A string `type` the sender does not send is [`Decoded::Unknown`].
             pub fn decode(frame: Frame<'_>, max_len: usize) -> Result<Decoded<Self>, DecodeError> {
-                decode_text(text_of(frame, max_len)?, |t| {
+                decode_text(frame.text_within(max_len)?, |t| {
                     Self::TYPES.iter().copied().find(|k| *k == t)
                 })
             }
@@ -139,7 +127,7 @@ impl<'a> ClientMessageRef<'a> {
     ///
     /// Never panics. Checks `max_len` before parsing, like [`ClientMessage::decode`].
     pub fn decode(frame: Frame<'a>, max_len: usize) -> Result<Decoded<Self>, DecodeError> {
-        let text = text_of(frame, max_len)?;
+        let text = frame.text_within(max_len)?;
         if let Some(audio) = audio_fast_path(text) {
             return Ok(Decoded::Message(Self::Audio(audio)));
         }
@@ -274,6 +262,7 @@ const BASE64_LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPu
 mod tests {
     use super::*;
     use crate::message::{Ping, TtsChunk};
+    use agentwire_core::FrameError;
 
     #[test]
     fn type_may_come_last_and_unknown_types_are_distinct() {
@@ -366,12 +355,12 @@ mod tests {
         ));
         assert!(matches!(
             ClientMessage::decode(Frame::Binary(&[0xff, 0xfe]), 64),
-            Err(DecodeError::NotUtf8)
+            Err(DecodeError::Frame(FrameError::NotUtf8))
         ));
         let big = format!(r#"{{"type":"ping","timestamp":{}}}"#, "1".repeat(64));
         assert!(matches!(
             ClientMessage::decode(Frame::Text(&big), 64),
-            Err(DecodeError::TooLarge { max: 64, .. })
+            Err(DecodeError::Frame(FrameError::TooLarge { max: 64, .. }))
         ));
         assert!(matches!(
             d(r#"{"type":"ping","timestamp":1} x"#),

@@ -1,5 +1,7 @@
 //! Every error of the crate: what a decode, a peer, a command or a configuration got wrong.
 
+use agentwire_core::FrameError;
+
 use crate::client::state::ConnectionState;
 use crate::message::ErrorCode;
 use crate::playbook::PlaybookError;
@@ -10,17 +12,11 @@ use crate::provider::ProviderKind;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
-    /// The body is larger than the configured limit; nothing was parsed.
-    #[error("message of {len} bytes exceeds the limit of {max}")]
-    TooLarge {
-        /// Body length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// A binary frame that is not UTF-8.
-    #[error("message is not valid UTF-8")]
-    NotUtf8,
+    /// Found before parsing, so no `type` is known yet: an oversize body or a binary frame
+    /// that is not UTF-8 (the server answers [`ErrorCode::INVALID_MESSAGE`], as for every
+    /// decode error).
+    #[error(transparent)]
+    Frame(#[from] FrameError),
     /// Not JSON (syntax error, truncation, trailing data, nesting beyond 128 levels).
     #[error("invalid JSON: {0}")]
     InvalidJson(#[source] serde_json::Error),

@@ -1,6 +1,6 @@
 //! The envelope decoder's fuzz body.
 
-use agentwire_core::Frame;
+use agentwire_core::{Frame, FrameError};
 
 use super::FUZZ_MAX;
 use crate::codec::{Route, VersionRule};
@@ -25,7 +25,10 @@ pub fn envelope(data: &[u8]) {
             "text and binary frames decode alike"
         );
     } else {
-        assert_eq!(binary.as_ref().err(), Some(&DecodeError::NotUtf8));
+        assert_eq!(
+            binary.as_ref().err(),
+            Some(&DecodeError::Frame(FrameError::NotUtf8))
+        );
     }
     let lenient = Route::decode(Frame::Binary(data), FUZZ_MAX, VersionRule::MayBeMissing);
     match &binary {
@@ -55,10 +58,10 @@ pub fn envelope(data: &[u8]) {
     if let Some(max) = data.len().checked_sub(1) {
         assert_eq!(
             Route::decode(Frame::Binary(data), max, VersionRule::Required).err(),
-            Some(DecodeError::TooLarge {
+            Some(DecodeError::Frame(FrameError::TooLarge {
                 len: data.len(),
                 max
-            }),
+            })),
             "the size limit is checked first"
         );
     }

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use agentwire_core::Id128;
+use agentwire_core::{FrameError, Id128};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -65,10 +65,10 @@ pub fn decode(data: &[u8]) {
     if let Some(max) = data.len().checked_sub(1) {
         assert_eq!(
             split_body(data, max, FUZZ_BATCH).err(),
-            Some(DecodeError::TooLarge {
+            Some(DecodeError::Frame(FrameError::TooLarge {
                 len: data.len(),
                 max
-            }),
+            })),
             "the size limit is checked first"
         );
     }

@@ -1,6 +1,6 @@
 //! The codec targets: `llmrtc_decode` (client and server messages) and `llmrtc_wav`.
 
-use agentwire_core::Frame;
+use agentwire_core::{Frame, FrameError};
 
 use crate::codec::{decode_base64, Decoded};
 use crate::error::DecodeError;
@@ -66,7 +66,7 @@ pub fn decode(data: &[u8]) {
         assert!(
             matches!(
                 ClientMessage::decode(frame, max),
-                Err(DecodeError::TooLarge { .. })
+                Err(DecodeError::Frame(FrameError::TooLarge { .. }))
             ),
             "the size limit is checked first"
         );
