@@ -12,7 +12,8 @@
 //! message is one request, its delivery the answer; the latency is the round trip.
 //!
 //! And task routing, `mcpw-tasks`: `--connections` agents (JSON form) registered with the
-//! capability `load`; `--publishers` submitters each keep one task in flight, submitted with
+//! capability `load` and `max_concurrent_tasks: 1` (so the router spreads the tasks in flight
+//! over the agents); `--publishers` submitters each keep one task in flight, submitted with
 //! `Orchestrator::submit_task`, routed by capability to an agent (`task.assigned`), which
 //! completes it at once (`task.complete`). A message is a task, its delivery the orchestrator's
 //! `TaskCompleted`; the latency is submit to completed. Tasks are submitted by the server's
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use agentwire::mcpw::orchestrator::{OrchestratorEvent, TaskSpec};
 use agentwire::mcpw::{
     AgentRegister, Body, Capability, Codec, CodecConfig, CompressPolicy, Message, MessageType,
-    OtherCall, TaskComplete,
+    OtherCall, Resources, TaskComplete,
 };
 use agentwire_server::config::Config;
 use agentwire_server::mcpw::server_app::{self, ServerApp};
@@ -184,7 +185,15 @@ struct Agent {
 }
 
 impl Agent {
-    async fn register(url: &str, agent_id: String, wire: Wire) -> Result<Self, LoadError> {
+    /// Registers; with `one_task_at_a_time` the agent declares `max_concurrent_tasks: 1`, so
+    /// the router, which counts a busy agent out, spreads concurrent tasks over the agents
+    /// (with no limit every agent scores the same and the first by id gets them all).
+    async fn register(
+        url: &str,
+        agent_id: String,
+        wire: Wire,
+        one_task_at_a_time: bool,
+    ) -> Result<Self, LoadError> {
         let mut agent = Self {
             ws: connect(url).await?,
             codec: wire.codec(),
@@ -196,7 +205,10 @@ impl Agent {
             agent_type: Some("load".into()),
             capabilities: vec![Capability::new("load", 0.9)],
             model: None,
-            resources: None,
+            resources: one_task_at_a_time.then(|| Resources {
+                max_concurrent_tasks: Some(1),
+                ..Resources::default()
+            }),
             metadata: None,
         });
         if !agent.request(register).await? {
@@ -257,7 +269,7 @@ async fn frames(ctx: Ctx, wire: Wire) -> Result<Outcome, LoadError> {
     let agents = ctx.options().connections;
     let mut peers = Vec::new();
     for a in 0..agents {
-        peers.push(Agent::register(ctx.address(), format!("load-{a}"), wire).await?);
+        peers.push(Agent::register(ctx.address(), format!("load-{a}"), wire, false).await?);
     }
     let params: serde_json::Value = serde_json::from_str(&payload(ctx.options().payload_size(), 0))
         .map_err(|e| LoadError::Protocol(format!("the payload: {e}")))?;
@@ -356,7 +368,7 @@ async fn route_tasks(ctx: &Ctx, app: &ServerApp, waiters: &Waiters) -> Result<Ou
     let (stop, stop_rx) = stop_signal();
     let mut workers = Vec::new();
     for a in 0..ctx.options().connections {
-        let agent = Agent::register(&url, format!("load-{a}"), Wire::Json).await?;
+        let agent = Agent::register(&url, format!("load-{a}"), Wire::Json, true).await?;
         workers.push(tokio::spawn(worker(
             agent,
             format!("load-{a}"),
