@@ -25,8 +25,11 @@ use crate::options::Budget;
 use crate::server::ServerKind;
 use crate::ws::{self, Ws};
 
-/// The stand-ins at their fast pace, the WebSocket alone, and room for every session.
+/// The stand-ins at their fast pace, the WebSocket alone, and room for every session; the
+/// relay (not under load) off, so the server writes no study-log folder into the working
+/// directory.
 const SETTINGS: &[&str] = &[
+    "relay.enabled=false",
     "llmrtc.fast=true",
     "llmrtc.webrtc=false",
     "llmrtc.max_connections=200000",

@@ -57,8 +57,10 @@ pub const TASK_SERVER_THREADS: &str = "aw-mcpw-tasks";
 /// Longest wait for one answer before the run fails.
 const ANSWER_BOUND: Duration = Duration::from_secs(30);
 
-/// No per-connection message rate, room for every agent.
+/// No per-connection message rate, room for every agent; the relay (not under load) off, so
+/// the server writes no study-log folder into the working directory.
 const SETTINGS: &[&str] = &[
+    "relay.enabled=false",
     "mcpw.rate_per_minute=0",
     "mcpw.max_connections=200000",
     "mcpw.max_agents=200000",
