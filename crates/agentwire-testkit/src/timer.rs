@@ -63,6 +63,7 @@ pub fn timer_inputs(
         2 => Just(TimerInput::Connect),
         mix.frame_weight => (0usize..conns, frames).prop_map(|(n, f)| TimerInput::Frame(n, f)),
         1 => (0usize..conns).prop_map(TimerInput::Disconnect),
+        1 => (0usize..conns).prop_map(TimerInput::Pong),
         3 => (0u64..millis(mix.max_advance).max(1))
             .prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
         1 => (0u64..millis(mix.max_rewind).max(1))
@@ -100,7 +101,7 @@ mod tests {
                         assert!(n < 3 && f.as_text() == Some("x"));
                         frames += 1;
                     }
-                    TimerInput::Disconnect(n) => assert!(n < 3),
+                    TimerInput::Disconnect(n) | TimerInput::Pong(n) => assert!(n < 3),
                     TimerInput::Advance(d) => assert!(d < Duration::from_millis(500)),
                     TimerInput::Rewind(d) => assert!(d < Duration::from_millis(100)),
                     _ => {}

@@ -31,6 +31,7 @@ fn inputs() -> impl Strategy<Value = Vec<TimerInput>> {
         2 => Just(TimerInput::Connect),
         6 => (0usize..4, frames()).prop_map(|(n, f)| TimerInput::Frame(n, f)),
         1 => (0usize..4).prop_map(TimerInput::Disconnect),
+        1 => (0usize..4).prop_map(TimerInput::Pong),
         3 => (0u64..50_000).prop_map(|ms| TimerInput::Advance(Duration::from_millis(ms))),
         1 => (0u64..20_000).prop_map(|ms| TimerInput::Rewind(Duration::from_millis(ms))),
         2 => Just(TimerInput::Timeout),
