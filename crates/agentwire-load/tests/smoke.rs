@@ -156,3 +156,24 @@ fn the_binary_runs_the_smoke_of_a_scenario_and_prints_json() {
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown scenario"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_server_is_driven_by_address_and_its_cpu_read_by_pid() {
+    let kind = find("bus-chain").expect("registered").server;
+    let program = AgentwireProgram::Load(env!("CARGO_BIN_EXE_agentwire-load").into());
+    let server = agentwire_load::server::ServerProcess::start(&kind, &program).expect("starts");
+    let given = |pid| Target::Given {
+        address: server.address().to_owned(),
+        pid,
+    };
+    let scenario = find("bus-chain").expect("registered");
+    let r = run(&scenario, &Options::smoke(), &given(Some(server.pid())))
+        .await
+        .expect("runs");
+    delivered_all(&r, Options::smoke().chain);
+    let r = run(&scenario, &Options::smoke(), &given(None))
+        .await
+        .expect("runs");
+    assert_eq!(r.lost, Some(0));
+    assert_eq!(r.cpu_us_per_message, None, "no pid, no CPU figure");
+}
