@@ -34,6 +34,19 @@ pub async fn collect(handles: Vec<JoinHandle<Result<Sent, LoadError>>>) -> Resul
     Ok(total)
 }
 
+/// The outcome of a request scenario from what its senders counted: every message a request
+/// whose delivery is its one answer, an error answer being a delivery lost.
+pub fn answered((messages, errors, latency): Sent) -> crate::scenario::Outcome {
+    crate::scenario::Outcome {
+        messages,
+        deliveries: messages.saturating_sub(errors),
+        expected_deliveries: Some(messages),
+        errors,
+        latency,
+        ..Default::default()
+    }
+}
+
 /// Stops the receiving tasks and merges their latencies.
 pub async fn stop_receivers(stop: StopTx, receivers: Vec<JoinHandle<Latency>>) -> Latency {
     stop.stop();

@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::{Ctx, Outcome, Scenario};
+use crate::drive::{self, Sent};
 use crate::error::LoadError;
 use crate::in_process::InProcess;
 use crate::latency::{stamp, Latency};
@@ -138,16 +139,7 @@ async fn drive(
             ))
         })
         .collect();
-    let mut total = Tally::default();
-    for t in tasks {
-        let tally = t
-            .await
-            .map_err(|e| LoadError::Protocol(format!("a requester failed: {e}")))??;
-        total.requests += tally.requests;
-        total.answers += tally.answers;
-        total.errors += tally.errors;
-        total.latency.merge(&tally.latency);
-    }
+    let sent = drive::collect(tasks).await?;
     ctx.stop();
     stop.stop();
     for t in agent_tasks {
@@ -155,33 +147,17 @@ async fn drive(
             .map_err(|e| LoadError::Protocol(format!("an agent failed: {e}")))??;
     }
     let by_agents = answered.load(Ordering::Relaxed);
-    if by_agents != total.answers + total.errors {
+    if by_agents != sent.0 {
         return Err(LoadError::Protocol(format!(
-            "the agents answered {by_agents} requests, the controller saw {} outcomes",
-            total.answers + total.errors
+            "the agents answered {by_agents} requests, the controller sent {}",
+            sent.0
         )));
     }
-    Ok(Outcome {
-        messages: total.requests,
-        deliveries: total.answers,
-        expected_deliveries: Some(total.requests),
-        errors: total.errors,
-        latency: total.latency,
-        ..Outcome::default()
-    })
+    Ok(drive::answered(sent))
 }
 
 fn agent_id(index: usize) -> String {
     format!("load-agent-{index}")
-}
-
-/// What the requesters counted.
-#[derive(Default)]
-struct Tally {
-    requests: u64,
-    answers: u64,
-    errors: u64,
-    latency: Latency,
 }
 
 /// One requester: a request at a time, to the agents in turn, while the budget lasts.
@@ -190,25 +166,22 @@ async fn requester(
     agents: u64,
     next: Arc<AtomicU64>,
     budget: Budget,
-) -> Result<Tally, LoadError> {
-    let mut tally = Tally::default();
+) -> Result<Sent, LoadError> {
+    let (mut requests, mut errors, mut latency) = (0, 0, Latency::new());
     while budget.take() {
         let n = next.fetch_add(1, Ordering::Relaxed) % agents;
         let target = agent_id(usize::try_from(n).unwrap_or(0));
         let sent = stamp();
-        tally.requests += 1;
+        requests += 1;
         let outcome = tokio::time::timeout(BOUND, app.request(&target, OP, json!({})))
             .await
             .map_err(|_| LoadError::Protocol(format!("no outcome from {target} in 30 s")))?;
         match outcome {
-            Answer::Answered(resp) if resp.ok => {
-                tally.answers += 1;
-                tally.latency.record_since(sent);
-            }
-            _ => tally.errors += 1,
+            Answer::Answered(resp) if resp.ok => latency.record_since(sent),
+            _ => errors += 1,
         }
     }
-    Ok(tally)
+    Ok((requests, errors, latency))
 }
 
 /// One mock agent: answers every `req` with `resp ok` until stopped; counts into `answered`.

@@ -10,6 +10,8 @@
 //! to `tts-complete`, so it is mostly the stand-ins' pace; turns/s and the server's CPU per
 //! turn are the figures to compare.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire::llmrtc::encode_audio;
@@ -19,6 +21,7 @@ use serde_json::Value;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use super::{Ctx, Outcome, Scenario};
+use crate::drive::{self, Sent};
 use crate::error::LoadError;
 use crate::latency::{stamp, Latency};
 use crate::options::Budget;
@@ -57,15 +60,6 @@ pub fn scenarios() -> Vec<Scenario> {
     )]
 }
 
-/// What one session counted.
-#[derive(Default)]
-struct Tally {
-    turns: u64,
-    frames: u64,
-    errors: u64,
-    latency: Latency,
-}
-
 async fn run(ctx: Ctx) -> Result<Outcome, LoadError> {
     let sessions = ctx.options().connections;
     let mut peers = Vec::new();
@@ -77,27 +71,22 @@ async fn run(ctx: Ctx) -> Result<Outcome, LoadError> {
     let audio = Utf8Bytes::try_from(audio)
         .map_err(|_| LoadError::Protocol("the audio message is not UTF-8".into()))?;
 
+    let frames = Arc::new(AtomicU64::new(0));
     let budget = ctx.start();
     let tasks: Vec<_> = peers
         .into_iter()
-        .map(|ws| tokio::spawn(session(ws, audio.clone(), budget.clone())))
+        .map(|ws| {
+            let frames = Arc::clone(&frames);
+            tokio::spawn(session(ws, audio.clone(), budget.clone(), frames))
+        })
         .collect();
-    let mut total = Tally::default();
-    for t in tasks {
-        let tally = t
-            .await
-            .map_err(|e| LoadError::Protocol(format!("a session task failed: {e}")))??;
-        total.turns += tally.turns;
-        total.frames += tally.frames;
-        total.errors += tally.errors;
-        total.latency.merge(&tally.latency);
-    }
+    let (turns, errors, latency) = drive::collect(tasks).await?;
     ctx.stop();
     Ok(Outcome {
-        messages: total.turns,
-        deliveries: total.frames,
-        errors: total.errors,
-        latency: total.latency,
+        messages: turns,
+        deliveries: frames.load(Ordering::Relaxed),
+        errors,
+        latency,
         ..Outcome::default()
     })
 }
@@ -117,8 +106,14 @@ async fn connect(url: &str) -> Result<Ws, LoadError> {
 }
 
 /// Turns one after another while the budget lasts.
-async fn session(mut ws: Ws, audio: Utf8Bytes, budget: Budget) -> Result<Tally, LoadError> {
-    let mut tally = Tally::default();
+/// Counts a turn that ended in an `error` message as a message and an error.
+async fn session(
+    mut ws: Ws,
+    audio: Utf8Bytes,
+    budget: Budget,
+    frames: Arc<AtomicU64>,
+) -> Result<Sent, LoadError> {
+    let (mut turns, mut errors, mut latency) = (0, 0, Latency::new());
     while budget.take() {
         let sent = stamp();
         ws.send(Message::Text(audio.clone()))
@@ -132,23 +127,25 @@ async fn session(mut ws: Ws, audio: Utf8Bytes, budget: Budget) -> Result<Tally, 
                     "error" => return Ok(false),
                     // Heartbeat answers are not part of a turn.
                     "pong" => {}
-                    _ => tally.frames += 1,
+                    _ => {
+                        frames.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
         };
         let ok = tokio::time::timeout(TURN_BOUND, turn)
             .await
             .map_err(|_| LoadError::Protocol("a turn took over 30 s".into()))??;
-        tally.frames += 1;
+        frames.fetch_add(1, Ordering::Relaxed);
+        turns += 1;
         if ok {
-            tally.turns += 1;
-            tally.latency.record_since(sent);
+            latency.record_since(sent);
         } else {
-            tally.errors += 1;
+            errors += 1;
         }
     }
     let _ = ws.close(None).await;
-    Ok(tally)
+    Ok((turns, errors, latency))
 }
 
 /// The `type` of the next text message.

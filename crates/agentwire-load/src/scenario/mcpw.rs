@@ -43,6 +43,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::{Ctx, Outcome, Scenario};
+use crate::drive::{self, Sent};
 use crate::error::LoadError;
 use crate::in_process::InProcess;
 use crate::latency::{stamp, Latency};
@@ -258,15 +259,6 @@ impl Agent {
     }
 }
 
-/// What the agents counted.
-#[derive(Default)]
-struct Tally {
-    requests: u64,
-    answers: u64,
-    errors: u64,
-    latency: Latency,
-}
-
 async fn frames(ctx: Ctx, wire: Wire) -> Result<Outcome, LoadError> {
     let agents = ctx.options().connections;
     let mut peers = Vec::new();
@@ -281,25 +273,9 @@ async fn frames(ctx: Ctx, wire: Wire) -> Result<Outcome, LoadError> {
         .into_iter()
         .map(|agent| tokio::spawn(pinger(agent, params.clone(), budget.clone())))
         .collect();
-    let mut total = Tally::default();
-    for t in tasks {
-        let tally = t
-            .await
-            .map_err(|e| LoadError::Protocol(format!("an agent task failed: {e}")))??;
-        total.requests += tally.requests;
-        total.answers += tally.answers;
-        total.errors += tally.errors;
-        total.latency.merge(&tally.latency);
-    }
+    let sent = drive::collect(tasks).await?;
     ctx.stop();
-    Ok(Outcome {
-        messages: total.requests,
-        deliveries: total.answers,
-        expected_deliveries: Some(total.requests),
-        errors: total.errors,
-        latency: total.latency,
-        ..Outcome::default()
-    })
+    Ok(drive::answered(sent))
 }
 
 /// One agent's pings while the budget lasts.
@@ -307,21 +283,20 @@ async fn pinger(
     mut agent: Agent,
     params: serde_json::Value,
     budget: Budget,
-) -> Result<Tally, LoadError> {
-    let mut tally = Tally::default();
+) -> Result<Sent, LoadError> {
+    let (mut requests, mut errors, mut latency) = (0, 0, Latency::new());
     while budget.take() {
         let body = Body::Other(OtherCall::new("ping", params.clone()));
         let sent = stamp();
-        tally.requests += 1;
+        requests += 1;
         if agent.request(body).await? {
-            tally.answers += 1;
-            tally.latency.record_since(sent);
+            latency.record_since(sent);
         } else {
-            tally.errors += 1;
+            errors += 1;
         }
     }
     let _ = agent.ws.close(None).await;
-    Ok(tally)
+    Ok((requests, errors, latency))
 }
 
 /// Submitters waiting for their task's completion, by task id.
@@ -389,16 +364,7 @@ async fn route_tasks(ctx: &Ctx, app: &ServerApp, waiters: &Waiters) -> Result<Ou
             ))
         })
         .collect();
-    let mut total = Tally::default();
-    for t in submitters {
-        let tally = t
-            .await
-            .map_err(|e| LoadError::Protocol(format!("a submitter failed: {e}")))??;
-        total.requests += tally.requests;
-        total.answers += tally.answers;
-        total.errors += tally.errors;
-        total.latency.merge(&tally.latency);
-    }
+    let sent = drive::collect(submitters).await?;
     ctx.stop();
     stop.stop();
     let mut completed_by_agents = 0;
@@ -407,20 +373,13 @@ async fn route_tasks(ctx: &Ctx, app: &ServerApp, waiters: &Waiters) -> Result<Ou
             .await
             .map_err(|e| LoadError::Protocol(format!("an agent failed: {e}")))??;
     }
-    if completed_by_agents != total.answers {
+    let reported = sent.0 - sent.1;
+    if completed_by_agents != reported {
         return Err(LoadError::Protocol(format!(
-            "the agents completed {completed_by_agents} tasks, the orchestrator reported {}",
-            total.answers
+            "the agents completed {completed_by_agents} tasks, the orchestrator reported {reported}"
         )));
     }
-    Ok(Outcome {
-        messages: total.requests,
-        deliveries: total.answers,
-        expected_deliveries: Some(total.requests),
-        errors: total.errors,
-        latency: total.latency,
-        ..Outcome::default()
-    })
+    Ok(drive::answered(sent))
 }
 
 /// One submitter: a task at a time while the budget lasts.
@@ -429,8 +388,8 @@ async fn submitter(
     waiters: Waiters,
     index: u64,
     budget: Budget,
-) -> Result<Tally, LoadError> {
-    let mut tally = Tally::default();
+) -> Result<Sent, LoadError> {
+    let (mut requests, mut errors, mut latency) = (0, 0, Latency::new());
     let mut k = 0u64;
     while budget.take() {
         k += 1;
@@ -441,13 +400,13 @@ async fn submitter(
         }
         let spec = TaskSpec::new("load").with_id(id.clone());
         let sent = stamp();
-        tally.requests += 1;
+        requests += 1;
         let submitted = handle
             .call(move |m, now| m.inner.submit_task(spec, now).map(|_| ()))
             .await
             .map_err(|_| LoadError::Protocol("the orchestrator stopped".into()))?;
         if submitted.is_err() {
-            tally.errors += 1;
+            errors += 1;
             if let Ok(mut m) = waiters.lock() {
                 m.remove(&id);
             }
@@ -457,10 +416,9 @@ async fn submitter(
             .await
             .map_err(|_| LoadError::Protocol(format!("{id} not completed in 30 s")))?
             .map_err(|_| LoadError::Protocol(format!("{id} was dropped")))?;
-        tally.answers += 1;
-        tally.latency.record_since(sent);
+        latency.record_since(sent);
     }
-    Ok(tally)
+    Ok((requests, errors, latency))
 }
 
 /// One agent: completes every task it is assigned at once, until stopped; returns how many.

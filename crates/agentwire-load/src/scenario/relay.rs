@@ -18,6 +18,7 @@ use futures_util::FutureExt;
 use serde_json::{json, Value};
 
 use super::{Ctx, Outcome, Scenario};
+use crate::drive::{self, Sent};
 use crate::error::LoadError;
 use crate::latency::{stamp, Latency};
 use crate::options::Budget;
@@ -66,15 +67,6 @@ fn settings() -> &'static [&'static str] {
     })
 }
 
-/// What the agents counted.
-#[derive(Default)]
-struct Tally {
-    calls: u64,
-    results: u64,
-    errors: u64,
-    latency: Latency,
-}
-
 async fn run(ctx: Ctx) -> Result<Outcome, LoadError> {
     let outcome = drive(&ctx).await;
     // The study log is the relay's cost, not a product of the run: it goes with the run.
@@ -107,16 +99,7 @@ async fn drive(ctx: &Ctx) -> Result<Outcome, LoadError> {
         .enumerate()
         .map(|(i, ws)| tokio::spawn(agent(ws, i, budget.clone())))
         .collect();
-    let mut total = Tally::default();
-    for t in tasks {
-        let tally = t
-            .await
-            .map_err(|e| LoadError::Protocol(format!("an agent task failed: {e}")))??;
-        total.calls += tally.calls;
-        total.results += tally.results;
-        total.errors += tally.errors;
-        total.latency.merge(&tally.latency);
-    }
+    let (calls, errors, latency) = drive::collect(tasks).await?;
     ctx.stop();
     stop.stop();
     let mut answered = 0;
@@ -126,11 +109,11 @@ async fn drive(ctx: &Ctx) -> Result<Outcome, LoadError> {
             .map_err(|e| LoadError::Protocol(format!("a host task failed: {e}")))??;
     }
     Ok(Outcome {
-        messages: total.calls,
-        deliveries: answered + total.results,
-        expected_deliveries: Some(2 * total.calls),
-        errors: total.errors,
-        latency: total.latency,
+        messages: calls,
+        deliveries: answered + calls.saturating_sub(errors),
+        expected_deliveries: Some(2 * calls),
+        errors,
+        latency,
         ..Outcome::default()
     })
 }
@@ -167,8 +150,8 @@ async fn until_type(w: &mut Ws, types: &[&str]) -> Result<Value, LoadError> {
 }
 
 /// One agent: a `tool.call` at a time while the budget lasts.
-async fn agent(mut w: Ws, index: usize, budget: Budget) -> Result<Tally, LoadError> {
-    let mut tally = Tally::default();
+async fn agent(mut w: Ws, index: usize, budget: Budget) -> Result<Sent, LoadError> {
+    let (mut calls, mut errors, mut latency) = (0, 0, Latency::new());
     let mut k = 0u64;
     while budget.take() {
         k += 1;
@@ -178,19 +161,18 @@ async fn agent(mut w: Ws, index: usize, budget: Budget) -> Result<Tally, LoadErr
                         "reason": "load"}});
         let sent = stamp();
         ws::send(&mut w, call.to_string()).await?;
-        tally.calls += 1;
+        calls += 1;
         let answer = tokio::time::timeout(ANSWER_BOUND, until_type(&mut w, &["tool.result"]))
             .await
             .map_err(|_| LoadError::Protocol(format!("no tool.result for {id} in 30 s")))??;
         if answer["type"] == "tool.result" && answer["replyTo"] == id.as_str() {
-            tally.results += 1;
-            tally.latency.record_since(sent);
+            latency.record_since(sent);
         } else {
-            tally.errors += 1;
+            errors += 1;
         }
     }
     let _ = w.close(None).await;
-    Ok(tally)
+    Ok((calls, errors, latency))
 }
 
 /// One host: answers every `tool.call` with an ok `tool.result` until stopped; returns how
