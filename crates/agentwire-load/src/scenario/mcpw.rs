@@ -31,8 +31,8 @@ use std::sync::{Arc, Mutex};
 
 use agentwire::mcpw::orchestrator::{OrchestratorEvent, TaskSpec};
 use agentwire::mcpw::{
-    AgentRegister, Body, Capability, Codec, CodecConfig, CompressPolicy, Message, MessageType,
-    OtherCall, Resources, TaskComplete,
+    AgentHeartbeat, AgentRegister, Body, Capability, Codec, CodecConfig, CompressPolicy, Message,
+    MessageType, OtherCall, Resources, TaskComplete,
 };
 use agentwire_server::config::Config;
 use agentwire_server::mcpw::server_app::{self, ServerApp};
@@ -185,7 +185,15 @@ struct Agent {
     codec: Codec,
     wire: Wire,
     next: u64,
+    id: String,
+    /// When it last sent `agent.heartbeat` (a [`stamp`]).
+    beat_at: u64,
 }
+
+/// How often an agent sends `agent.heartbeat` under load, so a run longer than the
+/// orchestrator's heartbeat window (30 s, unhealthy after 2 missed, removed after 3) keeps its
+/// agents. Not counted as a message.
+const HEARTBEAT: Duration = Duration::from_secs(10);
 
 impl Agent {
     /// Registers; with `one_task_at_a_time` the agent declares `max_concurrent_tasks: 1`, so
@@ -202,6 +210,8 @@ impl Agent {
             codec: wire.codec(),
             wire,
             next: 0,
+            id: agent_id.clone(),
+            beat_at: stamp(),
         };
         let register = Body::AgentRegister(AgentRegister {
             agent_id: agent_id.clone(),
@@ -222,6 +232,26 @@ impl Agent {
         Ok(agent)
     }
 
+    /// The `agent.heartbeat` frame, when one is due (see [`HEARTBEAT`]).
+    fn heartbeat_due(&mut self) -> Result<Option<WsMessage>, LoadError> {
+        let now = stamp();
+        if now.saturating_sub(self.beat_at)
+            < u64::try_from(HEARTBEAT.as_nanos()).unwrap_or(u64::MAX)
+        {
+            return Ok(None);
+        }
+        self.beat_at = now;
+        self.next += 1;
+        let beat = Body::AgentHeartbeat(AgentHeartbeat {
+            agent_id: self.id.clone(),
+            status: Some("healthy".into()),
+            metrics: None,
+            workload: None,
+        });
+        let msg = Message::new(MessageType::REQUEST, beat);
+        self.wire.encode(&mut self.codec, msg, self.next).map(Some)
+    }
+
     /// Sends a request with `body` and waits for its answer: `true` for a response, `false`
     /// for an error.
     async fn request(&mut self, body: Body) -> Result<bool, LoadError> {
@@ -230,6 +260,12 @@ impl Agent {
         let frame =
             self.wire
                 .encode(&mut self.codec, Message::new(MessageType::REQUEST, body), n)?;
+        self.send_and_wait(frame, n).await
+    }
+
+    /// Sends `frame` (request number `n`) and waits for its answer: `true` for a response,
+    /// `false` for an error.
+    async fn send_and_wait(&mut self, frame: WsMessage, n: u64) -> Result<bool, LoadError> {
         self.ws
             .send(frame)
             .await
@@ -286,6 +322,10 @@ async fn pinger(
 ) -> Result<Sent, LoadError> {
     let (mut requests, mut errors, mut latency) = (0, 0, Latency::new());
     while budget.take() {
+        if let Some(beat) = agent.heartbeat_due()? {
+            let n = agent.next;
+            agent.send_and_wait(beat, n).await?;
+        }
         let body = Body::Other(OtherCall::new("ping", params.clone()));
         let sent = stamp();
         requests += 1;
@@ -424,9 +464,18 @@ async fn submitter(
 /// One agent: completes every task it is assigned at once, until stopped; returns how many.
 async fn worker(mut agent: Agent, agent_id: String, mut stop: StopRx) -> Result<u64, LoadError> {
     let mut completed = 0;
+    let mut beat = tokio::time::interval(HEARTBEAT);
+    beat.tick().await; // the first tick is at once; the agent registered just now
     loop {
         let msg = tokio::select! {
             msg = agent.ws.next() => msg,
+            _ = beat.tick() => {
+                agent.beat_at = 0;
+                if let Some(frame) = agent.heartbeat_due()? {
+                    agent.ws.send(frame).await.map_err(|e| LoadError::ws("sending", e))?;
+                }
+                continue;
+            }
             () = stop.stopped() => break,
         };
         let msg = msg
