@@ -42,6 +42,10 @@ const SETTINGS: &[&str] = &[
 /// Longest a turn (or the wait for `ready`) may take before the run fails.
 const TURN_BOUND: Duration = Duration::from_secs(30);
 
+/// How often a session sends the spec's `ping` under load (the client's 15 s), so a run
+/// longer than the server's heartbeat timeout (45 s) keeps its sessions. Not counted.
+const PING: Duration = Duration::from_secs(15);
+
 /// Speech in the utterance each turn sends, in milliseconds.
 const SPEECH_MS: u32 = 600;
 
@@ -114,8 +118,14 @@ async fn session(
     frames: Arc<AtomicU64>,
 ) -> Result<Sent, LoadError> {
     let (mut turns, mut errors, mut latency) = (0, 0, Latency::new());
+    let mut pinged = stamp();
     while budget.take() {
         let sent = stamp();
+        if sent.saturating_sub(pinged) >= u64::try_from(PING.as_nanos()).unwrap_or(u64::MAX) {
+            // The spec's heartbeat; its `pong` is skipped while the next turn is read.
+            pinged = sent;
+            ws::send(&mut ws, format!(r#"{{"type":"ping","timestamp":{sent}}}"#)).await?;
+        }
         ws.send(Message::Text(audio.clone()))
             .await
             .map_err(|e| LoadError::ws("sending audio", e))?;
