@@ -9,6 +9,9 @@
 //!   their fast pace (the same one-line script on both, so every turn is the same turn;
 //!   the pace's waits are most of a turn's time).
 //!
+//! - idle memory per bus connection (resident-set growth over 200 raw idle WebSockets),
+//!   through the gateway and behind the bare server.
+//!
 //! Ours: the gateway with all five protocols on one listener by path (a `Router`, events
 //! logged and counted in the metrics). Baseline: the same app started on a listener of its
 //! own (`start`: one `Server`, events to a no-op). Both on one current-thread runtime, so a
@@ -26,13 +29,52 @@ use agentwire_server::llmrtc::audio::utterance_wav;
 use agentwire_server::llmrtc::client_app::LlmrtcClientApp;
 use agentwire_server::llmrtc::providers::{Providers, ScriptedStt};
 use agentwire_server::llmrtc::server_app::{self, Pacing};
-use agentwire_testkit::bench::{paired, Paired};
+use agentwire_testkit::bench::{paired, rss_kib, Paired};
 use criterion::Criterion;
 use serde_json::json;
 use tokio::runtime::Runtime;
 
 /// Subscribers in the chain.
 const CHAIN: usize = 10;
+
+/// Idle connections opened per server for the memory figure (under the per-address cap of
+/// 256 that both apply to 127.0.0.1).
+const IDLE: usize = 200;
+
+/// Opens `n` idle WebSockets to `url` (`ws://ADDR/PATH`) with raw upgrade requests and
+/// returns them with the growth of the process's resident set, in KiB per connection.
+async fn idle_connections(url: &str, n: usize) -> (Vec<tokio::net::TcpStream>, Option<f64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("ws://").expect("ws url");
+    let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    let before = rss_kib();
+    let mut socks = Vec::with_capacity(n);
+    let mut buf = [0u8; 1024];
+    for _ in 0..n {
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        s.write_all(request.as_bytes()).await.expect("write");
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = s.read(&mut buf).await.expect("read");
+            assert!(read > 0, "server hung up during the upgrade");
+            got.extend_from_slice(&buf[..read]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 101"), "upgrade refused");
+        socks.push(s);
+    }
+    // Let the owner tasks take every connection in.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let per_conn = match (before, rss_kib()) {
+        (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / n as f64),
+        _ => None,
+    };
+    (socks, per_conn)
+}
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -147,7 +189,6 @@ fn main() {
 
     let mut out: Vec<Paired> = Vec::new();
 
-    // Bus chain of ten.
     let bare_bus = rt
         .block_on(agentwire_server::bus::server_app::start(
             "127.0.0.1:0",
@@ -155,6 +196,17 @@ fn main() {
             |_| {},
         ))
         .expect("bare bus");
+
+    // Idle memory per connection, first (before anything is freed that the allocator could
+    // hand out again), after a warm-up batch kept open on the relay's route (whichever batch
+    // comes first also pays the runtime's one-time growth, ~6 KiB per connection here): the
+    // bus through the gateway, then behind its bare server.
+    let (warm_up, _) = rt.block_on(idle_connections(&url(Protocol::Relay), IDLE));
+    let (ours_idle, ours_kib) = rt.block_on(idle_connections(&url(Protocol::Bus), IDLE));
+    let (bare_idle, bare_kib) = rt.block_on(idle_connections(&bare_bus.url(), IDLE));
+    drop((warm_up, ours_idle, bare_idle));
+
+    // Bus chain of ten.
     let (through_gateway, bare) = rt.block_on(async {
         (
             chain(&url(Protocol::Bus)).await,
@@ -213,6 +265,11 @@ fn main() {
     ));
 
     println!();
+    if let (Some(o), Some(b)) = (ours_kib, bare_kib) {
+        println!(
+            "idle memory per bus connection ({IDLE} each): gateway {o:.1} KiB, bare server {b:.1} KiB"
+        );
+    }
     println!("gateway ratios, paired (ours / bare server; median of per-round ratios)");
     for p in &out {
         println!(
