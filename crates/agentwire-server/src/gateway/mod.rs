@@ -263,6 +263,7 @@ impl Gateway {
 /// wait for the `serving` lines), serves until SIGINT or SIGTERM and stops gracefully
 /// ([`run_until_signal`]; a second signal exits at once with 130 or 143).
 pub async fn serve(config: &Config) -> Result<Signal, StartError> {
+    let signals = signals::Signals::install().map_err(StartError::Signals)?;
     let gateway = Gateway::start(config).await?;
     {
         use std::io::Write as _;
@@ -272,7 +273,7 @@ pub async fn serve(config: &Config) -> Result<Signal, StartError> {
         }
         let _ = out.flush();
     }
-    run_until_signal(gateway).await.map_err(StartError::Signals)
+    Ok(signals::stop_on_signal(gateway, signals).await)
 }
 
 /// Takes the listener back from its `Arc` (the metrics hold only a weak reference; a

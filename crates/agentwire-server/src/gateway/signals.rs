@@ -41,7 +41,15 @@ impl Signal {
 /// After a graceful stop the caller decides the exit code (the `agentwire` binary exits
 /// with 0). Errors only if the signal handlers cannot be installed.
 pub async fn run_until_signal(gateway: Gateway) -> io::Result<Signal> {
-    let mut signals = Signals::install()?;
+    let signals = Signals::install()?;
+    Ok(stop_on_signal(gateway, signals).await)
+}
+
+/// [`run_until_signal`] with handlers installed earlier: `agentwire serve` installs them
+/// before it binds and prints where it serves, so a signal sent as soon as the `serving`
+/// lines appear is never met by the default action (which would kill the process without
+/// the graceful stop).
+pub(super) async fn stop_on_signal(gateway: Gateway, mut signals: Signals) -> Signal {
     let first = signals.next().await;
     tracing::info!(
         "{}: stopping gracefully (at most {}s; peers get close 1001, study logs are synced); \
@@ -52,7 +60,7 @@ pub async fn run_until_signal(gateway: Gateway) -> io::Result<Signal> {
     tokio::select! {
         () = gateway.shutdown() => {
             tracing::info!("stopped");
-            Ok(first)
+            first
         }
         second = signals.next() => {
             tracing::warn!("{} during the graceful stop: exiting at once", second.name());
@@ -63,14 +71,14 @@ pub async fn run_until_signal(gateway: Gateway) -> io::Result<Signal> {
 
 /// The installed SIGINT and SIGTERM handlers.
 #[cfg(unix)]
-struct Signals {
+pub(super) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
 }
 
 #[cfg(unix)]
 impl Signals {
-    fn install() -> io::Result<Self> {
+    pub(super) fn install() -> io::Result<Self> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(Self {
             interrupt: signal(SignalKind::interrupt())?,
@@ -90,11 +98,11 @@ impl Signals {
 
 /// Ctrl-C only, where there is no SIGTERM.
 #[cfg(not(unix))]
-struct Signals;
+pub(super) struct Signals;
 
 #[cfg(not(unix))]
 impl Signals {
-    fn install() -> io::Result<Self> {
+    pub(super) fn install() -> io::Result<Self> {
         Ok(Self)
     }
 
