@@ -29,6 +29,9 @@ use crate::scenario::{Ctx, Outcome, Scenario};
 use crate::server::ServerKind;
 use crate::ws::{stop_signal, StopRx};
 
+/// Longest protocol line read (a header, not a payload).
+const MAX_LINE: u64 = 64 * 1024;
+
 /// Largest message payload read (NATS's default `max_payload`).
 const MAX_PAYLOAD: usize = 1024 * 1024;
 
@@ -133,15 +136,27 @@ impl Conn {
         self.rd.buffer().is_empty()
     }
 
+    /// Reads one line into `self.line`, at most [`MAX_LINE`] bytes (a longer one is an
+    /// error, not unbounded memory); 0 at the end of the stream.
+    async fn read_line_bounded(&mut self) -> Result<usize, LoadError> {
+        let n = (&mut self.rd)
+            .take(MAX_LINE)
+            .read_line(&mut self.line)
+            .await
+            .map_err(|e| LoadError::io("reading from nats-server", e))?;
+        if n > 0 && !self.line.ends_with('\n') {
+            return Err(LoadError::Protocol(
+                "nats-server: a line over 64 KiB".into(),
+            ));
+        }
+        Ok(n)
+    }
+
     /// The next `MSG` or `PONG`; answers the server's `PING`s.
     async fn next(&mut self) -> Result<Incoming, LoadError> {
         loop {
             self.line.clear();
-            let n = self
-                .rd
-                .read_line(&mut self.line)
-                .await
-                .map_err(|e| LoadError::io("reading from nats-server", e))?;
+            let n = self.read_line_bounded().await?;
             if n == 0 {
                 return Err(LoadError::Protocol(
                     "nats-server closed the connection".into(),
@@ -385,4 +400,62 @@ async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
             .map(|(b, a)| a.saturating_sub(b) as f64 / o.connections as f64),
         ..Outcome::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A connection to a fake server that sends `bytes` and then closes.
+    async fn fed(bytes: Vec<u8>) -> Conn {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            let (r, w) = s.into_split();
+            let mut w = w;
+            let _ = w.write_all(&bytes).await;
+            let _ = w.shutdown().await;
+            // Keep reading what the client writes until it goes away.
+            let mut r = r;
+            let mut sink = Vec::new();
+            let _ = r.read_to_end(&mut sink).await;
+        });
+        let s = TcpStream::connect(addr).await.unwrap();
+        let (r, w) = s.into_split();
+        Conn {
+            rd: BufReader::new(r),
+            wr: BufWriter::new(w),
+            line: String::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn hostile_lines_are_errors_not_memory() {
+        for bytes in [
+            b"MSG a 1 99999999999\r\n".to_vec(),
+            b"MSG a 1 x y z\r\n".to_vec(),
+            b"-ERR 'nope'\r\n".to_vec(),
+            [b"INFO ".to_vec(), vec![b'x'; 100_000], b"\r\n".to_vec()].concat(),
+            b"".to_vec(),
+        ] {
+            let mut c = fed(bytes.clone()).await;
+            assert!(
+                c.next().await.is_err(),
+                "{:?}",
+                &bytes[..bytes.len().min(20)]
+            );
+        }
+        let mut c =
+            fed(b"INFO {}\r\n+OK\r\nPING\r\nMSG a 1 r.1 2\r\nhi\r\nPONG\r\n".to_vec()).await;
+        match c.next().await.unwrap() {
+            Incoming::Msg { reply, payload } => {
+                assert_eq!(reply.as_deref(), Some("r.1"));
+                assert_eq!(payload, b"hi");
+            }
+            Incoming::Pong => panic!("the MSG comes first"),
+        }
+        assert!(matches!(c.next().await.unwrap(), Incoming::Pong));
+    }
 }

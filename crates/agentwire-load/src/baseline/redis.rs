@@ -24,6 +24,9 @@ use crate::scenario::{Ctx, Outcome, Scenario};
 use crate::server::ServerKind;
 use crate::ws::{stop_signal, StopRx};
 
+/// Longest protocol line read (a header, not a payload).
+const MAX_LINE: u64 = 64 * 1024;
+
 /// Largest bulk string read.
 const MAX_BULK: usize = 16 * 1024 * 1024;
 
@@ -100,6 +103,22 @@ impl Conn {
             .map_err(|e| LoadError::io("writing to redis-server", e))
     }
 
+    /// Reads one line into `self.line`, at most [`MAX_LINE`] bytes (a longer one is an
+    /// error, not unbounded memory); 0 at the end of the stream.
+    async fn read_line_bounded(&mut self) -> Result<usize, LoadError> {
+        let n = (&mut self.rd)
+            .take(MAX_LINE)
+            .read_line(&mut self.line)
+            .await
+            .map_err(|e| LoadError::io("reading from redis-server", e))?;
+        if n > 0 && !self.line.ends_with('\n') {
+            return Err(LoadError::Protocol(
+                "redis-server: a line over 64 KiB".into(),
+            ));
+        }
+        Ok(n)
+    }
+
     /// Reads one value.
     async fn read(&mut self) -> Result<Value, LoadError> {
         self.read_at(0).await
@@ -112,11 +131,7 @@ impl Conn {
     {
         Box::pin(async move {
             self.line.clear();
-            let n = self
-                .rd
-                .read_line(&mut self.line)
-                .await
-                .map_err(|e| LoadError::io("reading from redis-server", e))?;
+            let n = self.read_line_bounded().await?;
             if n == 0 {
                 return Err(LoadError::Protocol(
                     "redis-server closed the connection".into(),
@@ -148,7 +163,11 @@ impl Conn {
                 }
                 "*" if depth < MAX_DEPTH => {
                     let len: i64 = rest.parse().map_err(|_| bad())?;
-                    let len = usize::try_from(len).unwrap_or(0).min(1024);
+                    // Pub/sub replies have 3 items; a longer array is not one this reads.
+                    let len = usize::try_from(len).unwrap_or(0);
+                    if len > 16 {
+                        return Err(bad());
+                    }
                     let mut items = Vec::with_capacity(len);
                     for _ in 0..len {
                         items.push(self.read_at(depth + 1).await?);
@@ -286,4 +305,52 @@ async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
             .map(|(b, a)| a.saturating_sub(b) as f64 / o.connections as f64),
         ..Outcome::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A connection to a fake server that sends `bytes` and then closes.
+    async fn fed(bytes: Vec<u8>) -> Conn {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let _ = s.write_all(&bytes).await;
+        });
+        Conn::connect(&addr).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn hostile_replies_are_errors_not_memory() {
+        for bytes in [
+            b"$99999999999\r\n".to_vec(),
+            b"*100000\r\n".to_vec(),
+            b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n".to_vec(),
+            b"?what\r\n".to_vec(),
+            b":notanumber\r\n".to_vec(),
+            [vec![b'+'; 100_000], b"\r\n".to_vec()].concat(),
+            b"-ERR nope\r\n".to_vec(),
+            b"".to_vec(),
+        ] {
+            let mut c = fed(bytes.clone()).await;
+            assert!(
+                c.read().await.is_err(),
+                "{:?}",
+                &bytes[..bytes.len().min(20)]
+            );
+        }
+        let mut c = fed(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nhi\r\n:3\r\n".to_vec()).await;
+        assert_eq!(
+            c.read().await.unwrap(),
+            Value::Array(vec![
+                Value::Bulk(Some(b"message".to_vec())),
+                Value::Bulk(Some(b"c".to_vec())),
+                Value::Bulk(Some(b"hi".to_vec())),
+            ])
+        );
+        assert_eq!(c.read().await.unwrap(), Value::Int(3));
+    }
 }
