@@ -9,9 +9,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::options::Options;
+use crate::registry::{all, find};
 use crate::report::{table, Report};
 use crate::runner::{run, Target};
-use crate::scenario::{all, find, Scenario};
+use crate::scenario::Scenario;
 use crate::server::AgentwireProgram;
 
 /// Load generator for the agentwire server, with NATS and Redis baselines in the same run.

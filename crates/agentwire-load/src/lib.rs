@@ -1,7 +1,7 @@
 //! `agentwire-load`: a load generator that drives the agentwire server over real sockets on
 //! 127.0.0.1, with NATS and Redis beside it in the same run and the same generator style.
 //!
-//! A run picks scenarios by name ([`scenario::all`] lists them), starts each one's server on
+//! A run picks scenarios by name ([`registry::all`] lists them), starts each one's server on
 //! a free loopback port (the agentwire server as `agentwire-load agentwire serve ...`, a
 //! process of its own running agentwire-server's `agentwire` command tree, or an
 //! `agentwire` binary given with `--agentwire-bin`; `nats-server` and `redis-server` from
@@ -14,7 +14,8 @@
 //! [`options::Budget`].
 //!
 //! Modules: [`options`] (what a run is asked), [`scenario`] (the [`scenario::Scenario`]
-//! type, the context a scenario gets, the registry, the agentwire scenarios), [`baseline`]
+//! type, the context a scenario gets, the agentwire scenarios), [`registry`] (every scenario by
+//! name), [`baseline`]
 //! (NATS and Redis, spoken in their text protocols over tokio sockets), [`server`] (the
 //! processes a run starts), [`runner`] (one run), [`report`] (figures and table), [`drive`] (what load loops share), [`cpu`]
 //! (`/proc`), [`latency`] (HDR histogram and send stamps), [`payload`] (the padded JSON
@@ -36,6 +37,7 @@ pub mod in_process;
 pub mod latency;
 pub mod options;
 pub mod payload;
+pub mod registry;
 pub mod report;
 pub mod runner;
 pub mod scenario;

@@ -5,9 +5,9 @@
 //! gets exactly its expected deliveries, nothing is an error, and the server's CPU per
 //! message is measured.
 
+use agentwire_load::registry::find;
 use agentwire_load::report::{cpu_vs_bus, table};
 use agentwire_load::runner::{run, Target};
-use agentwire_load::scenario::find;
 use agentwire_load::server::AgentwireProgram;
 use agentwire_load::{Options, Report};
 

@@ -3,8 +3,8 @@
 //! delivers exactly the expected count. Under `CI=true` a missing `nats-server` or
 //! `redis-server` fails the test; elsewhere those scenarios are skipped with a message.
 
+use agentwire_load::registry::find;
 use agentwire_load::runner::{run, Target};
-use agentwire_load::scenario::find;
 use agentwire_load::server::{find_program, AgentwireProgram};
 use agentwire_load::{LoadError, Options, Report};
 

@@ -6,8 +6,8 @@
 //! returns an [`Outcome`]; the runner turns the window's clock and the server's CPU time into
 //! the [`Report`](crate::report::Report).
 //!
-//! [`all`] registers every scenario, baselines included; `--smoke` and the smoke test run
-//! each of them.
+//! [`crate::registry`] lists every scenario, baselines included; `--smoke` and the smoke
+//! tests run each of them.
 
 pub mod bus;
 pub mod chopsticks;
@@ -58,26 +58,6 @@ impl Scenario {
             run,
         }
     }
-}
-
-/// Every scenario, in the order `all` runs them.
-pub fn all() -> Vec<Scenario> {
-    let mut v = Vec::new();
-    v.extend(bus::scenarios());
-    v.extend(chopsticks::scenarios());
-    v.extend(mcpw::scenarios());
-    v.extend(llmrtc::scenarios());
-    v.extend(relay::scenarios());
-    v.extend(crate::baseline::scenarios());
-    v
-}
-
-/// The scenario called `name`.
-pub fn find(name: &str) -> Result<Scenario, LoadError> {
-    all()
-        .into_iter()
-        .find(|s| s.name == name)
-        .ok_or_else(|| LoadError::UnknownScenario(name.to_owned()))
 }
 
 /// What a scenario counted.
