@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::bus;
-use agentwire::jsonrpc_bus::{BusConfig, Limits, MatchMode, PayloadRule};
+use crate::config::{BusMatchMode, BusPayload, BusSection};
+use agentwire::jsonrpc_bus::{BusConfig, Limits};
 use bus::server_app::EventLog;
 use clap::{Parser, ValueEnum};
 
@@ -86,35 +87,37 @@ fn duration_ms(d: Duration) -> u64 {
 }
 
 impl Args {
+    /// The bus configuration these flags describe: the flags fill a `[bus]` section of the
+    /// configuration file (the rest at its defaults), which makes the `BusConfig` exactly as
+    /// `agentwire serve` does.
     fn bus_config(&self) -> BusConfig {
-        let mut limits = Limits::default();
-        limits.max_connections = self.max_connections;
-        limits.max_message_bytes = self.max_message_bytes;
-        limits.max_batch_len = self.max_batch_len;
-        limits.max_subscriptions_per_conn = self.max_subscriptions_per_conn;
-        limits.max_topic_bytes = self.max_topic_bytes;
-        limits.max_pending_per_subscriber = self.max_pending_per_subscriber;
-        limits.max_pending_per_publisher = self.max_pending_per_publisher;
-        limits.max_backlog_per_publisher = self.max_backlog_per_publisher;
-        limits.max_payload_depth = self.max_payload_depth;
-        let mut cfg = BusConfig::default()
-            .with_match_mode(match self.match_mode {
-                Mode::Glob => MatchMode::Glob,
-                Mode::Prefix => MatchMode::GlobOrPrefix,
-            })
-            .with_delivery_timeout(Duration::from_millis(self.delivery_timeout_ms))
-            .with_limits(limits);
-        if let Some(id) = &self.server_id {
-            cfg = cfg.with_server_id(id.clone());
+        BusSection {
+            server_id: self.server_id.clone(),
+            match_mode: match self.match_mode {
+                Mode::Glob => BusMatchMode::Glob,
+                Mode::Prefix => BusMatchMode::Prefix,
+            },
+            payload: if self.any_payload {
+                BusPayload::Any
+            } else {
+                BusPayload::Object
+            },
+            delivery_timeout_ms: self.delivery_timeout_ms,
+            initialize_timeout_secs: self.initialize_timeout,
+            max_in_flight_per_subscriber: self.max_in_flight_per_subscriber,
+            deliver_to_publisher: self.deliver_to_publisher,
+            max_connections: self.max_connections,
+            max_message_bytes: self.max_message_bytes,
+            max_batch_len: self.max_batch_len,
+            max_subscriptions_per_conn: self.max_subscriptions_per_conn,
+            max_topic_bytes: self.max_topic_bytes,
+            max_pending_per_subscriber: self.max_pending_per_subscriber,
+            max_pending_per_publisher: self.max_pending_per_publisher,
+            max_backlog_per_publisher: self.max_backlog_per_publisher,
+            max_payload_depth: self.max_payload_depth,
+            ..BusSection::default()
         }
-        cfg.initialize_timeout =
-            (self.initialize_timeout > 0).then(|| Duration::from_secs(self.initialize_timeout));
-        cfg.max_in_flight_per_subscriber = self.max_in_flight_per_subscriber;
-        cfg.deliver_to_publisher = self.deliver_to_publisher;
-        if self.any_payload {
-            cfg = cfg.with_payload(PayloadRule::Any);
-        }
-        cfg
+        .bus_config()
     }
 }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::config::{RelaySection, RelaySync};
 use crate::relay;
 use agentwire::agent_relay::{Limits, RateLimit, RelayConfig, ENDPOINT_PATH};
 use clap::{Parser, ValueEnum};
@@ -95,42 +96,43 @@ fn secs(d: Option<Duration>) -> u64 {
     d.map_or(0, |d| d.as_secs())
 }
 
-fn opt_secs(s: u64) -> Option<Duration> {
-    (s > 0).then(|| Duration::from_secs(s))
-}
-
 impl Args {
+    /// The `[relay]` section these flags describe (the rest at its defaults): the relay and
+    /// its study log are configured exactly as `agentwire serve` configures them.
+    fn section(&self) -> RelaySection {
+        RelaySection {
+            log_dir: self.log_dir.clone(),
+            sync: match self.sync {
+                SyncArg::SessionEnd => RelaySync::SessionEnd,
+                SyncArg::EveryRecord => RelaySync::EveryRecord,
+            },
+            hello: self.hello,
+            presence: self.presence,
+            allow_missing_version: self.allow_missing_version,
+            join_timeout_secs: self.join_timeout,
+            pending_timeout_secs: self.pending_timeout,
+            max_connections: self.max_connections,
+            max_sessions: self.max_sessions,
+            max_agents_per_session: self.max_agents_per_session,
+            max_message_bytes: self.max_message_bytes,
+            max_pending_per_agent: self.max_pending_per_agent,
+            max_id_bytes: self.max_id_bytes,
+            max_session_id_bytes: self.max_session_id_bytes,
+            max_name_bytes: self.max_name_bytes,
+            rate_per_second: self.rate_per_second,
+            rate_burst: self.rate_burst,
+            max_json_depth: self.max_json_depth,
+            max_log_bytes_per_session: self.max_log_bytes_per_session,
+            ..RelaySection::default()
+        }
+    }
+
     fn relay_config(&self) -> RelayConfig {
-        let mut limits = Limits::default();
-        limits.max_connections = self.max_connections;
-        limits.max_sessions = self.max_sessions;
-        limits.max_agents_per_session = self.max_agents_per_session;
-        limits.max_message_bytes = self.max_message_bytes;
-        limits.max_pending_per_agent = self.max_pending_per_agent;
-        limits.max_id_bytes = self.max_id_bytes;
-        limits.max_session_id_bytes = self.max_session_id_bytes;
-        limits.max_name_bytes = self.max_name_bytes;
-        limits.max_json_depth = self.max_json_depth;
-        limits.max_log_bytes_per_session =
-            (self.max_log_bytes_per_session > 0).then_some(self.max_log_bytes_per_session);
-        limits.rate = (self.rate_per_second > 0).then_some(RateLimit {
-            per_second: self.rate_per_second,
-            burst: self.rate_burst.max(1),
-        });
-        RelayConfig::default()
-            .with_hello(self.hello)
-            .with_presence(self.presence)
-            .with_missing_version_allowed(self.allow_missing_version)
-            .with_join_timeout(opt_secs(self.join_timeout))
-            .with_pending_timeout(opt_secs(self.pending_timeout))
-            .with_limits(limits)
+        self.section().relay_config()
     }
 
     fn sync(&self) -> SyncPolicy {
-        match self.sync {
-            SyncArg::SessionEnd => SyncPolicy::SessionEnd,
-            SyncArg::EveryRecord => SyncPolicy::EveryRecord,
-        }
+        self.section().sync_policy()
     }
 }
 
