@@ -69,9 +69,13 @@ pub enum AgentwireProgram {
     Binary(PathBuf),
 }
 
+/// The protocols `agentwire serve` serves, by their configuration section names.
+const PROTOCOLS: [&str; 5] = ["bus", "chopsticks", "mcpw", "llmrtc", "relay"];
+
 /// Settings every spawned agentwire server gets: one listener on a free loopback port, no
 /// admin listener, warnings only in the log, and connection caps high enough for a load
 /// generator that connects everything from 127.0.0.1.
+
 const AGENTWIRE_SETTINGS: &[&str] = &[
     "listener.0.listen=127.0.0.1:0",
     "listener.0.max_pending_handshakes_per_address=100000",
@@ -172,6 +176,11 @@ fn start_agentwire(
     cmd.arg("serve");
     for s in AGENTWIRE_SETTINGS.iter().chain(settings) {
         cmd.args(["--set", s]);
+    }
+    // Only the protocol under test runs: the others would cost nothing measurable but the
+    // relay would write its study-log folder into the working directory.
+    for other in PROTOCOLS.iter().filter(|p| **p != protocol) {
+        cmd.args(["--set", &format!("{other}.enabled=false")]);
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
