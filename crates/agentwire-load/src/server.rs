@@ -75,7 +75,6 @@ const PROTOCOLS: [&str; 5] = ["bus", "chopsticks", "mcpw", "llmrtc", "relay"];
 /// Settings every spawned agentwire server gets: one listener on a free loopback port, no
 /// admin listener, warnings only in the log, and connection caps high enough for a load
 /// generator that connects everything from 127.0.0.1.
-
 const AGENTWIRE_SETTINGS: &[&str] = &[
     "listener.0.listen=127.0.0.1:0",
     "listener.0.max_pending_handshakes_per_address=100000",
