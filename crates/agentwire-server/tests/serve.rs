@@ -543,9 +543,7 @@ async fn serve(dir: &TempDir, separate: bool) -> Served {
 }
 
 /// Lines of a child's pipe, read on a thread of their own.
-fn lines_of(
-    pipe: impl io::Read + Send + 'static,
-) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+fn lines_of(pipe: impl io::Read + Send + 'static) -> tokio::sync::mpsc::UnboundedReceiver<String> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
