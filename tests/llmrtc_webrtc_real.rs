@@ -299,6 +299,33 @@ async fn the_real_web_client_in_node_over_webrtc() {
     app.shutdown().await;
 }
 
+/// The real web client against `agentwire serve`'s gateway (what the binary runs): all five
+/// protocols on one listener by path, llmrtc at `/llmrtc` with its WebRTC socket beside it.
+#[tokio::test]
+async fn the_real_web_client_in_node_over_webrtc_through_the_gateway() {
+    use agentwire_server::config::{Config, Protocol};
+    use agentwire_server::gateway::Gateway;
+    let test = "the_real_web_client_in_node_over_webrtc_through_the_gateway";
+    let Some(node) = webrtc_peers(test, false) else {
+        return;
+    };
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let logs = scratch("gateway").join("logs");
+    let sets = [
+        "listener.0.listen=127.0.0.1:0".to_owned(),
+        "admin.enabled=false".to_owned(),
+        "llmrtc.fast=true".to_owned(),
+        format!("relay.log_dir={}", logs.display()),
+    ];
+    let config = Config::resolve(None, Vec::new(), &sets).expect("configuration");
+    let gateway = Gateway::start(&config).await.expect("the gateway starts");
+    let url = gateway.url(Protocol::Llmrtc).expect("llmrtc is served");
+    assert!(url.ends_with("/llmrtc"), "{url}");
+    let out = run_script(&node, "llmrtc_webrtc_client.mjs", vec![url], HARNESS_BOUND).await;
+    assert_node_steps(&out);
+    gateway.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_real_web_client_in_chromium() {
     let Some(node) = webrtc_peers("the_real_web_client_in_chromium", true) else {
