@@ -67,3 +67,34 @@ pub async fn drained(counter: &AtomicU64, expected: u64) {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
+
+/// The idle scenarios' body: opens one connection with `connect` (so what every connection
+/// shares is already allocated), then `connections` more inside the measured window, and
+/// reports the server's resident memory growth per connection. Every connection stays open
+/// until the second reading.
+pub async fn idle_connections<C, F, Fut>(
+    ctx: &crate::scenario::Ctx,
+    mut connect: F,
+) -> Result<crate::scenario::Outcome, LoadError>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<C, LoadError>>,
+{
+    let n = ctx.options().connections;
+    let mut conns = vec![connect(0).await?];
+    let before = ctx.server_rss();
+    ctx.start();
+    for i in 0..n {
+        conns.push(connect(i + 1).await?);
+    }
+    let after = ctx.server_rss();
+    ctx.stop();
+    drop(conns);
+    Ok(crate::scenario::Outcome {
+        messages: n,
+        rss_per_connection: before
+            .zip(after)
+            .map(|(b, a)| a.saturating_sub(b) as f64 / n as f64),
+        ..crate::scenario::Outcome::default()
+    })
+}

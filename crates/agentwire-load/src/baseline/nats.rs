@@ -383,23 +383,8 @@ async fn fanout_loop(mut c: Conn, budget: Budget, size: usize) -> Result<Sent, L
 }
 
 async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
-    let o = ctx.options().clone();
     let addr = ctx.address().to_owned();
-    let mut conns = vec![Conn::connect(&addr).await?];
-    let before = ctx.server_rss();
-    ctx.start();
-    for _ in 0..o.connections {
-        conns.push(Conn::connect(&addr).await?);
-    }
-    let after = ctx.server_rss();
-    ctx.stop();
-    Ok(Outcome {
-        messages: o.connections,
-        rss_per_connection: before
-            .zip(after)
-            .map(|(b, a)| a.saturating_sub(b) as f64 / o.connections as f64),
-        ..Outcome::default()
-    })
+    crate::drive::idle_connections(&ctx, |_| Conn::connect(&addr)).await
 }
 
 #[cfg(test)]

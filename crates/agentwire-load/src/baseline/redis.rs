@@ -279,9 +279,8 @@ async fn publish_loop(
 }
 
 async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
-    let o = ctx.options().clone();
     let addr = ctx.address().to_owned();
-    let connect = || async {
+    crate::drive::idle_connections(&ctx, |_| async {
         let mut c = Conn::connect(&addr).await?;
         c.command(&[b"PING"]).await?;
         c.flush().await?;
@@ -289,22 +288,8 @@ async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
             Value::Simple(s) if s == "PONG" => Ok(c),
             other => Err(LoadError::Protocol(format!("PING: {other:?}"))),
         }
-    };
-    let mut conns = vec![connect().await?];
-    let before = ctx.server_rss();
-    ctx.start();
-    for _ in 0..o.connections {
-        conns.push(connect().await?);
-    }
-    let after = ctx.server_rss();
-    ctx.stop();
-    Ok(Outcome {
-        messages: o.connections,
-        rss_per_connection: before
-            .zip(after)
-            .map(|(b, a)| a.saturating_sub(b) as f64 / o.connections as f64),
-        ..Outcome::default()
     })
+    .await
 }
 
 #[cfg(test)]

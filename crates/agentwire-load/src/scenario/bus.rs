@@ -290,25 +290,10 @@ async fn notify_loop(mut w: Ws, budget: Budget, size: usize) -> Result<Sent, Loa
 }
 
 async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
-    let o = ctx.options().clone();
     let url = ctx.address().to_owned();
-    // One connection first, so what every connection shares is already allocated.
-    let mut conns = vec![initialized(&url, "idle-0").await?];
-    let before = ctx.server_rss();
-    ctx.start();
-    for i in 0..o.connections {
-        conns.push(initialized(&url, &format!("idle-{}", i + 1)).await?);
-    }
-    let after = ctx.server_rss();
-    ctx.stop();
-    Ok(Outcome {
-        messages: o.connections,
-        deliveries: 0,
-        expected_deliveries: None,
-        errors: 0,
-        latency: Latency::new(),
-        rss_per_connection: before
-            .zip(after)
-            .map(|(b, a)| a.saturating_sub(b) as f64 / o.connections as f64),
+    crate::drive::idle_connections(&ctx, |i| {
+        let url = url.clone();
+        async move { initialized(&url, &format!("idle-{i}")).await }
     })
+    .await
 }
