@@ -1,16 +1,25 @@
-//! One socket: a reader task and a writer task, joined to the owner task by channels.
+//! One socket, one task: the task reads the socket and hands what it read to the owner
+//! task in batches, and writes what the owner queued, every frame of a pass in one flush.
+//!
+//! The owner does not hand frames over one by one. While it drains the machine's outputs it
+//! collects each connection's frames in that connection's [`ConnTx`]; at the end of the pass
+//! it moves them into the connection's [`Outbox`] under one short lock and wakes the task
+//! once. The task swaps the whole outbox out, feeds every frame to the WebSocket and flushes
+//! once: one wake-up and one write per connection per pass, however many frames.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use agentwire_core::{truncate_close_reason, CloseCode, ConnId, Disconnect, FrameBuf};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{FutureExt, SinkExt, StreamExt};
+use futures_util::task::AtomicWaker;
+use futures_util::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -21,7 +30,7 @@ use crate::clock;
 use crate::config::Limits;
 use crate::stats::{DropReason, TransportCounters};
 
-/// What reader tasks tell the owner task.
+/// What connection tasks tell the owner task.
 pub(crate) enum Inbound {
     /// A text, binary or pong message arrived.
     Frame(ConnId, Message),
@@ -40,14 +49,6 @@ impl Inbound {
             Self::Frame(..) | Self::Ended(_) => 1,
         }
     }
-}
-
-/// What the owner task tells a writer task.
-pub(crate) enum Cmd {
-    /// Send a text or binary message.
-    Frame(Message),
-    /// Send a close frame after the frames already queued, then stop.
-    Close(CloseFrame),
 }
 
 /// One reserved connection slot of a server (and of its peer's address); released on drop.
@@ -83,36 +84,77 @@ pub(crate) enum SendError {
     Slow,
 }
 
+/// What the owner hands the connection task, taken by the task in one swap.
+#[derive(Default)]
+struct Outbox {
+    frames: VecDeque<Message>,
+    /// Send this close frame once every frame before it is written, then stop writing.
+    close: Option<CloseFrame>,
+    /// Killed: drop every queued frame, send this close frame (bounded) and stop.
+    kill: Option<CloseFrame>,
+}
+
+/// What the owner and the connection task share about one socket.
+struct Shared {
+    outbox: Mutex<Outbox>,
+    /// The task's waker: the owner wakes it once per pass that queued something.
+    waker: AtomicWaker,
+    /// Frames and bytes queued and not yet handed to the WebSocket (outbox and the task's
+    /// own queue): the slow-reader bounds.
+    queued_frames: AtomicUsize,
+    queued_bytes: AtomicUsize,
+    /// Reading is paused by the machine (rule 8 of the `Machine` contract).
+    paused: AtomicBool,
+    /// The first end seen: a close frame from the peer, a close queued by the machine or
+    /// the shutdown, a pong timeout, a refused frame, a slow reader. Later ones (the peer's
+    /// reply to our close) do not replace it.
+    end: OnceLock<Disconnect>,
+}
+
+impl Shared {
+    /// Records how the connection ended, unless an end was recorded first.
+    fn ended(&self, how: Disconnect) {
+        let _ = self.end.set(how);
+    }
+
+    fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
+        // A panic while holding this lock leaves a consistent outbox: keep using it.
+        self.outbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The owner task's end of one connection.
 pub(crate) struct ConnTx {
-    queue: mpsc::Sender<Cmd>,
-    queued_bytes: Arc<AtomicUsize>,
-    kill: Option<oneshot::Sender<CloseFrame>>,
-    reader: tokio::task::AbortHandle,
-    writer: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    /// Frames queued during the current pass, moved to the outbox by
+    /// [`flush`](Self::flush).
+    pending: Vec<Message>,
+    pending_bytes: usize,
+    /// The shared counts when this pass's first frame was queued.
+    base: (usize, usize),
+    max_frames: usize,
+    max_bytes: usize,
+    task: Option<JoinHandle<()>>,
     closing: bool,
     _slot: Option<ConnSlot>,
-    /// Tells the reader whether to read (rule 8 of the `Machine` contract).
-    pause: watch::Sender<bool>,
-    live: Arc<Liveness>,
     /// Frames read after the machine paused this connection (they were already on their
-    /// way), handed over after the resume. Bounded by the inbound channel: a paused reader
-    /// reads nothing more.
+    /// way), handed over after the resume. Bounded by the inbound channel: a paused
+    /// connection reads nothing more.
     held: VecDeque<Message>,
 }
 
 impl ConnTx {
     /// Whether the machine has paused reading this connection.
     pub(crate) fn is_paused(&self) -> bool {
-        *self.pause.borrow()
+        self.shared.paused.load(Ordering::Relaxed)
     }
 
-    /// Pauses or resumes the reader. While paused the writer's pong timeout does not count
-    /// (the reader cannot see pongs); a resume starts it afresh.
+    /// Pauses or resumes reading. While paused the pong timeout does not count (no pong can
+    /// be read); a resume starts it afresh.
     pub(crate) fn set_paused(&mut self, paused: bool) {
         if self.is_paused() != paused {
-            self.live.set_paused(paused);
-            self.pause.send_replace(paused);
+            self.shared.paused.store(paused, Ordering::Relaxed);
+            self.shared.waker.wake();
         }
     }
 
@@ -131,36 +173,55 @@ impl ConnTx {
         !self.held.is_empty()
     }
 
-    /// Queues a frame; dropped silently once the connection is closing or its writer stopped.
-    pub(crate) fn send(&mut self, frame: FrameBuf, max_bytes: usize) -> Result<(), SendError> {
+    /// Queues a frame for the end of this pass; dropped silently once the connection is
+    /// closing. Returns whether it is the pass's first frame for this connection (the
+    /// caller then lists the connection for [`flush`](Self::flush)).
+    pub(crate) fn send(&mut self, frame: FrameBuf) -> Result<bool, SendError> {
         if self.closing {
-            return Ok(());
+            return Ok(false);
         }
         let Some(msg) = to_message(frame) else {
-            return Ok(());
+            return Ok(false);
         };
+        let first = self.pending.is_empty();
+        if first {
+            self.base = (
+                self.shared.queued_frames.load(Ordering::Acquire),
+                self.shared.queued_bytes.load(Ordering::Acquire),
+            );
+        }
         let len = msg.len();
-        let before = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
-        if before > 0 && before + len > max_bytes {
-            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+        let frames = self.base.0 + self.pending.len();
+        let bytes = self.base.1 + self.pending_bytes;
+        // A single frame larger than the byte bound still goes into an empty queue.
+        if frames + 1 > self.max_frames || (bytes > 0 && bytes + len > self.max_bytes) {
             return Err(SendError::Slow);
         }
-        match self.queue.try_send(Cmd::Frame(msg)) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
-                match e {
-                    mpsc::error::TrySendError::Full(_) => Err(SendError::Slow),
-                    mpsc::error::TrySendError::Closed(_) => Ok(()),
-                }
-            }
-        }
+        self.pending.push(msg);
+        self.pending_bytes += len;
+        Ok(first)
     }
 
-    /// How the connection ended, as far as its tasks and the owner saw: the first close
+    /// Moves this pass's frames into the outbox and wakes the task (once).
+    pub(crate) fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        self.shared
+            .queued_frames
+            .fetch_add(self.pending.len(), Ordering::AcqRel);
+        self.shared
+            .queued_bytes
+            .fetch_add(self.pending_bytes, Ordering::AcqRel);
+        self.pending_bytes = 0;
+        self.shared.outbox().frames.extend(self.pending.drain(..));
+        self.shared.waker.wake();
+    }
+
+    /// How the connection ended, as far as its task and the owner saw: the first close
     /// frame either side sent, or a driver close; [`Disconnect::Ended`] without one.
     pub(crate) fn disconnect(&self) -> Disconnect {
-        self.live.end.get().cloned().unwrap_or(Disconnect::Ended)
+        self.shared.end.get().cloned().unwrap_or(Disconnect::Ended)
     }
 
     /// Queues a close frame after the frames already queued; later sends are dropped.
@@ -169,50 +230,48 @@ impl ConnTx {
             return Ok(());
         }
         self.closing = true;
-        self.live.ended(Disconnect::local(
+        self.shared.ended(Disconnect::local(
             CloseCode(frame.code.into()),
             &frame.reason,
         ));
-        match self.queue.try_send(Cmd::Close(frame)) {
-            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => Err(SendError::Slow),
-        }
+        self.flush();
+        self.shared.outbox().close = Some(frame);
+        self.shared.waker.wake();
+        Ok(())
     }
 
-    /// Ends the connection now: the reader is aborted, the queue is dropped, and the writer
-    /// tries to send `frame` within `close_timeout`. `how` is how it ended unless an end was
-    /// already seen (a peer's close frame on its way to the owner, a close already queued).
-    /// Returns the writer's handle and how the connection ended.
+    /// Ends the connection now: reading stops, the queue is dropped, and the task tries to
+    /// send `frame` within `close_timeout`. `how` is how it ended unless an end was already
+    /// seen (a peer's close frame on its way to the owner, a close already queued). Returns
+    /// the task's handle and how the connection ended.
     pub(crate) fn kill(
         mut self,
         frame: CloseFrame,
         how: Disconnect,
     ) -> (Option<JoinHandle<()>>, Disconnect) {
-        self.live.ended(how);
+        self.shared.ended(how);
         let how = self.disconnect();
-        self.reader.abort();
-        if let Some(kill) = self.kill.take() {
-            let _ = kill.send(frame);
+        self.pending.clear();
+        {
+            let mut outbox = self.shared.outbox();
+            outbox.frames.clear();
+            outbox.kill = Some(frame);
         }
-        (self.writer.take(), how)
+        self.shared.waker.wake();
+        (self.task.take(), how)
     }
 
-    /// The reader has ended: aborts the writer and returns its handle (to await, if the
-    /// caller must know the socket is gone).
+    /// The task reported the end of reading: returns its handle (to await, if the caller
+    /// must know the socket is gone).
     pub(crate) fn ended(mut self) -> Option<JoinHandle<()>> {
-        let writer = self.writer.take();
-        if let Some(w) = &writer {
-            w.abort();
-        }
-        writer
+        self.task.take()
     }
 }
 
 impl Drop for ConnTx {
     fn drop(&mut self) {
-        self.reader.abort();
-        if let Some(w) = self.writer.take() {
-            w.abort();
+        if let Some(task) = self.task.take() {
+            task.abort();
         }
     }
 }
@@ -244,154 +303,6 @@ pub(crate) fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
     }
 }
 
-/// What the reader, the writer and the owner share about one socket: when it last
-/// received anything (read by the writer's pong timeout) and how it ended.
-struct Liveness {
-    base: Instant,
-    last_nanos: AtomicU64,
-    /// Reading is paused by the machine: silence is ours, not the peer's.
-    paused: AtomicBool,
-    /// The first end seen: a close frame from the peer (reader), a close queued by the
-    /// machine or the shutdown (owner), a pong timeout (writer), a refused frame
-    /// (reader), a slow reader (owner). Later ones (the peer's reply to our close) do not
-    /// replace it.
-    end: OnceLock<Disconnect>,
-}
-
-impl Liveness {
-    fn new() -> Self {
-        Self {
-            base: clock::now(),
-            last_nanos: AtomicU64::new(0),
-            paused: AtomicBool::new(false),
-            end: OnceLock::new(),
-        }
-    }
-
-    /// Records how the connection ended, unless an end was recorded first.
-    fn ended(&self, how: Disconnect) {
-        let _ = self.end.set(how);
-    }
-
-    fn set_paused(&self, paused: bool) {
-        // A resume counts as the last sign of life: the peer gets a full pong timeout.
-        self.touch();
-        self.paused.store(paused, Ordering::Relaxed);
-    }
-
-    fn touch(&self) {
-        let d = clock::now().saturating_duration_since(self.base);
-        self.last_nanos.store(
-            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-    }
-
-    /// When the peer was last heard from; now while reading is paused.
-    fn last(&self) -> Instant {
-        if self.paused.load(Ordering::Relaxed) {
-            return clock::now();
-        }
-        self.base + Duration::from_nanos(self.last_nanos.load(Ordering::Relaxed))
-    }
-}
-
-/// Timers and bounds the two tasks need.
-#[derive(Clone, Copy)]
-struct TaskLimits {
-    ping_interval: Option<Duration>,
-    pong_timeout: Duration,
-    close_timeout: Duration,
-}
-
-/// Spawns the reader and writer tasks of an upgraded socket, inside `span`.
-pub(crate) fn spawn<S>(
-    conn: ConnId,
-    ws: WebSocketStream<S>,
-    limits: &Limits,
-    inbound: mpsc::Sender<Inbound>,
-    slot: Option<ConnSlot>,
-    span: tracing::Span,
-    stats: Arc<TransportCounters>,
-) -> ConnTx
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (sink, stream) = ws.split();
-    let (queue_tx, queue_rx) = mpsc::channel(limits.send_queue_frames.max(1));
-    let (kill_tx, kill_rx) = oneshot::channel();
-    let (err_tx, err_rx) = oneshot::channel();
-    let (done_tx, done_rx) = oneshot::channel::<()>();
-    let (pause_tx, pause_rx) = watch::channel(false);
-    let queued_bytes = Arc::new(AtomicUsize::new(0));
-    let live = Arc::new(Liveness::new());
-    let t = TaskLimits {
-        ping_interval: limits.ping_interval.filter(|d| !d.is_zero()),
-        pong_timeout: limits.pong_timeout,
-        close_timeout: limits.close_timeout,
-    };
-    let hold = (!limits.first_frame_delay.is_zero())
-        .then(|| clock::to_tokio(clock::now() + limits.first_frame_delay));
-    let writer = tokio::spawn(
-        Writer {
-            sink,
-            hold,
-            queue: queue_rx,
-            queued_bytes: Arc::clone(&queued_bytes),
-            live: Arc::clone(&live),
-            limits: t,
-            stats: Arc::clone(&stats),
-        }
-        .run(kill_rx, err_rx, done_tx)
-        .instrument(span.clone()),
-    );
-    let reader = tokio::spawn(
-        read_loop(
-            conn,
-            stream,
-            inbound,
-            Arc::clone(&live),
-            (err_tx, done_rx, pause_rx),
-            t,
-            stats,
-        )
-        .instrument(span),
-    );
-    ConnTx {
-        queue: queue_tx,
-        queued_bytes,
-        kill: Some(kill_tx),
-        reader: reader.abort_handle(),
-        writer: Some(writer),
-        closing: false,
-        _slot: slot,
-        pause: pause_tx,
-        live,
-        held: VecDeque::new(),
-    }
-}
-
-/// Waits for a one-shot value once: `Some(v)` if sent, `None` if the sender was dropped;
-/// afterwards (slot emptied) it never resolves, so a `select!` branch fires only once.
-async fn signal<T>(slot: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
-    match slot.as_mut() {
-        Some(rx) => {
-            let v = rx.await.ok();
-            *slot = None;
-            v
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// Sleeps until `at`, or forever when `None`.
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(clock::to_tokio(at)).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The close frame to send after a read error, if the error is the peer's fault. A socket
 /// that ended without a close handshake gets none: it is gone, not misbehaving.
 fn error_close(e: &tungstenite::Error) -> Option<CloseFrame> {
@@ -418,324 +329,452 @@ fn peer_close(frame: Option<&CloseFrame>) -> Disconnect {
     }
 }
 
-/// The reader's signals: a close frame to the writer after a read error, the writer's end,
-/// and the owner's pause (`true`) or resume (`false`).
-type ReaderSignals = (
-    oneshot::Sender<CloseFrame>,
-    oneshot::Receiver<()>,
-    watch::Receiver<bool>,
-);
+/// Timers and bounds the task needs.
+#[derive(Clone, Copy)]
+struct TaskLimits {
+    ping_interval: Option<Duration>,
+    pong_timeout: Duration,
+    close_timeout: Duration,
+}
 
-/// Reads messages and hands text/binary ones to the owner; reports `Ended` once.
-///
-/// While the owner has paused it, it reads nothing (the socket's receive buffer and then the
-/// peer's TCP window fill up, which slows the peer down); the writer and the close timeout
-/// go on.
-async fn read_loop<S>(
+/// Spawns the task of an upgraded socket, inside `span`.
+pub(crate) fn spawn<S>(
     conn: ConnId,
-    mut stream: SplitStream<WebSocketStream<S>>,
+    ws: WebSocketStream<S>,
+    limits: &Limits,
     inbound: mpsc::Sender<Inbound>,
-    live: Arc<Liveness>,
-    (err_tx, done_rx, mut pause): ReaderSignals,
-    t: TaskLimits,
+    slot: Option<ConnSlot>,
+    span: tracing::Span,
     stats: Arc<TransportCounters>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
+) -> ConnTx
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let mut writer_done = Some(done_rx);
-    let mut deadline: Option<Instant> = None;
-    let mut batch = Batch::new(conn);
-    'outer: loop {
-        let paused = *pause.borrow_and_update();
-        tokio::select! {
-            // A dropped sender (the owner forgot the connection) disables this branch.
-            Ok(()) = pause.changed() => {}
-            first = stream.next(), if !paused => {
-                // Take this message and every one already readable, and hand them to the
-                // owner in as few channel sends as the batch bounds allow.
-                let mut next = first;
-                loop {
-                    match next {
-                        Some(Ok(msg)) => {
-                            if let Message::Close(frame) = &msg {
-                                live.ended(peer_close(frame.as_ref()));
-                            }
-                            if matches!(msg, Message::Text(_) | Message::Binary(_) | Message::Pong(_))
-                                && batch.push(msg)
-                                && !batch.flush(&inbound).await
-                            {
-                                break 'outer;
-                            }
-                        }
-                        Some(Err(e)) => {
-                            tracing::debug!(error = %e, "read failed");
-                            if !batch.flush(&inbound).await {
-                                break 'outer;
-                            }
-                            if let Some(frame) = error_close(&e) {
-                                stats.dropped(DropReason::BadFrame);
-                                live.ended(Disconnect::BadFrame {
-                                    code: CloseCode(frame.code.into()),
-                                });
-                                if err_tx.send(frame).is_ok() {
-                                    // Let the writer send the close frame (bounded by its own
-                                    // timeout).
-                                    let wait = t.close_timeout.saturating_mul(2);
-                                    let _ =
-                                        tokio::time::timeout(wait, signal(&mut writer_done)).await;
-                                }
-                            }
-                            break 'outer;
-                        }
-                        None => {
-                            batch.flush(&inbound).await;
-                            break 'outer;
-                        }
-                    }
-                    if *pause.borrow() {
-                        break; // paused: read nothing more
-                    }
-                    match stream.next().now_or_never() {
-                        Some(m) => next = m,
-                        None => break,
-                    }
-                }
-                if !batch.flush(&inbound).await {
-                    break;
-                }
-                live.touch();
-            }
-            _ = signal(&mut writer_done) => {
-                // The writer stopped (sent a close, or failed): wait a little for the peer's
-                // close reply, then end.
-                deadline = Some(clock::now() + t.close_timeout);
-            }
-            () = sleep_until_opt(deadline) => {
-                tracing::debug!("peer did not answer the close in time");
-                break;
-            }
-        }
-    }
-    let _ = inbound.send(Inbound::Ended(conn)).await;
-}
-
-/// Messages read together, on their way to the owner task.
-struct Batch {
-    conn: ConnId,
-    one: Option<Message>,
-    many: Vec<Message>,
-    bytes: usize,
-}
-
-impl Batch {
-    /// Messages per batch at most.
-    const MAX_MESSAGES: usize = 64;
-    /// Bytes per batch at most (a single larger message still travels alone).
-    const MAX_BYTES: usize = 64 << 10;
-
-    fn new(conn: ConnId) -> Self {
-        Self {
-            conn,
-            one: None,
-            many: Vec::new(),
-            bytes: 0,
-        }
-    }
-
-    /// Adds a message; returns whether the batch is full and must be flushed now.
-    fn push(&mut self, msg: Message) -> bool {
-        self.bytes += msg.len();
-        if self.many.is_empty() && self.one.is_none() {
-            self.one = Some(msg);
-        } else {
-            if let Some(first) = self.one.take() {
-                self.many.reserve(Self::MAX_MESSAGES);
-                self.many.push(first);
-            }
-            self.many.push(msg);
-        }
-        self.bytes >= Self::MAX_BYTES || self.many.len() >= Self::MAX_MESSAGES
-    }
-
-    /// Sends what is batched (one message alone, without allocating); false if the owner
-    /// is gone.
-    async fn flush(&mut self, inbound: &mpsc::Sender<Inbound>) -> bool {
-        self.bytes = 0;
-        let input = if let Some(msg) = self.one.take() {
-            Inbound::Frame(self.conn, msg)
-        } else if !self.many.is_empty() {
-            Inbound::Frames(self.conn, std::mem::take(&mut self.many))
-        } else {
-            return true;
-        };
-        inbound.send(input).await.is_ok()
+    let shared = Arc::new(Shared {
+        outbox: Mutex::new(Outbox::default()),
+        waker: AtomicWaker::new(),
+        queued_frames: AtomicUsize::new(0),
+        queued_bytes: AtomicUsize::new(0),
+        paused: AtomicBool::new(false),
+        end: OnceLock::new(),
+    });
+    let t = TaskLimits {
+        ping_interval: limits.ping_interval.filter(|d| !d.is_zero()),
+        pong_timeout: limits.pong_timeout,
+        close_timeout: limits.close_timeout,
+    };
+    let now = clock::now();
+    let hold = (!limits.first_frame_delay.is_zero())
+        .then(|| Box::pin(tokio::time::sleep_until(clock::to_tokio(now + limits.first_frame_delay))));
+    let ping = t.ping_interval.map(|every| {
+        let mut i = tokio::time::interval_at(clock::to_tokio(now + every), every);
+        i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        i
+    });
+    let watchdog = t
+        .ping_interval
+        .map(|_| Box::pin(tokio::time::sleep_until(clock::to_tokio(now + t.pong_timeout))));
+    let task = Task {
+        conn,
+        ws,
+        shared: Arc::clone(&shared),
+        inbound,
+        reserving: None,
+        handoff: None,
+        writing: VecDeque::new(),
+        unflushed: false,
+        close: None,
+        hold,
+        ping,
+        watchdog,
+        heard: now,
+        was_paused: false,
+        limits: t,
+        stats,
+    };
+    let task = tokio::spawn(task.run().instrument(span));
+    ConnTx {
+        shared,
+        pending: Vec::new(),
+        pending_bytes: 0,
+        base: (0, 0),
+        max_frames: limits.send_queue_frames.max(1),
+        max_bytes: limits.send_queue_bytes,
+        task: Some(task),
+        closing: false,
+        _slot: slot,
+        held: VecDeque::new(),
     }
 }
 
-/// What one writer step decided.
+/// Messages read in one pass at most before they go to the owner.
+const BATCH_MESSAGES: usize = 64;
+/// Bytes read in one pass at most before they go to the owner (a larger message still
+/// travels alone).
+const BATCH_BYTES: usize = 64 << 10;
+
+/// Batches read in one poll of a connection's task at most before it yields.
+const READ_BATCHES_PER_POLL: usize = 4;
+
+/// A pending reservation of room in the owner's inbound channel.
+type Reserve = Pin<
+    Box<
+        dyn Future<Output = Result<mpsc::OwnedPermit<Inbound>, mpsc::error::SendError<()>>>
+            + Send,
+    >,
+>;
+
+/// What a pass of [`Task::poll_step`] ended with.
 enum Step {
-    Continue,
+    /// Send this close frame (bounded by `close_timeout`), then wait for the peer's.
     Close(CloseFrame),
-    Stop,
+    /// Killed by the owner: send this close frame (bounded) and stop without a report.
+    Kill(CloseFrame),
+    /// A write failed: no close frame can go out; wait (bounded) for reading to end.
+    WriteFailed,
+    /// Reading is over (the peer closed, the socket failed, or the close wait ran out).
+    Ended,
+    /// The owner is gone.
+    OwnerGone,
 }
 
-/// The writer task's state.
-struct Writer<S> {
-    sink: SplitSink<WebSocketStream<S>, Message>,
+/// A connection's task: the socket, the frames being written, the batch being handed
+/// over, and the ping, pong and first-frame timers.
+struct Task<S> {
+    conn: ConnId,
+    ws: WebSocketStream<S>,
+    shared: Arc<Shared>,
+    inbound: mpsc::Sender<Inbound>,
+    /// Waiting for room in the inbound channel (reading waits meanwhile).
+    reserving: Option<Reserve>,
+    /// The batch that waits for that room.
+    handoff: Option<Inbound>,
+    /// Frames taken from the outbox, not yet handed to the WebSocket.
+    writing: VecDeque<Message>,
+    /// Frames were handed to the WebSocket since its last flush.
+    unflushed: bool,
+    /// The close frame to send once `writing` is empty.
+    close: Option<CloseFrame>,
     /// Until when queued frames wait
     /// ([`Limits::first_frame_delay`](crate::Limits::first_frame_delay)); `None` once passed.
-    hold: Option<tokio::time::Instant>,
-    queue: mpsc::Receiver<Cmd>,
-    queued_bytes: Arc<AtomicUsize>,
-    live: Arc<Liveness>,
+    hold: Option<Pin<Box<tokio::time::Sleep>>>,
+    ping: Option<tokio::time::Interval>,
+    /// The pong deadline, moved forward only when it fires.
+    watchdog: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// When the peer was last heard from (or reading last resumed).
+    heard: Instant,
+    was_paused: bool,
     limits: TaskLimits,
-    /// Counts the frames and close frames written.
     stats: Arc<TransportCounters>,
 }
 
-impl<S> Writer<S>
+impl<S> Task<S>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    async fn run(
-        mut self,
-        kill: oneshot::Receiver<CloseFrame>,
-        err: oneshot::Receiver<CloseFrame>,
-        _done: oneshot::Sender<()>,
-    ) {
-        let mut kill = Some(kill);
-        let mut err = Some(err);
-        let mut ticker = self.limits.ping_interval.map(|every| {
-            let mut i = tokio::time::interval_at(clock::to_tokio(clock::now() + every), every);
-            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            i
-        });
-        // One timer for the pong deadline, moved forward only when it fires.
-        let mut watchdog = self.limits.ping_interval.map(|_| {
-            let due = self.live.last() + self.limits.pong_timeout;
-            Box::pin(tokio::time::sleep_until(clock::to_tokio(due)))
-        });
-        let close = loop {
-            tokio::select! {
-                biased;
-                k = signal(&mut kill) => {
-                    // Killed (slow reader) or forgotten by the owner: free the queue now.
-                    self.queue.close();
-                    while self.queue.try_recv().is_ok() {}
-                    break k;
-                }
-                Some(frame) = signal(&mut err) => break Some(frame),
-                step = self.step(&mut ticker, &mut watchdog) => match step {
-                    Step::Continue => {}
-                    Step::Close(frame) => break Some(frame),
-                    Step::Stop => break None,
-                },
+    async fn run(mut self) {
+        let step = std::future::poll_fn(|cx| self.poll_step(cx, None)).await;
+        let close = match step {
+            Step::Kill(frame) => {
+                self.writing.clear();
+                self.send_close(frame).await;
+                return; // the owner has forgotten the connection: no report
             }
+            Step::Close(frame) => Some(frame),
+            Step::WriteFailed => None,
+            Step::Ended => {
+                self.report_end().await;
+                return;
+            }
+            Step::OwnerGone => return,
         };
         if let Some(frame) = close {
-            self.stats.close_sent(frame.code.into());
-            let send = self.sink.send(Message::Close(Some(frame)));
-            if tokio::time::timeout(self.limits.close_timeout, send)
-                .await
-                .is_err()
-            {
-                tracing::debug!("close frame not sent in time");
+            self.send_close(frame).await;
+        }
+        // Read on until the peer's close, bounded by the close timeout.
+        let mut deadline = Box::pin(tokio::time::sleep(self.limits.close_timeout));
+        let step = std::future::poll_fn(|cx| self.poll_step(cx, Some(&mut deadline))).await;
+        if let Step::Kill(_) | Step::OwnerGone = step {
+            return;
+        }
+        self.report_end().await;
+    }
+
+    /// Tells the owner reading is over, after whatever was read before the end.
+    async fn report_end(&mut self) {
+        if let Some(input) = self.handoff.take() {
+            if self.inbound.send(input).await.is_err() {
+                return;
             }
+        }
+        let _ = self.inbound.send(Inbound::Ended(self.conn)).await;
+    }
+
+    /// Sends `frame` after anything already handed to the WebSocket, within
+    /// `close_timeout`.
+    async fn send_close(&mut self, frame: CloseFrame) {
+        self.stats.close_sent(frame.code.into());
+        let send = futures_util::SinkExt::send(&mut self.ws, Message::Close(Some(frame)));
+        if tokio::time::timeout(self.limits.close_timeout, send)
+            .await
+            .is_err()
+        {
+            tracing::debug!("close frame not sent in time");
         }
     }
 
-    /// Waits for queued frames (feeds them all, then flushes once), a ping tick, or the
-    /// pong deadline.
-    async fn step(
+    /// One pass over everything the connection waits for: the owner's kill and frames, the
+    /// writes, the timers, the hand-off and the reads. `closing` is the deadline of the
+    /// wait for the peer's close: once set, nothing more is written.
+    fn poll_step(
         &mut self,
-        ticker: &mut Option<tokio::time::Interval>,
-        watchdog: &mut Option<Pin<Box<tokio::time::Sleep>>>,
-    ) -> Step {
-        tokio::select! {
-            () = held(&mut self.hold) => Step::Continue,
-            cmd = self.queue.recv(), if self.hold.is_none() => match cmd {
-                None => Step::Stop,
-                Some(Cmd::Close(frame)) => Step::Close(frame),
-                Some(Cmd::Frame(msg)) => self.write_batch(msg).await,
-            },
-            _ = tick(ticker) => {
-                if self.sink.send(Message::Ping(Default::default())).await.is_err() {
-                    return Step::Stop;
-                }
-                Step::Continue
+        cx: &mut Context<'_>,
+        mut closing: Option<&mut Pin<Box<tokio::time::Sleep>>>,
+    ) -> Poll<Step> {
+        // Registered first, so a wake between the checks below and the return is not lost.
+        self.shared.waker.register(cx.waker());
+        if let Some(frame) = self.shared.outbox().kill.take() {
+            return Poll::Ready(Step::Kill(frame));
+        }
+        if closing.is_none() {
+            if let Some(step) = self.poll_write(cx) {
+                return Poll::Ready(step);
             }
-            () = fired(watchdog) => {
-                let due = self.live.last() + self.limits.pong_timeout;
-                if clock::now() >= due {
-                    tracing::debug!("pong timeout");
-                    self.stats.dropped(DropReason::PongTimeout);
-                    self.live.ended(Disconnect::PongTimeout);
-                    return Step::Close(close_frame(CloseCode::POLICY, "pong timeout"));
-                }
-                if let Some(sleep) = watchdog.as_mut() {
-                    sleep.as_mut().reset(clock::to_tokio(due));
-                }
-                Step::Continue
+            if let Some(step) = self.poll_timers(cx) {
+                return Poll::Ready(step);
+            }
+        } else if let Some(d) = closing.as_mut() {
+            if d.as_mut().poll(cx).is_ready() {
+                tracing::debug!("peer did not answer the close in time");
+                return Poll::Ready(Step::Ended);
             }
         }
+        self.poll_read(cx)
     }
 
-    /// Feeds `first` and every frame already queued, then flushes once.
-    async fn write_batch(&mut self, first: Message) -> Step {
-        let mut next = Some(first);
-        let mut close = None;
-        let (mut frames, mut bytes) = (0u64, 0u64);
-        while let Some(msg) = next.take() {
+    /// Takes the owner's frames (after the first-frame hold) and writes them: every frame
+    /// handed to the WebSocket, then one flush. Returns a step when the connection must
+    /// close (a queued close is due) or end (the socket failed).
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Option<Step> {
+        if let Some(hold) = self.hold.as_mut() {
+            if hold.as_mut().poll(cx).is_pending() {
+                return None;
+            }
+            self.hold = None;
+        }
+        if self.close.is_none() {
+            let mut outbox = self.shared.outbox();
+            if self.writing.is_empty() {
+                std::mem::swap(&mut self.writing, &mut outbox.frames);
+            } else {
+                self.writing.extend(outbox.frames.drain(..));
+            }
+            self.close = outbox.close.take();
+        }
+        let (mut frames, mut bytes) = (0usize, 0usize);
+        while !self.writing.is_empty() {
+            match Pin::new(&mut self.ws).poll_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Some(self.write_failed(&e, frames, bytes)),
+                Poll::Pending => break,
+            }
+            let Some(msg) = self.writing.pop_front() else {
+                break;
+            };
             let len = msg.len();
-            if let Err(e) = self.sink.feed(msg).await {
-                tracing::debug!(error = %e, "write failed");
-                self.stats.sent(frames, bytes);
-                return Step::Stop;
+            if let Err(e) = Pin::new(&mut self.ws).start_send(msg) {
+                return Some(self.write_failed(&e, frames + 1, bytes + len));
             }
-            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
             frames += 1;
-            bytes += len as u64;
-            match self.queue.try_recv() {
-                Ok(Cmd::Frame(m)) => next = Some(m),
-                Ok(Cmd::Close(f)) => close = Some(f),
-                Err(_) => {}
+            bytes += len;
+            self.unflushed = true;
+        }
+        self.written(frames, bytes);
+        if self.unflushed {
+            match Pin::new(&mut self.ws).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Ready(Err(e)) => return Some(self.write_failed(&e, 0, 0)),
+                Poll::Pending => {}
             }
         }
-        self.stats.sent(frames, bytes);
-        if let Err(e) = self.sink.flush().await {
-            tracing::debug!(error = %e, "flush failed");
-            return Step::Stop;
+        if self.writing.is_empty() && !self.unflushed {
+            if let Some(frame) = self.close.take() {
+                return Some(Step::Close(frame));
+            }
         }
-        close.map_or(Step::Continue, Step::Close)
+        None
     }
-}
 
-/// Resolves (once) when the first-frame hold ends and clears it; never without one.
-async fn held(hold: &mut Option<tokio::time::Instant>) {
-    match *hold {
-        Some(at) => {
-            tokio::time::sleep_until(at).await;
-            *hold = None;
+    /// Counts frames handed to the WebSocket and frees their place in the send queue.
+    fn written(&self, frames: usize, bytes: usize) {
+        if frames > 0 {
+            self.shared.queued_frames.fetch_sub(frames, Ordering::AcqRel);
+            self.shared.queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
+            self.stats.sent(frames as u64, bytes as u64);
         }
-        None => std::future::pending().await,
     }
-}
 
-/// Resolves when the timer fires; never without one.
-async fn fired(sleep: &mut Option<Pin<Box<tokio::time::Sleep>>>) {
-    match sleep {
-        Some(s) => s.as_mut().await,
-        None => std::future::pending().await,
+    /// A write failed: the socket is gone; wait (bounded) for reading to end too.
+    fn write_failed(&mut self, e: &tungstenite::Error, frames: usize, bytes: usize) -> Step {
+        tracing::debug!(error = %e, "write failed");
+        self.written(frames, bytes);
+        self.writing.clear();
+        self.unflushed = false;
+        Step::WriteFailed
     }
-}
 
-/// The next ping tick, or never without pings.
-async fn tick(ticker: &mut Option<tokio::time::Interval>) {
-    match ticker {
-        Some(i) => {
-            i.tick().await;
+    /// The ping period and the pong deadline.
+    fn poll_timers(&mut self, cx: &mut Context<'_>) -> Option<Step> {
+        if let Some(ping) = self.ping.as_mut() {
+            if ping.poll_tick(cx).is_ready() {
+                // Behind the frames already handed over; flushed with them.
+                self.writing.push_back(Message::Ping(Default::default()));
+                self.shared.queued_frames.fetch_add(1, Ordering::AcqRel);
+                cx.waker().wake_by_ref();
+            }
         }
-        None => std::future::pending().await,
+        let paused = self.shared.paused.load(Ordering::Relaxed);
+        if paused != self.was_paused {
+            // A pause or a resume counts as the last sign of life: the peer gets a full
+            // pong timeout after the resume.
+            self.was_paused = paused;
+            self.heard = clock::now();
+        }
+        let watchdog = self.watchdog.as_mut()?;
+        if watchdog.as_mut().poll(cx).is_pending() {
+            return None;
+        }
+        let now = clock::now();
+        if paused {
+            self.heard = now;
+        }
+        let due = self.heard + self.limits.pong_timeout;
+        if now >= due {
+            tracing::debug!("pong timeout");
+            self.stats.dropped(DropReason::PongTimeout);
+            self.shared.ended(Disconnect::PongTimeout);
+            return Some(Step::Close(close_frame(CloseCode::POLICY, "pong timeout")));
+        }
+        watchdog.as_mut().reset(clock::to_tokio(due));
+        let _ = watchdog.as_mut().poll(cx); // registers the new deadline
+        None
+    }
+
+    /// Hands the last batch to the owner if there is room, then reads every message
+    /// already readable (up to a batch) unless paused, and hands that over.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Step> {
+        for _ in 0..READ_BATCHES_PER_POLL {
+            if let Some(step) = self.poll_handoff(cx) {
+                return Poll::Ready(step);
+            }
+            if self.handoff.is_some() || self.shared.paused.load(Ordering::Relaxed) {
+                return Poll::Pending;
+            }
+            let mut batch: Vec<Message> = Vec::new();
+            let mut one: Option<Message> = None;
+            let mut bytes = 0usize;
+            let mut end = None;
+            loop {
+                match Pin::new(&mut self.ws).poll_next(cx) {
+                    Poll::Pending => break,
+                    Poll::Ready(None) => {
+                        end = Some(Step::Ended);
+                        break;
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        tracing::debug!(error = %e, "read failed");
+                        end = Some(match error_close(&e) {
+                            Some(frame) => {
+                                self.stats.dropped(DropReason::BadFrame);
+                                self.shared.ended(Disconnect::BadFrame {
+                                    code: CloseCode(frame.code.into()),
+                                });
+                                Step::Close(frame)
+                            }
+                            None => Step::Ended,
+                        });
+                        break;
+                    }
+                    Poll::Ready(Some(Ok(msg))) => {
+                        if let Message::Close(frame) = &msg {
+                            self.shared.ended(peer_close(frame.as_ref()));
+                        }
+                        if matches!(msg, Message::Text(_) | Message::Binary(_) | Message::Pong(_)) {
+                            bytes += msg.len();
+                            match one.take() {
+                                None if batch.is_empty() => one = Some(msg),
+                                first => {
+                                    if let Some(first) = first {
+                                        batch.reserve(BATCH_MESSAGES);
+                                        batch.push(first);
+                                    }
+                                    batch.push(msg);
+                                }
+                            }
+                            if bytes >= BATCH_BYTES || batch.len() >= BATCH_MESSAGES {
+                                break;
+                            }
+                        }
+                        if self.shared.paused.load(Ordering::Relaxed) {
+                            break; // paused: read nothing more
+                        }
+                    }
+                }
+            }
+            let read_any = one.is_some() || !batch.is_empty();
+            if read_any {
+                self.heard = clock::now();
+                self.handoff = Some(match one {
+                    Some(msg) => Inbound::Frame(self.conn, msg),
+                    None => Inbound::Frames(self.conn, batch),
+                });
+            }
+            if let Some(step) = end {
+                // The batch (if any) goes to the owner before the end (see `run`).
+                if let Step::Close(_) = step {
+                    if let Some(step) = self.poll_handoff(cx) {
+                        return Poll::Ready(step);
+                    }
+                }
+                return Poll::Ready(step);
+            }
+            if !read_any {
+                return Poll::Pending;
+            }
+        }
+        // More may be readable: come back after the other tasks had their turn.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Hands the waiting batch to the owner: at once when the channel has room, else
+    /// through a reservation polled until it has. `Some` when the owner is gone.
+    fn poll_handoff(&mut self, cx: &mut Context<'_>) -> Option<Step> {
+        let input = self.handoff.take()?;
+        if self.reserving.is_none() {
+            match self.inbound.try_send(input) {
+                Ok(()) => return None,
+                Err(mpsc::error::TrySendError::Closed(_)) => return Some(Step::OwnerGone),
+                Err(mpsc::error::TrySendError::Full(input)) => {
+                    self.handoff = Some(input);
+                    self.reserving = Some(Box::pin(self.inbound.clone().reserve_owned()));
+                }
+            }
+        } else {
+            self.handoff = Some(input);
+        }
+        let reserving = self.reserving.as_mut()?;
+        match reserving.as_mut().poll(cx) {
+            Poll::Pending => None,
+            Poll::Ready(Err(_)) => Some(Step::OwnerGone),
+            Poll::Ready(Ok(permit)) => {
+                self.reserving = None;
+                if let Some(input) = self.handoff.take() {
+                    permit.send(input);
+                }
+                None
+            }
+        }
     }
 }
 

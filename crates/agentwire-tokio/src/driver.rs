@@ -39,10 +39,12 @@ pub(crate) struct Core<M: Machine> {
     /// Set once shutdown is requested: events that do not fit are dropped from then on,
     /// so an application that stopped reading cannot block the shutdown.
     stop: watch::Receiver<bool>,
-    /// Connections that ended since the last `take_ended`, with their writer tasks.
+    /// Connections that ended since the last `take_ended`, with their tasks.
     ended: Vec<(ConnId, Option<JoinHandle<()>>)>,
     /// Connections resumed (rule 8 of the `Machine` contract) that may hold frames.
     resumed: Vec<ConnId>,
+    /// Connections with frames queued in this pass, handed to their tasks at its end.
+    dirty: Vec<ConnId>,
     /// The machine's last wall-clock anchor (rule 9 of the `Machine` contract).
     wall: WallAnchor,
     /// The driver's transport counters ([`Handle::stats`](crate::Handle::stats)).
@@ -73,6 +75,7 @@ impl<M: Machine> Core<M> {
             stop,
             ended: Vec::new(),
             resumed: Vec::new(),
+            dirty: Vec::new(),
             wall: WallAnchor::new(wall),
             stats,
             protocol: None,
@@ -95,7 +98,7 @@ impl<M: Machine> Core<M> {
         self.conns.len()
     }
 
-    /// Registers an upgraded socket: new `ConnId`, reader and writer tasks, `handle_connect`.
+    /// Registers an upgraded socket: new `ConnId`, its task, `handle_connect`.
     pub(crate) fn open<S>(
         &mut self,
         ws: WebSocketStream<S>,
@@ -272,7 +275,7 @@ impl<M: Machine> Core<M> {
         self.machine.handle_timeout(now);
     }
 
-    /// Connections that ended since the last call, with their writer tasks.
+    /// Connections that ended since the last call, with their tasks.
     pub(crate) fn take_ended(&mut self) -> Vec<(ConnId, Option<JoinHandle<()>>)> {
         std::mem::take(&mut self.ended)
     }
@@ -334,11 +337,13 @@ impl<M: Machine> Core<M> {
         while let Some(out) = self.machine.poll_output() {
             match out {
                 Output::Send { conn, frame } => {
-                    let max = self.limits.send_queue_bytes;
                     let Some(tx) = self.conns.get_mut(&conn) else {
                         continue;
                     };
-                    if let Err(SendError::Slow) = tx.send(frame, max) {
+                    match tx.send(frame) {
+                        Ok(true) => self.dirty.push(conn),
+                        Ok(false) => {}
+                        Err(SendError::Slow) => {
                         let code = self.limits.slow_reader_close;
                         tracing::warn!(
                             conn = conn.get(),
@@ -353,6 +358,7 @@ impl<M: Machine> Core<M> {
                             "send queue full",
                             Disconnect::SlowReader { code },
                         );
+                        }
                     }
                 }
                 Output::Close { conn, code, reason } => {
@@ -365,6 +371,17 @@ impl<M: Machine> Core<M> {
                     }
                 }
                 Output::Event(e) => self.event(e, commands.as_deref_mut()).await,
+            }
+        }
+        self.flush_sends();
+    }
+
+    /// Hands the frames queued in this pass to their connections' tasks: one lock and one
+    /// wake-up per connection, however many frames.
+    fn flush_sends(&mut self) {
+        for conn in std::mem::take(&mut self.dirty) {
+            if let Some(tx) = self.conns.get_mut(&conn) {
+                tx.flush();
             }
         }
     }
@@ -391,6 +408,8 @@ impl<M: Machine> Core<M> {
             return; // shutting down: an event that does not fit is dropped
         }
         let events = events.clone();
+        // The frames queued so far go out while the application makes room.
+        self.flush_sends();
         let mut stop = self.stop.clone();
         loop {
             let next_command = async {

@@ -100,17 +100,63 @@ struct Inbox {
     queue: VecDeque<Key>,
     /// Requests sent to it and not yet answered.
     in_flight: usize,
+    /// The publishers `queue` holds deliveries of: once every one of them is blocked, a
+    /// pump stops scanning.
+    publishers: Publishers,
 }
 
 impl Inbox {
-    fn remove(&mut self, key: Key) -> bool {
+    fn push(&mut self, key: Key, publisher: Option<ConnId>) {
+        self.queue.push_back(key);
+        self.publishers.add(publisher);
+    }
+
+    fn remove(&mut self, key: Key, publisher: Option<ConnId>) -> bool {
         match self.queue.iter().position(|x| *x == key) {
             Some(i) => {
                 self.queue.remove(i);
+                self.publishers.remove(publisher);
                 true
             }
             None => false,
         }
+    }
+}
+
+/// How many entries of an inbox each publisher has.
+#[derive(Debug, Default)]
+struct Publishers {
+    /// Entries of [`Bus::publish`](super::Bus::publish) (no publishing connection).
+    application: usize,
+    /// Entries per publishing connection (no zero counts).
+    conns: ConnMap<usize>,
+}
+
+impl Publishers {
+    fn add(&mut self, publisher: Option<ConnId>) {
+        match publisher {
+            None => self.application += 1,
+            Some(conn) => *self.conns.entry(conn).or_default() += 1,
+        }
+    }
+
+    fn remove(&mut self, publisher: Option<ConnId>) {
+        match publisher {
+            None => self.application = self.application.saturating_sub(1),
+            Some(conn) => {
+                if let Entry::Occupied(mut e) = self.conns.entry(conn) {
+                    *e.get_mut() -= 1;
+                    if *e.get() == 0 {
+                        e.remove();
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many distinct publishers have entries.
+    fn len(&self) -> usize {
+        self.conns.len() + usize::from(self.application > 0)
     }
 }
 
@@ -290,7 +336,7 @@ impl Deliveries {
         for &conn in chain {
             let state = match self.inboxes.get_mut(&conn) {
                 Some(inbox) if inbox.queue.len() < self.max_inbox => {
-                    inbox.queue.push_back(key);
+                    inbox.push(key, publisher);
                     HopState::Reserved
                 }
                 _ => {
@@ -377,8 +423,11 @@ impl Deliveries {
         let mut room = self.window - inbox.in_flight;
         let mut blocked = std::mem::take(&mut self.scratch_blocked);
         blocked.clear();
+        // Once every publisher with entries here is blocked, nothing further can be sent:
+        // the scan stops there instead of walking a long backlog on every pump.
+        let publishers = inbox.publishers.len();
         for key in &inbox.queue {
-            if room == 0 {
+            if room == 0 || blocked.len() == publishers {
                 break;
             }
             let Some(d) = self.by_key.get_mut(*key) else {
@@ -425,7 +474,7 @@ impl Deliveries {
             if sent.is_some() {
                 inbox.in_flight = inbox.in_flight.saturating_sub(1);
             }
-            inbox.remove(key);
+            inbox.remove(key, d.publisher);
         }
         count(&mut d.result, &outcome);
         if outcome == HopOutcome::Stopped {
@@ -457,7 +506,7 @@ impl Deliveries {
         let mut unblocked = Vec::new();
         for hop in d.hops.iter().skip(d.pos) {
             if let Some(inbox) = self.inboxes.get_mut(&hop.conn) {
-                if inbox.remove(key) {
+                if inbox.remove(key, d.publisher) {
                     unblocked.push(hop.conn);
                 }
             }
