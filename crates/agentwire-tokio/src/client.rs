@@ -323,7 +323,7 @@ async fn connect_once(
     Ok((ws, peer))
 }
 
-/// An attempt that first waits for the previous socket's writer, then `delay`.
+/// An attempt that first waits for the previous socket's task, then `delay`.
 fn attempt(target: &Arc<Target>, delay: Duration, linger: Option<JoinHandle<()>>) -> Attempt {
     let target = Arc::clone(target);
     Box::pin(async move {
@@ -433,7 +433,7 @@ async fn run<M: Machine>(
 ) {
     let mut timer = Timer::new();
     let mut current: Option<ConnId> = None;
-    // The writer of the last socket: the next attempt waits for it (one socket at a time).
+    // The task of the last socket: the next attempt waits for it (one socket at a time).
     let mut linger: Option<JoinHandle<()>> = None;
     let mut pending = match policy {
         Policy::Backoff { .. } => Some(attempt(&target, Duration::ZERO, None)),

@@ -119,7 +119,9 @@ impl Shared {
 
     fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
         // A panic while holding this lock leaves a consistent outbox: keep using it.
-        self.outbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.outbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -364,16 +366,21 @@ where
         close_timeout: limits.close_timeout,
     };
     let now = clock::now();
-    let hold = (!limits.first_frame_delay.is_zero())
-        .then(|| Box::pin(tokio::time::sleep_until(clock::to_tokio(now + limits.first_frame_delay))));
+    let hold = (!limits.first_frame_delay.is_zero()).then(|| {
+        Box::pin(tokio::time::sleep_until(clock::to_tokio(
+            now + limits.first_frame_delay,
+        )))
+    });
     let ping = t.ping_interval.map(|every| {
         let mut i = tokio::time::interval_at(clock::to_tokio(now + every), every);
         i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         i
     });
-    let watchdog = t
-        .ping_interval
-        .map(|_| Box::pin(tokio::time::sleep_until(clock::to_tokio(now + t.pong_timeout))));
+    let watchdog = t.ping_interval.map(|_| {
+        Box::pin(tokio::time::sleep_until(clock::to_tokio(
+            now + t.pong_timeout,
+        )))
+    });
     let task = Task {
         conn,
         ws,
@@ -418,10 +425,7 @@ const READ_BATCHES_PER_POLL: usize = 4;
 
 /// A pending reservation of room in the owner's inbound channel.
 type Reserve = Pin<
-    Box<
-        dyn Future<Output = Result<mpsc::OwnedPermit<Inbound>, mpsc::error::SendError<()>>>
-            + Send,
-    >,
+    Box<dyn Future<Output = Result<mpsc::OwnedPermit<Inbound>, mpsc::error::SendError<()>>> + Send>,
 >;
 
 /// What a pass of [`Task::poll_step`] ended with.
@@ -608,7 +612,9 @@ where
     /// Counts frames handed to the WebSocket and frees their place in the send queue.
     fn written(&self, frames: usize, bytes: usize) {
         if frames > 0 {
-            self.shared.queued_frames.fetch_sub(frames, Ordering::AcqRel);
+            self.shared
+                .queued_frames
+                .fetch_sub(frames, Ordering::AcqRel);
             self.shared.queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
             self.stats.sent(frames as u64, bytes as u64);
         }
@@ -699,7 +705,10 @@ where
                         if let Message::Close(frame) = &msg {
                             self.shared.ended(peer_close(frame.as_ref()));
                         }
-                        if matches!(msg, Message::Text(_) | Message::Binary(_) | Message::Pong(_)) {
+                        if matches!(
+                            msg,
+                            Message::Text(_) | Message::Binary(_) | Message::Pong(_)
+                        ) {
                             bytes += msg.len();
                             match one.take() {
                                 None if batch.is_empty() => one = Some(msg),

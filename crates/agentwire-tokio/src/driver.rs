@@ -19,11 +19,11 @@ use crate::handle::Command;
 use crate::stats::{DropReason, TransportCounters};
 use crate::wall::{WallAnchor, WallClockSync};
 
-/// Capacity of the channel from all reader tasks to the owner task.
+/// Capacity of the channel from all connection tasks to the owner task.
 const INBOUND_CAPACITY: usize = 256;
 
 /// Inbound frames handled per wake-up before outputs are drained and the owner yields, so
-/// writers get to empty their queues between bursts (a burst from a peer that reads is not
+/// connection tasks get to empty their queues between bursts (a burst from a peer that reads is not
 /// mistaken for a slow reader).
 const INBOUND_FRAME_BUDGET: usize = 64;
 
@@ -300,8 +300,8 @@ impl<M: Machine> Core<M> {
 
     /// Ends one owner-loop step: drains the outputs, runs `after_drain` (the UDP side sends
     /// the machine's datagrams there), then, if input is still waiting, yields
-    /// so the writers can empty their queues before the next slice of input (otherwise a
-    /// peer's burst could make its own writer look like a slow reader).
+    /// so the connection tasks can empty their queues before the next slice of input (otherwise a
+    /// peer's burst could make its own connection look like a slow reader).
     ///
     /// While an event waits for room in the event channel, commands from `commands` keep
     /// running, so an application that awaits [`Handle::call`](crate::Handle::call) in the
@@ -319,7 +319,7 @@ impl<M: Machine> Core<M> {
         }
     }
 
-    /// Drains the machine's outputs: frames to their queues, closes to their writers,
+    /// Drains the machine's outputs: frames to their queues, closes to their tasks,
     /// events to the application (waiting while the event channel is full, and running
     /// `commands` meanwhile).
     pub(crate) async fn drain(&mut self, mut commands: Option<&mut mpsc::Receiver<Command<M>>>) {
@@ -344,20 +344,20 @@ impl<M: Machine> Core<M> {
                         Ok(true) => self.dirty.push(conn),
                         Ok(false) => {}
                         Err(SendError::Slow) => {
-                        let code = self.limits.slow_reader_close;
-                        tracing::warn!(
-                            conn = conn.get(),
-                            code = code.0,
-                            "slow consumer: its send queue is full (the peer is not reading); \
+                            let code = self.limits.slow_reader_close;
+                            tracing::warn!(
+                                conn = conn.get(),
+                                code = code.0,
+                                "slow consumer: its send queue is full (the peer is not reading); \
                              closing it"
-                        );
-                        self.stats.dropped(DropReason::SlowReader);
-                        self.kill(
-                            conn,
-                            code,
-                            "send queue full",
-                            Disconnect::SlowReader { code },
-                        );
+                            );
+                            self.stats.dropped(DropReason::SlowReader);
+                            self.kill(
+                                conn,
+                                code,
+                                "send queue full",
+                                Disconnect::SlowReader { code },
+                            );
                         }
                     }
                 }

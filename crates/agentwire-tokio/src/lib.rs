@@ -9,29 +9,33 @@
 //!
 //! # Shape
 //!
-//! One task owns the machine. Each socket has a reader task and a writer task, joined to
-//! the owner by bounded channels. The owner loop waits for whichever comes first: a frame
-//! or an end from a reader, a command from a [`Handle`], the machine's
+//! One task owns the machine. Each socket has one task of its own that reads it and
+//! writes it. The owner loop waits for whichever comes first: frames or an end from a
+//! connection's task, a command from a [`Handle`], the machine's
 //! [`poll_timeout`](agentwire_core::Machine::poll_timeout), or shutdown. After each, it drains
 //! [`poll_output`](agentwire_core::Machine::poll_output):
 //!
-//! - `Send` goes into that connection's bounded queue without waiting. A full queue (by
-//!   frames or bytes) means a slow reader: that connection alone is closed with
-//!   [`Limits::slow_reader_close`] (1013), its queue freed at once, and the machine gets
-//!   `handle_disconnect_with` ([`Disconnect::SlowReader`](agentwire_core::Disconnect)).
-//! - `Close` makes the writer send the close frame after the frames already queued (reason
+//! - `Send` is collected for that connection without waiting. At the end of the pass each
+//!   connection's frames move into its task's outbox under one short lock, with one wake-up,
+//!   and the task writes them all with one flush: one hand-off and one write per connection
+//!   per pass, however many frames. A queue over its bounds (by frames or bytes) means a
+//!   slow reader: that connection alone is closed with [`Limits::slow_reader_close`] (1013),
+//!   its queue freed at once, and the machine gets `handle_disconnect_with`
+//!   ([`Disconnect::SlowReader`](agentwire_core::Disconnect)).
+//! - `Close` makes the task send the close frame after the frames already queued (reason
 //!   cut to 123 bytes at a character boundary); the machine gets `handle_disconnect_with`
 //!   (`Disconnect::Local` with that code and reason) once the socket is gone.
 //! - `Event` goes to [`Events`], a bounded channel: when the application does not keep up,
 //!   the driver waits (backpressure). Drop the `Events` to discard them. An event never
-//!   waits for a socket write: sends only enter their connection's queue (the writer task
-//!   writes them), so a peer that does not read delays no event, its own or another's
+//!   waits for a socket write: sends only enter their connection's queue (its task writes
+//!   them), so a peer that does not read delays no event, its own or another's
 //!   (`events_do_not_wait_behind_a_peer_that_does_not_read`).
 //!
-//! Readers hand messages over in batches (up to 64 messages or 64 KiB per channel send).
-//! The owner takes at most 64 inbound frames per wake-up, drains the outputs, and yields,
-//! so writers empty their queues between slices of a burst: a peer that sends far more
-//! than its send queue holds, and reads the replies, is not mistaken for a slow reader.
+//! A connection's task reads every message already readable and hands them over in one
+//! channel send (up to 64 messages or 64 KiB). The owner takes at most 64 inbound frames
+//! per wake-up, drains the outputs, and yields, so connection tasks empty their queues
+//! between slices of a burst: a peer that sends far more than its send queue holds, and
+//! reads the replies, is not mistaken for a slow reader.
 //!
 //! Every connection the machine saw in `handle_connect` ends with exactly one
 //! [`handle_disconnect_with`](agentwire_core::Machine::handle_disconnect_with), whoever ended
@@ -212,7 +216,7 @@
 //! [`Handle::stats`] reads them as a [`TransportStats`] without a lock and without reaching
 //! the owner task; a [`Router`]'s [`Listener::stats`] holds what happens before a route is
 //! chosen (404s, the address filter, the pending caps). They cost a relaxed atomic add
-//! where the work is already done: one per inbound batch, one per writer batch, one per
+//! where the work is already done: one per inbound batch, one per written batch, one per
 //! connection event or refusal. A server's metrics read them at scrape time. Each
 //! connection also runs in one `conn` span with its id, peer address and the protocol
 //! named by [`ServerConfig::with_endpoint`].
@@ -222,7 +226,7 @@
 //! | setting | default | why |
 //! |---|---|---|
 //! | `TCP_NODELAY` | on (server and client) | small request/response frames must not wait 40 ms for Nagle |
-//! | writes | feed every queued frame, flush once the queue is empty | a flush per message is 5-10x slower |
+//! | writes | a pass's frames reach the connection's task at once; it feeds them all and flushes once | one wake-up and one `send` per connection per pass; a flush per message is 5-10x slower |
 //! | [`Limits::read_buffer_size`] | 8 KiB | tungstenite's 128 KiB default is allocated per idle connection |
 //! | [`Limits::max_message_size`] / [`max_frame_size`](Limits::max_frame_size) | 1 MiB | not tungstenite's 64 MiB / 16 MiB; larger closes with 1009 |
 //! | [`Limits::write_buffer_size`] / [`max_write_buffer_size`](Limits::max_write_buffer_size) | 64 KiB / 4 MiB | batched writes, bounded buffer |

@@ -319,6 +319,14 @@ impl Deliveries {
         self.inboxes.get(&conn).map_or(0, |i| i.in_flight)
     }
 
+    /// Deliveries reserved in `conn`'s inbox, and how many publishers they come from.
+    #[cfg(test)]
+    pub(super) fn inbox_publishers(&self, conn: ConnId) -> (usize, usize) {
+        self.inboxes
+            .get(&conn)
+            .map_or((0, 0), |i| (i.queue.len(), i.publishers.len()))
+    }
+
     /// Records a publish whose chain is `chain` and reserves its place in every
     /// subscriber's inbox; returns its key and how many subscribers were skipped because
     /// their inbox was full. [`Deliveries::step`] starts it.

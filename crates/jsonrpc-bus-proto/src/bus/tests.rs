@@ -219,3 +219,60 @@ fn params_read_in_one_pass_agree_with_the_general_way() {
         }))
     ));
 }
+
+/// Answers every hop request queued for `conn` with success (no stop), in order.
+fn answer_all(bus: &mut Bus, conn: ConnId, now: Instant) -> usize {
+    let ids = hop_ids(bus, conn);
+    for id in &ids {
+        let answer = format!(
+            r#"{{"jsonrpc":"2.0","result":{{"success":true,"stopPropagation":false}},"id":"{id}"}}"#
+        );
+        bus.handle_frame(conn, Frame::Text(&answer), now);
+    }
+    ids.len()
+}
+
+/// An inbox counts the publishers of the deliveries it holds (what lets a pump stop once
+/// every one of them is blocked): the counts follow the queue as deliveries arrive and
+/// leave, down to nothing once every chain has ended.
+#[test]
+fn an_inbox_counts_its_publishers_as_deliveries_come_and_go() {
+    #[allow(clippy::disallowed_methods)] // the one base time of a test
+    let t0 = Instant::now();
+    let config = BusConfig {
+        initialize_timeout: None,
+        ..BusConfig::default()
+    };
+    let mut bus = Bus::new(config, SequentialIds::new(1), t0, 0);
+    let peer = PeerInfo::new(None);
+    let (a, b, first, second) = (
+        ConnId::new(1),
+        ConnId::new(2),
+        ConnId::new(3),
+        ConnId::new(4),
+    );
+    for conn in [a, b, first, second] {
+        bus.handle_connect(conn, &peer, t0);
+        let init = call("initialize", r#"{"clientId":"c"}"#, 1);
+        bus.handle_frame(conn, Frame::Text(&init), t0);
+        if conn == first || conn == second {
+            let sub = call("subscribe", r#"{"topic":"t"}"#, 2);
+            bus.handle_frame(conn, Frame::Text(&sub), t0);
+        }
+    }
+    while bus.poll_output().is_some() {}
+    let note = r#"{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"t","payload":{}}}"#;
+    for publisher in [a, a, a, b, b] {
+        bus.handle_frame(publisher, Frame::Text(note), t0);
+    }
+    // Every delivery is reserved in both inboxes, from two publishers.
+    assert_eq!(bus.deliveries.inbox_publishers(first), (5, 2));
+    assert_eq!(bus.deliveries.inbox_publishers(second), (5, 2));
+    // The first subscriber answers: its inbox empties, the second one's does not yet.
+    assert_eq!(answer_all(&mut bus, first, t0), 5);
+    assert_eq!(bus.deliveries.inbox_publishers(first), (0, 0));
+    assert_eq!(bus.deliveries.inbox_publishers(second), (5, 2));
+    assert_eq!(answer_all(&mut bus, second, t0), 5);
+    assert_eq!(bus.deliveries.inbox_publishers(second), (0, 0));
+    assert_eq!(bus.deliveries_in_flight(), 0);
+}
