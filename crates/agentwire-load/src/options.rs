@@ -33,6 +33,10 @@ pub struct Options {
     /// Payload size in bytes (a JSON object padded to it).
     #[arg(long, default_value_t = 190, value_parser = clap::value_parser!(u64).range(32..=1_048_576))]
     pub size: u64,
+    /// Counts the server's syscalls over the measuring window with `perf stat` (off by
+    /// default: it needs `perf` and adds the tracepoint's cost to the server's CPU).
+    #[arg(long)]
+    pub syscalls: bool,
 }
 
 impl Default for Options {
@@ -45,6 +49,7 @@ impl Default for Options {
             duration_ms: 2_000,
             messages: 1_000_000,
             size: 190,
+            syscalls: false,
         }
     }
 }
@@ -61,6 +66,7 @@ impl Options {
             duration_ms: 300,
             messages: 2_000,
             size: 190,
+            syscalls: false,
         }
     }
 
