@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use agentwire::jsonrpc_bus::{BusEvent, DeliveryId, HopOutcome, ProtocolError};
 
-use super::families::{set, Families};
+use super::families::{set, Families, Handles};
 use super::transport::TransportCollector;
 use super::MAX_TRACKED;
 use crate::config::Protocol;
@@ -18,6 +18,8 @@ pub(super) struct State {
     subscriptions: usize,
     /// Each delivery in flight: when it was published and when its last hop ended.
     deliveries: BTreeMap<DeliveryId, (Instant, Instant)>,
+    /// The hop and publish counters and histograms, looked up once.
+    handles: Handles,
 }
 
 fn outcome(o: &HopOutcome) -> &'static str {
@@ -73,19 +75,29 @@ pub(super) fn observe(
             ..
         } => {
             if let Some((_, last)) = s.deliveries.get_mut(delivery) {
-                f.duration(P, "hop", now.saturating_duration_since(*last));
+                f.duration_via(
+                    &mut s.handles,
+                    P,
+                    "hop",
+                    now.saturating_duration_since(*last),
+                );
                 *last = now;
             }
-            f.request(P, "hop", outcome(o));
+            f.request_via(&mut s.handles, P, "hop", outcome(o));
             if let HopOutcome::Error(e) = o {
                 f.error(P, e.code.0);
             }
         }
         BusEvent::Completed { delivery, .. } => {
             if let Some((start, _)) = s.deliveries.remove(delivery) {
-                f.duration(P, "publish", now.saturating_duration_since(start));
+                f.duration_via(
+                    &mut s.handles,
+                    P,
+                    "publish",
+                    now.saturating_duration_since(start),
+                );
             }
-            f.request(P, "publish", "completed");
+            f.request_via(&mut s.handles, P, "publish", "completed");
         }
         BusEvent::ProtocolViolation { error, .. } => f.error(P, violation_code(error)),
         BusEvent::Dropped { reason, count, .. } => t.dropped(P, reason.as_str(), *count),

@@ -183,6 +183,63 @@ impl Families {
     }
 }
 
+/// Counters and histograms an observer has already looked up, by label values: a busy
+/// event stream (a bus hop per delivery) then neither hashes its labels nor locks the family
+/// for every event. Each observer's `State` keeps one; it holds a handful of entries (one
+/// per operation and outcome the protocol reports).
+#[derive(Debug, Default)]
+pub(super) struct Handles {
+    requests: Vec<((&'static str, &'static str), Counter)>,
+    durations: Vec<(&'static str, Histogram)>,
+}
+
+impl Families {
+    /// [`request`](Self::request) through `handles`.
+    pub(super) fn request_via(
+        &self,
+        handles: &mut Handles,
+        protocol: Protocol,
+        operation: &'static str,
+        outcome: &'static str,
+    ) {
+        let key = (operation, outcome);
+        if let Some((_, counter)) = handles.requests.iter().find(|(k, _)| *k == key) {
+            counter.inc();
+            return;
+        }
+        let counter = self
+            .requests
+            .get_or_create(&[
+                ("protocol", protocol.name()),
+                ("operation", operation),
+                ("outcome", outcome),
+            ])
+            .clone();
+        counter.inc();
+        handles.requests.push((key, counter));
+    }
+
+    /// [`duration`](Self::duration) through `handles`.
+    pub(super) fn duration_via(
+        &self,
+        handles: &mut Handles,
+        protocol: Protocol,
+        operation: &'static str,
+        took: Duration,
+    ) {
+        if let Some((_, h)) = handles.durations.iter().find(|(op, _)| *op == operation) {
+            h.observe(took.as_secs_f64());
+            return;
+        }
+        let h = self
+            .durations
+            .get_or_create(&[("protocol", protocol.name()), ("operation", operation)])
+            .clone();
+        h.observe(took.as_secs_f64());
+        handles.durations.push((operation, h));
+    }
+}
+
 /// Sets `gauge` to `n`.
 pub(super) fn set(gauge: &Gauge, n: usize) {
     gauge.set(i64::try_from(n).unwrap_or(i64::MAX));
