@@ -141,12 +141,10 @@ async fn plain_http_answers(url_of: impl Fn(Protocol) -> String) {
     }
 }
 
-/// Our own client of each protocol against the gateway's URLs.
-async fn own_clients(url_of: impl Fn(Protocol) -> String) {
-    // Bus: a subscriber answers a publish's delivery; the publisher gets the chain's result.
-    let bus_url = url_of(Protocol::Bus);
+/// Bus: a subscriber answers a publish's delivery; the publisher gets the chain's result.
+async fn bus_round_trip(bus_url: &str) {
     let (sub, mut deliveries) = agentwire_server::bus::client_app::connect(
-        &bus_url,
+        bus_url,
         BusClientConfig::new("sub").intercepting(),
         agentwire_server::bus::client_app::transport_config(),
         |_| {},
@@ -156,7 +154,7 @@ async fn own_clients(url_of: impl Fn(Protocol) -> String) {
         .await
         .expect("subscribe");
     let (publisher, _) = agentwire_server::bus::client_app::connect(
-        &bus_url,
+        bus_url,
         BusClientConfig::new("pub"),
         agentwire_server::bus::client_app::transport_config(),
         |_| {},
@@ -180,6 +178,11 @@ async fn own_clients(url_of: impl Fn(Protocol) -> String) {
     within("ping", publisher.ping()).await.expect("ping");
     sub.shutdown().await;
     publisher.shutdown().await;
+}
+
+/// Our own client of each protocol against the gateway's URLs.
+async fn own_clients(url_of: impl Fn(Protocol) -> String) {
+    bus_round_trip(&url_of(Protocol::Bus)).await;
 
     // Chopsticks: the mock music agent connects and announces itself.
     let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
@@ -449,6 +452,8 @@ struct Served {
     listeners: Vec<(String, SocketAddr)>,
     urls: Vec<(String, String)>,
     _lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// Its log lines (stderr), each also copied to the test's stderr.
+    log: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
 impl Served {
@@ -492,18 +497,25 @@ impl Served {
 
 /// Starts the binary on `dir/agentwire.toml` and waits for its `serving` lines.
 async fn serve(dir: &TempDir, separate: bool) -> Served {
+    serve_with(dir, separate, &[]).await
+}
+
+/// [`serve`] with `extra` arguments after `serve --config FILE`.
+async fn serve_with(dir: &TempDir, separate: bool, extra: &[&str]) -> Served {
     let path = dir.join("agentwire.toml");
     std::fs::write(&path, config_text(&dir.join("logs"), separate)).expect("config file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
         .arg("serve")
         .arg("--config")
         .arg(&path)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("agentwire serve");
     let mut lines = lines_of(child.stdout.take().expect("stdout"));
+    let log = log_of(child.stderr.take().expect("stderr"));
     let mut urls = Vec::new();
     let mut listeners = Vec::new();
     while urls.len() < 5 {
@@ -539,7 +551,23 @@ async fn serve(dir: &TempDir, separate: bool) -> Served {
         listeners,
         urls,
         _lines: lines,
+        log,
     }
+}
+
+/// Lines of a child's stderr, each copied to this process's stderr, read to the end on a
+/// thread of their own (a server whose log pipe filled up would stop).
+fn log_of(pipe: impl io::Read + Send + 'static) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("{line}");
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
 
 /// Lines of a child's pipe, read on a thread of their own.
@@ -695,6 +723,54 @@ async fn a_second_signal_during_the_graceful_stop_exits_at_once_with_143() {
     }
     served.signal("TERM");
     assert_eq!(served.exit_code().await, Some(143));
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn serve_on_a_current_thread_runtime_exchanges_bus_messages() {
+    let dir = temp_dir("current-thread");
+    let mut served = serve_with(&dir, false, &["--set", "runtime.flavor=current-thread"]).await;
+    let runtime = within("the runtime log line", async {
+        while let Some(line) = served.log.recv().await {
+            if line.contains("runtime") && line.contains("flavor=") {
+                return line;
+            }
+        }
+        panic!("agentwire serve logged no runtime line");
+    })
+    .await;
+    assert!(
+        runtime.contains("flavor=current-thread") && runtime.contains("workers=1"),
+        "{runtime}"
+    );
+    bus_round_trip(&served.url("bus")).await;
+    served.signal("TERM");
+    assert_eq!(served.exit_code().await, Some(0));
+}
+
+#[test]
+fn a_bad_runtime_setting_exits_2_naming_the_key() {
+    for (sets, key) in [
+        (&["runtime.flavor=fast"][..], "runtime.flavor"),
+        (
+            &["runtime.flavor=current-thread", "runtime.worker_threads=4"][..],
+            "runtime.worker_threads",
+        ),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentwire"));
+        cmd.arg("serve");
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let out = cmd.stdin(Stdio::null()).output().expect("agentwire serve");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sets:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("key `{key}`")),
+            "{sets:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "nothing served: {sets:?}");
+    }
 }
 
 // A relay machine dropped by a stopping driver.

@@ -4,6 +4,9 @@
 //! `agentwire bus publish` runs [`bus_client`], `agentwire relay agent`
 //! runs [`relay_agent`], ...), and `agentwire PROTOCOL server` runs that
 //! protocol's single reference server with its example's flags.
+//!
+//! Every subcommand runs on a multi-thread tokio runtime except `serve`, which runs on the
+//! runtime its configuration's `[runtime]` section asks for ([`runtime_for`]).
 
 use std::process::ExitCode;
 
@@ -184,14 +187,35 @@ impl Command {
 }
 
 /// Runs the `agentwire` command: parses the command line (a bad one prints clap's error and
-/// exits 2), installs logging (`serve` installs the configured one itself) and runs the
-/// subcommand.
-pub async fn main() -> ExitCode {
+/// exits 2), installs logging (`serve` installs the configured one itself), builds the
+/// subcommand's runtime ([`runtime_for`]) and runs the subcommand in it.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
         crate::common::init_tracing(cli.command.default_log_level());
     }
-    run(cli.command).await
+    match runtime_for(&cli.command) {
+        Ok(rt) => rt.block_on(run(cli.command)),
+        Err(e) => {
+            eprintln!("agentwire: starting the runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The tokio runtime `command` runs on: for `serve`, the one its configuration's `[runtime]`
+/// section asks for (resolved from the same file, environment and flags `serve` reads;
+/// a configuration that cannot be resolved gets the default runtime, and `serve` then
+/// reports its error with exit code 2); for every other subcommand the default
+/// multi-thread runtime. What the `agentwire` binary and the load generator both run
+/// [`run`] on. Fails only when the operating system refuses the runtime's threads or its
+/// epoll instance.
+pub fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
+    let section = match command {
+        Command::Serve(args) => super::serve::runtime(args),
+        _ => crate::config::Runtime::default(),
+    };
+    section.build()
 }
 
 /// Runs one subcommand (logging is the caller's).
@@ -237,9 +261,9 @@ pub async fn run(command: Command) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
-    use super::Cli;
+    use super::{runtime_for, Cli};
 
     #[test]
     fn the_command_tree_is_consistent() {
@@ -259,6 +283,29 @@ mod tests {
             .find(|a| a.get_id() == "url")
             .expect("--url");
         url.get_default_values()[0].to_string_lossy().into_owned()
+    }
+
+    /// The runtime `agentwire ARGS...` runs on.
+    fn flavor_of(args: &[&str]) -> tokio::runtime::RuntimeFlavor {
+        let cli = Cli::try_parse_from(std::iter::once("agentwire").chain(args.iter().copied()))
+            .expect("a valid command line");
+        runtime_for(&cli.command)
+            .expect("runtime")
+            .handle()
+            .runtime_flavor()
+    }
+
+    #[test]
+    fn serve_runs_on_the_runtime_its_configuration_asks_for() {
+        use tokio::runtime::RuntimeFlavor::{CurrentThread, MultiThread};
+        assert_eq!(flavor_of(&["serve"]), MultiThread);
+        let current = ["serve", "--set", "runtime.flavor=current-thread"];
+        assert_eq!(flavor_of(&current), CurrentThread);
+        // A bad configuration gets the default runtime; `serve` reports it there.
+        let bad = ["serve", "--set", "runtime.flavor=fast"];
+        assert_eq!(flavor_of(&bad), MultiThread);
+        // The other subcommands always run on the multi-thread runtime.
+        assert_eq!(flavor_of(&["config", "defaults"]), MultiThread);
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! `agentwire serve` and `agentwire config`: the server from a configuration file, and the
 //! complete commented default file.
 //!
-//! The configuration is resolved once, in this order, later winning: the file given with
+//! The configuration is resolved in this order, later winning: the file given with
 //! `--config` (else the built-in defaults), the `AGENTWIRE__SECTION__KEY` environment
 //! variables, the `--set KEY=VALUE` flags, then `--log-format`. A bad configuration is
 //! reported (naming the key, and the line when it came from the file) before anything binds,
-//! with exit code 2. Once every listener is bound, one line per listener, protocol and the
+//! with exit code 2. Its `[runtime]` section picks the tokio runtime the server runs on, so
+//! the binary resolves it first before any runtime exists, builds that runtime
+//! ([`runtime_for`](super::agentwire::runtime_for)) and runs [`serve`] in it, which resolves
+//! it again. Once every listener is bound, one line per listener, protocol and the
 //! admin listener goes to stdout (`listening name=main addr=127.0.0.1:8080 tls=false`,
 //! `serving protocol=bus url=ws://127.0.0.1:8080/bus`, `admin addr=127.0.0.1:9090`); the
 //! server then runs until SIGINT or SIGTERM, stops gracefully and exits 0 (a second signal
@@ -82,7 +85,14 @@ impl ServeArgs {
     }
 }
 
-/// Runs `agentwire serve`: installs the configured logging itself.
+/// The `[runtime]` section `args` resolve to, read before any runtime exists; the default
+/// section when the configuration cannot be resolved ([`serve`] then reports why).
+pub(crate) fn runtime(args: &ServeArgs) -> config::Runtime {
+    args.resolve().map(|c| c.runtime).unwrap_or_default()
+}
+
+/// Runs `agentwire serve`: installs the configured logging itself, and logs the runtime it
+/// runs on (the binary builds it from `[runtime]`).
 pub async fn serve(args: ServeArgs) -> ExitCode {
     let config = match args.resolve() {
         Ok(config) => config,
@@ -99,6 +109,12 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
         eprintln!("agentwire serve: {e}");
         return ExitCode::from(BAD_CONFIG);
     }
+    let handle = tokio::runtime::Handle::current();
+    let flavor = match handle.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => config::RuntimeFlavor::CurrentThread,
+        _ => config::RuntimeFlavor::MultiThread,
+    };
+    tracing::info!(%flavor, workers = handle.metrics().num_workers(), "runtime");
     match crate::gateway::serve(&config).await {
         Ok(signal) => {
             tracing::info!("stopped after {}", signal.name());

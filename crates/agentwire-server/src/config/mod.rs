@@ -12,6 +12,7 @@
 //! | `[admin]` | `enabled`, `listen` of the plain-HTTP admin listener (`/healthz`, `/readyz`, `/metrics`) |
 //! | `[log]` | `format` (`text` or `json`) and `level` (a `tracing` filter) |
 //! | `[keys]` | `overlap_secs` a rotated-out key stays valid, `reload_secs` between key-file checks |
+//! | `[runtime]` | `flavor` (`multi-thread` or `current-thread`) and `worker_threads` (0: one per core) of the tokio runtime `agentwire serve` runs on |
 //! | `[[listener]]` | `name`, `listen`, `allow` (IPs/CIDRs), handshake caps; `[listener.tls]` `cert`, `key`, `reload_secs` |
 //! | `[bus]` | the JSON-RPC bus (default path `/bus`) |
 //! | `[chopsticks]` | the Chopsticks controller (`/chopsticks`), `runner_secret`, `runner_secrets_file` |
@@ -29,7 +30,8 @@
 //! usize``. [`Config::validate`] checks what types cannot: every protocol's `listener`
 //! exists, no two enabled protocols share a path on one listener, paths are URL paths,
 //! listener names and addresses are unique, addresses and allowlist entries parse, limits
-//! that cannot be zero are not, and the llmrtc playbook and transcript files load.
+//! that cannot be zero are not, `runtime.worker_threads` fits its flavor, and the llmrtc
+//! playbook and transcript files load.
 //!
 //! Overrides, one scheme for both: a key path (`bus.max_message_bytes`; `listener.0.listen`
 //! or `listener[0].listen` for the first listener) and a value read as a TOML value (`1024`,
@@ -56,6 +58,7 @@ mod locate;
 mod mcpw;
 mod overrides;
 mod relay;
+mod runtime;
 mod transport;
 mod validate;
 
@@ -73,6 +76,7 @@ pub use self::llmrtc::LlmrtcSection;
 pub use self::mcpw::{McpwCompression, McpwSection};
 pub use self::overrides::{environment, ENV_PREFIX};
 pub use self::relay::{RelaySection, RelaySync};
+pub use self::runtime::{Runtime, RuntimeFlavor, MAX_WORKER_THREADS};
 pub use self::transport::Transport;
 
 use self::locate::KeyIndex;
@@ -89,6 +93,8 @@ pub struct Config {
     pub log: Log,
     /// `[keys]`.
     pub keys: Keys,
+    /// `[runtime]`.
+    pub runtime: Runtime,
     /// `[[listener]]`, in file order. Default: one, `main` on `127.0.0.1:8080`.
     pub listener: Vec<Listener>,
     /// `[bus]`.
@@ -109,6 +115,7 @@ impl Default for Config {
             admin: Admin::default(),
             log: Log::default(),
             keys: Keys::default(),
+            runtime: Runtime::default(),
             listener: vec![Listener::default()],
             bus: BusSection::default(),
             chopsticks: ChopsticksSection::default(),
@@ -215,7 +222,8 @@ impl Config {
     /// [`from_toml_str`](Self::from_toml_str) or [`resolve`](Self::resolve) to have them
     /// name the line too.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        validate::validate(self)
+        validate::validate(self)?;
+        self.runtime.validate()
     }
 
     /// The listener named `name`.
@@ -378,7 +386,7 @@ fn build(file: Option<(&str, &str)>, overrides: Vec<Override>) -> Result<Config,
             key,
         }
     })?;
-    validate::validate(&config).map_err(|e| match e {
+    config.validate().map_err(|e| match e {
         ConfigError::Invalid {
             where_: None,
             key,
