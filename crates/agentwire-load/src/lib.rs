@@ -7,8 +7,10 @@
 //! `agentwire` binary given with `--agentwire-bin`; `nats-server` and `redis-server` from
 //! PATH), drives it, and reports messages/s, deliveries/s, p50/p99/p99.9 latency and the
 //! server's CPU per message and per delivery from `/proc/<pid>/stat` (user + system time of
-//! every thread over the measuring window). With `--server ADDRESS` it drives a server
-//! already running instead; `--server-pid PID` then gives the CPU figures.
+//! every thread over the measuring window), its context switches per delivery (its wake-ups,
+//! from each thread's `/proc/<pid>/task/<tid>/status`) and, with `--syscalls`, its syscalls
+//! per delivery (`perf stat`). With `--server ADDRESS` it drives a server already running
+//! instead; `--server-pid PID` then gives those figures.
 //!
 //! Every load loop is bounded by a count (`--messages`) and a time (`--duration-ms`): see
 //! [`options::Budget`].
@@ -17,8 +19,10 @@
 //! type, the context a scenario gets, the agentwire scenarios), [`registry`] (every scenario by
 //! name), [`baseline`]
 //! (NATS and Redis, spoken in their text protocols over tokio sockets), [`server`] (the
-//! processes a run starts), [`runner`] (one run), [`report`] (figures and table), [`drive`] (what load loops share), [`cpu`]
-//! (`/proc`), [`latency`] (HDR histogram and send stamps), [`payload`] (the padded JSON
+//! processes a run starts), [`runner`] (one run), [`report`] (figures and table), [`drive`] (what load loops share),
+//! `window` (what the measuring window reads at its ends), [`threads`] (whose figures are
+//! the server's), [`cpu`] (CPU time and memory from `/proc`), [`switches`] (context switches
+//! from `/proc`), [`syscalls`] (`perf stat`), [`latency`] (HDR histogram and send stamps), [`payload`] (the padded JSON
 //! payload), [`ws`] (WebSocket client helpers), [`cli`] (the command line), [`error`].
 
 // The workspace's clippy.toml bans clocks and sleeps for the sans-IO crates; a load generator
@@ -42,6 +46,10 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod server;
+pub mod switches;
+pub mod syscalls;
+pub mod threads;
+pub(crate) mod window;
 pub mod ws;
 
 pub use error::LoadError;

@@ -1,12 +1,13 @@
 //! The result of one run ([`Report`]) and the readable table of several.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::options::Options;
-use crate::scenario::{Outcome, Window};
+use crate::scenario::Outcome;
+use crate::switches::ContextSwitches;
+use crate::window::Marks;
 
 /// One scenario's figures; `--json` prints these, one object per line.
 #[derive(Clone, Debug, Serialize)]
@@ -44,31 +45,44 @@ pub struct Report {
     pub cpu_us_per_message: Option<f64>,
     /// Server CPU per delivery, in microseconds.
     pub cpu_us_per_delivery: Option<f64>,
+    /// The server's context switches over the window, summed over its threads (those that
+    /// ended inside the window are missing).
+    pub context_switches: Option<ContextSwitches>,
+    /// Context switches (voluntary + involuntary) per delivery: the server's wake-ups.
+    pub ctx_switches_per_delivery: Option<f64>,
+    /// The server's syscalls over the window (`--syscalls`, when perf could count them).
+    pub syscalls: Option<u64>,
+    /// Syscalls per delivery.
+    pub syscalls_per_delivery: Option<f64>,
     /// Server memory per idle connection, in bytes (idle scenarios).
     pub rss_per_connection: Option<f64>,
 }
 
 impl Report {
-    /// The report of `outcome` measured over `window`.
+    /// The report of `outcome` measured over `window` (`fallback`, the run's start and end,
+    /// for a scenario that did not open or close it).
     pub(crate) fn new(
         scenario: &str,
         server: &str,
         options: &Options,
         outcome: &Outcome,
-        window: Window,
+        window: Marks,
         fallback: (std::time::Instant, std::time::Instant),
     ) -> Self {
-        let (t0, c0) = window.start.unwrap_or((fallback.0, None));
-        let (t1, c1) = window.stop.unwrap_or((fallback.1, None));
+        let t0 = window.start.map_or(fallback.0, |m| m.at);
+        let t1 = window.stop.map_or(fallback.1, |m| m.at);
         let seconds = t1.saturating_duration_since(t0).as_secs_f64().max(1e-9);
-        let cpu: Option<Duration> = match (c0, c1) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-            _ => None,
-        };
+        let cpu = window.cpu();
         let per = |n: u64| {
             cpu.filter(|_| n > 0)
                 .map(|c| c.as_secs_f64() * 1e6 / n as f64)
         };
+        let per_delivery = |count: Option<u64>| {
+            count
+                .filter(|_| outcome.deliveries > 0)
+                .map(|c| c as f64 / outcome.deliveries as f64)
+        };
+        let switches = window.switches();
         let us = |q: f64| outcome.latency.quantile(q).map(|d| d.as_secs_f64() * 1e6);
         Self {
             scenario: scenario.to_owned(),
@@ -89,6 +103,10 @@ impl Report {
             server_cpu_percent: cpu.map(|c| c.as_secs_f64() * 100.0 / seconds),
             cpu_us_per_message: per(outcome.messages),
             cpu_us_per_delivery: per(outcome.deliveries),
+            context_switches: switches,
+            ctx_switches_per_delivery: per_delivery(switches.map(|s| s.total())),
+            syscalls: window.syscalls,
+            syscalls_per_delivery: per_delivery(window.syscalls),
             rss_per_connection: outcome.rss_per_connection,
         }
     }
@@ -133,6 +151,8 @@ pub fn table(reports: &[Report]) -> String {
         "cpu us/msg",
         "cpu us/deliv",
         "vs bus",
+        "ctxsw/deliv",
+        "syscalls/deliv",
         "rss B/conn",
     ];
     let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_owned(), |v| format!("{v:.prec$}"));
@@ -159,6 +179,8 @@ pub fn table(reports: &[Report]) -> String {
                 opt(r.cpu_us_per_message, 2),
                 opt(r.cpu_us_per_delivery, 2),
                 opt(cpu_vs_bus(r, reports), 2),
+                opt(r.ctx_switches_per_delivery, 2),
+                opt(r.syscalls_per_delivery, 2),
                 opt(r.rss_per_connection, 0),
             ]
         })

@@ -3,7 +3,8 @@
 //! crate's binary or, for the scenarios whose load starts in the server's application
 //! (`chopsticks-req`, `mcpw-tasks`), the reference server in this process; every message
 //! gets exactly its expected deliveries, nothing is an error, and the server's CPU per
-//! message is measured.
+//! message and context switches per delivery are measured (for the in-process server, its
+//! named threads').
 
 use agentwire_load::registry::find;
 use agentwire_load::report::{cpu_vs_bus, table};
@@ -41,6 +42,11 @@ fn measured(r: &Report) {
     assert!(
         r.cpu_us_per_message.is_some(),
         "{}: the server's CPU",
+        r.scenario
+    );
+    assert!(
+        r.ctx_switches_per_delivery.is_some_and(|c| c > 0.0),
+        "{}: the server's context switches",
         r.scenario
     );
 }

@@ -3,8 +3,9 @@
 //! [`Options`], and the measuring window. `run` connects and prepares everything first, then
 //! calls [`Ctx::start`] (which opens the window and returns the [`Budget`] every load loop
 //! checks), drives the load, waits for what it sent to arrive, calls [`Ctx::stop`], and
-//! returns an [`Outcome`]; the runner turns the window's clock and the server's CPU time into
-//! the [`Report`](crate::report::Report).
+//! returns an [`Outcome`]; the runner turns what the window measured (clock, the server's CPU
+//! time, context switches and syscalls) into the
+//! [`Report`](crate::report::Report).
 //!
 //! [`crate::registry`] lists every scenario, baselines included; `--smoke` and the smoke
 //! tests run each of them.
@@ -18,12 +19,13 @@ pub mod relay;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use crate::error::LoadError;
 use crate::latency::Latency;
 use crate::options::{Budget, Options};
 use crate::server::ServerKind;
+use crate::threads::Subject;
+use crate::window::{Marks, Window};
 
 /// The future a scenario's `run` returns.
 pub type RunFuture = Pin<Box<dyn Future<Output = Result<Outcome, LoadError>> + Send>>;
@@ -78,13 +80,6 @@ pub struct Outcome {
     pub latency: Latency,
     /// Server memory per idle connection, in bytes, for the idle scenarios.
     pub rss_per_connection: Option<f64>,
-}
-
-/// The measuring window: where the clock and the server's CPU stood at `start` and `stop`.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Window {
-    pub(crate) start: Option<(Instant, Option<Duration>)>,
-    pub(crate) stop: Option<(Instant, Option<Duration>)>,
 }
 
 /// What a scenario gets: the server's address, the options and the measuring window.
@@ -144,18 +139,17 @@ impl Ctx {
         &self.inner.options
     }
 
-    /// Opens the measuring window (clock and server CPU) and returns the run's budget:
-    /// `--messages` messages until `--duration-ms` from now.
+    /// Opens the measuring window (clock, server CPU and context switches; with
+    /// `--syscalls`, perf attached first) and returns the run's budget: `--messages`
+    /// messages until `--duration-ms` from now.
     pub fn start(&self) -> Budget {
-        let now = Instant::now();
-        self.window().start = Some((now, self.server_cpu()));
+        let now = self.window().open(self.subject(), self.options().syscalls);
         Budget::new(self.options().messages, now + self.options().duration())
     }
 
     /// Closes the measuring window.
     pub fn stop(&self) {
-        let mark = (Instant::now(), self.server_cpu());
-        self.window().stop = Some(mark);
+        self.window().close(self.subject());
     }
 
     /// The server's resident memory in bytes, when the load generator knows its process.
@@ -163,11 +157,12 @@ impl Ctx {
         crate::cpu::rss_bytes(self.inner.pid?).ok()
     }
 
-    fn server_cpu(&self) -> Option<Duration> {
+    /// Whose figures are the server's: the in-process server's threads, or the process.
+    fn subject(&self) -> Option<Subject> {
         if let Some(threads) = self.inner.threads {
-            return crate::in_process::threads_cpu_time(threads).ok();
+            return Some(Subject::Threads(threads));
         }
-        crate::cpu::cpu_time(self.inner.pid?).ok()
+        self.inner.pid.map(Subject::Process)
     }
 
     fn window(&self) -> std::sync::MutexGuard<'_, Window> {
@@ -177,7 +172,7 @@ impl Ctx {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn window_marks(&self) -> Window {
-        *self.window()
+    pub(crate) fn window_marks(&self) -> Marks {
+        self.window().marks()
     }
 }
