@@ -1,7 +1,10 @@
 //! The command line: `agentwire-load [SCENARIO|all]... [--smoke] [options] [--json]`.
 //!
 //! `agentwire-load agentwire ARGS...` (not listed in `--help`) is the `agentwire` command
-//! itself: the load generator starts the server it measures that way.
+//! itself, on the runtime the `agentwire` binary would build for it
+//! ([`runtime_for`](agentwire_server::cli::agentwire::runtime_for): `serve`'s from its
+//! `[runtime]` section): the load generator starts the server it measures that way, and
+//! `--server-set runtime.flavor=current-thread` measures the current-thread runtime.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +45,16 @@ pub struct Args {
     /// runs the same `agentwire serve` code).
     #[arg(long, value_name = "PATH", conflicts_with = "server")]
     pub agentwire_bin: Option<PathBuf>,
+    /// A setting of the agentwire server it starts, passed to `agentwire serve` as `--set
+    /// KEY=VALUE` after the load generator's own (so it wins): `--server-set
+    /// runtime.flavor=current-thread`. Repeatable; checked before any run. The NATS, Redis
+    /// and in-process scenarios ignore it.
+    #[arg(
+        long = "server-set",
+        value_name = "KEY=VALUE",
+        conflicts_with = "server"
+    )]
+    pub server_settings: Vec<String>,
     /// The run's shape and bounds.
     #[command(flatten)]
     pub options: Options,
@@ -72,13 +85,21 @@ pub fn main() -> ExitCode {
     } else {
         args.options.clone()
     };
+    if let Err(e) = check_server_settings(&args.server_settings) {
+        eprintln!("agentwire-load: --server-set: {e}");
+        return ExitCode::from(2);
+    }
     let target = match (&args.server, &args.agentwire_bin) {
         (Some(address), _) => Target::Given {
             address: address.clone(),
             pid: args.server_pid,
         },
-        (None, Some(bin)) => Target::Spawn(AgentwireProgram::Binary(bin.clone())),
-        (None, None) => Target::Spawn(AgentwireProgram::ThisExecutable),
+        (None, Some(bin)) => Target::Spawn(
+            AgentwireProgram::Binary(bin.clone()).with_settings(args.server_settings.clone()),
+        ),
+        (None, None) => Target::Spawn(
+            AgentwireProgram::ThisExecutable.with_settings(args.server_settings.clone()),
+        ),
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -137,20 +158,41 @@ fn selected(names: &[String], smoke: bool) -> Result<Vec<Scenario>, crate::LoadE
     Ok(v)
 }
 
+/// `settings` (`--server-set` entries) applied to `agentwire serve`'s defaults: an error
+/// names the setting and what is wrong with it, before a server is started.
+fn check_server_settings(settings: &[String]) -> Result<(), agentwire_server::config::ConfigError> {
+    agentwire_server::config::Config::resolve(None, Vec::new(), settings).map(drop)
+}
+
 /// `agentwire-load agentwire ARGS...`: the `agentwire` command (what the server under load
-/// runs).
+/// runs), on the runtime the `agentwire` binary builds for it.
 fn agentwire(argv: Vec<std::ffi::OsString>) -> ExitCode {
-    use agentwire_server::cli::agentwire::{run, Cli};
+    use agentwire_server::cli::agentwire::{run, runtime_for, Cli};
     // `serve` installs its configured logging itself; the other subcommands run unlogged.
     let cli = Cli::parse_from(argv);
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    match runtime_for(&cli.command) {
         Ok(rt) => rt.block_on(run(cli.command)),
         Err(e) => {
             eprintln!("agentwire: starting the runtime: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_server_settings;
+
+    #[test]
+    fn server_settings_are_checked_against_the_server_configuration() {
+        check_server_settings(&["runtime.flavor=current-thread".into()]).expect("a valid setting");
+        check_server_settings(&[]).expect("none");
+        let e = check_server_settings(&["runtime.flavor=fast".into()]).expect_err("no such flavor");
+        assert_eq!(e.key(), Some("runtime.flavor"), "{e}");
+        let e = check_server_settings(&["runtime.flavour=current-thread".into()])
+            .expect_err("no such key");
+        assert!(e.to_string().contains("runtime.flavour"), "{e}");
+        let e = check_server_settings(&["runtime".into()]).expect_err("no value");
+        assert!(e.to_string().contains("--set runtime"), "{e}");
     }
 }

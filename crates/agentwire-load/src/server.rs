@@ -67,6 +67,68 @@ pub enum AgentwireProgram {
     Load(PathBuf),
     /// An `agentwire` binary at this path.
     Binary(PathBuf),
+    /// `program` started with `settings` as well (`KEY=VALUE`, each passed as `--set`), after
+    /// the load generator's and the scenario's own so that they win: `--server-set`. Built
+    /// with [`with_settings`](Self::with_settings).
+    Configured {
+        /// The program.
+        program: Box<Self>,
+        /// The extra `--set` entries, in order.
+        settings: Vec<String>,
+    },
+}
+
+impl AgentwireProgram {
+    /// This program started with `settings` (`KEY=VALUE` each, as `agentwire serve --set`
+    /// takes them) after every other setting; none: the program unchanged.
+    pub fn with_settings(self, settings: Vec<String>) -> Self {
+        if settings.is_empty() {
+            return self;
+        }
+        match self {
+            Self::Configured {
+                program,
+                settings: mut first,
+            } => {
+                first.extend(settings);
+                Self::Configured {
+                    program,
+                    settings: first,
+                }
+            }
+            program => Self::Configured {
+                program: Box::new(program),
+                settings,
+            },
+        }
+    }
+
+    /// The command that runs `agentwire` (`agentwire serve ...` follows), and the extra
+    /// settings this program adds.
+    fn command(&self) -> Result<(Command, &[String]), LoadError> {
+        match self {
+            Self::ThisExecutable => {
+                let exe = std::env::current_exe().map_err(|e| LoadError::Spawn {
+                    what: "agentwire (this executable)".into(),
+                    source: e,
+                })?;
+                let mut c = Command::new(exe);
+                c.arg("agentwire");
+                Ok((c, &[]))
+            }
+            Self::Load(path) => {
+                let mut c = Command::new(path);
+                c.arg("agentwire");
+                Ok((c, &[]))
+            }
+            Self::Binary(path) => Ok((Command::new(path), &[])),
+            Self::Configured { program, settings } => {
+                // `with_settings` never nests them; a hand-built nesting adds only its own.
+                let (c, _) = program.command()?;
+                Ok((c, settings))
+            }
+        }
+    }
 }
 
 /// The protocols `agentwire serve` serves, by their configuration section names.
@@ -150,28 +212,14 @@ impl Drop for ServerProcess {
     }
 }
 
-fn start_agentwire(
+/// `agentwire serve` for `protocol`: the load generator's settings, the scenario's
+/// `settings`, the other protocols disabled, then the program's own settings (which win).
+fn serve_command(
     program: &AgentwireProgram,
     protocol: &str,
     settings: &[&str],
-) -> Result<ServerProcess, LoadError> {
-    let mut cmd = match program {
-        AgentwireProgram::ThisExecutable => {
-            let exe = std::env::current_exe().map_err(|e| LoadError::Spawn {
-                what: "agentwire (this executable)".into(),
-                source: e,
-            })?;
-            let mut c = Command::new(exe);
-            c.arg("agentwire");
-            c
-        }
-        AgentwireProgram::Load(path) => {
-            let mut c = Command::new(path);
-            c.arg("agentwire");
-            c
-        }
-        AgentwireProgram::Binary(path) => Command::new(path),
-    };
+) -> Result<Command, LoadError> {
+    let (mut cmd, own) = program.command()?;
     cmd.arg("serve");
     for s in AGENTWIRE_SETTINGS.iter().chain(settings) {
         cmd.args(["--set", s]);
@@ -181,6 +229,18 @@ fn start_agentwire(
     for other in PROTOCOLS.iter().filter(|p| **p != protocol) {
         cmd.args(["--set", &format!("{other}.enabled=false")]);
     }
+    for s in own {
+        cmd.args(["--set", s]);
+    }
+    Ok(cmd)
+}
+
+fn start_agentwire(
+    program: &AgentwireProgram,
+    protocol: &str,
+    settings: &[&str],
+) -> Result<ServerProcess, LoadError> {
+    let mut cmd = serve_command(program, protocol, settings)?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -274,4 +334,56 @@ fn is_executable(p: &Path) -> bool {
     p.metadata()
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{serve_command, AgentwireProgram};
+
+    fn args(program: &AgentwireProgram) -> Vec<String> {
+        let cmd = serve_command(program, "bus", &["bus.max_batch_len=7"]).expect("command");
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn server_settings_follow_every_other_setting_so_they_win() {
+        let plain = AgentwireProgram::Binary("/bin/agentwire".into());
+        let configured = plain.clone().with_settings(vec![
+            "runtime.flavor=current-thread".into(),
+            "log.level=info".into(),
+        ]);
+        let configured = configured.with_settings(vec!["bus.enabled=true".into()]);
+        let (before, after) = (args(&plain), args(&configured));
+        assert_eq!(before[0], "serve");
+        assert!(before.contains(&"bus.max_batch_len=7".to_owned()));
+        assert!(!before.iter().any(|a| a.starts_with("runtime.")));
+        assert_eq!(
+            &after[..before.len()],
+            &before[..],
+            "the same command first"
+        );
+        assert_eq!(
+            &after[before.len()..],
+            [
+                "--set",
+                "runtime.flavor=current-thread",
+                "--set",
+                "log.level=info",
+                "--set",
+                "bus.enabled=true"
+            ]
+        );
+    }
+
+    #[test]
+    fn no_settings_leave_the_program_unchanged() {
+        let program = AgentwireProgram::Load("/x/agentwire-load".into()).with_settings(Vec::new());
+        assert!(matches!(program, AgentwireProgram::Load(_)));
+        assert_eq!(
+            args(&program),
+            args(&AgentwireProgram::Load("/x/agentwire-load".into()))
+        );
+    }
 }
