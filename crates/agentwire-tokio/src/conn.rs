@@ -12,11 +12,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use agentwire_core::{truncate_close_reason, CloseCode, ConnId, Disconnect, FrameBuf};
-use futures_util::task::AtomicWaker;
+use futures_util::task::{ArcWake, AtomicWaker};
 use futures_util::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
@@ -381,6 +381,10 @@ where
             now + t.pong_timeout,
         )))
     });
+    let read_wake = Arc::new(ReadWake {
+        woken: AtomicBool::new(false),
+        task: AtomicWaker::new(),
+    });
     let task = Task {
         conn,
         ws,
@@ -396,6 +400,9 @@ where
         watchdog,
         heard: now,
         was_paused: false,
+        read_idle: false,
+        read_waker: futures_util::task::waker(Arc::clone(&read_wake)),
+        read_wake,
         limits: t,
         stats,
     };
@@ -427,6 +434,20 @@ const READ_BATCHES_PER_POLL: usize = 4;
 type Reserve = Pin<
     Box<dyn Future<Output = Result<mpsc::OwnedPermit<Inbound>, mpsc::error::SendError<()>>> + Send>,
 >;
+
+/// The waker a connection's socket reads register: it records that the socket woke the
+/// task for reading, then wakes the task.
+struct ReadWake {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl ArcWake for ReadWake {
+    fn wake_by_ref(arc_self: &Arc<Self>) {
+        arc_self.woken.store(true, Ordering::Release);
+        arc_self.task.wake();
+    }
+}
 
 /// What a pass of [`Task::poll_step`] ended with.
 enum Step {
@@ -468,6 +489,11 @@ struct Task<S> {
     /// When the peer was last heard from (or reading last resumed).
     heard: Instant,
     was_paused: bool,
+    /// The last read found nothing: the next one waits for [`ReadWake`].
+    read_idle: bool,
+    read_wake: Arc<ReadWake>,
+    /// Wakes through `read_wake`: the waker the socket's reads register.
+    read_waker: Waker,
     limits: TaskLimits,
     stats: Arc<TransportCounters>,
 }
@@ -673,16 +699,35 @@ where
             if let Some(step) = self.poll_handoff(cx) {
                 return Poll::Ready(step);
             }
-            if self.handoff.is_some() || self.shared.paused.load(Ordering::Relaxed) {
+            if self.handoff.is_some() {
                 return Poll::Pending;
             }
+            if self.shared.paused.load(Ordering::Relaxed) {
+                // Frames may wait in the WebSocket's buffer: read again after the resume.
+                self.read_idle = false;
+                return Poll::Pending;
+            }
+            // A wake-up for the owner's frames or a timer is not one for the socket: after a
+            // read found nothing, read again only once the socket said it is readable (a
+            // read costs the WebSocket a clear of its whole read buffer).
+            self.read_wake.task.register(cx.waker());
+            if !self.read_wake.woken.swap(false, Ordering::AcqRel) && self.read_idle {
+                return Poll::Pending;
+            }
+            // Reading now; only a read that finds nothing makes the next one wait.
+            self.read_idle = false;
+            let read_waker = self.read_waker.clone();
+            let mut rcx = Context::from_waker(&read_waker);
             let mut batch: Vec<Message> = Vec::new();
             let mut one: Option<Message> = None;
             let mut bytes = 0usize;
             let mut end = None;
             loop {
-                match Pin::new(&mut self.ws).poll_next(cx) {
-                    Poll::Pending => break,
+                match Pin::new(&mut self.ws).poll_next(&mut rcx) {
+                    Poll::Pending => {
+                        self.read_idle = true;
+                        break;
+                    }
                     Poll::Ready(None) => {
                         end = Some(Step::Ended);
                         break;
