@@ -179,8 +179,9 @@ pub fn table(reports: &[Report]) -> String {
                 opt(r.cpu_us_per_message, 2),
                 opt(r.cpu_us_per_delivery, 2),
                 opt(cpu_vs_bus(r, reports), 2),
-                opt(r.ctx_switches_per_delivery, 2),
-                opt(r.syscalls_per_delivery, 2),
+                // A broker's figures are hundredths of a wake-up or a syscall per delivery.
+                opt(r.ctx_switches_per_delivery, 3),
+                opt(r.syscalls_per_delivery, 3),
                 opt(r.rss_per_connection, 0),
             ]
         })
