@@ -287,6 +287,7 @@ pong_timeout_secs = 7
 send_queue_frames = 9
 send_queue_bytes = 4096
 close_timeout_secs = 1
+read_buffer_bytes = 2048
 "#;
     assert_sets_every_key("bus", text);
     let config = parse(text);
@@ -329,6 +330,7 @@ close_timeout_secs = 1
     assert_eq!(t.limits.send_queue_frames, 9);
     assert_eq!(t.limits.send_queue_bytes, 4096);
     assert_eq!(t.limits.close_timeout, Duration::from_secs(1));
+    assert_eq!(t.limits.read_buffer_size, 2048);
 }
 
 #[test]
@@ -366,6 +368,7 @@ pong_timeout_secs = 7
 send_queue_frames = 9
 send_queue_bytes = 4096
 close_timeout_secs = 1
+read_buffer_bytes = 2048
 "#;
     assert_sets_every_key("chopsticks", text);
     let config = parse(text);
@@ -473,6 +476,7 @@ pong_timeout_secs = 7
 send_queue_frames = 9
 send_queue_bytes = 4096
 close_timeout_secs = 1
+read_buffer_bytes = 2048
 "#;
     assert_sets_every_key("mcpw", text);
     let config = parse(text);
@@ -628,6 +632,7 @@ pong_timeout_secs = 7
 send_queue_frames = 9
 send_queue_bytes = 4096
 close_timeout_secs = 1
+read_buffer_bytes = 2048
 "#
     );
     // `playbook` cannot be set beside `example_playbook`; it has its own check below.
@@ -768,6 +773,7 @@ pong_timeout_secs = 7
 send_queue_frames = 9
 send_queue_bytes = 4096
 close_timeout_secs = 1
+read_buffer_bytes = 2048
 "#;
     assert_sets_every_key("relay", text);
     let config = parse(text);
@@ -945,6 +951,8 @@ fn a_zero_limit_is_an_error() {
     assert!(e.to_string().contains("greater than 0"), "{e}");
     let e = reject("[relay.transport]\nsend_queue_frames = 0\n");
     assert_at(&e, "relay.transport.send_queue_frames", 2);
+    let e = reject("[bus.transport]\nread_buffer_bytes = 0\n");
+    assert_at(&e, "bus.transport.read_buffer_bytes", 2);
 }
 
 #[test]

@@ -22,7 +22,7 @@
 //!
 //! Every protocol section has `enabled`, `listener` (the name of a `[[listener]]`), `path`,
 //! the protocol's own settings and limits, and a `[<protocol>.transport]` table (per-address
-//! cap, WebSocket pings, outbound queue). Durations are whole numbers whose unit ends the
+//! cap, WebSocket pings, read buffer, outbound queue). Durations are whole numbers whose unit ends the
 //! key's name (`_ms`, `_secs`); 0 means "off" only where a key's comment says so.
 //!
 //! Unknown keys are errors, and every error names the key and where it was set:

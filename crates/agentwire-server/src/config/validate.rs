@@ -144,6 +144,7 @@ fn transport(section: &str, t: &Transport) -> Result<(), ConfigError> {
     nonzero(&key("pong_timeout_secs"), t.pong_timeout_secs)?;
     nonzero(&key("send_queue_frames"), t.send_queue_frames)?;
     nonzero(&key("send_queue_bytes"), t.send_queue_bytes)?;
+    nonzero(&key("read_buffer_bytes"), t.read_buffer_bytes)?;
     Ok(())
 }
 
