@@ -12,12 +12,12 @@
 //! - `transport/loopback/rtt`: one 32-byte request at a time, same two servers.
 //! - `transport/loopback/oneway/{100B,16KiB}`: the client feeds 256 messages and flushes
 //!   once; the server only counts them and answers one small "ack" per 256. This measures
-//!   the receive path (socket -> reader task -> owner task -> `handle_frame`) against a bare
+//!   the receive path (socket -> connection task -> owner task -> `handle_frame`) against a bare
 //!   loop that counts in place. The client is the same bare feed-then-flush sender for both.
 //! - `transport/idle_connections`: opens 1,000 idle WebSocket connections (raw TCP clients
 //!   doing the upgrade by hand, so the client side costs no user-space memory) and prints
 //!   the server's RSS growth per connection from `/proc/self/status` `VmRSS`, for
-//!   agentwire (default limits: 8 KiB read buffer) and for a bare tokio-tungstenite server
+//!   agentwire (default limits: 4 KiB read buffer) and for a bare tokio-tungstenite server
 //!   with its defaults (measured second, so it can only look better than it is).
 //!
 //! Latency benches use a current-thread runtime (client and server tasks on one thread; a

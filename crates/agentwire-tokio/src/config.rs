@@ -17,7 +17,7 @@ use crate::{AddressFilter, Backoff, Refusal, UpgradeHook, WallClockSync};
 /// |---|---|---|
 /// | `max_message_size` | 1 MiB | tungstenite's 64 MiB lets one peer pin 64 MiB |
 /// | `max_frame_size` | 1 MiB | same, per frame (tungstenite: 16 MiB) |
-/// | `read_buffer_size` | 8 KiB | tungstenite's 128 KiB is allocated for every idle connection |
+/// | `read_buffer_size` | 4 KiB | tungstenite's 128 KiB is allocated for every idle connection; also the most read at once |
 /// | `write_buffer_size` | 64 KiB | frames are batched up to this before a write; the flush writes the rest |
 /// | `max_write_buffer_size` | 4 MiB | bounds tungstenite's write buffer; the largest frame you can send |
 /// | `send_queue_frames` | 256 | frames queued per connection before it counts as a slow reader |
@@ -36,7 +36,8 @@ pub struct Limits {
     pub max_message_size: usize,
     /// Largest inbound frame payload; a larger one closes with 1009. Default: 1 MiB.
     pub max_frame_size: usize,
-    /// tungstenite's read buffer, allocated per connection. Default: 8 KiB.
+    /// tungstenite's read buffer, allocated per connection, and the most read from the socket
+    /// at once. Default: 4 KiB.
     pub read_buffer_size: usize,
     /// Outbound bytes buffered before tungstenite writes to the socket. Default: 64 KiB.
     pub write_buffer_size: usize,
@@ -77,7 +78,7 @@ impl Default for Limits {
         Self {
             max_message_size: 1 << 20,
             max_frame_size: 1 << 20,
-            read_buffer_size: 8 << 10,
+            read_buffer_size: 4 << 10,
             write_buffer_size: 64 << 10,
             max_write_buffer_size: 4 << 20,
             send_queue_frames: 256,
@@ -687,12 +688,12 @@ mod tests {
     fn defaults_are_the_documented_ones() {
         let l = Limits::default();
         assert_eq!(l.max_message_size, 1 << 20);
-        assert_eq!(l.read_buffer_size, 8 * 1024);
+        assert_eq!(l.read_buffer_size, 4 * 1024);
         assert_eq!(l.slow_reader_close, CloseCode::TRY_AGAIN_LATER);
         assert_eq!(l.max_header_bytes, 16 * 1024);
         let ws = l.websocket_config();
         assert_eq!(ws.max_message_size, Some(1 << 20));
-        assert_eq!(ws.read_buffer_size, 8 * 1024);
+        assert_eq!(ws.read_buffer_size, 4 * 1024);
         assert!(ws.max_write_buffer_size > ws.write_buffer_size + l.max_message_size);
         assert!(ClientConfig::default().reconnect);
         assert_eq!(

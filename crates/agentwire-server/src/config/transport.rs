@@ -29,8 +29,7 @@ pub struct Transport {
     /// Seconds the server waits for a peer's close frame after sending its own. Default 5.
     pub close_timeout_secs: u64,
     /// Bytes of each connection's read buffer, held by every connection, idle or not, and
-    /// the most read from its socket at once. Default 8192; 4096 makes an idle connection
-    /// about 4 KiB smaller for one more read per 4 KiB of input.
+    /// the most read from its socket at once. Default 4096.
     pub read_buffer_bytes: usize,
 }
 
