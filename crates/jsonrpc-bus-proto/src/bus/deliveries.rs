@@ -109,8 +109,8 @@ struct Inbox {
     queue: VecDeque<Place>,
     /// Requests sent to it and not yet answered.
     in_flight: usize,
-    /// The publishers `queue` holds deliveries of: once every one of them is blocked, a
-    /// pump stops scanning.
+    /// The publishers `queue` holds deliveries of, and which of them have deliveries not yet
+    /// sent: once every one of those is blocked, a pump stops scanning.
     publishers: Publishers,
 }
 
@@ -124,11 +124,12 @@ impl Inbox {
         self.publishers.add(publisher);
     }
 
-    fn remove(&mut self, key: Key, publisher: Option<ConnId>) -> bool {
+    fn remove(&mut self, key: Key) -> bool {
         match self.queue.iter().position(|x| x.key == key) {
             Some(i) => {
-                self.queue.remove(i);
-                self.publishers.remove(publisher);
+                if let Some(place) = self.queue.remove(i) {
+                    self.publishers.remove(place.publisher, place.sent);
+                }
                 true
             }
             None => false,
@@ -147,40 +148,72 @@ struct Place {
     sent: bool,
 }
 
-/// How many entries of an inbox each publisher has.
+/// One publisher's places in an inbox.
+#[derive(Debug, Default, Clone, Copy)]
+struct Places {
+    all: usize,
+    unsent: usize,
+}
+
+/// How many places of an inbox each publisher has, and how many publishers have places not
+/// yet sent.
 #[derive(Debug, Default)]
 struct Publishers {
-    /// Entries of [`Bus::publish`](super::Bus::publish) (no publishing connection).
-    application: usize,
-    /// Entries per publishing connection (no zero counts).
-    conns: ConnMap<usize>,
+    /// Places of [`Bus::publish`](super::Bus::publish) (no publishing connection).
+    application: Places,
+    /// Places per publishing connection (none with zero places).
+    conns: ConnMap<Places>,
+    /// Publishers with at least one place not yet sent.
+    with_unsent: usize,
 }
 
 impl Publishers {
+    fn places(&mut self, publisher: Option<ConnId>) -> &mut Places {
+        match publisher {
+            None => &mut self.application,
+            Some(conn) => self.conns.entry(conn).or_default(),
+        }
+    }
+
     fn add(&mut self, publisher: Option<ConnId>) {
-        match publisher {
-            None => self.application += 1,
-            Some(conn) => *self.conns.entry(conn).or_default() += 1,
+        let p = self.places(publisher);
+        p.all += 1;
+        p.unsent += 1;
+        if p.unsent == 1 {
+            self.with_unsent += 1;
         }
     }
 
-    fn remove(&mut self, publisher: Option<ConnId>) {
-        match publisher {
-            None => self.application = self.application.saturating_sub(1),
-            Some(conn) => {
-                if let Entry::Occupied(mut e) = self.conns.entry(conn) {
-                    *e.get_mut() -= 1;
-                    if *e.get() == 0 {
-                        e.remove();
-                    }
-                }
-            }
+    /// One of `publisher`'s places was sent.
+    fn sent(&mut self, publisher: Option<ConnId>) {
+        let p = self.places(publisher);
+        p.unsent = p.unsent.saturating_sub(1);
+        if p.unsent == 0 {
+            self.with_unsent = self.with_unsent.saturating_sub(1);
         }
     }
 
-    /// How many distinct publishers have entries.
+    /// One of `publisher`'s places left the inbox (`sent`: it had been sent).
+    fn remove(&mut self, publisher: Option<ConnId>, sent: bool) {
+        let p = self.places(publisher);
+        p.all = p.all.saturating_sub(1);
+        let emptied = !sent && p.unsent > 0 && {
+            p.unsent -= 1;
+            p.unsent == 0
+        };
+        let gone = p.all == 0;
+        if emptied {
+            self.with_unsent = self.with_unsent.saturating_sub(1);
+        }
+        if let (Some(conn), true) = (publisher, gone) {
+            self.conns.remove(&conn);
+        }
+    }
+
+    /// How many distinct publishers have places.
+    #[cfg(test)]
     fn len(&self) -> usize {
-        self.conns.len() + usize::from(self.application > 0)
+        self.conns.len() + usize::from(self.application.all > 0)
     }
 }
 
@@ -338,12 +371,13 @@ impl Deliveries {
         self.inboxes.get(&conn).map_or(0, |i| i.in_flight)
     }
 
-    /// Deliveries reserved in `conn`'s inbox, and how many publishers they come from.
+    /// Deliveries reserved in `conn`'s inbox, how many publishers they come from, and how
+    /// many of those have deliveries not yet sent to it.
     #[cfg(test)]
-    pub(super) fn inbox_publishers(&self, conn: ConnId) -> (usize, usize) {
-        self.inboxes
-            .get(&conn)
-            .map_or((0, 0), |i| (i.queue.len(), i.publishers.len()))
+    pub(super) fn inbox_publishers(&self, conn: ConnId) -> (usize, usize, usize) {
+        self.inboxes.get(&conn).map_or((0, 0, 0), |i| {
+            (i.queue.len(), i.publishers.len(), i.publishers.with_unsent)
+        })
     }
 
     /// Records a publish whose chain is `chain` and reserves its place in every
@@ -460,11 +494,10 @@ impl Deliveries {
         let mut room = self.window - inbox.in_flight;
         let mut blocked = std::mem::take(&mut self.scratch_blocked);
         blocked.clear();
-        // Once every publisher with entries here is blocked, nothing further can be sent:
-        // the scan stops there instead of walking a long backlog on every pump.
-        let publishers = inbox.publishers.len();
+        // Once every publisher with places not yet sent is blocked, nothing further can be
+        // sent: the scan stops there instead of walking a long backlog on every pump.
         for entry in &mut inbox.queue {
-            if room == 0 || blocked.len() == publishers {
+            if room == 0 || blocked.len() >= inbox.publishers.with_unsent {
                 break;
             }
             if entry.sent || blocked.contains(&entry.publisher) {
@@ -478,6 +511,7 @@ impl Deliveries {
                 let frame = hop_request(&d.params, request);
                 d.sent = Some(request);
                 entry.sent = true;
+                inbox.publishers.sent(entry.publisher);
                 self.requests.insert(request, (conn, entry.key));
                 inbox.in_flight += 1;
                 flow.awaited(conn, out);
@@ -511,7 +545,7 @@ impl Deliveries {
             if sent.is_some() {
                 inbox.in_flight = inbox.in_flight.saturating_sub(1);
             }
-            inbox.remove(key, d.publisher);
+            inbox.remove(key);
         }
         count(&mut d.result, &outcome);
         if outcome == HopOutcome::Stopped {
@@ -543,7 +577,7 @@ impl Deliveries {
         let mut unblocked = Vec::new();
         for hop in d.hops.iter().skip(d.pos) {
             if let Some(inbox) = self.inboxes.get_mut(&hop.conn) {
-                if inbox.remove(key, d.publisher) {
+                if inbox.remove(key) {
                     unblocked.push(hop.conn);
                 }
             }

@@ -265,14 +265,15 @@ fn an_inbox_counts_its_publishers_as_deliveries_come_and_go() {
     for publisher in [a, a, a, b, b] {
         bus.handle_frame(publisher, Frame::Text(note), t0);
     }
-    // Every delivery is reserved in both inboxes, from two publishers.
-    assert_eq!(bus.deliveries.inbox_publishers(first), (5, 2));
-    assert_eq!(bus.deliveries.inbox_publishers(second), (5, 2));
-    // The first subscriber answers: its inbox empties, the second one's does not yet.
+    // Every delivery is reserved in both inboxes, from two publishers; the first subscriber
+    // has been sent all five (its window is 8), the second none yet.
+    assert_eq!(bus.deliveries.inbox_publishers(first), (5, 2, 0));
+    assert_eq!(bus.deliveries.inbox_publishers(second), (5, 2, 2));
+    // The first subscriber answers: its inbox empties and the second one is sent all five.
     assert_eq!(answer_all(&mut bus, first, t0), 5);
-    assert_eq!(bus.deliveries.inbox_publishers(first), (0, 0));
-    assert_eq!(bus.deliveries.inbox_publishers(second), (5, 2));
+    assert_eq!(bus.deliveries.inbox_publishers(first), (0, 0, 0));
+    assert_eq!(bus.deliveries.inbox_publishers(second), (5, 2, 0));
     assert_eq!(answer_all(&mut bus, second, t0), 5);
-    assert_eq!(bus.deliveries.inbox_publishers(second), (0, 0));
+    assert_eq!(bus.deliveries.inbox_publishers(second), (0, 0, 0));
     assert_eq!(bus.deliveries_in_flight(), 0);
 }
