@@ -9,7 +9,7 @@
 //! and an idle one holds little.
 
 use std::collections::hash_map::Entry;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use agentwire_core::{ConnId, ConnMap, DeadlineQueue, FrameBuf, Id128, Id128Map, IdGen, Outbox};
@@ -102,118 +102,57 @@ impl Delivery {
     }
 }
 
-/// One subscriber's deliveries.
+/// One subscriber's deliveries, in one lane per publisher.
 #[derive(Debug, Default)]
 struct Inbox {
-    /// Deliveries reserved for this subscriber, in publish order (in flight or waiting).
-    queue: VecDeque<Place>,
+    /// Each publisher's deliveries reserved for this subscriber, in publish order (`None`:
+    /// [`Bus::publish`](super::Bus::publish)). A pump looks at each lane's first delivery not
+    /// yet sent, so it never walks past a blocked publisher's backlog.
+    lanes: BTreeMap<Option<ConnId>, Lane>,
+    /// Deliveries reserved, in every lane.
+    len: usize,
     /// Requests sent to it and not yet answered.
     in_flight: usize,
-    /// The publishers `queue` holds deliveries of, and which of them have deliveries not yet
-    /// sent: once every one of those is blocked, a pump stops scanning.
-    publishers: Publishers,
+}
+
+/// One publisher's deliveries in an inbox. The ones sent (in flight to this subscriber) are
+/// a prefix: a lane is sent in order, and only its first unsent delivery may go next.
+#[derive(Debug, Default)]
+struct Lane {
+    keys: VecDeque<Key>,
+    /// How many of `keys`, from the front, are in flight.
+    sent: usize,
+}
+
+impl Lane {
+    /// The first delivery not yet sent.
+    fn next(&self) -> Option<Key> {
+        self.keys.get(self.sent).copied()
+    }
 }
 
 impl Inbox {
     fn push(&mut self, key: Key, publisher: Option<ConnId>) {
-        self.queue.push_back(Place {
-            key,
-            publisher,
-            sent: false,
-        });
-        self.publishers.add(publisher);
+        self.lanes.entry(publisher).or_default().keys.push_back(key);
+        self.len += 1;
     }
 
-    fn remove(&mut self, key: Key) -> bool {
-        match self.queue.iter().position(|x| x.key == key) {
-            Some(i) => {
-                if let Some(place) = self.queue.remove(i) {
-                    self.publishers.remove(place.publisher, place.sent);
-                }
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-/// A delivery's place in an inbox, with what a pump needs to pass it by without reading the
-/// delivery itself (one cache miss each in a slab of thousands): its publisher, and whether
-/// it is in flight to this subscriber.
-#[derive(Debug, Clone, Copy)]
-struct Place {
-    key: Key,
-    publisher: Option<ConnId>,
-    /// Sent to this subscriber and not yet answered (its hop is this one).
-    sent: bool,
-}
-
-/// One publisher's places in an inbox.
-#[derive(Debug, Default, Clone, Copy)]
-struct Places {
-    all: usize,
-    unsent: usize,
-}
-
-/// How many places of an inbox each publisher has, and how many publishers have places not
-/// yet sent.
-#[derive(Debug, Default)]
-struct Publishers {
-    /// Places of [`Bus::publish`](super::Bus::publish) (no publishing connection).
-    application: Places,
-    /// Places per publishing connection (none with zero places).
-    conns: ConnMap<Places>,
-    /// Publishers with at least one place not yet sent.
-    with_unsent: usize,
-}
-
-impl Publishers {
-    fn places(&mut self, publisher: Option<ConnId>) -> &mut Places {
-        match publisher {
-            None => &mut self.application,
-            Some(conn) => self.conns.entry(conn).or_default(),
-        }
-    }
-
-    fn add(&mut self, publisher: Option<ConnId>) {
-        let p = self.places(publisher);
-        p.all += 1;
-        p.unsent += 1;
-        if p.unsent == 1 {
-            self.with_unsent += 1;
-        }
-    }
-
-    /// One of `publisher`'s places was sent.
-    fn sent(&mut self, publisher: Option<ConnId>) {
-        let p = self.places(publisher);
-        p.unsent = p.unsent.saturating_sub(1);
-        if p.unsent == 0 {
-            self.with_unsent = self.with_unsent.saturating_sub(1);
-        }
-    }
-
-    /// One of `publisher`'s places left the inbox (`sent`: it had been sent).
-    fn remove(&mut self, publisher: Option<ConnId>, sent: bool) {
-        let p = self.places(publisher);
-        p.all = p.all.saturating_sub(1);
-        let emptied = !sent && p.unsent > 0 && {
-            p.unsent -= 1;
-            p.unsent == 0
+    fn remove(&mut self, key: Key, publisher: Option<ConnId>) -> bool {
+        let Some(lane) = self.lanes.get_mut(&publisher) else {
+            return false;
         };
-        let gone = p.all == 0;
-        if emptied {
-            self.with_unsent = self.with_unsent.saturating_sub(1);
+        let Some(i) = lane.keys.iter().position(|k| *k == key) else {
+            return false;
+        };
+        lane.keys.remove(i);
+        if i < lane.sent {
+            lane.sent -= 1;
         }
-        if let (Some(conn), true) = (publisher, gone) {
-            self.conns.remove(&conn);
+        self.len -= 1;
+        if lane.keys.is_empty() {
+            self.lanes.remove(&publisher);
         }
-    }
-
-    /// How many distinct publishers have places.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.conns.len() + usize::from(self.application.all > 0)
+        true
     }
 }
 
@@ -297,7 +236,8 @@ pub(super) struct Deliveries {
     window: usize,
     /// Deliveries reserved per subscriber.
     max_inbox: usize,
-    scratch_blocked: Vec<Option<ConnId>>,
+    /// A pump's candidates: each lane's next delivery whose hop is this one.
+    scratch_heads: Vec<(DeliveryId, Option<ConnId>)>,
     /// Ended deliveries' params buffers, cleared, for the next publishes.
     spare_params: Vec<Vec<u8>>,
     /// Ended deliveries' hop lists, cleared, for the next publishes.
@@ -315,7 +255,7 @@ impl Deliveries {
             timeout: config.delivery_timeout,
             window: config.max_in_flight_per_subscriber.max(1),
             max_inbox: config.limits.max_pending_per_subscriber,
-            scratch_blocked: Vec::new(),
+            scratch_heads: Vec::new(),
             spare_params: Vec::new(),
             spare_hops: Vec::new(),
         }
@@ -359,9 +299,9 @@ impl Deliveries {
             return Vec::new();
         };
         inbox
-            .queue
-            .into_iter()
-            .map(|place| place.key)
+            .lanes
+            .into_values()
+            .flat_map(|lane| lane.keys)
             .filter(|key| self.by_key.get(*key).is_some_and(|d| d.at(conn)))
             .collect()
     }
@@ -376,7 +316,8 @@ impl Deliveries {
     #[cfg(test)]
     pub(super) fn inbox_publishers(&self, conn: ConnId) -> (usize, usize, usize) {
         self.inboxes.get(&conn).map_or((0, 0, 0), |i| {
-            (i.queue.len(), i.publishers.len(), i.publishers.with_unsent)
+            let unsent = i.lanes.values().filter(|l| l.next().is_some()).count();
+            (i.len, i.lanes.len(), unsent)
         })
     }
 
@@ -405,7 +346,7 @@ impl Deliveries {
         let mut overloaded = 0;
         for &conn in chain {
             let state = match self.inboxes.get_mut(&conn) {
-                Some(inbox) if inbox.queue.len() < self.max_inbox => {
+                Some(inbox) if inbox.len < self.max_inbox => {
                     inbox.push(key, publisher);
                     HopState::Reserved
                 }
@@ -475,8 +416,8 @@ impl Deliveries {
     }
 
     /// Sends subscriber `conn` every delivery whose turn it is, up to the in-flight window,
-    /// never passing an earlier message of the same publisher. One inbox lookup, one
-    /// delivery lookup per queued delivery looked at.
+    /// earliest published first, never passing an earlier message of the same publisher.
+    /// One inbox lookup, one delivery lookup per lane and per delivery sent.
     pub(super) fn pump(
         &mut self,
         conn: ConnId,
@@ -492,37 +433,52 @@ impl Deliveries {
             return;
         }
         let mut room = self.window - inbox.in_flight;
-        let mut blocked = std::mem::take(&mut self.scratch_blocked);
-        blocked.clear();
-        // Once every publisher with places not yet sent is blocked, nothing further can be
-        // sent: the scan stops there instead of walking a long backlog on every pump.
-        for entry in &mut inbox.queue {
-            if room == 0 || blocked.len() >= inbox.publishers.with_unsent {
+        // Each lane's next delivery, if its hop is this one; the earliest published goes
+        // first. A lane whose next delivery is elsewhere is blocked: nothing after it may pass.
+        let mut heads = std::mem::take(&mut self.scratch_heads);
+        heads.clear();
+        for (publisher, lane) in &inbox.lanes {
+            if let Some(key) = lane.next() {
+                if self.by_key.get(key).is_some_and(|d| d.at(conn)) {
+                    heads.push((key.id, *publisher));
+                }
+            }
+        }
+        while room > 0 {
+            let Some(at) = (0..heads.len()).min_by_key(|&i| heads[i].0) else {
                 break;
-            }
-            if entry.sent || blocked.contains(&entry.publisher) {
-                continue; // in flight, or behind an earlier delivery of its publisher
-            }
-            let Some(d) = self.by_key.get_mut(entry.key) else {
+            };
+            let publisher = heads[at].1;
+            let Some(lane) = inbox.lanes.get_mut(&publisher) else {
+                heads.swap_remove(at);
                 continue;
             };
-            if d.at(conn) {
+            let Some(key) = lane.next() else {
+                heads.swap_remove(at);
+                continue;
+            };
+            if let Some(d) = self.by_key.get_mut(key) {
                 let request = ids.next_id();
                 let frame = hop_request(&d.params, request);
                 d.sent = Some(request);
-                entry.sent = true;
-                inbox.publishers.sent(entry.publisher);
-                self.requests.insert(request, (conn, entry.key));
+                self.requests.insert(request, (conn, key));
                 inbox.in_flight += 1;
                 flow.awaited(conn, out);
                 stats.hops_sent += 1;
                 out.send(conn, FrameBuf::json_from_vec(frame));
                 room -= 1;
-            } else {
-                blocked.push(entry.publisher);
+            }
+            lane.sent += 1;
+            match lane.next() {
+                Some(next) if self.by_key.get(next).is_some_and(|d| d.at(conn)) => {
+                    heads[at] = (next.id, publisher);
+                }
+                _ => {
+                    heads.swap_remove(at);
+                }
             }
         }
-        self.scratch_blocked = blocked;
+        self.scratch_heads = heads;
     }
 
     /// Ends the current hop of `key` with `outcome` (its request, inbox place and window
@@ -545,7 +501,7 @@ impl Deliveries {
             if sent.is_some() {
                 inbox.in_flight = inbox.in_flight.saturating_sub(1);
             }
-            inbox.remove(key);
+            inbox.remove(key, d.publisher);
         }
         count(&mut d.result, &outcome);
         if outcome == HopOutcome::Stopped {
@@ -577,7 +533,7 @@ impl Deliveries {
         let mut unblocked = Vec::new();
         for hop in d.hops.iter().skip(d.pos) {
             if let Some(inbox) = self.inboxes.get_mut(&hop.conn) {
-                if inbox.remove(key) {
+                if inbox.remove(key, d.publisher) {
                     unblocked.push(hop.conn);
                 }
             }
