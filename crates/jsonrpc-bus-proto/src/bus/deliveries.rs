@@ -28,6 +28,9 @@ const SPARE_PARAMS_BYTES: usize = 4096;
 /// Hop lists longer than this are freed, not kept.
 const SPARE_HOPS: usize = 256;
 
+/// Lanes an inbox keeps when they empty (a lane past this many is dropped once empty).
+const KEPT_LANES: usize = 8;
+
 /// A delivery in flight as the bus names it internally: its slot and its id. Slots are
 /// reused, ids never, so a key whose delivery ended finds nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +152,9 @@ impl Inbox {
             lane.sent -= 1;
         }
         self.len -= 1;
-        if lane.keys.is_empty() {
+        // An emptied lane is kept (with its buffer) while the inbox has few, so a steady
+        // publisher allocates nothing per delivery; beyond that it goes.
+        if lane.keys.is_empty() && self.lanes.len() > KEPT_LANES {
             self.lanes.remove(&publisher);
         }
         true
@@ -316,8 +321,9 @@ impl Deliveries {
     #[cfg(test)]
     pub(super) fn inbox_publishers(&self, conn: ConnId) -> (usize, usize, usize) {
         self.inboxes.get(&conn).map_or((0, 0, 0), |i| {
+            let publishers = i.lanes.values().filter(|l| !l.keys.is_empty()).count();
             let unsent = i.lanes.values().filter(|l| l.next().is_some()).count();
-            (i.len, i.lanes.len(), unsent)
+            (i.len, publishers, unsent)
         })
     }
 
