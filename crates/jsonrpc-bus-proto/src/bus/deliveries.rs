@@ -9,7 +9,7 @@
 //! and an idle one holds little.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use agentwire_core::{ConnId, ConnMap, DeadlineQueue, FrameBuf, Id128, Id128Map, IdGen, Outbox};
@@ -108,10 +108,10 @@ impl Delivery {
 /// One subscriber's deliveries, in one lane per publisher.
 #[derive(Debug, Default)]
 struct Inbox {
-    /// Each publisher's deliveries reserved for this subscriber, in publish order (`None`:
-    /// [`Bus::publish`](super::Bus::publish)). A pump looks at each lane's first delivery not
+    /// Each publisher's deliveries reserved for this subscriber, in publish order (a lane's
+    /// publisher `None`: [`Bus::publish`](super::Bus::publish)). A pump looks at each lane's first delivery not
     /// yet sent, so it never walks past a blocked publisher's backlog.
-    lanes: BTreeMap<Option<ConnId>, Lane>,
+    lanes: Vec<Lane>,
     /// Deliveries reserved, in every lane.
     len: usize,
     /// Requests sent to it and not yet answered.
@@ -120,8 +120,9 @@ struct Inbox {
 
 /// One publisher's deliveries in an inbox. The ones sent (in flight to this subscriber) are
 /// a prefix: a lane is sent in order, and only its first unsent delivery may go next.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Lane {
+    publisher: Option<ConnId>,
     keys: VecDeque<Key>,
     /// How many of `keys`, from the front, are in flight.
     sent: usize,
@@ -135,15 +136,41 @@ impl Lane {
 }
 
 impl Inbox {
+    /// The lane of `publisher`: a short list searched from the newest (an inbox holds the
+    /// lanes of the publishers with deliveries queued here, few in practice).
+    fn lane(&mut self, publisher: Option<ConnId>) -> Option<usize> {
+        self.lanes.iter().rposition(|l| l.publisher == publisher)
+    }
+
     fn push(&mut self, key: Key, publisher: Option<ConnId>) {
-        self.lanes.entry(publisher).or_default().keys.push_back(key);
+        let at = match self.lane(publisher) {
+            Some(at) => at,
+            None => match self.lanes.iter().position(|l| l.keys.is_empty()) {
+                // A kept empty lane takes the new publisher, with its buffer.
+                Some(at) => {
+                    self.lanes[at].publisher = publisher;
+                    self.lanes[at].sent = 0;
+                    at
+                }
+                None => {
+                    self.lanes.push(Lane {
+                        publisher,
+                        keys: VecDeque::new(),
+                        sent: 0,
+                    });
+                    self.lanes.len() - 1
+                }
+            },
+        };
+        self.lanes[at].keys.push_back(key);
         self.len += 1;
     }
 
     fn remove(&mut self, key: Key, publisher: Option<ConnId>) -> bool {
-        let Some(lane) = self.lanes.get_mut(&publisher) else {
+        let Some(at) = self.lane(publisher) else {
             return false;
         };
+        let lane = &mut self.lanes[at];
         let Some(i) = lane.keys.iter().position(|k| *k == key) else {
             return false;
         };
@@ -155,7 +182,7 @@ impl Inbox {
         // An emptied lane is kept (with its buffer) while the inbox has few, so a steady
         // publisher allocates nothing per delivery; beyond that it goes.
         if lane.keys.is_empty() && self.lanes.len() > KEPT_LANES {
-            self.lanes.remove(&publisher);
+            self.lanes.swap_remove(at);
         }
         true
     }
@@ -242,7 +269,7 @@ pub(super) struct Deliveries {
     /// Deliveries reserved per subscriber.
     max_inbox: usize,
     /// A pump's candidates: each lane's next delivery whose hop is this one.
-    scratch_heads: Vec<(DeliveryId, Option<ConnId>)>,
+    scratch_heads: Vec<(DeliveryId, usize)>,
     /// Ended deliveries' params buffers, cleared, for the next publishes.
     spare_params: Vec<Vec<u8>>,
     /// Ended deliveries' hop lists, cleared, for the next publishes.
@@ -305,7 +332,7 @@ impl Deliveries {
         };
         inbox
             .lanes
-            .into_values()
+            .into_iter()
             .flat_map(|lane| lane.keys)
             .filter(|key| self.by_key.get(*key).is_some_and(|d| d.at(conn)))
             .collect()
@@ -321,8 +348,8 @@ impl Deliveries {
     #[cfg(test)]
     pub(super) fn inbox_publishers(&self, conn: ConnId) -> (usize, usize, usize) {
         self.inboxes.get(&conn).map_or((0, 0, 0), |i| {
-            let publishers = i.lanes.values().filter(|l| !l.keys.is_empty()).count();
-            let unsent = i.lanes.values().filter(|l| l.next().is_some()).count();
+            let publishers = i.lanes.iter().filter(|l| !l.keys.is_empty()).count();
+            let unsent = i.lanes.iter().filter(|l| l.next().is_some()).count();
             (i.len, publishers, unsent)
         })
     }
@@ -443,10 +470,10 @@ impl Deliveries {
         // first. A lane whose next delivery is elsewhere is blocked: nothing after it may pass.
         let mut heads = std::mem::take(&mut self.scratch_heads);
         heads.clear();
-        for (publisher, lane) in &inbox.lanes {
+        for (at, lane) in inbox.lanes.iter().enumerate() {
             if let Some(key) = lane.next() {
                 if self.by_key.get(key).is_some_and(|d| d.at(conn)) {
-                    heads.push((key.id, *publisher));
+                    heads.push((key.id, at));
                 }
             }
         }
@@ -454,8 +481,8 @@ impl Deliveries {
             let Some(at) = (0..heads.len()).min_by_key(|&i| heads[i].0) else {
                 break;
             };
-            let publisher = heads[at].1;
-            let Some(lane) = inbox.lanes.get_mut(&publisher) else {
+            let lane_at = heads[at].1;
+            let Some(lane) = inbox.lanes.get_mut(lane_at) else {
                 heads.swap_remove(at);
                 continue;
             };
@@ -477,7 +504,7 @@ impl Deliveries {
             lane.sent += 1;
             match lane.next() {
                 Some(next) if self.by_key.get(next).is_some_and(|d| d.at(conn)) => {
-                    heads[at] = (next.id, publisher);
+                    heads[at] = (next.id, lane_at);
                 }
                 _ => {
                     heads.swap_remove(at);
