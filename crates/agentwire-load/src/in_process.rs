@@ -61,18 +61,11 @@ pub fn lift_address_limits() {
 }
 
 /// User plus system CPU time of this process's threads named `name` (`/proc/self/task/*/comm`).
-pub fn threads_cpu_time(name: &str) -> io::Result<Duration> {
+pub fn threads_cpu_time(name: &'static str) -> io::Result<Duration> {
     let mut total = Duration::ZERO;
-    for task in std::fs::read_dir("/proc/self/task")? {
-        let dir = task?.path();
-        // A thread may end between the listing and the reads: skip it.
-        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
-            continue;
-        };
-        if comm.trim_end() != name {
-            continue;
-        }
-        if let Ok(stat) = std::fs::read_to_string(dir.join("stat")) {
+    for thread in crate::threads::Subject::Threads(name).threads()? {
+        // A thread may end between the listing and this read: skip it.
+        if let Ok(stat) = std::fs::read_to_string(thread.dir.join("stat")) {
             total += crate::cpu::stat_cpu_time(&stat)?;
         }
     }
