@@ -29,7 +29,7 @@ use agentwire_server::llmrtc::audio::utterance_wav;
 use agentwire_server::llmrtc::client_app::LlmrtcClientApp;
 use agentwire_server::llmrtc::providers::{Providers, ScriptedStt};
 use agentwire_server::llmrtc::server_app::{self, Pacing};
-use agentwire_testkit::bench::{paired, rss_kib, Paired};
+use agentwire_testkit::bench::{open_idle_websockets_at, paired, rss_kib, Paired};
 use criterion::Criterion;
 use serde_json::json;
 use tokio::runtime::Runtime;
@@ -44,29 +44,12 @@ const IDLE: usize = 200;
 /// Opens `n` idle WebSockets to `url` (`ws://ADDR/PATH`) with raw upgrade requests and
 /// returns them with the growth of the process's resident set, in KiB per connection.
 async fn idle_connections(url: &str, n: usize) -> (Vec<tokio::net::TcpStream>, Option<f64>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.strip_prefix("ws://").expect("ws url");
     let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let path = if path.is_empty() { "/" } else { path };
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    );
+    let addr = addr.parse().expect("a socket address");
     let before = rss_kib();
-    let mut socks = Vec::with_capacity(n);
-    let mut buf = [0u8; 1024];
-    for _ in 0..n {
-        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        s.write_all(request.as_bytes()).await.expect("write");
-        let mut got = Vec::new();
-        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-            let read = s.read(&mut buf).await.expect("read");
-            assert!(read > 0, "server hung up during the upgrade");
-            got.extend_from_slice(&buf[..read]);
-        }
-        assert!(got.starts_with(b"HTTP/1.1 101"), "upgrade refused");
-        socks.push(s);
-    }
+    let socks = open_idle_websockets_at(addr, path, n).await;
     // Let the owner tasks take every connection in.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let per_conn = match (before, rss_kib()) {

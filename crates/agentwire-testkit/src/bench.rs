@@ -124,9 +124,19 @@ pub async fn open_idle_websockets(
     addr: std::net::SocketAddr,
     n: usize,
 ) -> Vec<tokio::net::TcpStream> {
+    open_idle_websockets_at(addr, "/", n).await
+}
+
+/// [`open_idle_websockets`] with the upgrade request for `path` (a server that routes by
+/// path).
+pub async fn open_idle_websockets_at(
+    addr: std::net::SocketAddr,
+    path: &str,
+    n: usize,
+) -> Vec<tokio::net::TcpStream> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let request = format!(
-        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
     );
     let mut socks = Vec::with_capacity(n);
