@@ -3,6 +3,7 @@
 //! protocols directly over tokio sockets (a few dozen lines each), which keeps this crate
 //! free of two client libraries and their runtimes.
 
+mod line;
 pub mod nats;
 pub mod redis;
 

@@ -15,11 +15,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::FutureExt;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
+use super::line::LineConn;
 use crate::drive::{collect, drained, stop_receivers, Sent, WINDOW};
 use crate::error::LoadError;
 use crate::latency::{stamp, Latency};
@@ -28,9 +26,6 @@ use crate::payload::{payload, read_stamp};
 use crate::scenario::{Ctx, Outcome, Scenario};
 use crate::server::ServerKind;
 use crate::ws::{stop_signal, StopRx};
-
-/// Longest protocol line read (a header, not a payload).
-const MAX_LINE: u64 = 64 * 1024;
 
 /// Largest message payload read (NATS's default `max_payload`).
 const MAX_PAYLOAD: usize = 1024 * 1024;
@@ -73,24 +68,14 @@ enum Incoming {
 
 /// A NATS client connection.
 struct Conn {
-    rd: BufReader<OwnedReadHalf>,
-    wr: BufWriter<OwnedWriteHalf>,
-    line: String,
+    io: LineConn,
 }
 
 impl Conn {
     /// Connects, reads `INFO`, sends `CONNECT` and waits for the `PONG` of a `PING`.
     async fn connect(addr: &str) -> Result<Self, LoadError> {
-        let s = TcpStream::connect(addr)
-            .await
-            .map_err(|e| LoadError::io(format!("connecting to nats-server at {addr}"), e))?;
-        s.set_nodelay(true)
-            .map_err(|e| LoadError::io("TCP_NODELAY", e))?;
-        let (r, w) = s.into_split();
         let mut c = Self {
-            rd: BufReader::new(r),
-            wr: BufWriter::new(w),
-            line: String::new(),
+            io: LineConn::connect(addr, "nats-server").await?,
         };
         c.write(b"CONNECT {\"verbose\":false,\"pedantic\":false,\"echo\":false}\r\nPING\r\n")
             .await?;
@@ -103,17 +88,11 @@ impl Conn {
     }
 
     async fn write(&mut self, b: &[u8]) -> Result<(), LoadError> {
-        self.wr
-            .write_all(b)
-            .await
-            .map_err(|e| LoadError::io("writing to nats-server", e))
+        self.io.write(b).await
     }
 
     async fn flush(&mut self) -> Result<(), LoadError> {
-        self.wr
-            .flush()
-            .await
-            .map_err(|e| LoadError::io("writing to nats-server", e))
+        self.io.flush().await
     }
 
     async fn publish(
@@ -133,36 +112,13 @@ impl Conn {
 
     /// Whether nothing read is waiting in the buffer (time to flush before reading).
     fn drained(&self) -> bool {
-        self.rd.buffer().is_empty()
-    }
-
-    /// Reads one line into `self.line`, at most [`MAX_LINE`] bytes (a longer one is an
-    /// error, not unbounded memory); 0 at the end of the stream.
-    async fn read_line_bounded(&mut self) -> Result<usize, LoadError> {
-        let n = (&mut self.rd)
-            .take(MAX_LINE)
-            .read_line(&mut self.line)
-            .await
-            .map_err(|e| LoadError::io("reading from nats-server", e))?;
-        if n > 0 && !self.line.ends_with('\n') {
-            return Err(LoadError::Protocol(
-                "nats-server: a line over 64 KiB".into(),
-            ));
-        }
-        Ok(n)
+        self.io.drained()
     }
 
     /// The next `MSG` or `PONG`; answers the server's `PING`s.
     async fn next(&mut self) -> Result<Incoming, LoadError> {
         loop {
-            self.line.clear();
-            let n = self.read_line_bounded().await?;
-            if n == 0 {
-                return Err(LoadError::Protocol(
-                    "nats-server closed the connection".into(),
-                ));
-            }
-            let line = self.line.trim_end();
+            let line = self.io.next_line().await?;
             if line == "PING" {
                 self.write(b"PONG\r\n").await?;
                 self.flush().await?;
@@ -181,12 +137,7 @@ impl Conn {
                     .ok()
                     .filter(|l| *l <= MAX_PAYLOAD)
                     .ok_or_else(|| LoadError::Protocol(format!("nats: {line}")))?;
-                let mut payload = vec![0; len + 2];
-                self.rd
-                    .read_exact(&mut payload)
-                    .await
-                    .map_err(|e| LoadError::io("reading from nats-server", e))?;
-                payload.truncate(len);
+                let payload = self.io.payload(len).await?;
                 return Ok(Incoming::Msg { reply, payload });
             } else if line.starts_with("-ERR") {
                 return Err(LoadError::Protocol(format!("nats-server: {line}")));
@@ -390,6 +341,7 @@ async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     /// A connection to a fake server that sends `bytes` and then closes.
@@ -407,12 +359,8 @@ mod tests {
             let mut sink = Vec::new();
             let _ = r.read_to_end(&mut sink).await;
         });
-        let s = TcpStream::connect(addr).await.unwrap();
-        let (r, w) = s.into_split();
         Conn {
-            rd: BufReader::new(r),
-            wr: BufWriter::new(w),
-            line: String::new(),
+            io: LineConn::connect(&addr, "nats-server").await.unwrap(),
         }
     }
 

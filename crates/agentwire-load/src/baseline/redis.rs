@@ -10,11 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
+use super::line::LineConn;
 use crate::drive::{collect, drained, stop_receivers, Sent, WINDOW};
 use crate::error::LoadError;
 use crate::latency::{stamp, Latency};
@@ -23,9 +21,6 @@ use crate::payload::{payload, read_stamp};
 use crate::scenario::{Ctx, Outcome, Scenario};
 use crate::server::ServerKind;
 use crate::ws::{stop_signal, StopRx};
-
-/// Longest protocol line read (a header, not a payload).
-const MAX_LINE: u64 = 64 * 1024;
 
 /// Largest bulk string read.
 const MAX_BULK: usize = 16 * 1024 * 1024;
@@ -62,23 +57,13 @@ enum Value {
 
 /// A Redis client connection.
 struct Conn {
-    rd: BufReader<OwnedReadHalf>,
-    wr: BufWriter<OwnedWriteHalf>,
-    line: String,
+    io: LineConn,
 }
 
 impl Conn {
     async fn connect(addr: &str) -> Result<Self, LoadError> {
-        let s = TcpStream::connect(addr)
-            .await
-            .map_err(|e| LoadError::io(format!("connecting to redis-server at {addr}"), e))?;
-        s.set_nodelay(true)
-            .map_err(|e| LoadError::io("TCP_NODELAY", e))?;
-        let (r, w) = s.into_split();
         Ok(Self {
-            rd: BufReader::new(r),
-            wr: BufWriter::new(w),
-            line: String::new(),
+            io: LineConn::connect(addr, "redis-server").await?,
         })
     }
 
@@ -90,33 +75,11 @@ impl Conn {
             out.extend_from_slice(a);
             out.extend_from_slice(b"\r\n");
         }
-        self.wr
-            .write_all(&out)
-            .await
-            .map_err(|e| LoadError::io("writing to redis-server", e))
+        self.io.write(&out).await
     }
 
     async fn flush(&mut self) -> Result<(), LoadError> {
-        self.wr
-            .flush()
-            .await
-            .map_err(|e| LoadError::io("writing to redis-server", e))
-    }
-
-    /// Reads one line into `self.line`, at most [`MAX_LINE`] bytes (a longer one is an
-    /// error, not unbounded memory); 0 at the end of the stream.
-    async fn read_line_bounded(&mut self) -> Result<usize, LoadError> {
-        let n = (&mut self.rd)
-            .take(MAX_LINE)
-            .read_line(&mut self.line)
-            .await
-            .map_err(|e| LoadError::io("reading from redis-server", e))?;
-        if n > 0 && !self.line.ends_with('\n') {
-            return Err(LoadError::Protocol(
-                "redis-server: a line over 64 KiB".into(),
-            ));
-        }
-        Ok(n)
+        self.io.flush().await
     }
 
     /// Reads one value.
@@ -130,14 +93,7 @@ impl Conn {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, LoadError>> + Send + '_>>
     {
         Box::pin(async move {
-            self.line.clear();
-            let n = self.read_line_bounded().await?;
-            if n == 0 {
-                return Err(LoadError::Protocol(
-                    "redis-server closed the connection".into(),
-                ));
-            }
-            let line = self.line.trim_end().to_owned();
+            let line = self.io.next_line().await?.to_owned();
             let bad = || LoadError::Protocol(format!("redis: {line}"));
             let (kind, rest) = line.split_at_checked(1).ok_or_else(bad)?;
             match kind {
@@ -153,13 +109,7 @@ impl Conn {
                         .ok()
                         .filter(|l| *l <= MAX_BULK)
                         .ok_or_else(bad)?;
-                    let mut b = vec![0; len + 2];
-                    self.rd
-                        .read_exact(&mut b)
-                        .await
-                        .map_err(|e| LoadError::io("reading from redis-server", e))?;
-                    b.truncate(len);
-                    Ok(Value::Bulk(Some(b)))
+                    Ok(Value::Bulk(Some(self.io.payload(len).await?)))
                 }
                 "*" if depth < MAX_DEPTH => {
                     let len: i64 = rest.parse().map_err(|_| bad())?;
@@ -295,6 +245,7 @@ async fn idle(ctx: Ctx) -> Result<Outcome, LoadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
     /// A connection to a fake server that sends `bytes` and then closes.
