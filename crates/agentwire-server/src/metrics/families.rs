@@ -166,20 +166,36 @@ impl Families {
         operation: &'static str,
         outcome: &'static str,
     ) {
+        self.request_counter(protocol, operation, outcome).inc();
+    }
+
+    /// Records how long one `operation` of `protocol` took.
+    pub(super) fn duration(&self, protocol: Protocol, operation: &'static str, took: Duration) {
+        self.duration_histogram(protocol, operation)
+            .observe(took.as_secs_f64());
+    }
+
+    /// The counter of finished `operation`s of `protocol` with `outcome`.
+    fn request_counter(
+        &self,
+        protocol: Protocol,
+        operation: &'static str,
+        outcome: &'static str,
+    ) -> Counter {
         self.requests
             .get_or_create(&[
                 ("protocol", protocol.name()),
                 ("operation", operation),
                 ("outcome", outcome),
             ])
-            .inc();
+            .clone()
     }
 
-    /// Records how long one `operation` of `protocol` took.
-    pub(super) fn duration(&self, protocol: Protocol, operation: &'static str, took: Duration) {
+    /// The latency histogram of `operation` of `protocol`.
+    fn duration_histogram(&self, protocol: Protocol, operation: &'static str) -> Histogram {
         self.durations
             .get_or_create(&[("protocol", protocol.name()), ("operation", operation)])
-            .observe(took.as_secs_f64());
+            .clone()
     }
 }
 
@@ -207,14 +223,7 @@ impl Families {
             counter.inc();
             return;
         }
-        let counter = self
-            .requests
-            .get_or_create(&[
-                ("protocol", protocol.name()),
-                ("operation", operation),
-                ("outcome", outcome),
-            ])
-            .clone();
+        let counter = self.request_counter(protocol, operation, outcome);
         counter.inc();
         handles.requests.push((key, counter));
     }
@@ -231,10 +240,7 @@ impl Families {
             h.observe(took.as_secs_f64());
             return;
         }
-        let h = self
-            .durations
-            .get_or_create(&[("protocol", protocol.name()), ("operation", operation)])
-            .clone();
+        let h = self.duration_histogram(protocol, operation);
         h.observe(took.as_secs_f64());
         handles.durations.push((operation, h));
     }
