@@ -21,6 +21,7 @@ use futures_util::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data as OpData, OpCode};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
@@ -182,9 +183,7 @@ impl ConnTx {
         if self.closing {
             return Ok(false);
         }
-        let Some(msg) = to_message(frame) else {
-            return Ok(false);
-        };
+        let msg = to_message(frame);
         let first = self.pending.is_empty();
         if first {
             self.base = (
@@ -192,7 +191,7 @@ impl ConnTx {
                 self.shared.queued_bytes.load(Ordering::Acquire),
             );
         }
-        let len = msg.len();
+        let len = payload_len(&msg);
         let frames = self.base.0 + self.pending.len();
         let bytes = self.base.1 + self.pending_bytes;
         // A single frame larger than the byte bound still goes into an empty queue.
@@ -278,17 +277,28 @@ impl Drop for ConnTx {
     }
 }
 
-/// Converts a machine frame to a tungstenite message (no copy).
-pub(crate) fn to_message(frame: FrameBuf) -> Option<Message> {
+/// Converts a machine frame to a tungstenite message (no copy, no second UTF-8 check).
+///
+/// A text frame goes as a raw final text frame: [`FrameBuf::Text`] holds UTF-8 by
+/// construction, and tungstenite's `Message::Text` would only check it once more (a full
+/// scan of every outbound text message).
+pub(crate) fn to_message(frame: FrameBuf) -> Message {
     match frame {
-        FrameBuf::Binary(b) => Some(Message::Binary(b)),
-        FrameBuf::Text(t) => match tungstenite::Utf8Bytes::try_from(t.into_bytes()) {
-            Ok(u) => Some(Message::Text(u)),
-            Err(e) => {
-                tracing::warn!(error = %e, "dropping a text frame that is not UTF-8");
-                None
-            }
-        },
+        FrameBuf::Binary(b) => Message::Binary(b),
+        FrameBuf::Text(t) => Message::Frame(tungstenite::protocol::frame::Frame::message(
+            t.into_bytes(),
+            OpCode::Data(OpData::Text),
+            true,
+        )),
+    }
+}
+
+/// The payload length of a message this module queues or reads (a raw frame counts its
+/// payload, not its header).
+pub(crate) fn payload_len(msg: &Message) -> usize {
+    match msg {
+        Message::Frame(f) => f.payload().len(),
+        other => other.len(),
     }
 }
 
@@ -611,7 +621,7 @@ where
             let Some(msg) = self.writing.pop_front() else {
                 break;
             };
-            let len = msg.len();
+            let len = payload_len(&msg);
             if let Err(e) = Pin::new(&mut self.ws).start_send(msg) {
                 return Some(self.write_failed(&e, frames + 1, bytes + len));
             }

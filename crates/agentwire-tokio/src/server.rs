@@ -469,7 +469,7 @@ async fn refuse_open(mut ws: ServerWs, shared: &AcceptShared) {
     let close = crate::conn::close_frame(*code, reason);
     shared.stats.close_sent(close.code.into());
     let work = async {
-        if let Some(frame) = frame.clone().and_then(crate::conn::to_message) {
+        if let Some(frame) = frame.clone().map(crate::conn::to_message) {
             ws.feed(frame).await?;
         }
         ws.send(Message::Close(Some(close))).await?;
