@@ -584,7 +584,8 @@ pub struct AgentConfig {
     /// The protocol versions the agent speaks, offered at the upgrade as the subprotocols
     /// [`subprotocols`](Self::subprotocols) lists; the server selects the highest it
     /// speaks too ([`Agent::protocol_version`](crate::Agent::protocol_version), the crate's
-    /// spec decision 49). Default `[1]`, the only version there is.
+    /// spec decision 49). Default [`VERSIONS`](crate::VERSIONS), every version the crate
+    /// speaks (`[1]`, the only version there is).
     pub protocol_versions: Vec<u8>,
     /// A message too large for one frame (over the codec's
     /// [`max_payload`](Limits::max_payload) in the 24-byte form, its
@@ -626,7 +627,7 @@ impl AgentConfig {
             max_pending: 64,
             codec: CodecConfig::default(),
             hmac: None,
-            protocol_versions: vec![crate::VERSION],
+            protocol_versions: crate::VERSIONS.to_vec(),
             stream_part_bytes: 256 << 10,
             batch_linger: None,
             shared_state: false,

@@ -28,6 +28,12 @@ pub const MAGIC: [u8; 4] = *b"MCPW";
 /// The only protocol version there is.
 pub const VERSION: u8 = 1;
 
+/// Every protocol version this crate speaks, offered and accepted as the subprotocols
+/// `mcp.v<n>` (the crate's spec decision 49): the default of
+/// [`AgentConfig::protocol_versions`](crate::AgentConfig::protocol_versions) and
+/// [`UpgradeConfig::protocol_versions`](crate::orchestrator::UpgradeConfig::protocol_versions).
+pub const VERSIONS: &[u8] = &[VERSION];
+
 /// The decoded 24-byte header of a binary frame.
 ///
 /// Every field is kept exactly as it was on the wire (the magic is implied), so

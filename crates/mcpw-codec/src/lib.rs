@@ -680,7 +680,10 @@ pub use error::{
     ProtocolError, SignatureError,
 };
 pub use gzip::GzipError;
-pub use header::{Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC, VERSION};
+pub use header::{
+    subprotocol_of, version_of, Flags, Header, HeaderError, MessageType, Method, HEADER_LEN, MAGIC,
+    VERSION, VERSIONS,
+};
 pub use message::{AgentId, Body, Message, OtherCall, TaskId, BATCH_METHOD};
 pub use params::*;
 

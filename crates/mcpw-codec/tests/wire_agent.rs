@@ -194,3 +194,87 @@ fn the_agent_batches_what_it_starts_within_its_linger() {
         other => panic!("not a batch: {other:?}"),
     }
 }
+
+/// 4 KiB of printable characters in no pattern (about 6.2 bits per byte).
+fn noise() -> String {
+    let mut x: u32 = 12345;
+    (0..4096)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            char::from(b'0' + ((x >> 16) % 75) as u8)
+        })
+        .filter(|c| *c != '\\')
+        .collect()
+}
+
+/// The 24-byte frame an agent with compression `policy` sends for a `task.complete` whose
+/// result summary is `summary`.
+fn completion_frame(policy: mcpw_codec::CompressPolicy, summary: String) -> Vec<u8> {
+    use mcpw_codec::{TaskComplete, TaskResult};
+    let now = t0();
+    let mut a = Agent::new(config().with_compression(policy));
+    let c = ConnId::new(1);
+    a.handle_connect(c, &PeerInfo::new(None), now);
+    let (sent, _) = drain(&mut a);
+    let register = Codec::default().decode_ws(sent[0].as_frame()).unwrap().0;
+    a.handle_frame(c, binary(&confirmed(register.seq)).as_frame(), now);
+    a.handle_frame(c, binary(&assigned("t1", 1)).as_frame(), now);
+    drain(&mut a);
+    let done = TaskComplete {
+        task_id: "t1".into(),
+        agent_id: "agent-1".into(),
+        status: Some("completed".into()),
+        duration_ms: None,
+        result: Some(TaskResult {
+            summary: Some(summary),
+            findings: None,
+            metrics: None,
+        }),
+        resource_usage: None,
+        idempotency_key: None,
+    };
+    a.complete_task(done).unwrap();
+    let (sent, _) = drain(&mut a);
+    assert_eq!(sent.len(), 1);
+    sent[0].as_bytes().to_vec()
+}
+
+/// The header's compressed flag.
+fn is_compressed(frame: &[u8]) -> bool {
+    u16::from_be_bytes([frame[6], frame[7]]) & 1 == 1
+}
+
+#[test]
+fn the_agents_adaptive_compression_skips_payloads_that_look_incompressible() {
+    use mcpw_codec::CompressPolicy;
+    let repetitive = "src/main.go ".repeat(300);
+    let random = noise();
+    let cutoff = CompressPolicy::Entropy {
+        max_bits_per_byte: 5.0,
+    };
+    let frame = completion_frame(cutoff, repetitive.clone());
+    assert!(is_compressed(&frame));
+    // What goes gzipped is still the whole completion.
+    let (msg, _) = Codec::default()
+        .decode_ws(Frame::Binary(&frame))
+        .expect("decodes");
+    assert!(
+        matches!(&msg.body, Body::TaskComplete(t) if t.result.as_ref().and_then(|r| r.summary.as_deref()) == Some(repetitive.as_str())),
+        "{msg:?}"
+    );
+    assert!(!is_compressed(&completion_frame(cutoff, random.clone())));
+    // The reference's rule tries gzip on both and keeps what is smaller; never is never.
+    assert!(is_compressed(&completion_frame(
+        CompressPolicy::IfSmaller,
+        random.clone()
+    )));
+    assert!(!is_compressed(&completion_frame(
+        CompressPolicy::Never,
+        repetitive
+    )));
+    // JSON text never reaches the spec's 6.5 bits per byte: its cut-off compresses it.
+    assert!(is_compressed(&completion_frame(
+        CompressPolicy::SPEC_ENTROPY,
+        random
+    )));
+}

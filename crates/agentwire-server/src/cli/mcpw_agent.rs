@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::mcpw;
 use agentwire::mcpw::Capability;
 use clap::Parser;
-use mcpw::agent_app::{connect_machine, AgentEvent, AgentSettings};
+use mcpw::agent_app::{connect_machine, AgentEvent, AgentSettings, WireSettings};
 
 /// Reference MCPW agent.
 #[derive(Parser, Debug)]
@@ -60,6 +60,23 @@ pub struct Args {
     /// `MCPW_HMAC_SECRET` environment variable; unset: off.
     #[arg(long)]
     hmac_secret: Option<String>,
+    /// A protocol version the agent offers (repeatable), as the subprotocol `mcp.v<N>`: the
+    /// server selects the highest it speaks too, and refuses with HTTP 426 when it speaks
+    /// none. Default: every version the agent speaks (only version 1 exists).
+    #[arg(long = "protocol-version", value_name = "N",
+          default_values_t = agentwire::mcpw::VERSIONS.to_vec(),
+          value_parser = clap::value_parser!(u8).range(1..))]
+    protocol_versions: Vec<u8>,
+    /// When outgoing payloads over 1 KiB are gzipped: `if-smaller` (the reference server's
+    /// rule), `entropy` (the spec's adaptive rule: skip payloads that look incompressible)
+    /// or `never` (the server's `--compression` values).
+    #[arg(long, default_value = "if-smaller", value_parser = ["if-smaller", "entropy", "never"])]
+    compression: String,
+    /// Sender-side batching: small messages the agent starts (heartbeats, progress
+    /// reports, requests) wait up to this many milliseconds and leave as one batch (JSON
+    /// and 12-byte forms; answers never wait). 0: every message leaves at once.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    batch_linger_ms: u64,
     /// The vote collaboration requests are answered with: approve, reject or abstain.
     #[arg(long, default_value = "approve")]
     vote: String,
@@ -88,6 +105,19 @@ pub async fn run(args: Args) -> ExitCode {
 
 async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     args.tls.install(args.pin_sha256.as_deref())?;
+    let Some(compression) = mcpw::server_app::compress_policy(&args.compression) else {
+        return Err(format!(
+            "--compression must be if-smaller, entropy or never, not {:?}",
+            args.compression
+        )
+        .into());
+    };
+    let wire = WireSettings {
+        protocol_versions: args.protocol_versions.clone(),
+        compression,
+        batch_linger: (args.batch_linger_ms > 0)
+            .then(|| Duration::from_millis(args.batch_linger_ms)),
+    };
     let capabilities: Vec<_> = args
         .capabilities
         .iter()
@@ -111,6 +141,7 @@ async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         config.api_key = args.api_key.clone();
         config.shared_state = args.shared_state;
         config.vote = args.vote.clone();
+        config.wire = wire;
         let (pool, mut events) = mcpw::pool::AgentPool::connect(&args.url, &config)?;
         let mut stop = std::pin::pin!(stop_signal());
         let signal = loop {
@@ -148,7 +179,8 @@ async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let machine = mcpw::agent_app::AgentMachine::new(settings)
         .with_shared_state(args.shared_state)
-        .with_vote(&args.vote);
+        .with_vote(&args.vote)
+        .with_wire(wire);
     let (handle, mut events) = connect_machine(&args.url, machine, args.api_key.as_deref())?;
     // Listening for Ctrl-C and SIGTERM from the start: a signal is never missed.
     let mut stop = std::pin::pin!(stop_signal());

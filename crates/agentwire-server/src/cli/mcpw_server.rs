@@ -5,14 +5,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::mcpw;
-use agentwire::mcpw::orchestrator::{
-    OrchestratorConfig, OrchestratorEvent, TaskSpec, UpgradeConfig,
-};
+use agentwire::mcpw::orchestrator::{OrchestratorConfig, OrchestratorEvent, UpgradeConfig};
 use clap::Parser;
+use mcpw::console::Command;
 
-/// Reference MCPW orchestration server.
+/// Reference MCPW orchestration server. Reads tasks to route, and cancellations, on stdin
+/// (below).
 #[derive(Parser, Debug)]
-#[command(name = "agentwire", version)]
+#[command(name = "agentwire", version, after_help = mcpw::console::HELP)]
 pub struct Args {
     /// Address of the WebSocket endpoint.
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -46,9 +46,17 @@ pub struct Args {
     #[arg(long, default_value = "if-smaller")]
     compression: String,
     /// A protocol version the server speaks (repeatable): of those an agent offers as
-    /// subprotocols `mcp.v<n>`, the highest is selected. Only version 1 exists.
-    #[arg(long = "protocol-version", default_values_t = [1u8])]
+    /// subprotocols `mcp.v<n>`, the highest is selected (none in common: HTTP 426). Only
+    /// version 1 exists.
+    #[arg(long = "protocol-version", value_name = "N",
+          default_values_t = agentwire::mcpw::VERSIONS.to_vec())]
     protocol_versions: Vec<u8>,
+    /// Sender-side batching: small messages the server starts (`task.assigned`, forwarded
+    /// collaboration requests, `state.sync` notifications) to a JSON or 12-byte-form agent
+    /// wait up to this many milliseconds and leave as one batch (errors and answers never
+    /// wait). 0: every message leaves at once.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    batch_linger_ms: u64,
     /// Per-address connection limits (the same flags in every reference server).
     #[command(flatten)]
     address: crate::common::AddressLimits,
@@ -81,7 +89,10 @@ async fn body(args: Args) -> std::io::Result<()> {
     let mut config = OrchestratorConfig::default()
         .with_heartbeat_interval(Duration::from_secs(args.heartbeat_secs.max(1)))
         .with_rate(rate)
-        .with_compression(compression);
+        .with_compression(compression)
+        .with_batch_linger(
+            (args.batch_linger_ms > 0).then(|| Duration::from_millis(args.batch_linger_ms)),
+        );
     let secret = args
         .hmac_secret
         .clone()
@@ -118,39 +129,36 @@ async fn body(args: Args) -> std::io::Result<()> {
     let mut lines = crate::common::spawn_line_reader(std::io::BufReader::new(std::io::stdin()));
     tokio::spawn(async move {
         while let Some(line) = lines.recv().await {
-            let (kind, ctx) = line.trim().split_once(' ').unwrap_or((line.trim(), "{}"));
-            if kind.is_empty() {
-                continue;
-            }
-            if kind == "cancel" {
-                // `cancel TASK_ID`: its agent gets 4006 and stops working on it.
-                let task_id = ctx.trim().to_owned();
-                let id = task_id.clone();
-                match handle
-                    .call(move |m, now| m.inner.cancel_task(&id, now))
-                    .await
-                {
-                    Ok(Ok(())) => println!("cancelled {task_id}"),
-                    Ok(Err(e)) => println!("not cancelled: {e}"),
-                    Err(_) => break,
-                }
-                continue;
-            }
-            let context = match serde_json::from_str(ctx) {
-                Ok(c) => c,
+            // `TYPE [priority=N] [JSON_CONTEXT]` or `cancel TASK_ID` (`mcpw::console`).
+            let command = match mcpw::console::parse(&line) {
+                Ok(Some(c)) => c,
+                Ok(None) => continue,
                 Err(e) => {
-                    println!("not submitted: the context is not JSON ({e})");
+                    println!("not understood: {e}");
                     continue;
                 }
             };
-            let spec = TaskSpec::new(kind).with_context(context);
-            match handle
-                .call(move |m, now| m.inner.submit_task(spec, now))
-                .await
-            {
-                Ok(Ok(id)) => println!("submitted {id}"),
-                Ok(Err(e)) => println!("refused: {e}"),
-                Err(_) => break,
+            match command {
+                Command::Cancel(task_id) => {
+                    // Its agent gets 4006 and stops working on it.
+                    let id = task_id.clone();
+                    match handle
+                        .call(move |m, now| m.inner.cancel_task(&id, now))
+                        .await
+                    {
+                        Ok(Ok(())) => println!("cancelled {task_id}"),
+                        Ok(Err(e)) => println!("not cancelled: {e}"),
+                        Err(_) => break,
+                    }
+                }
+                Command::Submit(spec) => match handle
+                    .call(move |m, now| m.inner.submit_task(spec, now))
+                    .await
+                {
+                    Ok(Ok(id)) => println!("submitted {id}"),
+                    Ok(Err(e)) => println!("refused: {e}"),
+                    Err(_) => break,
+                },
             }
         }
     });

@@ -9,9 +9,9 @@ use agentwire::core::{
     ConnId, Dial, Dialer, Disconnect, Frame, Machine, Output, PeerInfo, TimerSet, UuidV4Ids,
 };
 use agentwire::mcpw::{
-    self, Agent, AgentConfig, AgentRegister, Capability, CollaborationRequest, ErrorBody,
-    ModelInfo, Reconnect, RegistrationConfirmed, Resources, TaskAssigned, TaskComplete, TaskId,
-    TaskProgress, TaskResult,
+    self, Agent, AgentConfig, AgentRegister, Capability, CollaborationRequest, CompressPolicy,
+    ErrorBody, ModelInfo, Reconnect, RegistrationConfirmed, Resources, TaskAssigned, TaskComplete,
+    TaskId, TaskProgress, TaskResult,
 };
 use agentwire::tokio::{Client, ClientConfig, Events, Handle};
 use serde_json::json;
@@ -38,6 +38,34 @@ pub struct AgentSettings {
     /// `MCPW_HMAC_SECRET` ([`HMAC_SECRET_ENV`](super::server_app::HMAC_SECRET_ENV)) if set,
     /// else unsigned frames.
     pub hmac_secret: Option<String>,
+}
+
+/// How the agent speaks on the wire, beyond its form: the protocol versions it offers, when
+/// it gzips, and whether it batches what it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireSettings {
+    /// The protocol versions offered at the upgrade, as the subprotocols `mcp.v<n>` (the
+    /// server selects the highest it speaks too). Default: every version the crate speaks
+    /// ([`mcpw::VERSIONS`]).
+    pub protocol_versions: Vec<u8>,
+    /// When outgoing payloads over 1 KiB are gzipped. Default
+    /// [`CompressPolicy::IfSmaller`] (the reference server's rule);
+    /// [`CompressPolicy::SPEC_ENTROPY`] is the spec's adaptive rule.
+    pub compression: CompressPolicy,
+    /// Sender-side batching: small messages the agent starts (heartbeats, progress reports,
+    /// requests) wait up to this long and leave as one batch, in the JSON and 12-byte forms.
+    /// Default `None`: every message leaves at once.
+    pub batch_linger: Option<Duration>,
+}
+
+impl Default for WireSettings {
+    fn default() -> Self {
+        Self {
+            protocol_versions: mcpw::VERSIONS.to_vec(),
+            compression: CompressPolicy::IfSmaller,
+            batch_linger: None,
+        }
+    }
 }
 
 /// A `task.complete` the server accepted.
@@ -116,6 +144,23 @@ pub enum AgentEvent {
         /// Whether the 12-byte form is on.
         enabled: bool,
     },
+    /// The upgrade succeeded: the server selected protocol `version` of those `offered`
+    /// (decision 49 of the MCPW crate: the highest both speak).
+    ProtocolSelected {
+        /// The version selected (`mcp.v<version>`).
+        version: u8,
+        /// The versions the agent offered, the highest first.
+        offered: Vec<u8>,
+    },
+    /// A connection attempt was refused with HTTP 426: the server speaks none of the
+    /// protocol versions `offered`. The agent tries again after the wait its
+    /// [`mcpw::AgentEvent::ConnectFailed`] carries (the server may be upgraded meanwhile).
+    NoCommonVersion {
+        /// The versions the agent offered, the highest first.
+        offered: Vec<u8>,
+        /// The failed attempt, with the wait before the next one.
+        failed: mcpw::AgentEvent,
+    },
     /// A connection attempt failed or the connection ended: the agent's
     /// [`mcpw::AgentEvent::ConnectFailed`] or [`mcpw::AgentEvent::Disconnected`], which
     /// carry the wait before the next attempt.
@@ -156,10 +201,15 @@ impl From<Backoff> for Reconnect {
     }
 }
 
-/// The [`Agent`] configured from `settings`, keeping a replica of the shared state when
-/// `shared_state`, signing its frames with [`AgentSettings::hmac_secret`] (or the
+/// The [`Agent`] configured from `settings` and `wire`, keeping a replica of the shared
+/// state when `shared_state`, signing its frames with [`AgentSettings::hmac_secret`] (or the
 /// environment's) when there is one.
-fn agent(settings: &AgentSettings, backoff: Backoff, shared_state: bool) -> Agent {
+fn agent(
+    settings: &AgentSettings,
+    wire: &WireSettings,
+    backoff: Backoff,
+    shared_state: bool,
+) -> Agent {
     let register = AgentRegister {
         agent_id: settings.agent_id.clone(),
         agent_type: Some(settings.agent_type.clone()),
@@ -179,7 +229,10 @@ fn agent(settings: &AgentSettings, backoff: Backoff, shared_state: bool) -> Agen
         .with_binary(settings.binary)
         .with_heartbeat_interval(settings.heartbeat)
         .with_reconnect(backoff.into())
-        .with_shared_state(shared_state);
+        .with_shared_state(shared_state)
+        .with_protocol_versions(wire.protocol_versions.iter().copied())
+        .with_compression(wire.compression)
+        .with_batch_linger(wire.batch_linger);
     // HMAC message authentication when the settings or the environment give the shared
     // secret, as the reference server reads it.
     let secret = settings
@@ -208,6 +261,7 @@ pub const TASKS_COMPLETED: &str = "tasks_completed";
 pub struct AgentMachine {
     agent: Agent,
     settings: AgentSettings,
+    wire: WireSettings,
     backoff: Backoff,
     shared_state: bool,
     /// The vote every collaboration request is answered with.
@@ -226,8 +280,14 @@ impl AgentMachine {
     /// A machine for `settings`.
     pub fn new(settings: AgentSettings) -> Self {
         Self {
-            agent: agent(&settings, Backoff::default(), false),
+            agent: agent(
+                &settings,
+                &WireSettings::default(),
+                Backoff::default(),
+                false,
+            ),
             settings,
+            wire: WireSettings::default(),
             backoff: Backoff::default(),
             shared_state: false,
             vote: "approve".to_owned(),
@@ -241,7 +301,15 @@ impl AgentMachine {
     /// This machine with reconnect waits `backoff`.
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
-        self.agent = agent(&self.settings, backoff, self.shared_state);
+        self.agent = agent(&self.settings, &self.wire, backoff, self.shared_state);
+        self
+    }
+
+    /// This machine speaking on the wire as `wire` says (protocol versions offered,
+    /// compression, batching linger).
+    pub fn with_wire(mut self, wire: WireSettings) -> Self {
+        self.agent = agent(&self.settings, &wire, self.backoff, self.shared_state);
+        self.wire = wire;
         self
     }
 
@@ -249,7 +317,7 @@ impl AgentMachine {
     /// registration, kept in step by every agent's `state.sync`).
     pub fn with_shared_state(mut self, shared: bool) -> Self {
         self.shared_state = shared;
-        self.agent = agent(&self.settings, self.backoff, shared);
+        self.agent = agent(&self.settings, &self.wire, self.backoff, shared);
         self
     }
 
@@ -429,6 +497,12 @@ impl AgentMachine {
                 mcpw::AgentEvent::BinaryMode { enabled } => AgentEvent::BinaryMode { enabled },
                 mcpw::AgentEvent::ProtocolViolation(e) => AgentEvent::Failed(e.message),
                 mcpw::AgentEvent::EncodeFailed(e) => AgentEvent::Failed(e),
+                e @ mcpw::AgentEvent::ConnectFailed { .. } if upgrade_required(&e) => {
+                    AgentEvent::NoCommonVersion {
+                        offered: self.offered(),
+                        failed: e,
+                    }
+                }
                 e @ mcpw::AgentEvent::ConnectFailed { .. } => AgentEvent::Reconnecting(e),
                 e @ mcpw::AgentEvent::Disconnected { .. } => {
                     // The agent forgot its tasks (the server reassigns them): so does the worker.
@@ -441,6 +515,14 @@ impl AgentMachine {
             };
             self.event(mapped);
         }
+    }
+
+    /// The protocol versions offered at the upgrade, the highest first.
+    fn offered(&self) -> Vec<u8> {
+        let mut v = self.wire.protocol_versions.clone();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v.dedup();
+        v
     }
 
     /// Records `now` and returns the latest time seen.
@@ -457,6 +539,10 @@ impl Machine for AgentMachine {
     fn handle_connect(&mut self, conn: ConnId, peer: &PeerInfo, now: Instant) {
         let now = self.observe(now);
         self.agent.handle_connect(conn, peer, now);
+        if let Some(version) = self.agent.protocol_version() {
+            let offered = self.offered();
+            self.event(AgentEvent::ProtocolSelected { version, offered });
+        }
         self.pump(now);
     }
 
@@ -558,8 +644,16 @@ pub fn connect_machine(
     api_key: Option<&str>,
 ) -> Result<(Handle<AgentMachine>, Events<AgentEvent>), agentwire::tokio::ConfigError> {
     let settings = &machine.settings;
-    let mut cfg = crate::common::client_transport(ClientConfig::default())
-        .with_subprotocol("mcp.v1")
+    // Every protocol version the agent speaks, as `mcp.v<n>`, the highest first.
+    let mut cfg = machine
+        .agent
+        .config()
+        .subprotocols()
+        .into_iter()
+        .fold(
+            crate::common::client_transport(ClientConfig::default()),
+            ClientConfig::with_subprotocol,
+        )
         .with_header("X-Agent-ID", settings.agent_id.clone())
         .with_header("X-Agent-Type", settings.agent_type.clone());
     if settings.binary {
@@ -571,6 +665,22 @@ pub fn connect_machine(
     let (now, unix_ms) = crate::common::clocks();
     machine.set_wall_clock(now, unix_ms);
     Client::connect_dialer(url, machine, cfg)
+}
+
+/// Whether a failed connection attempt was refused with HTTP 426 Upgrade Required: the
+/// reference server's answer when no protocol version offered is one it speaks.
+fn upgrade_required(ev: &mcpw::AgentEvent) -> bool {
+    matches!(ev, mcpw::AgentEvent::ConnectFailed { reason, .. } if reason.contains("426"))
+}
+
+/// `mcp.v3, mcp.v2 and mcp.v1`.
+fn versions(list: &[u8]) -> String {
+    let names: Vec<String> = list.iter().map(|v| mcpw::subprotocol_of(*v)).collect();
+    match names.as_slice() {
+        [] => "none".to_owned(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
 }
 
 /// `1.5 s`, `500 ms`.
@@ -698,6 +808,28 @@ pub fn describe(ev: &AgentEvent) -> String {
             format!("disconnected; reconnecting in {}", wait(*retry_in))
         }
         AgentEvent::Reconnecting(_) => "reconnecting".to_owned(),
+        AgentEvent::ProtocolSelected { version, offered } => format!(
+            "connected: the server selected protocol version {version} ({}) of {} offered",
+            mcpw::subprotocol_of(*version),
+            versions(offered)
+        ),
+        AgentEvent::NoCommonVersion {
+            offered,
+            failed:
+                mcpw::AgentEvent::ConnectFailed {
+                    reason,
+                    failures,
+                    retry_in,
+                },
+        } => format!(
+            "could not connect ({reason}): the server speaks none of the protocol versions offered ({}); attempt {failures} failed, retrying in {}",
+            versions(offered),
+            wait(*retry_in)
+        ),
+        AgentEvent::NoCommonVersion { offered, .. } => format!(
+            "could not connect: the server speaks none of the protocol versions offered ({})",
+            versions(offered)
+        ),
         AgentEvent::Stopped => "stopped".to_owned(),
     }
 }

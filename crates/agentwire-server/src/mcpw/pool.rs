@@ -12,7 +12,9 @@
 
 use tokio::sync::mpsc;
 
-use super::agent_app::{connect_machine, AgentEvent, AgentMachine, AgentSettings, Backoff};
+use super::agent_app::{
+    connect_machine, AgentEvent, AgentMachine, AgentSettings, Backoff, WireSettings,
+};
 use agentwire::tokio::{ConfigError, Handle};
 
 /// Events of the pool's agents: which agent (its index) and what happened.
@@ -35,6 +37,9 @@ pub struct PoolConfig {
     pub shared_state: bool,
     /// The vote each agent answers collaboration requests with. Default `approve`.
     pub vote: String,
+    /// How each agent speaks on the wire (versions offered, compression, batching).
+    /// Default [`WireSettings::default`].
+    pub wire: WireSettings,
 }
 
 impl PoolConfig {
@@ -47,6 +52,7 @@ impl PoolConfig {
             backoff: Backoff::default(),
             shared_state: false,
             vote: "approve".to_owned(),
+            wire: WireSettings::default(),
         }
     }
 }
@@ -70,7 +76,8 @@ impl AgentPool {
             let machine = AgentMachine::new(s)
                 .with_backoff(config.backoff)
                 .with_shared_state(config.shared_state)
-                .with_vote(&config.vote);
+                .with_vote(&config.vote)
+                .with_wire(config.wire.clone());
             let (handle, mut events) = connect_machine(url, machine, config.api_key.as_deref())?;
             let tx = tx.clone();
             tokio::spawn(async move {

@@ -192,6 +192,12 @@ impl Agent {
         &self.config.register.agent_id
     }
 
+    /// The configuration it was made with (e.g. [`AgentConfig::subprotocols`], what the
+    /// driver offers at the upgrade).
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
     /// The open connection.
     pub fn conn(&self) -> Option<ConnId> {
         self.link.as_ref().map(|l| l.conn)

@@ -29,8 +29,9 @@ pub struct UpgradeConfig {
     /// Connections at once; one more is refused with 503. Default 10,000.
     pub max_connections: usize,
     /// The protocol versions the server speaks; of those a client offers as subprotocols
-    /// (`mcp.v<n>`), the highest is selected and echoed (decision 49). Default `[1]`, the
-    /// only version there is.
+    /// (`mcp.v<n>`), the highest is selected and echoed (decision 49). Default
+    /// [`VERSIONS`](crate::VERSIONS), every version the crate speaks (`[1]`, the only
+    /// version there is).
     pub protocol_versions: Vec<u8>,
 }
 
@@ -41,7 +42,7 @@ impl Default for UpgradeConfig {
             api_keys: Vec::new(),
             connect_rate: Some(Rate::per_minute(60, 20)),
             max_connections: 10_000,
-            protocol_versions: vec![crate::VERSION],
+            protocol_versions: crate::VERSIONS.to_vec(),
         }
     }
 }
@@ -116,8 +117,9 @@ pub enum AuthFailure {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Refusal {
-    /// 426: subprotocol `mcp.v1` not offered.
-    #[error("subprotocol mcp.v1 required")]
+    /// 426: no subprotocol `mcp.v<n>` offered names a version the server speaks (with
+    /// the defaults: `mcp.v1` not offered).
+    #[error("no protocol version in common: no subprotocol mcp.v<n> offered names a version this server speaks")]
     UpgradeRequired,
     /// 401: no credentials, or none that matches a configured key.
     #[error("unauthorized: {0}")]
@@ -149,7 +151,9 @@ impl Refusal {
     pub fn body(&self) -> String {
         match self {
             Self::UpgradeRequired => {
-                format!("upgrade required: offer Sec-WebSocket-Protocol: {SUBPROTOCOL}")
+                format!(
+                    "upgrade required: offer Sec-WebSocket-Protocol: {SUBPROTOCOL} (or mcp.v<n> for another version this server speaks)"
+                )
             }
             Self::Unauthorized(_) => "unauthorized".to_owned(),
             Self::RateLimited { retry_after } => format!(
