@@ -16,6 +16,10 @@
 //! `--shared-state` keeps a replica of the shared CRDT state and counts accepted completions
 //! in the shared `tasks_completed` counter. `--hmac-secret SECRET` (or `MCPW_HMAC_SECRET`)
 //! signs every frame for a server that authenticates messages and refuses its unsigned ones.
+//! `--protocol-version N` (repeatable; default every version it speaks) sets the versions it
+//! offers: it prints the one the server selected, or that the server speaks none of them
+//! (HTTP 426). `--compression if-smaller|entropy|never` and `--batch-linger-ms N` are the
+//! server's settings of the same names, for what the agent sends.
 //!
 //! ```text
 //! cargo run --example mcpw_agent -- --url ws://127.0.0.1:8080/ --agent-id agent --count 3 --shared-state

@@ -11,9 +11,12 @@
 //! entropy` uses the spec's adaptive rule; `--protocol-version N` (repeatable) sets the versions offered agents may
 //! select (`mcp.v<N>`). Logs registrations, tasks,
 //! protocol violations and refused upgrades (with the reason) to stderr, one sentence each
-//! (`RUST_LOG`, default `info`). Reads one task per line on stdin (`TYPE [JSON_CONTEXT]`)
-//! and routes it; `cancel TASK_ID` cancels one (its agent gets error 4006). Ctrl-C stops it
-//! at once.
+//! (`RUST_LOG`, default `info`). `--batch-linger-ms N` sends the small messages it starts to
+//! an agent together, after at most N ms. Reads one task per line on stdin
+//! (`TYPE [priority=N] [JSON_CONTEXT]`, e.g. `code_review priority=5 {"pull_request": 7}`:
+//! the larger priority is assigned first among tasks waiting for an agent, default 1) and
+//! routes it; `cancel TASK_ID` cancels one (its agent gets error 4006). Ctrl-C stops it at
+//! once.
 //!
 //! ```text
 //! cargo run --example mcpw_server -- --listen 127.0.0.1:8080 --metrics 127.0.0.1:9090 --api-key secret

@@ -376,13 +376,26 @@
 //!     `the_agent_drops_duplicates_and_reports_gaps_of_the_servers_ids`)
 //! 39. **Priority** ([`Flags::PRIORITY`]): the orchestrator sets it on every error it
 //!     sends (4006 task cancellations included), the messages a peer must act on first;
-//!     it travels in the 24-byte header only (the other forms have no flags). A frame is
-//!     handled when it arrives (a sans-IO machine holds no inbound queue to reorder). A
-//!     task's `priority` orders the orchestrator's queue of tasks waiting for an agent: a
-//!     larger value first (the spec gives no scale; `2` in its example), equal ones in
-//!     submission order.
+//!     it travels in the 24-byte header only (the other forms have no flags). The spec's
+//!     "handled before queued normal frames" finds nothing to reorder where frames are
+//!     received, because neither machine queues inbound frames: `handle_frame` handles a
+//!     frame whole before it returns (a batch's entries in order within that call; they
+//!     carry no flags of their own), frames before `agent.register` are refused (4001),
+//!     not held, and the only received bytes kept for later are the parts of a streamed
+//!     message (decision 50), which are not a message until the last one. So when a
+//!     flagged frame reaches a machine, every earlier frame has been handled and no later
+//!     one seen. Frames wait only outside the machines, in the socket and the transport's
+//!     per-connection channel, which keep arrival order and never read a header. The flag
+//!     is therefore honoured where messages do wait, on the sending side: a flagged
+//!     message never waits in either role's batching linger (decision 58) and leaves ahead
+//!     of the small messages held there. A task's `priority` orders the orchestrator's one
+//!     queue of work, the tasks waiting for an agent: a larger value first (the spec gives
+//!     no scale; `2` in its example), equal ones in submission order; the reference
+//!     server's stdin takes it as `TYPE priority=N [JSON_CONTEXT]`.
 //!     (`errors_carry_the_priority_flag_and_answers_do_not`,
-//!     `queued_tasks_go_out_by_priority_then_in_submission_order`)
+//!     `queued_tasks_go_out_by_priority_then_in_submission_order`,
+//!     `with_a_linger_small_notifications_leave_together_and_errors_do_not_wait`; end to
+//!     end `a_later_high_priority_task_typed_on_stdin_is_assigned_before_an_earlier_low_one`)
 //! 40. **Adaptive compression** is a setting of both roles
 //!     ([`OrchestratorConfig::compression`], [`AgentConfig::codec`]'s
 //!     [`Compression::policy`]): default [`CompressPolicy::IfSmaller`] (the reference
@@ -390,8 +403,11 @@
 //!     [`CompressPolicy::SPEC_ENTROPY`] is the spec's `ShouldCompress` (skip when the first
 //!     KiB has 6.5 bits per byte or more). JSON text seldom gets there (printable ASCII
 //!     tops out near 6.6), so the cut-off matters mostly for payloads that are not JSON;
-//!     a lower one is a setting too.
-//!     (`adaptive_compression_skips_payloads_that_look_incompressible`)
+//!     a lower one is a setting too. The reference server and agent both take
+//!     `--compression if-smaller|entropy|never`.
+//!     (`adaptive_compression_skips_payloads_that_look_incompressible`,
+//!     `the_agents_adaptive_compression_skips_payloads_that_look_incompressible`; end to end
+//!     `the_agents_compression_flag_decides_whether_its_large_messages_go_gzipped`)
 //! 41. **Protocol analytics**: the spec's `ProtocolAnalytics` fields are rendered beside
 //!     its three Prometheus families under names of ours ([`orchestrator::Metrics`]):
 //!     `mcpw_compression_ratio{direction}`, `mcpw_errors_total{code}` and
@@ -504,10 +520,15 @@
 //!     [`Agent::protocol_version`]). Only version 1 exists, so frames keep header version 1
 //!     whatever was selected (a second version would switch the codec there), and nothing
 //!     of `agent.register` changes: peers that offer only `mcp.v1` are unaffected.
+//!     [`VERSIONS`] (every version the crate speaks) is the default on both sides. The
+//!     reference agent offers each `--protocol-version` (default [`VERSIONS`]), says which
+//!     one the server selected, and reports a 426 as no version in common; the reference
+//!     server speaks each of its `--protocol-version`.
 //!     (`the_highest_version_both_speak_is_selected`,
 //!     `each_connection_keeps_the_version_its_upgrade_selected`,
 //!     `the_agent_offers_its_versions_and_keeps_the_one_the_server_selected`, end to end
-//!     `the_highest_version_both_sides_speak_is_selected_at_the_upgrade`)
+//!     `the_highest_version_both_sides_speak_is_selected_at_the_upgrade`,
+//!     `the_agent_offers_its_versions_and_the_highest_in_common_is_selected_or_426_said_plainly`)
 //! 50. **Streaming** ([`stream`], [`Flags::STREAMING`]): the spec names the flag ("part of
 //!     streaming response") and nothing more. A message too large for one frame (over the
 //!     payload limit after gzip, or over the text limit) goes as `stream.part`
@@ -620,9 +641,12 @@
 //!     (decision 39) goes ahead of the waiting ones. The 24-byte form is not batched: its
 //!     entries would lose their sequence ids (decision 38). The agent does the same with
 //!     [`AgentConfig::batch_linger`] for what it starts (heartbeats, progress reports,
-//!     requests; answers never wait).
+//!     requests; answers never wait). The reference server and agent take
+//!     `--batch-linger-ms` (0, the default, is off).
 //!     (`with_a_linger_small_notifications_leave_together_and_errors_do_not_wait`,
-//!     `the_agent_batches_what_it_starts_within_its_linger`)
+//!     `the_agent_batches_what_it_starts_within_its_linger`; end to end
+//!     `the_servers_batch_linger_sends_waiting_tasks_as_one_batch`,
+//!     `the_agents_batch_linger_sends_what_it_starts_together`)
 //! 59. **Token rotation** (the spec's "Support for rotating authentication tokens"):
 //!     [`UpgradePolicy::rotate_api_keys`](orchestrator::UpgradePolicy::rotate_api_keys)
 //!     replaces the accepted API keys at `now`; a removed key is still accepted for the
