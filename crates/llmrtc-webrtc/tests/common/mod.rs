@@ -47,6 +47,8 @@ pub struct Net {
     pub server_sent: Vec<(SocketAddr, Vec<u8>)>,
     /// Every datagram clients sent to the server, in order (for replays).
     pub client_sent: Vec<(SocketAddr, Vec<u8>)>,
+    /// Every frame the server sent, with its connection, in order.
+    pub server_frames: Vec<(ConnId, FrameBuf)>,
 }
 
 impl Net {
@@ -67,6 +69,7 @@ impl Net {
             next_conn: 100,
             server_sent: Vec::new(),
             client_sent: Vec::new(),
+            server_frames: Vec::new(),
         }
     }
 
@@ -130,6 +133,7 @@ impl Net {
             moved = true;
             match o {
                 Output::Send { conn, frame } => {
+                    self.server_frames.push((conn, frame.clone()));
                     if let Some(i) = self.client_of(conn) {
                         self.clients[i]
                             .m
