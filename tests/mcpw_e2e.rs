@@ -5,6 +5,9 @@
 
 #[path = "support/example_bin.rs"]
 mod example_bin;
+#[path = "support/mcpw_programs.rs"]
+#[allow(dead_code)] // this file reads the agent's output, not the server's log
+mod mcpw_programs;
 use std::future::Future;
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
@@ -431,23 +434,12 @@ async fn mcpw_server_stops_at_once_on_ctrl_c_while_stdin_stays_open() {
 
 #[tokio::test]
 async fn mcpw_agent_prints_the_401_and_backs_off_visibly() {
-    use std::process::{Command, Stdio};
     let (app, _ev) = server(&["right-key"]).await;
-    let bin = tokio::task::spawn_blocking(|| example("mcpw_agent"))
-        .await
-        .expect("build");
-    let mut child = Command::new(bin)
-        .args(["--url", &app.url(), "--api-key", "wrong-key"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn mcpw_agent");
-    let mut out = example_bin::lines_of(child.stdout.take().expect("stdout"));
-    let first = next(&mut out, |_| true).await;
-    let second = next(&mut out, |_| true).await;
-    let _ = child.kill();
-    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+    let mut agent =
+        mcpw_programs::AgentProcess::start(&app.url(), &["--api-key", "wrong-key"]).await;
+    let first = next(&mut agent.out, |_| true).await;
+    let second = next(&mut agent.out, |_| true).await;
+    agent.stop().await;
     app.shutdown().await;
     assert_eq!(
         first,
@@ -639,47 +631,22 @@ async fn agent_event(
 /// (4006), stops working on it, and says so.
 #[tokio::test]
 async fn cancel_on_the_servers_stdin_stops_the_agent_working_on_the_task() {
-    use std::io::Write as _;
-    use std::process::{Command, Stdio};
-    let bin = tokio::task::spawn_blocking(|| example("mcpw_server"))
-        .await
-        .expect("build");
-    let mut child = Command::new(bin)
-        .args(["--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn mcpw_server");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut out = example_bin::lines_of(child.stdout.take().expect("stdout"));
-    let mut err = example_bin::lines_of(child.stderr.take().expect("stderr"));
-    let listening = next(&mut err, |l| l.contains("listening on ws://")).await;
-    let url = listening
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
-        .expect("url")
-        .to_owned();
+    let mut server = mcpw_programs::ServerProcess::start(&[]).await;
+    let url = server.url.clone();
     // A slow worker: the task stays in its hands.
     let mut slow = settings("agent-a", false, 0.9);
     slow.steps = 5;
     slow.step = Duration::from_secs(60);
     let (agent, mut events) = connect(&url, slow, None).expect("agent");
     agent_event(&mut events, |e| matches!(e, AgentEvent::Registered(_))).await;
-    writeln!(stdin, "code_review {{}}").expect("write");
-    let submitted = next(&mut out, |l| l.starts_with("submitted ")).await;
-    let task_id = submitted.trim_start_matches("submitted ").to_owned();
+    let task_id = server.submit("code_review {}").await;
     agent_event(
         &mut events,
         |e| matches!(e, AgentEvent::TaskAssigned(t) if t.task_id == task_id),
     )
     .await;
-    writeln!(stdin, "cancel {task_id}").expect("write");
     assert_eq!(
-        next(&mut out, |l| l.starts_with("cancelled ")
-            || l.starts_with("not cancelled"))
-        .await,
+        server.command(&format!("cancel {task_id}")).await,
         format!("cancelled {task_id}")
     );
     let cancelled = agent_event(&mut events, |e| matches!(e, AgentEvent::Cancelled { .. })).await;
@@ -692,9 +659,7 @@ async fn cancel_on_the_servers_stdin_stops_the_agent_working_on_the_task() {
         format!("task {task_id}: cancelled by the server (task cancelled); stopped working on it")
     );
     agent.shutdown().await;
-    drop(stdin);
-    let _ = child.kill();
-    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+    server.stop().await;
 }
 
 /// A connection upgraded with `X-Agent-ID: agent-1` that registers as another agent gets

@@ -6,10 +6,10 @@
 #[path = "support/example_bin.rs"]
 #[allow(dead_code)] // `interrupt` is for the Ctrl-C tests
 mod example_bin;
+#[path = "support/mcpw_programs.rs"]
+mod mcpw_programs;
 
 use std::future::Future;
-use std::io::Write as _;
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use agentwire::mcpw::orchestrator::{
@@ -17,8 +17,8 @@ use agentwire::mcpw::orchestrator::{
 };
 use agentwire::mcpw::{Body, Codec};
 use agentwire_server::mcpw;
-use example_bin::example;
 use mcpw::server_app::ServerApp;
+use mcpw_programs::{AgentProcess, ServerProcess};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
@@ -42,98 +42,6 @@ async fn next<T: std::fmt::Debug>(
         }
     })
     .await
-}
-
-async fn binary(name: &'static str) -> std::path::PathBuf {
-    tokio::task::spawn_blocking(move || example(name))
-        .await
-        .expect("build")
-}
-
-/// A running `mcpw_server`: its stdin (task lines), stdout and stderr lines, and its URL.
-struct ServerProcess {
-    child: Child,
-    stdin: ChildStdin,
-    out: UnboundedReceiver<String>,
-    err: UnboundedReceiver<String>,
-    url: String,
-}
-
-impl ServerProcess {
-    /// Starts `mcpw_server` on a free port with `flags`.
-    async fn start(flags: &[&str]) -> Self {
-        let mut child = Command::new(binary("mcpw_server").await)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(flags)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn mcpw_server");
-        let stdin = child.stdin.take().expect("stdin");
-        let out = example_bin::lines_of(child.stdout.take().expect("stdout"));
-        let mut err = example_bin::lines_of(child.stderr.take().expect("stderr"));
-        let listening = next(&mut err, "listening", |l| l.contains("listening on ws://")).await;
-        let url = listening
-            .split_whitespace()
-            .find(|w| w.starts_with("ws://"))
-            .expect("url")
-            .to_owned();
-        Self {
-            child,
-            stdin,
-            out,
-            err,
-            url,
-        }
-    }
-
-    /// Types `line` on the server's stdin and returns what it printed back (`submitted
-    /// <id>`, ...).
-    async fn command(&mut self, line: &str) -> String {
-        writeln!(self.stdin, "{line}").expect("write");
-        next(&mut self.out, line, |_| true).await
-    }
-
-    /// Submits a task line and returns its id.
-    async fn submit(&mut self, line: &str) -> String {
-        let said = self.command(line).await;
-        said.strip_prefix("submitted ")
-            .unwrap_or_else(|| panic!("{line:?} was answered {said:?}"))
-            .to_owned()
-    }
-
-    async fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = tokio::task::spawn_blocking(move || self.child.wait()).await;
-    }
-}
-
-/// A running `mcpw_agent` with its stdout lines.
-struct AgentProcess {
-    child: Child,
-    out: UnboundedReceiver<String>,
-}
-
-impl AgentProcess {
-    async fn start(url: &str, flags: &[&str]) -> Self {
-        let mut child = Command::new(binary("mcpw_agent").await)
-            .args(["--url", url])
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn mcpw_agent");
-        let out = example_bin::lines_of(child.stdout.take().expect("stdout"));
-        Self { child, out }
-    }
-
-    async fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = tokio::task::spawn_blocking(move || self.child.wait()).await;
-    }
 }
 
 /// An in-process reference server (its counters readable) with `config`.

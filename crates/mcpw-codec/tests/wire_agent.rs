@@ -1,6 +1,8 @@
 //! The agent's wire-level features: HMAC authentication (decision 37) and the check of the
 //! server's sequence ids (38), driven frame by frame.
 
+mod common;
+
 use std::time::Instant;
 
 use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Output, PeerInfo};
@@ -195,18 +197,6 @@ fn the_agent_batches_what_it_starts_within_its_linger() {
     }
 }
 
-/// 4 KiB of printable characters in no pattern (about 6.2 bits per byte).
-fn noise() -> String {
-    let mut x: u32 = 12345;
-    (0..4096)
-        .map(|_| {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            char::from(b'0' + ((x >> 16) % 75) as u8)
-        })
-        .filter(|c| *c != '\\')
-        .collect()
-}
-
 /// The 24-byte frame an agent with compression `policy` sends for a `task.complete` whose
 /// result summary is `summary`.
 fn completion_frame(policy: mcpw_codec::CompressPolicy, summary: String) -> Vec<u8> {
@@ -239,13 +229,9 @@ fn completion_frame(policy: mcpw_codec::CompressPolicy, summary: String) -> Vec<
     sent[0].as_bytes().to_vec()
 }
 
-/// The header's compressed flag.
-fn is_compressed(frame: &[u8]) -> bool {
-    u16::from_be_bytes([frame[6], frame[7]]) & 1 == 1
-}
-
 #[test]
 fn the_agents_adaptive_compression_skips_payloads_that_look_incompressible() {
+    use common::{is_compressed, noise};
     use mcpw_codec::CompressPolicy;
     let repetitive = "src/main.go ".repeat(300);
     let random = noise();

@@ -5,7 +5,7 @@
 mod common;
 
 use agentwire_core::{ConnId, Frame, FrameBuf, Machine, Output, PeerInfo, SequentialIds};
-use common::t0;
+use common::{is_compressed, noise, t0};
 use mcpw_codec::orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorEvent, TaskSpec};
 use mcpw_codec::signing::Signer;
 use mcpw_codec::{
@@ -246,18 +246,6 @@ fn errors_carry_the_priority_flag_and_answers_do_not() {
     assert!(!got[0].flags.contains(Flags::PRIORITY));
 }
 
-/// A 4 KiB string of pseudo-random printable ASCII (about 6.5 bits per byte).
-fn noise() -> String {
-    let mut x: u32 = 12345;
-    (0..4096)
-        .map(|_| {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            char::from(b'0' + ((x >> 16) % 75) as u8)
-        })
-        .filter(|c| *c != '\\')
-        .collect()
-}
-
 /// The `task.assigned` frame sent for a task whose context is `context`.
 fn assigned_frame(policy: CompressPolicy, context: Value) -> Vec<u8> {
     let mut w = Wire::new(OrchestratorConfig::default().with_compression(policy));
@@ -269,10 +257,6 @@ fn assigned_frame(policy: CompressPolicy, context: Value) -> Vec<u8> {
     w.o.submit_task(spec, w.now).unwrap();
     let sent = w.frames();
     sent[0].1.as_bytes().to_vec()
-}
-
-fn is_compressed(frame: &[u8]) -> bool {
-    u16::from_be_bytes([frame[6], frame[7]]) & 1 == 1
 }
 
 #[test]

@@ -123,3 +123,21 @@ impl Env {
 pub fn review(confidence: f64) -> Value {
     json!([{"name": "code_review", "confidence": confidence, "specialties": ["security"]}])
 }
+
+/// A 4 KiB string of pseudo-random printable ASCII (about 6.2 bits per byte): a payload
+/// that looks incompressible to an entropy cut-off below that.
+pub fn noise() -> String {
+    let mut x: u32 = 12345;
+    (0..4096)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            char::from(b'0' + ((x >> 16) % 75) as u8)
+        })
+        .filter(|c| *c != '\\')
+        .collect()
+}
+
+/// Whether a 24-byte frame's header has the compressed flag.
+pub fn is_compressed(frame: &[u8]) -> bool {
+    u16::from_be_bytes([frame[6], frame[7]]) & 1 == 1
+}
