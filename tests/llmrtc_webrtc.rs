@@ -3,8 +3,9 @@
 //! (`LlmrtcClientApp::start_webrtc`: `WebrtcClient` on its own UDP socket), both driven by
 //! agentwire-tokio's UDP support:
 //!
-//! - offer/answer and the data channel opening (the 2 s target of the issue is a benchmark,
-//!   printed here; the failure bound is a generous 20 s);
+//! - offer/answer and the data channel opening within the issue's 2 s, counted from the
+//!   client's start (WebSocket, `ready`, offer) to the open channel (typically tens of
+//!   milliseconds: the bound is functional, a connection that takes seconds is broken);
 //! - a turn whose payloads (transcripts, streamed reply, TTS) arrive on the data channel,
 //!   each delivered to the application once (the WebSocket copies are ignored);
 //! - a reconnect that resumes the session with a new peer connection;
@@ -176,7 +177,11 @@ async fn the_data_channel_opens_and_a_turn_runs_on_it_each_payload_once() {
     let udp = app.udp_addr().expect("udp");
     assert_eq!(udp.ip(), app.local_addr().ip(), "UDP on the WebSocket's IP");
     let (mut c, took) = open_client(&app, 1).await;
-    println!("offer -> data channel open: {took:?} (target: 2 s)");
+    assert!(
+        took < Duration::from_secs(2),
+        "the data channel opened {took:?} after the client started (WebSocket, ready, offer); \
+         the issue asks for 2 s"
+    );
     let peers = app
         .handle
         .call(|m, _| m.webrtc_ref().map(|w| w.peers()))

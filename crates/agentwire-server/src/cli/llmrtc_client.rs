@@ -39,7 +39,8 @@ pub struct Args {
     #[arg(long = "attach", value_name = "FILE|DATA_URI|URL")]
     attach: Vec<String>,
     /// Offer a WebRTC peer connection after `ready` (and after every reconnect): payloads
-    /// then arrive on the data channel, each once. With `--wav`, the peer also has an Opus
+    /// then arrive on the data channel, each once (each turn ends with a line counting
+    /// them and the UDP bytes received). With `--wav`, the peer also has an Opus
     /// audio track both ways: the WAV is spoken on the microphone track (in real time) and
     /// the reply's speech comes back on the server's track (written to `--out` at 48 kHz).
     #[arg(long)]
@@ -127,6 +128,8 @@ async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         client.send_attachments(attachments).await?;
     }
     for turn in 1..=args.turns {
+        let udp_before = client.udp_stats().map_or(0, |s| s.received_bytes);
+        transcript.take_channel_payloads();
         if mic {
             println!(
                 "--- turn {turn}: speaking {} bytes of WAV on the microphone track",
@@ -183,6 +186,15 @@ async fn body(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 };
                 println!("wrote {}", path.display());
             }
+        }
+        if args.webrtc {
+            let udp =
+                (client.udp_stats().map_or(0, |s| s.received_bytes)).saturating_sub(udp_before);
+            println!(
+                "--- turn {turn} over WebRTC: {} payload messages came on the data channel, \
+                 {udp} bytes of UDP received",
+                transcript.take_channel_payloads()
+            );
         }
         if args.drop_after == Some(turn) {
             println!("--- dropping the connection (--drop-after {turn})");

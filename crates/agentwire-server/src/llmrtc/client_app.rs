@@ -360,6 +360,9 @@ pub struct Transcript {
     chunk_bytes: usize,
     /// Their sample rate.
     chunk_rate: u32,
+    /// Payload messages whose WebSocket copy was set aside because they came on the data
+    /// channel, since [`take_channel_payloads`](Self::take_channel_payloads).
+    channel_payloads: usize,
 }
 
 impl Transcript {
@@ -419,6 +422,12 @@ impl Transcript {
             print!("{text}");
             let _ = std::io::stdout().flush();
         }
+    }
+
+    /// How many payload messages came on the WebRTC data channel (their WebSocket copies
+    /// set aside) among the events rendered since the last call.
+    pub fn take_channel_payloads(&mut self) -> usize {
+        std::mem::take(&mut self.channel_payloads)
     }
 
     /// Prints `e` as [`print`](Self::print) does, and a line for the WebRTC events (the
@@ -527,7 +536,10 @@ impl Transcript {
             ClientEvent::Ignored {
                 reason: IgnoreReason::OtherChannel,
                 ..
-            } => return None,
+            } => {
+                self.channel_payloads += 1;
+                return None;
+            }
             ClientEvent::Ignored { type_name, reason } => format!(
                 "[ignored] a {type_name} message ({})",
                 match reason {
