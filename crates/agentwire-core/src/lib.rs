@@ -18,6 +18,7 @@
 //! | [`Output`] / [`Outbox`] | what a machine asks its driver to do, and the queue that holds it |
 //! | [`DatagramMachine`], [`Transmit`] | a machine that also takes and sends UDP datagrams (llmrtc's WebRTC) |
 //! | [`Flow`] | backpressure: a machine asks its driver to pause or resume reading a connection |
+//! | [`Observed`] | a machine whose events a callback sees (counts, logs, keeps or passes on) where the driver polls it, before any channel |
 //! | [`PeerInfo`] | remote address, request path and query, headers and subprotocol of a connection |
 //! | [`Disconnect`] | how a connection ended: the peer's close code and reason, this side's close, a slow reader, a pong timeout, a refused frame, or a bare end |
 //! | [`IdGen`], [`SequentialIds`], `UuidV4Ids` | injected id sources (deterministic in tests) |
@@ -92,6 +93,7 @@ mod frame;
 mod id;
 mod json_depth;
 mod machine;
+mod observed;
 mod output;
 mod peer;
 mod rate;
@@ -116,6 +118,7 @@ pub use id::UuidV4Ids;
 pub use id::{Hyphenated, Id128, Id128Hasher, Id128Map, IdGen, SequentialIds};
 pub use json_depth::{check_json_depth, JsonTooDeep, DEFAULT_MAX_JSON_DEPTH};
 pub use machine::Machine;
+pub use observed::{Observed, Observer};
 pub use output::{Flow, Outbox, Output};
 pub use peer::PeerInfo;
 pub use rate::{Rate, TokenBucket};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use agentwire::core::{CloseCode, ConnId, UuidV4Ids};
+use agentwire::core::{CloseCode, ConnId, Observed, UuidV4Ids};
 use agentwire::jsonrpc_bus::message::{RawJson, SendMessageResult};
 use agentwire::jsonrpc_bus::{
     Bus, BusConfig, BusEvent, CommandError, DeliveryId, DropReason, HopOutcome,
@@ -22,11 +22,11 @@ type Waiters = Arc<Mutex<BTreeMap<DeliveryId, oneshot::Sender<SendMessageResult>
 pub struct BusApp {
     /// Where the bus is served (its address, URL and shutdown): a listener of its own
     /// ([`start`]) or a route of a shared one ([`mount`]).
-    pub server: Endpoint<Bus>,
-    /// Commands to the bus machine.
-    pub handle: Handle<Bus>,
+    pub server: Endpoint<Observed<Bus>>,
+    /// Commands to the bus machine (its observer wrapper derefs to the [`Bus`]).
+    pub handle: Handle<Observed<Bus>>,
     waiters: Waiters,
-    /// The event task; ends when the server stops.
+    /// Ends when the server stops.
     pub events_task: tokio::task::JoinHandle<()>,
 }
 
@@ -53,8 +53,9 @@ pub fn address_refusal() -> agentwire::tokio::Refusal {
         .with_frame(agentwire::core::FrameBuf::text(text))
 }
 
-/// Starts a bus on `addr` with [`server_config`]; `on_event` sees every event first (in the
-/// event task: keep it quick, never wait on the bus from it).
+/// Starts a bus on `addr` with [`server_config`]; `on_event` sees every event as the driver
+/// polls it out of the bus ([`Observed`]), in the bus's owner task: keep it quick, never
+/// block in it, never wait on the bus from it.
 pub async fn start(
     addr: &str,
     config: BusConfig,
@@ -95,8 +96,8 @@ pub async fn mount_with(
     serve(Place::Route(at), config, transport, on_event).await
 }
 
-/// The one body of [`start_with`] and [`mount_with`]: the bus, its transport and its event
-/// task, at `place`.
+/// The one body of [`start_with`] and [`mount_with`]: the bus with its observer and its
+/// transport, at `place`.
 async fn serve(
     place: Place<'_>,
     config: BusConfig,
@@ -104,12 +105,13 @@ async fn serve(
     mut on_event: impl FnMut(&BusEvent) + Send + 'static,
 ) -> std::io::Result<BusApp> {
     let (now, unix_ms) = crate::common::clocks();
-    let bus = Bus::new(config, UuidV4Ids, now, unix_ms);
-    let (server, mut events) = place.serve(bus, transport).await?;
     let waiters: Waiters = Arc::default();
     let w = waiters.clone();
-    let events_task = tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
+    // Every event is handled where the driver polls the bus (a delivery's events are counted
+    // and logged there, with no channel hand-off per hop); none is passed on.
+    let bus = Observed::new(
+        Bus::new(config, UuidV4Ids, now, unix_ms),
+        move |ev: BusEvent| {
             on_event(&ev);
             if let BusEvent::Completed {
                 delivery,
@@ -122,8 +124,12 @@ async fn serve(
                     let _ = tx.send(result);
                 }
             }
-        }
-    });
+            None
+        },
+    );
+    let (server, mut events) = place.serve(bus, transport).await?;
+    // The observer keeps every event, so this only waits for the channel to close.
+    let events_task = tokio::spawn(async move { while events.recv().await.is_some() {} });
     let handle = server.handle();
     Ok(BusApp {
         server,
