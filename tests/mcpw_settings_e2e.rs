@@ -238,12 +238,13 @@ async fn the_agents_batch_linger_sends_what_it_starts_together() {
     // With one: the three tasks arrive together, so their reports (and then their
     // completions) are started together and wait in one batch: the reports' batch still
     // waits when the completions start 50 ms later (one batch of six), unless the agent
-    // ran late and sent it first (two batches).
+    // ran late and sent it first (two batches), or a loaded machine spread the three
+    // completions over two wake-ups (three).
     let batched = frames_for_three_tasks(&["--batch-linger-ms", "100"]).await;
     assert_eq!(alone, 7, "register + 3 progress + 3 complete");
     assert!(
-        (2..=3).contains(&batched),
-        "register + the reports and completions in one or two batches: {batched} frames"
+        (2..=4).contains(&batched),
+        "register + the reports and completions in one to three batches: {batched} frames"
     );
 }
 
