@@ -1,14 +1,21 @@
 //! llmrtc over WebRTC on loopback: the reference server with WebRTC
 //! (`server_app::start_webrtc`) and the reference client (`LlmrtcClientApp`), every figure
 //! against the WebSocket path measured in the same group and run (absolute numbers drift on
-//! shared machines; ratios hold).
+//! shared machines; ratios hold better, except the latency's, which depends on how busy the
+//! machine is: see the crate README).
 //!
 //! Groups (criterion):
 //!
-//! - `llmrtc_webrtc/payload`: one payload message (`error`, which goes on both channels)
-//!   from a server command to the client's event: `data_channel` for a client whose data
-//!   channel is open (the WebSocket copy is set aside), `websocket` for a client without
-//!   WebRTC on the same server.
+//! - `llmrtc_webrtc/latency`: one payload message (`error`, which goes on both channels)
+//!   from a server command to the client's event, with the server on a runtime and thread
+//!   of its own and the clients on another: the latency a client sees, both ends working at
+//!   once. `data_channel` for a client whose data channel is open (the WebSocket copy is
+//!   set aside), `websocket` for a client without WebRTC on the same server. Printed with
+//!   it: per message, the datagrams each end sent on the data channel path, and how often
+//!   each thread was woken (its voluntary context switches) on either path.
+//! - `llmrtc_webrtc/payload`: the same message with server and clients on one
+//!   current-thread runtime, so one thread does the server's and the client's work one after
+//!   the other: the sum of both ends' CPU per message, not a latency.
 //! - `llmrtc_webrtc/burst_200`: 200 payload messages from one command, until the client
 //!   has all of them (messages per second through one data channel, and through one
 //!   WebSocket; 200 stays under the transport's 256-frame send queue per connection).
@@ -24,10 +31,10 @@
 //!   the CPU time of both peers per setup (this thread's `schedstat`: the runtime is
 //!   current-thread), and setups per second done one after another.
 //!
-//! Latency benches use a current-thread runtime (client and server tasks on one thread).
-//!
-//! Run: `cargo bench --bench llmrtc_webrtc` (add `-- --quick` for a short run). The figures
-//! are printed at the end and recorded in `crates/llmrtc-webrtc/README.md`.
+//! Run: `cargo bench --bench llmrtc_webrtc` (add `-- --quick` for a short run; a group's
+//! name, e.g. `-- llmrtc_webrtc/latency`, runs that group alone, and
+//! `llmrtc_webrtc/setup` and `llmrtc_webrtc/memory` name the once-per-run figures). The
+//! figures are printed at the end and recorded in `crates/llmrtc-webrtc/README.md`.
 #![allow(missing_docs)]
 
 use std::time::Duration;
@@ -40,7 +47,7 @@ use agentwire_server::llmrtc::client_app::LlmrtcClientApp;
 use agentwire_server::llmrtc::providers::{Providers, ScriptedStt};
 use agentwire_server::llmrtc::server_app::{self, LlmrtcApp, Pacing, WebrtcOptions};
 use agentwire_server::llmrtc::webrtc::{AudioOffer, WebrtcClientEvent};
-use agentwire_testkit::bench::{median_ns, open_idle_websockets, rss_kib};
+use agentwire_testkit::bench::{family_filter, median_ns, open_idle_websockets, rss_kib};
 use criterion::Criterion;
 use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
@@ -60,6 +67,17 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A runtime whose tasks run on one worker thread of its own (`block_on` only waits), for
+/// the server of `llmrtc_webrtc/latency`.
+fn server_runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("llmrtc-server")
         .enable_all()
         .build()
         .expect("runtime")
@@ -181,6 +199,136 @@ fn timed(
         }
         start.elapsed()
     })
+}
+
+/// `llmrtc_webrtc/latency`: the server's tasks on a worker thread of their own, the
+/// clients' and the timing on this thread; one message per iteration.
+fn latency_bench(c: &mut Criterion) {
+    let server_rt = server_runtime();
+    let (app, mut conns) = server_rt.block_on(server());
+    let rt = runtime();
+    let (mut rtc, mut ws) = rt.block_on(async {
+        let mut ws = LlmrtcClientApp::start(&app.url(), client_config(), 1)
+            .await
+            .expect("client");
+        ready(&mut ws).await;
+        let ws_conn = conns.recv().await.expect("conn");
+        let mut rtc =
+            LlmrtcClientApp::start_webrtc(&app.url(), client_config(), 2, AudioOffer::None)
+                .await
+                .expect("client");
+        channel_open(&mut rtc).await;
+        let rtc_conn = conns.recv().await.expect("conn");
+        ((rtc_conn, rtc), (ws_conn, ws))
+    });
+    let mut g = c.benchmark_group("llmrtc_webrtc/latency");
+    g.throughput(criterion::Throughput::Elements(1));
+    let server_before = app.server.udp_stats();
+    let client_before = rtc.1.udp_stats();
+    let (messages, sleeps) = counted(&mut g, "data_channel", &rt, &app, &mut rtc);
+    // Datagrams per data-channel message, warm-up included: the message's own, and the
+    // client's SACKs (keep-alives over the few seconds are a rounding error).
+    if let (Some(s0), Some(s1), Some(c0), Some(c1)) = (
+        server_before,
+        app.server.udp_stats(),
+        client_before,
+        rtc.1.udp_stats(),
+    ) {
+        let per = |n: u64| n as f64 / messages.max(1) as f64;
+        println!(
+            "llmrtc_webrtc/latency/data_channel: per message, the server sent {:.2} datagrams \
+             ({:.0} bytes), the client {:.2} ({:.0} bytes), over {messages} messages",
+            per(s1.sent - s0.sent),
+            per(s1.sent_bytes - s0.sent_bytes),
+            per(c1.sent - c0.sent),
+            per(c1.sent_bytes - c0.sent_bytes),
+        );
+    }
+    Sleeps::report("data_channel", sleeps, messages);
+    let (messages, sleeps) = counted(&mut g, "websocket", &rt, &app, &mut ws);
+    Sleeps::report("websocket", sleeps, messages);
+    g.finish();
+    rt.block_on(async {
+        rtc.1.close().await;
+        ws.1.close().await;
+    });
+    server_rt.block_on(app.shutdown());
+}
+
+/// Times `function` of the latency group on `target` (one message per iteration) and
+/// returns the messages sent, warm-up included, with the threads' wake-up counts around it.
+fn counted(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    function: &str,
+    rt: &Runtime,
+    app: &LlmrtcApp,
+    target: &mut (ConnId, LlmrtcClientApp),
+) -> (u64, Option<(Sleeps, Sleeps)>) {
+    let mut messages = 0u64;
+    let before = Sleeps::now();
+    g.bench_function(function, |b| {
+        b.iter_custom(|iters| {
+            messages += iters;
+            timed(rt, app, target, iters, 1)
+        })
+    });
+    (messages, Sleeps::since(before))
+}
+
+/// Voluntary context switches so far (each a sleep the thread was woken from) of this thread
+/// (the clients') and of the server runtime's worker (`llmrtc-server`), from `/proc`.
+#[derive(Debug, Clone, Copy)]
+struct Sleeps {
+    client: u64,
+    server: u64,
+}
+
+impl Sleeps {
+    fn now() -> Option<Self> {
+        let client = voluntary_switches(std::path::Path::new("/proc/thread-self"))?;
+        let mut server = None;
+        for task in std::fs::read_dir("/proc/self/task").ok()? {
+            let dir = task.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            if comm.trim_end() == "llmrtc-server" {
+                *server.get_or_insert(0) += voluntary_switches(&dir)?;
+            }
+        }
+        Some(Self {
+            client,
+            server: server?,
+        })
+    }
+
+    /// The counts now paired with `before`: `(after, before)`.
+    fn since(before: Option<Self>) -> Option<(Self, Self)> {
+        Self::now().zip(before)
+    }
+
+    /// Prints the wake-ups per message of `function` between `before` and `after`.
+    fn report(function: &str, span: Option<(Self, Self)>, messages: u64) {
+        let Some((after, before)) = span else {
+            return;
+        };
+        let per = |n: u64| n as f64 / messages.max(1) as f64;
+        println!(
+            "llmrtc_webrtc/latency/{function}: per message, the client's thread woke {:.2} \
+             times, the server's {:.2}",
+            per(after.client - before.client),
+            per(after.server - before.server),
+        );
+    }
+}
+
+/// `voluntary_ctxt_switches` of the task whose `/proc` directory is `dir`.
+fn voluntary_switches(dir: &std::path::Path) -> Option<u64> {
+    let status = std::fs::read_to_string(dir.join("status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn payload_benches(c: &mut Criterion) {
@@ -349,16 +497,15 @@ fn memory(rt: &Runtime) -> Option<Memory> {
     })
 }
 
-fn report(setup: &Setup, memory: Option<&Memory>) {
+/// Prints the figures of this run: the criterion groups `ran` names (their estimates on
+/// disk may be from an earlier run otherwise), setup and memory when measured.
+fn report(ran: &[String], setup: Option<&Setup>, memory: Option<&Memory>) {
     println!();
     println!("llmrtc over WebRTC (medians of this run; data channel / WebSocket, lower is better)");
-    for group in [
-        "llmrtc_webrtc/payload".to_owned(),
-        format!("llmrtc_webrtc/burst_{BURST}"),
-    ] {
+    for group in ran {
         let (Some(d), Some(w)) = (
-            median_ns(&group, "data_channel"),
-            median_ns(&group, "websocket"),
+            median_ns(group, "data_channel"),
+            median_ns(group, "websocket"),
         ) else {
             println!("  {group}: no estimates (filtered out?)");
             continue;
@@ -377,15 +524,17 @@ fn report(setup: &Setup, memory: Option<&Memory>) {
             );
         }
     }
-    println!(
-        "  setup (offer -> data channel open): median {:.1} ms of {SETUPS}; {:.1} setups/s one \
-         after another; CPU per setup, both peers: {}",
-        setup.median_ms,
-        setup.per_second,
-        setup
-            .cpu_ms
-            .map_or("n/a".to_owned(), |ms| format!("{ms:.1} ms"))
-    );
+    if let Some(setup) = setup {
+        println!(
+            "  setup (offer -> data channel open): median {:.1} ms of {SETUPS}; {:.1} setups/s \
+             one after another; CPU per setup, both peers: {}",
+            setup.median_ms,
+            setup.per_second,
+            setup
+                .cpu_ms
+                .map_or("n/a".to_owned(), |ms| format!("{ms:.1} ms"))
+        );
+    }
     match memory {
         Some(m) => {
             println!(
@@ -398,18 +547,33 @@ fn report(setup: &Setup, memory: Option<&Memory>) {
                 m.idle_webrtc, m.idle_plain
             );
         }
-        None => println!("  memory: n/a (no /proc)"),
+        None => println!("  memory: not measured (not asked for, or no /proc)"),
     }
 }
 
 fn main() {
-    let memory = memory(&runtime());
+    let wants = family_filter();
+    let memory = if wants("llmrtc_webrtc/memory") {
+        memory(&runtime())
+    } else {
+        None
+    };
     let mut c = Criterion::default()
         .configure_from_args()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    payload_benches(&mut c);
+    let mut ran = Vec::new();
+    if wants("llmrtc_webrtc/latency") {
+        latency_bench(&mut c);
+        ran.push("llmrtc_webrtc/latency".to_owned());
+    }
+    let payload = "llmrtc_webrtc/payload".to_owned();
+    let burst = format!("llmrtc_webrtc/burst_{BURST}");
+    if wants(&payload) || wants(&burst) {
+        payload_benches(&mut c);
+        ran.extend([payload, burst].into_iter().filter(|g| wants(g)));
+    }
     c.final_summary();
-    let setup = setups();
-    report(&setup, memory.as_ref());
+    let setup = wants("llmrtc_webrtc/setup").then(setups);
+    report(&ran, setup.as_ref(), memory.as_ref());
 }
