@@ -1,319 +1,29 @@
-//! One socket, one task: the task reads the socket and hands what it read to the owner
-//! task in batches, and writes what the owner queued, every frame of a pass in one flush.
-//!
-//! The owner does not hand frames over one by one. While it drains the machine's outputs it
-//! collects each connection's frames in that connection's [`ConnTx`]; at the end of the pass
-//! it moves them into the connection's [`Outbox`] under one short lock and wakes the task
-//! once. The task swaps the whole outbox out, feeds every frame to the WebSocket and flushes
-//! once: one wake-up and one write per connection per pass, however many frames.
+//! A connection's task: it reads the socket and hands what it read to the owner in batches,
+//! writes what the owner queued (every frame of a pass, then one flush), pings, watches for
+//! pongs, holds the first frames, and runs the close handshake.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use agentwire_core::{truncate_close_reason, CloseCode, ConnId, Disconnect, FrameBuf};
+use agentwire_core::{CloseCode, ConnId, Disconnect};
 use futures_util::task::{ArcWake, AtomicWaker};
 use futures_util::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data as OpData, OpCode};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
-use tracing::Instrument;
 
+use super::shared::Shared;
+use super::{close_frame, payload_len, Inbound};
 use crate::clock;
 use crate::config::Limits;
 use crate::stats::{DropReason, TransportCounters};
-
-/// What connection tasks tell the owner task.
-pub(crate) enum Inbound {
-    /// A text, binary or pong message arrived.
-    Frame(ConnId, Message),
-    /// Several text, binary or pong messages arrived together (one channel send for a
-    /// batch).
-    Frames(ConnId, Vec<Message>),
-    /// The socket is done reading; the owner calls `handle_disconnect_with`.
-    Ended(ConnId),
-}
-
-impl Inbound {
-    /// How many frames this carries (an end counts as one).
-    pub(crate) fn frames(&self) -> usize {
-        match self {
-            Self::Frames(_, msgs) => msgs.len(),
-            Self::Frame(..) | Self::Ended(_) => 1,
-        }
-    }
-}
-
-/// One reserved connection slot of a server (and of its peer's address); released on drop.
-pub(crate) struct ConnSlot(Arc<AtomicUsize>, Option<crate::per_address::Slot>);
-
-impl ConnSlot {
-    /// Takes a slot if fewer than `max` are taken.
-    pub(crate) fn reserve(count: &Arc<AtomicUsize>, max: usize) -> Option<Self> {
-        count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Self(Arc::clone(count), None))
-    }
-
-    /// Also holds `slot` (the peer address's count) until the connection ends.
-    pub(crate) fn with_address(mut self, slot: crate::per_address::Slot) -> Self {
-        self.1 = Some(slot);
-        self
-    }
-}
-
-impl Drop for ConnSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Why a frame could not be queued.
-pub(crate) enum SendError {
-    /// The queue is over its frame or byte bound: a slow reader.
-    Slow,
-}
-
-/// What the owner hands the connection task, taken by the task in one swap.
-#[derive(Default)]
-struct Outbox {
-    frames: VecDeque<Message>,
-    /// Send this close frame once every frame before it is written, then stop writing.
-    close: Option<CloseFrame>,
-    /// Killed: drop every queued frame, send this close frame (bounded) and stop.
-    kill: Option<CloseFrame>,
-}
-
-/// What the owner and the connection task share about one socket.
-struct Shared {
-    outbox: Mutex<Outbox>,
-    /// The task's waker: the owner wakes it once per pass that queued something.
-    waker: AtomicWaker,
-    /// Frames and bytes queued and not yet handed to the WebSocket (outbox and the task's
-    /// own queue): the slow-reader bounds.
-    queued_frames: AtomicUsize,
-    queued_bytes: AtomicUsize,
-    /// Reading is paused by the machine (rule 8 of the `Machine` contract).
-    paused: AtomicBool,
-    /// The first end seen: a close frame from the peer, a close queued by the machine or
-    /// the shutdown, a pong timeout, a refused frame, a slow reader. Later ones (the peer's
-    /// reply to our close) do not replace it.
-    end: OnceLock<Disconnect>,
-}
-
-impl Shared {
-    /// Records how the connection ended, unless an end was recorded first.
-    fn ended(&self, how: Disconnect) {
-        let _ = self.end.set(how);
-    }
-
-    fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
-        // A panic while holding this lock leaves a consistent outbox: keep using it.
-        self.outbox
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// The owner task's end of one connection.
-pub(crate) struct ConnTx {
-    shared: Arc<Shared>,
-    /// Frames queued during the current pass, moved to the outbox by
-    /// [`flush`](Self::flush).
-    pending: Vec<Message>,
-    pending_bytes: usize,
-    /// The shared counts when this pass's first frame was queued.
-    base: (usize, usize),
-    max_frames: usize,
-    max_bytes: usize,
-    task: Option<JoinHandle<()>>,
-    closing: bool,
-    _slot: Option<ConnSlot>,
-    /// Frames read after the machine paused this connection (they were already on their
-    /// way), handed over after the resume. Bounded by the inbound channel: a paused
-    /// connection reads nothing more.
-    held: VecDeque<Message>,
-}
-
-impl ConnTx {
-    /// Whether the machine has paused reading this connection.
-    pub(crate) fn is_paused(&self) -> bool {
-        self.shared.paused.load(Ordering::Relaxed)
-    }
-
-    /// Pauses or resumes reading. While paused the pong timeout does not count (no pong can
-    /// be read); a resume starts it afresh.
-    pub(crate) fn set_paused(&mut self, paused: bool) {
-        if self.is_paused() != paused {
-            self.shared.paused.store(paused, Ordering::Relaxed);
-            self.shared.waker.wake();
-        }
-    }
-
-    /// Keeps a frame that arrived while paused.
-    pub(crate) fn hold(&mut self, msg: Message) {
-        self.held.push_back(msg);
-    }
-
-    /// The oldest held frame.
-    pub(crate) fn take_held(&mut self) -> Option<Message> {
-        self.held.pop_front()
-    }
-
-    /// Whether frames are held.
-    pub(crate) fn has_held(&self) -> bool {
-        !self.held.is_empty()
-    }
-
-    /// Queues a frame for the end of this pass; dropped silently once the connection is
-    /// closing. Returns whether it is the pass's first frame for this connection (the
-    /// caller then lists the connection for [`flush`](Self::flush)).
-    pub(crate) fn send(&mut self, frame: FrameBuf) -> Result<bool, SendError> {
-        if self.closing {
-            return Ok(false);
-        }
-        let msg = to_message(frame);
-        let first = self.pending.is_empty();
-        if first {
-            self.base = (
-                self.shared.queued_frames.load(Ordering::Acquire),
-                self.shared.queued_bytes.load(Ordering::Acquire),
-            );
-        }
-        let len = payload_len(&msg);
-        let frames = self.base.0 + self.pending.len();
-        let bytes = self.base.1 + self.pending_bytes;
-        // A single frame larger than the byte bound still goes into an empty queue.
-        if frames + 1 > self.max_frames || (bytes > 0 && bytes + len > self.max_bytes) {
-            return Err(SendError::Slow);
-        }
-        self.pending.push(msg);
-        self.pending_bytes += len;
-        Ok(first)
-    }
-
-    /// Moves this pass's frames into the outbox and wakes the task (once).
-    pub(crate) fn flush(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        self.shared
-            .queued_frames
-            .fetch_add(self.pending.len(), Ordering::AcqRel);
-        self.shared
-            .queued_bytes
-            .fetch_add(self.pending_bytes, Ordering::AcqRel);
-        self.pending_bytes = 0;
-        self.shared.outbox().frames.extend(self.pending.drain(..));
-        self.shared.waker.wake();
-    }
-
-    /// How the connection ended, as far as its task and the owner saw: the first close
-    /// frame either side sent, or a driver close; [`Disconnect::Ended`] without one.
-    pub(crate) fn disconnect(&self) -> Disconnect {
-        self.shared.end.get().cloned().unwrap_or(Disconnect::Ended)
-    }
-
-    /// Queues a close frame after the frames already queued; later sends are dropped.
-    pub(crate) fn close(&mut self, frame: CloseFrame) -> Result<(), SendError> {
-        if self.closing {
-            return Ok(());
-        }
-        self.closing = true;
-        self.shared.ended(Disconnect::local(
-            CloseCode(frame.code.into()),
-            &frame.reason,
-        ));
-        self.flush();
-        self.shared.outbox().close = Some(frame);
-        self.shared.waker.wake();
-        Ok(())
-    }
-
-    /// Ends the connection now: reading stops, the queue is dropped, and the task tries to
-    /// send `frame` within `close_timeout`. `how` is how it ended unless an end was already
-    /// seen (a peer's close frame on its way to the owner, a close already queued). Returns
-    /// the task's handle and how the connection ended.
-    pub(crate) fn kill(
-        mut self,
-        frame: CloseFrame,
-        how: Disconnect,
-    ) -> (Option<JoinHandle<()>>, Disconnect) {
-        self.shared.ended(how);
-        let how = self.disconnect();
-        self.pending.clear();
-        {
-            let mut outbox = self.shared.outbox();
-            outbox.frames.clear();
-            outbox.kill = Some(frame);
-        }
-        self.shared.waker.wake();
-        (self.task.take(), how)
-    }
-
-    /// The task reported the end of reading: returns its handle (to await, if the caller
-    /// must know the socket is gone).
-    pub(crate) fn ended(mut self) -> Option<JoinHandle<()>> {
-        self.task.take()
-    }
-}
-
-impl Drop for ConnTx {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-/// Converts a machine frame to a tungstenite message (no copy, no second UTF-8 check).
-///
-/// A text frame goes as a raw final text frame: [`FrameBuf::Text`] holds UTF-8 by
-/// construction, and tungstenite's `Message::Text` would only check it once more (a full
-/// scan of every outbound text message).
-pub(crate) fn to_message(frame: FrameBuf) -> Message {
-    match frame {
-        FrameBuf::Binary(b) => Message::Binary(b),
-        FrameBuf::Text(t) => Message::Frame(tungstenite::protocol::frame::Frame::message(
-            t.into_bytes(),
-            OpCode::Data(OpData::Text),
-            true,
-        )),
-    }
-}
-
-/// The payload length of a message this module queues or reads (a raw frame counts its
-/// payload, not its header).
-pub(crate) fn payload_len(msg: &Message) -> usize {
-    match msg {
-        Message::Frame(f) => f.payload().len(),
-        other => other.len(),
-    }
-}
-
-/// A close frame with `reason` cut to 123 bytes at a character boundary.
-pub(crate) fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
-    let code = if code.is_sendable() {
-        code
-    } else {
-        CloseCode::NORMAL
-    };
-    CloseFrame {
-        code: code.0.into(),
-        reason: truncate_close_reason(reason).to_owned().into(),
-    }
-}
 
 /// The close frame to send after a read error, if the error is the peer's fault. A socket
 /// that ended without a close handshake gets none: it is gone, not misbehaving.
@@ -347,88 +57,6 @@ struct TaskLimits {
     ping_interval: Option<Duration>,
     pong_timeout: Duration,
     close_timeout: Duration,
-}
-
-/// Spawns the task of an upgraded socket, inside `span`.
-pub(crate) fn spawn<S>(
-    conn: ConnId,
-    ws: WebSocketStream<S>,
-    limits: &Limits,
-    inbound: mpsc::Sender<Inbound>,
-    slot: Option<ConnSlot>,
-    span: tracing::Span,
-    stats: Arc<TransportCounters>,
-) -> ConnTx
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let shared = Arc::new(Shared {
-        outbox: Mutex::new(Outbox::default()),
-        waker: AtomicWaker::new(),
-        queued_frames: AtomicUsize::new(0),
-        queued_bytes: AtomicUsize::new(0),
-        paused: AtomicBool::new(false),
-        end: OnceLock::new(),
-    });
-    let t = TaskLimits {
-        ping_interval: limits.ping_interval.filter(|d| !d.is_zero()),
-        pong_timeout: limits.pong_timeout,
-        close_timeout: limits.close_timeout,
-    };
-    let now = clock::now();
-    let hold = (!limits.first_frame_delay.is_zero()).then(|| {
-        Box::pin(tokio::time::sleep_until(clock::to_tokio(
-            now + limits.first_frame_delay,
-        )))
-    });
-    let ping = t.ping_interval.map(|every| {
-        let mut i = tokio::time::interval_at(clock::to_tokio(now + every), every);
-        i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        i
-    });
-    let watchdog = t.ping_interval.map(|_| {
-        Box::pin(tokio::time::sleep_until(clock::to_tokio(
-            now + t.pong_timeout,
-        )))
-    });
-    let read_wake = Arc::new(ReadWake {
-        woken: AtomicBool::new(false),
-        task: AtomicWaker::new(),
-    });
-    let task = Task {
-        conn,
-        ws,
-        shared: Arc::clone(&shared),
-        inbound,
-        reserving: None,
-        handoff: None,
-        writing: VecDeque::new(),
-        unflushed: false,
-        close: None,
-        hold,
-        ping,
-        watchdog,
-        heard: now,
-        was_paused: false,
-        read_idle: false,
-        read_waker: futures_util::task::waker(Arc::clone(&read_wake)),
-        read_wake,
-        limits: t,
-        stats,
-    };
-    let task = tokio::spawn(task.run().instrument(span));
-    ConnTx {
-        shared,
-        pending: Vec::new(),
-        pending_bytes: 0,
-        base: (0, 0),
-        max_frames: limits.send_queue_frames.max(1),
-        max_bytes: limits.send_queue_bytes,
-        task: Some(task),
-        closing: false,
-        _slot: slot,
-        held: VecDeque::new(),
-    }
 }
 
 /// Messages read in one pass at most before they go to the owner.
@@ -475,7 +103,7 @@ enum Step {
 
 /// A connection's task: the socket, the frames being written, the batch being handed
 /// over, and the ping, pong and first-frame timers.
-struct Task<S> {
+pub(super) struct Task<S> {
     conn: ConnId,
     ws: WebSocketStream<S>,
     shared: Arc<Shared>,
@@ -512,7 +140,65 @@ impl<S> Task<S>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    async fn run(mut self) {
+    /// The task of socket `ws`, sharing `shared` with the owner, with `limits`' timers.
+    pub(super) fn new(
+        conn: ConnId,
+        ws: WebSocketStream<S>,
+        shared: Arc<Shared>,
+        inbound: mpsc::Sender<Inbound>,
+        limits: &Limits,
+        stats: Arc<TransportCounters>,
+    ) -> Self {
+        let t = TaskLimits {
+            ping_interval: limits.ping_interval.filter(|d| !d.is_zero()),
+            pong_timeout: limits.pong_timeout,
+            close_timeout: limits.close_timeout,
+        };
+        let now = clock::now();
+        let hold = (!limits.first_frame_delay.is_zero()).then(|| {
+            Box::pin(tokio::time::sleep_until(clock::to_tokio(
+                now + limits.first_frame_delay,
+            )))
+        });
+        let ping = t.ping_interval.map(|every| {
+            let mut i = tokio::time::interval_at(clock::to_tokio(now + every), every);
+            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            i
+        });
+        let watchdog = t.ping_interval.map(|_| {
+            Box::pin(tokio::time::sleep_until(clock::to_tokio(
+                now + t.pong_timeout,
+            )))
+        });
+        let read_wake = Arc::new(ReadWake {
+            woken: AtomicBool::new(false),
+            task: AtomicWaker::new(),
+        });
+        Self {
+            conn,
+            ws,
+            shared,
+            inbound,
+            reserving: None,
+            handoff: None,
+            writing: VecDeque::new(),
+            unflushed: false,
+            close: None,
+            hold,
+            ping,
+            watchdog,
+            heard: now,
+            was_paused: false,
+            read_idle: false,
+            read_waker: futures_util::task::waker(Arc::clone(&read_wake)),
+            read_wake,
+            limits: t,
+            stats,
+        }
+    }
+
+    /// Runs the connection until it ends (see [`Step`]).
+    pub(super) async fn run(mut self) {
         let step = std::future::poll_fn(|cx| self.poll_step(cx, None)).await;
         let close = match step {
             Step::Kill(frame) => {
@@ -839,33 +525,5 @@ where
                 None
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn close_reason_is_cut_at_a_char_boundary() {
-        let reason = "é".repeat(100); // 200 bytes
-        let f = close_frame(CloseCode::POLICY, &reason);
-        assert_eq!(f.reason.len(), 122);
-        assert_eq!(u16::from(f.code), 1008);
-        let f = close_frame(CloseCode::ABNORMAL, "x");
-        assert_eq!(u16::from(f.code), 1000);
-    }
-
-    #[test]
-    fn slots_are_bounded_and_released() {
-        let count = Arc::new(AtomicUsize::new(0));
-        let a = ConnSlot::reserve(&count, 2);
-        let b = ConnSlot::reserve(&count, 2);
-        assert!(a.is_some() && b.is_some());
-        assert!(ConnSlot::reserve(&count, 2).is_none());
-        drop(a);
-        assert!(ConnSlot::reserve(&count, 2).is_some());
-        drop(b);
-        assert_eq!(count.load(Ordering::Acquire), 0);
     }
 }
