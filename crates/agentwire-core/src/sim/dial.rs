@@ -1,0 +1,72 @@
+//! Dialing for client machines that own their reconnect policy ([`Dialer`]).
+
+use std::time::Duration;
+
+use super::{Sim, SimError};
+use crate::{Dial, Dialer, Machine};
+
+impl<S: Machine, C: Dialer> Sim<S, C> {
+    /// Dials for every client whose [`Dialer::poll_dial`] says [`Dial::Now`] and that has
+    /// no connection: connects it if `reachable(idx)`, else reports
+    /// [`Dialer::handle_dial_failed`] ("unreachable"). Returns how many attempts were made.
+    pub fn dial_pending(&mut self, reachable: &mut impl FnMut(usize) -> bool) -> usize {
+        let mut attempts = 0;
+        for idx in 0..self.clients.len() {
+            // A refused attempt may ask for another one at once; bound the retries per call.
+            for _ in 0..16 {
+                if self.clients[idx].link.is_some()
+                    || self.clients[idx].machine.poll_dial() != Dial::Now
+                {
+                    break;
+                }
+                attempts += 1;
+                if reachable(idx) {
+                    self.connect(idx);
+                } else {
+                    let now = self.now;
+                    self.clients[idx]
+                        .machine
+                        .handle_dial_failed("unreachable", now);
+                    self.flush();
+                }
+            }
+        }
+        attempts
+    }
+
+    /// As [`try_run_for`](Self::try_run_for), dialing the way a client driver does:
+    /// after every step, [`dial_pending`](Self::dial_pending) with `reachable`.
+    pub fn try_run_dialing_for(
+        &mut self,
+        d: Duration,
+        mut reachable: impl FnMut(usize) -> bool,
+    ) -> Result<usize, SimError> {
+        let deadline = self.now + d;
+        let mut steps = 0;
+        loop {
+            self.flush();
+            self.dial_pending(&mut reachable);
+            let Some(t) = self.next_due() else { break };
+            if t > deadline {
+                break;
+            }
+            self.now = self.now.max(t);
+            steps += 1;
+            if steps > self.cfg.max_steps {
+                return Err(SimError::Livelock { steps });
+            }
+            self.step_now()?;
+        }
+        self.now = deadline;
+        Ok(steps)
+    }
+
+    /// [`try_run_dialing_for`](Self::try_run_dialing_for), panicking on livelock or a
+    /// stuck timer.
+    pub fn run_dialing_for(&mut self, d: Duration, reachable: impl FnMut(usize) -> bool) -> usize {
+        match self.try_run_dialing_for(d, reachable) {
+            Ok(steps) => steps,
+            Err(e) => panic!("simulation failed: {e}"),
+        }
+    }
+}
