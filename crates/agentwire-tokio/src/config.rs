@@ -1,4 +1,7 @@
 //! Limits and server/client configuration, with documented defaults.
+//!
+//! Longer than the workspace's 700 lines because every transport setting lives here, each
+//! field with its default and what happens at the bound, beside its builder methods.
 
 use std::fmt;
 use std::sync::Arc;

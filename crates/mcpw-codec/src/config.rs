@@ -1,6 +1,9 @@
 //! Every configuration of the crate, with documented defaults: the codec's [`CodecConfig`]
 //! (holding its [`Limits`] and [`Compression`]) and the orchestrator's [`OrchestratorConfig`]
 //! (holding its [`OrchestratorLimits`]).
+//!
+//! Longer than the workspace's 700 lines because the crate's anatomy keeps every setting
+//! here, each field with its default and what exceeding it answers.
 
 /// What [`Header::parse`](crate::Header::parse) does with a non-zero reserved field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

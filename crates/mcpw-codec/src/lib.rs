@@ -656,6 +656,10 @@
 //!     (`a_rotated_key_is_accepted_and_the_retired_one_refused_after_the_overlap`,
 //!     `keys_rotated_into_an_open_policy_turn_authentication_on`)
 //!
+//! (This file is longer than the workspace's 700 lines because it is the crate's
+//! documentation, the spec decisions above among it; its code is the module list and the
+//! re-exports.)
+//!
 //! # Features
 //!
 //! - `zlib-rs` (default): the zlib-rs deflate backend through flate2. miniz_oxide is always
