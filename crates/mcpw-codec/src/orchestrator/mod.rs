@@ -8,6 +8,9 @@
 //! - [`metrics`]: Prometheus text with the spec's metric names;
 //! - [`upgrade`]: the pre-upgrade policy (426 / 401 / 503 / 429) for the transport's hook.
 //!
+//! This module is just over 700 lines because the routing of every message of the spec to
+//! its handler reads best as one match.
+//!
 //! Its [`OrchestratorConfig`] and
 //! [`OrchestratorLimits`] are in the crate's `config`, its errors
 //! ([`CommandError`], [`ProtocolError`]) in the crate's `error`.
