@@ -173,38 +173,6 @@ async fn the_public_ip_of_the_command_line_and_of_the_config_file_is_a_host_cand
     within("shutdown", app.shutdown()).await;
 }
 
-/// Builds the `agentwire` binary into the target directory this test was built in (same
-/// profile) and returns its path.
-fn agentwire_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps")
-        .to_path_buf();
-    let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-    let mut build = std::process::Command::new(env!("CARGO"));
-    build
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "agentwire-server",
-            "--bin",
-            "agentwire",
-            "--manifest-path",
-        ])
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target_dir);
-    if profile_dir.file_name().is_some_and(|p| p == "release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("cargo build");
-    assert!(status.success(), "building agentwire failed");
-    profile_dir.join("agentwire")
-}
-
 /// Runs `program args` to its end (killed after [`PATIENCE`]) and returns its stdout,
 /// asserting a clean exit.
 async fn run(program: PathBuf, args: Vec<String>) -> String {
@@ -271,7 +239,7 @@ fn assert_no_fallback(stdout: &str) {
 #[tokio::test]
 async fn agentwire_llmrtc_client_webrtc_runs_a_turn_on_the_data_channel() {
     let app = webrtc_server(ServerConfig::default(), WebrtcOptions::default()).await;
-    let bin = tokio::task::spawn_blocking(agentwire_bin)
+    let bin = tokio::task::spawn_blocking(example_bin::agentwire)
         .await
         .expect("build");
     let out = temp_dir::temp_dir("client-webrtc");

@@ -6,6 +6,25 @@ use std::path::PathBuf;
 /// and returns its path. Cargo builds examples for `cargo test` of the whole package, but
 /// not for `--test NAME` alone.
 pub(crate) fn example(name: &str) -> PathBuf {
+    build(&["--example", name], name)
+        .join("examples")
+        .join(name)
+}
+
+/// Builds the `agentwire` binary (package `agentwire-server`) into the target directory
+/// this test was built in (same profile) and returns its path.
+#[allow(dead_code)] // not every test that includes this file runs the binary
+pub(crate) fn agentwire() -> PathBuf {
+    build(
+        &["-p", "agentwire-server", "--bin", "agentwire"],
+        "agentwire",
+    )
+    .join("agentwire")
+}
+
+/// Runs `cargo build --quiet ARGS` into this test's target directory and profile; returns
+/// the profile directory. `what` names the program in the failure.
+fn build(args: &[&str], what: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let profile_dir = exe
         .parent()
@@ -15,7 +34,9 @@ pub(crate) fn example(name: &str) -> PathBuf {
     let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
     let mut build = std::process::Command::new(env!("CARGO"));
     build
-        .args(["build", "--quiet", "--example", name, "--manifest-path"])
+        .args(["build", "--quiet"])
+        .args(args)
+        .arg("--manifest-path")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir);
@@ -23,8 +44,8 @@ pub(crate) fn example(name: &str) -> PathBuf {
         build.arg("--release");
     }
     let status = build.status().expect("cargo build");
-    assert!(status.success(), "building example {name} failed");
-    profile_dir.join("examples").join(name)
+    assert!(status.success(), "building {what} failed");
+    profile_dir
 }
 
 /// Sends `child` SIGINT, as Ctrl-C in its terminal would, and waits (at most 10 s) for it to
