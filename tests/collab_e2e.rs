@@ -7,6 +7,8 @@
 #[path = "support/example_bin.rs"]
 #[allow(dead_code)] // `lines_of` is for tests that read a program's output; this file does not
 mod example_bin;
+#[path = "support/mcpw_server.rs"]
+mod mcpw_server;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
@@ -29,19 +31,12 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 }
 
 async fn server() -> (ServerApp, mpsc::UnboundedReceiver<OrchestratorEvent>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let app = mcpw::server_app::start(
-        "127.0.0.1:0",
-        None,
+    mcpw_server::start(
+        false,
         OrchestratorConfig::default(),
         UpgradeConfig::default(),
-        move |ev| {
-            let _ = tx.send(ev.clone());
-        },
     )
     .await
-    .expect("bind");
-    (app, rx)
 }
 
 fn settings() -> AgentSettings {

@@ -8,6 +8,8 @@ mod example_bin;
 #[path = "support/mcpw_programs.rs"]
 #[allow(dead_code)] // this file reads the agent's output, not the server's log
 mod mcpw_programs;
+#[path = "support/mcpw_server.rs"]
+mod mcpw_server;
 use std::future::Future;
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
@@ -33,19 +35,12 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 }
 
 async fn server(keys: &[&str]) -> (ServerApp, mpsc::UnboundedReceiver<OrchestratorEvent>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let app = mcpw::server_app::start(
-        "127.0.0.1:0",
-        Some("127.0.0.1:0"),
+    mcpw_server::start(
+        true,
         OrchestratorConfig::default(),
         UpgradeConfig::default().with_api_keys(keys.iter().copied()),
-        move |ev| {
-            let _ = tx.send(ev.clone());
-        },
     )
     .await
-    .expect("bind");
-    (app, rx)
 }
 
 async fn next<T>(rx: &mut mpsc::UnboundedReceiver<T>, mut pick: impl FnMut(&T) -> bool) -> T {

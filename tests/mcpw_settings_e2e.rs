@@ -8,6 +8,8 @@
 mod example_bin;
 #[path = "support/mcpw_programs.rs"]
 mod mcpw_programs;
+#[path = "support/mcpw_server.rs"]
+mod mcpw_server;
 
 use std::future::Future;
 use std::time::Duration;
@@ -19,7 +21,7 @@ use agentwire::mcpw::{Body, Codec};
 use agentwire_server::mcpw;
 use mcpw::server_app::ServerApp;
 use mcpw_programs::{AgentProcess, ServerProcess};
-use tokio::sync::mpsc::{self, UnboundedReceiver};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(20), fut)
@@ -46,19 +48,7 @@ async fn next<T: std::fmt::Debug>(
 
 /// An in-process reference server (its counters readable) with `config`.
 async fn server(config: OrchestratorConfig) -> (ServerApp, UnboundedReceiver<OrchestratorEvent>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let app = mcpw::server_app::start(
-        "127.0.0.1:0",
-        None,
-        config,
-        UpgradeConfig::default(),
-        move |ev| {
-            let _ = tx.send(ev.clone());
-        },
-    )
-    .await
-    .expect("bind");
-    (app, rx)
+    mcpw_server::start(false, config, UpgradeConfig::default()).await
 }
 
 #[tokio::test]

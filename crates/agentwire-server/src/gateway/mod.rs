@@ -4,7 +4,7 @@
 //! [`Gateway::start`] builds one [`Router`] per listener (its TLS and allowlist from
 //! [`security::listener_config`](crate::security::listener_config)), mounts each enabled
 //! protocol's reference app on its route (`bus::server_app::mount`, ...: the same machine,
-//! hook and event task as the protocol's own server), binds every listener, then starts the
+//! hook and event handling as the protocol's own server), binds every listener, then starts the
 //! admin listener ([`admin::serve`](crate::admin::serve): `/healthz`, `/readyz`,
 //! `/metrics`). Each app's events are logged and counted in one [`Metrics`]; each driver's
 //! and listener's transport counters are read at every scrape.
