@@ -14,7 +14,7 @@ use agentwire::chopsticks::{
     BindSource, Controller, ControllerConfig, ControllerEvent, DropReason, FreeReason, RawJson,
     Resp, AGENT_OFFLINE, AGENT_TIMEOUT,
 };
-use agentwire::core::{Id128, UuidV4Ids};
+use agentwire::core::{Id128, Observed, UuidV4Ids};
 use agentwire::tokio::{Handle, Limits, ServerConfig};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -94,11 +94,11 @@ type Waiters = Arc<Mutex<BTreeMap<Id128, oneshot::Sender<Outcome>>>>;
 pub struct ControllerApp {
     /// Where the controller is served (its address and shutdown): a listener of its own
     /// ([`start`]) or a route of a shared one ([`mount`]).
-    pub server: Endpoint<Controller>,
+    pub server: Endpoint<Observed<Controller>>,
     /// Commands to the controller machine.
-    pub handle: Handle<Controller>,
+    pub handle: Handle<Observed<Controller>>,
     waiters: Waiters,
-    /// The event task; ends when the server stops.
+    /// Ends when the server stops.
     pub events_task: tokio::task::JoinHandle<()>,
     /// Who the ops are sent as.
     pub actor: Actor,
@@ -159,21 +159,21 @@ pub async fn mount_with(
     serve(Place::Route(at), config, transport, on_event).await
 }
 
-/// The one body of [`start_with`] and [`mount_with`]: the controller, its transport and its
-/// event task, at `place`.
+/// The one body of [`start_with`] and [`mount_with`]: the controller with its observer and
+/// its transport, at `place`.
 async fn serve(
     place: Place<'_>,
     config: ControllerConfig,
     transport: ServerConfig,
     on_event: impl Fn(&ControllerEvent) + Send + 'static,
 ) -> std::io::Result<ControllerApp> {
-    let (server, mut events) = place
-        .serve(Controller::new(config, UuidV4Ids), transport)
-        .await?;
     let waiters: Waiters = Arc::default();
     let w = waiters.clone();
-    let events_task = tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
+    // Every event is handled where the driver polls the controller (a request's answer
+    // reaches its waiter there, with no channel hand-off); none is passed on.
+    let controller = Observed::new(
+        Controller::new(config, UuidV4Ids),
+        move |ev: ControllerEvent| {
             on_event(&ev);
             if let ControllerEvent::ReleaseIgnored {
                 agent_id,
@@ -207,8 +207,12 @@ async fn serve(
                     let _ = tx.send(outcome);
                 }
             }
-        }
-    });
+            None
+        },
+    );
+    let (server, mut events) = place.serve(controller, transport).await?;
+    // The observer keeps every event, so this only waits for the channel to close.
+    let events_task = tokio::spawn(async move { while events.recv().await.is_some() {} });
     let handle = server.handle();
     Ok(ControllerApp {
         server,

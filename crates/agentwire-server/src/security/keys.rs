@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agentwire::chopsticks::Controller;
+use agentwire::core::Observed;
 use agentwire::mcpw::orchestrator::UpgradePolicy;
 use agentwire::tokio::Handle;
 
@@ -102,7 +103,7 @@ impl KeySource {
 #[derive(Default)]
 pub struct KeyTargets {
     api_keys: Option<(KeySource, Arc<Mutex<UpgradePolicy>>)>,
-    runner_secrets: Option<(KeySource, Handle<Controller>)>,
+    runner_secrets: Option<(KeySource, Handle<Observed<Controller>>)>,
 }
 
 impl std::fmt::Debug for KeyTargets {
@@ -130,7 +131,11 @@ impl KeyTargets {
     }
 
     /// Feeds `source` to the Chopsticks controller behind `handle`.
-    pub fn with_runner_secrets(mut self, source: KeySource, handle: Handle<Controller>) -> Self {
+    pub fn with_runner_secrets(
+        mut self,
+        source: KeySource,
+        handle: Handle<Observed<Controller>>,
+    ) -> Self {
         self.runner_secrets = Some((source, handle));
         self
     }
