@@ -2,6 +2,9 @@
 //! authentication on, an agent that signs and one that does not, and the protocol
 //! analytics on the server's `/metrics`.
 
+#[path = "support/mcpw_server.rs"]
+mod mcpw_server;
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -28,19 +31,7 @@ async fn server_with(
     config: OrchestratorConfig,
     upgrade: UpgradeConfig,
 ) -> (ServerApp, mpsc::UnboundedReceiver<OrchestratorEvent>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let app = mcpw::server_app::start(
-        "127.0.0.1:0",
-        Some("127.0.0.1:0"),
-        config,
-        upgrade,
-        move |ev| {
-            let _ = tx.send(ev.clone());
-        },
-    )
-    .await
-    .expect("bind");
-    (app, rx)
+    mcpw_server::start(true, config, upgrade).await
 }
 
 /// An agent (the crate's `Agent` role) dialing `url`; `secret` turns HMAC on.

@@ -41,24 +41,10 @@ impl<S: Machine, C: Dialer> Sim<S, C> {
         d: Duration,
         mut reachable: impl FnMut(usize) -> bool,
     ) -> Result<usize, SimError> {
-        let deadline = self.now + d;
-        let mut steps = 0;
-        loop {
-            self.flush();
-            self.dial_pending(&mut reachable);
-            let Some(t) = self.next_due() else { break };
-            if t > deadline {
-                break;
-            }
-            self.now = self.now.max(t);
-            steps += 1;
-            if steps > self.cfg.max_steps {
-                return Err(SimError::Livelock { steps });
-            }
-            self.step_now()?;
-        }
-        self.now = deadline;
-        Ok(steps)
+        self.run_until(self.now + d, |sim| {
+            sim.flush();
+            sim.dial_pending(&mut reachable);
+        })
     }
 
     /// [`try_run_dialing_for`](Self::try_run_dialing_for), panicking on livelock or a

@@ -592,10 +592,21 @@ impl<S: Machine, C: Machine> Sim<S, C> {
 
     /// Runs every delivery and timer up to `now + d`, then sets the clock to `now + d`.
     pub fn try_run_for(&mut self, d: Duration) -> Result<usize, SimError> {
-        let deadline = self.now + d;
         self.flush();
+        self.run_until(self.now + d, |_| {})
+    }
+
+    /// The loop of the `run_*for` methods: `before_step` runs before each step and once
+    /// more before the clock is set to `deadline`; fails after `max_steps` steps.
+    pub(super) fn run_until(
+        &mut self,
+        deadline: Instant,
+        mut before_step: impl FnMut(&mut Self),
+    ) -> Result<usize, SimError> {
         let mut steps = 0;
-        while let Some(t) = self.next_due() {
+        loop {
+            before_step(self);
+            let Some(t) = self.next_due() else { break };
             if t > deadline {
                 break;
             }
